@@ -1,0 +1,75 @@
+"""Error taxonomy of the engine.
+
+Every error the engine raises on purpose is a :class:`CdcError` with a message that says
+what is wrong and a hint that says what to do. Errors are either *transient* (a retry
+with backoff can help: broker unreachable, storage hiccup) or *terminal* (retrying will
+not help: bad config, incompatible schema change). The CLI renders them without a
+traceback and maps them to exit codes.
+"""
+
+from __future__ import annotations
+
+
+class CdcError(Exception):
+    """Root of every deliberate engine error."""
+
+    transient: bool = False
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+
+class ConfigError(CdcError):
+    """The configuration is invalid; nothing was started.
+
+    ``problems`` lists every problem found as ``(key, message, fix)``.
+    """
+
+    def __init__(
+        self, message: str, hint: str = "", problems: list[tuple[str, str, str]] | None = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.problems = problems or []
+
+    def __str__(self) -> str:
+        lines = [self.message]
+        for key, msg, fix in self.problems:
+            lines.append(f"  - {key}: {msg}" + (f" (fix: {fix})" if fix else ""))
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class EnvironmentProblem(CdcError):
+    """Something the engine needs on this machine is missing (Java, the broker binary)."""
+
+
+class SourceError(CdcError):
+    """Kafka could not be reached or read."""
+
+    transient = True
+
+
+class DecodeError(CdcError):
+    """A message could not be decoded (it is quarantined, never silently dropped)."""
+
+
+class SchemaEvolutionError(CdcError):
+    """A table's new schema is not a safe evolution of the stored one."""
+
+
+class MergeError(CdcError):
+    """The merge of a micro-batch into a table failed."""
+
+
+class HudiError(CdcError):
+    """The Hudi table on disk is unreadable or inconsistent."""
+
+
+class TableNameError(CdcError):
+    """A topic cannot be mapped to a safe table name inside the target folder."""

@@ -1,0 +1,70 @@
+"""Shared vocabulary of the pipeline: operation codes, column names, source positions.
+
+A decoded micro-batch ("change batch") is a ``pyarrow.Table`` per source table with the
+control columns below followed by the row image (the Debezium ``after`` fields, typed).
+
+Source positions are encoded as two signed 64-bit integers ``(_cdc_pos, _cdc_pos_sub)``
+compared lexicographically, so that ordering is a plain integer comparison everywhere
+(Arrow, Polars, Spark, DuckDB):
+
+* PostgreSQL: ``_cdc_pos = STREAMED_BIT | (commit_lsn or lsn)``, ``_cdc_pos_sub = lsn``.
+  ``commit_lsn`` is element 0 of ``source.sequence`` when present (events of one
+  transaction share it, so concurrent transactions order by commit); otherwise the
+  event's own LSN. WAL positions stay far below 2**62, which leaves bit 62 free.
+* MySQL: ``_cdc_pos = STREAMED_BIT | file_index << 32 | pos``, ``_cdc_pos_sub = row``.
+* ``STREAMED_BIT`` (``1 << 62``) is set for every streamed change and clear for
+  snapshot reads, so a snapshot row orders before any streamed change of the same key.
+
+Ties on the position are broken by Kafka partition and offset. The stored table keeps
+the position of the event that produced each row (``_cdc_pos``, ``_cdc_pos_sub``), so a
+replayed or late event can be recognised in any later batch.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+STREAMED_BIT: Final = 1 << 62
+
+# Operation codes carried in ``_cdc_op``.
+OP_READ: Final = "r"
+OP_CREATE: Final = "c"
+OP_UPDATE: Final = "u"
+OP_DELETE: Final = "d"
+OP_TRUNCATE: Final = "t"
+#: A Kafka tombstone (null value): a delete of its key whose position is taken from
+#: the event that precedes it for the same key in the same partition.
+OP_TOMBSTONE: Final = "x"
+
+# Control columns of a change batch.
+KEY: Final = "_cdc_key"  # Hudi record key string
+OP: Final = "_cdc_op"
+POS: Final = "_cdc_pos"
+POS_SUB: Final = "_cdc_pos_sub"
+SOURCE_TS: Final = "_cdc_source_ts_ms"  # source.ts_ms (database time)
+PARTITION: Final = "_cdc_partition"
+OFFSET: Final = "_cdc_offset"
+TX_ID: Final = "_cdc_tx_id"
+
+CONTROL_COLUMNS: Final = (KEY, OP, POS, POS_SUB, SOURCE_TS, PARTITION, OFFSET, TX_ID)
+
+# Columns kept in every replica next to the source columns (after the Hudi meta columns).
+ROW_OP: Final = "_cdc_op"
+ROW_POS: Final = "_cdc_pos"
+ROW_POS_SUB: Final = "_cdc_pos_sub"
+ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
+REPLICA_CDC_COLUMNS: Final = (ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS)
+
+# Hudi meta columns, in file order.
+HOODIE_COMMIT_TIME: Final = "_hoodie_commit_time"
+HOODIE_COMMIT_SEQNO: Final = "_hoodie_commit_seqno"
+HOODIE_RECORD_KEY: Final = "_hoodie_record_key"
+HOODIE_PARTITION_PATH: Final = "_hoodie_partition_path"
+HOODIE_FILE_NAME: Final = "_hoodie_file_name"
+HOODIE_META_COLUMNS: Final = (
+    HOODIE_COMMIT_TIME,
+    HOODIE_COMMIT_SEQNO,
+    HOODIE_RECORD_KEY,
+    HOODIE_PARTITION_PATH,
+    HOODIE_FILE_NAME,
+)
