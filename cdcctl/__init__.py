@@ -1,0 +1,1 @@
+"""cdcctl: the command-line front end over the replication engine."""

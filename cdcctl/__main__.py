@@ -1,0 +1,5 @@
+"""python -m cdcctl"""
+
+from cdcctl.main import main
+
+main()

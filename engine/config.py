@@ -1,0 +1,258 @@
+"""Replicator configuration: one TOML file, validated as a whole before anything runs.
+
+Layering, lowest first: defaults in the models below < the TOML file < ``CDCCTL_*``
+environment variables (``CDCCTL_BOOTSTRAP_SERVERS``, ``CDCCTL_TARGET``) < command-line
+flags (applied by the caller through :func:`load_config` overrides).
+
+Secrets never live in the file: the Kafka SASL password is read from the environment
+variable named by ``source.sasl_password_env`` or from the file named by
+``source.sasl_password_file``, held as a ``SecretStr`` and never logged or rendered.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import tomlkit
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from engine.errors import ConfigError
+
+SUPPORTED_FORMATS = ("debezium-json",)
+PLANNED_FORMATS = ("debezium-avro", "cdc-json")
+
+#: Topics Debezium writes that never hold row changes; excluded unless the user overrides.
+DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confluent)"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceConfig(_Section):
+    """Where the Debezium topics are and how to read them."""
+
+    bootstrap_servers: str = Field(min_length=1)
+    topics: str = Field(min_length=1, description="regular expression over topic names")
+    exclude_topics: str = DEFAULT_EXCLUDE
+    format: str = "debezium-json"
+    group_id: str = "cdcctl"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password_env: str | None = None
+    sasl_password_file: str | None = None
+    #: Extra librdkafka settings (no secrets: use the *_env / *_file keys for those).
+    kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("topics", "exclude_topics")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression ({exc})") from exc
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, value: str) -> str:
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"{server.strip()!r} is not host:port")
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: str) -> str:
+        if value in PLANNED_FORMATS:
+            raise ValueError(f"format {value!r} is not supported yet")
+        if value not in SUPPORTED_FORMATS:
+            raise ValueError(f"unknown format {value!r}")
+        return value
+
+    @field_validator("kafka_options")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if "password" in key or "secret" in key:
+                raise ValueError(f"{key!r} looks like a secret and must not be in the file")
+        return value
+
+    def sasl_password(self) -> SecretStr | None:
+        """The SASL password from the environment or the secret file, if configured."""
+        if self.sasl_password_env:
+            value = os.environ.get(self.sasl_password_env)
+            if value is None:
+                raise ConfigError(
+                    f"environment variable {self.sasl_password_env} is not set",
+                    hint=f"export {self.sasl_password_env}=... before starting",
+                )
+            return SecretStr(value)
+        if self.sasl_password_file:
+            path = Path(self.sasl_password_file)
+            if not path.is_file():
+                raise ConfigError(f"secret file {path} does not exist", hint="create it or fix the path")
+            return SecretStr(path.read_text().strip())
+        return None
+
+
+class TargetConfig(_Section):
+    """The folder that holds one Hudi table per source table."""
+
+    path: str = Field(min_length=1)
+
+
+class HudiConfig(_Section):
+    """Hudi writer settings. ``num_buckets`` is fixed for a table once it exists."""
+
+    num_buckets: int = Field(default=8, ge=1, le=4096)
+    clean_retain_commits: int = Field(default=10, ge=1)
+
+
+class ReplicatorConfig(_Section):
+    """Micro-batch sizing and bookkeeping."""
+
+    max_batch_events: int = Field(default=250_000, ge=1)
+    max_batch_seconds: float = Field(default=1.0, gt=0)
+    topic_refresh_seconds: float = Field(default=10.0, gt=0)
+    work_dir: str = ".cdcctl"
+    #: Fraction of messages of one batch that may be undecodable before the replicator
+    #: stops; bad messages are always written to the dead-letter file first.
+    max_bad_fraction: float = Field(default=1.0, ge=0, le=1)
+
+
+class SparkConfig(_Section):
+    """Local Spark session settings (the only place Spark is configured)."""
+
+    master: str = "local[2]"
+    driver_memory: str = "2g"
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class Config(_Section):
+    """The whole replicator configuration."""
+
+    source: SourceConfig
+    target: TargetConfig
+    hudi: HudiConfig = HudiConfig()
+    replicator: ReplicatorConfig = ReplicatorConfig()
+    spark: SparkConfig = SparkConfig()
+    #: Folder of the config file; relative paths in the file are resolved against it.
+    base_dir: str = "."
+
+    def target_path(self) -> Path:
+        """Absolute path of the target folder."""
+        return (Path(self.base_dir) / self.target.path).resolve()
+
+    def work_path(self) -> Path:
+        """Absolute path of the work folder (state store, dead letters, staging)."""
+        return (Path(self.base_dir) / self.replicator.work_dir).resolve()
+
+
+_FIXES = {
+    "missing": "add this key",
+    "extra_forbidden": "remove this key (it is not a known setting)",
+}
+
+_ENV_OVERRIDES = {
+    "CDCCTL_BOOTSTRAP_SERVERS": ("source", "bootstrap_servers"),
+    "CDCCTL_TOPICS": ("source", "topics"),
+    "CDCCTL_TARGET": ("target", "path"),
+}
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str, str]]:
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        problems.append((key, msg, _FIXES.get(err["type"], "")))
+    return problems
+
+
+def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> Config:
+    """Validate a config mapping, reporting every problem at once."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{source_name} is not a valid cdcctl config", problems=_problems(exc)
+        ) from None
+
+
+def load_config(path: str | Path, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
+    """Read, layer and validate a config file.
+
+    Args:
+        path: the TOML file.
+        overrides: section -> key -> value, applied last (command-line flags).
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or invalid (every problem listed).
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(
+            f"config file {file} does not exist",
+            hint="create one with `cdcctl init --output " + str(file) + "`",
+        )
+    try:
+        data = tomllib.loads(file.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file} is not valid TOML: {exc}", hint="fix the syntax") from None
+    for env, (section, key) in _ENV_OVERRIDES.items():
+        if env in os.environ:
+            data.setdefault(section, {})[key] = os.environ[env]
+    for section, values in (overrides or {}).items():
+        data.setdefault(section, {}).update(values)
+    data["base_dir"] = str(file.resolve().parent)
+    return config_from_dict(data, source_name=str(file))
+
+
+def render_config(
+    *,
+    bootstrap_servers: str,
+    topics: str,
+    target: str,
+    fmt: str = "debezium-json",
+    num_buckets: int = 8,
+) -> str:
+    """The annotated TOML `cdcctl init` writes (validated before it is returned)."""
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("cdcctl replicator configuration (see README: Configuration)"))
+    doc.add(tomlkit.comment("Secrets never go here: use source.sasl_password_env or _file."))
+    src = tomlkit.table()
+    src.add("bootstrap_servers", bootstrap_servers)
+    src.add("topics", topics)
+    src["topics"].comment("regular expression over topic names; new matching topics are picked up")
+    src.add("format", fmt)
+    src.add("group_id", "cdcctl")
+    src["group_id"].comment("offsets are committed here for lag tools only; recovery uses Hudi")
+    doc.add("source", src)
+    tgt = tomlkit.table()
+    tgt.add("path", target)
+    tgt["path"].comment("one Hudi table per source table is created under this folder")
+    doc.add("target", tgt)
+    hudi = tomlkit.table()
+    hudi.add("num_buckets", num_buckets)
+    hudi["num_buckets"].comment("bucket index size per table; fixed once a table exists")
+    hudi.add("clean_retain_commits", 10)
+    doc.add("hudi", hudi)
+    rep = tomlkit.table()
+    rep.add("max_batch_events", 250_000)
+    rep.add("max_batch_seconds", 1.0)
+    rep.add("work_dir", ".cdcctl")
+    doc.add("replicator", rep)
+    spark = tomlkit.table()
+    spark.add("master", "local[2]")
+    spark.add("driver_memory", "2g")
+    doc.add("spark", spark)
+    text = tomlkit.dumps(doc)
+    config_from_dict(tomllib.loads(text), source_name="the generated config")
+    return text

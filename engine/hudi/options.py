@@ -1,0 +1,63 @@
+"""String constants of the Hudi configuration and commit metadata we read or write.
+
+Hudi identifies every setting by a dotted ``hoodie.*`` key; keeping them in one Enum
+avoids typos that Java would silently ignore (an unknown key is not an error there).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Final
+
+
+class HoodieOption(str, Enum):
+    """``hoodie.*`` keys of ``hoodie.properties`` and of the writer configuration."""
+
+    # hoodie.properties (table config)
+    TABLE_NAME = "hoodie.table.name"
+    DATABASE_NAME = "hoodie.database.name"
+    TABLE_TYPE = "hoodie.table.type"
+    TABLE_VERSION = "hoodie.table.version"
+    TIMELINE_LAYOUT_VERSION = "hoodie.timeline.layout.version"
+    TABLE_CHECKSUM = "hoodie.table.checksum"
+    RECORD_KEY_FIELDS = "hoodie.table.recordkey.fields"
+    PARTITION_FIELDS = "hoodie.table.partition.fields"
+    KEYGENERATOR_CLASS = "hoodie.table.keygenerator.class"
+    PRECOMBINE_FIELD = "hoodie.table.precombine.field"
+    BASE_FILE_FORMAT = "hoodie.table.base.file.format"
+    POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
+    HIVE_STYLE_PARTITIONING = "hoodie.datasource.write.hive_style_partitioning"
+    PARTITIONPATH_URLENCODE = "hoodie.datasource.write.partitionpath.urlencode"
+    DROP_PARTITION_COLUMNS = "hoodie.datasource.write.drop.partition.columns"
+    TIMELINE_TIMEZONE = "hoodie.table.timeline.timezone"
+    ARCHIVELOG_FOLDER = "hoodie.archivelog.folder"
+    CREATE_SCHEMA = "hoodie.table.create.schema"
+    METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+
+    # Writer settings of the bucket index. Nothing on disk records them (format doc 8.1),
+    # so we repeat them in every commit's extra metadata under the cdcctl.* keys below.
+    INDEX_TYPE = "hoodie.index.type"
+    BUCKET_INDEX_ENGINE = "hoodie.index.bucket.engine"
+    BUCKET_INDEX_NUM_BUCKETS = "hoodie.bucket.index.num.buckets"
+    BUCKET_INDEX_HASH_FIELD = "hoodie.bucket.index.hash.field"
+
+
+#: Streamer checkpoint key of table version 6 (format doc 11).
+CHECKPOINT_KEY: Final = "deltastreamer.checkpoint.key"
+#: Commit extra-metadata key of the Avro writer schema (``HoodieCommitMetadata.SCHEMA_KEY``).
+SCHEMA_KEY: Final = "schema"
+
+# Extra-metadata keys only cdcctl writes.
+#: Number of buckets, a decimal int as string. Must never change on an existing table.
+BUCKET_NUM_KEY: Final = "cdcctl.bucket.num"
+#: Comma list of the bucket hash fields (equal to the record key fields).
+BUCKET_HASH_FIELD_KEY: Final = "cdcctl.bucket.hash.field"
+#: Base64 of the Arrow IPC-serialized data schema: Avro cannot express every Arrow type
+#: (int8, large_string, naive timestamps), so this is what makes types round-trip exactly.
+ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"
+
+# Fixed values we write.
+TABLE_VERSION: Final = "6"
+TIMELINE_LAYOUT_VERSION: Final = "1"
+TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
+NONPARTITIONED_KEYGEN: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"

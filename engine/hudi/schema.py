@@ -1,0 +1,213 @@
+"""Arrow schema <-> the Avro writer schema stored in Hudi commits.
+
+Every commit carries the writer's Avro schema (``extraMetadata.schema``, format doc 9),
+and hudi-rs casts every file it reads to that schema, silently. So the Avro types must
+match the parquet types pyarrow writes. Avro cannot say everything Arrow can (int8,
+large_string, naive timestamps), so commits also carry the exact Arrow schema
+(``cdcctl.arrow_schema``) and :func:`conform` casts hudi-rs output back to it.
+
+Mapping (Arrow -> Avro -> what hudi-rs 0.5.0 returns):
+
+===========================  ===================================  =====================
+Arrow                        Avro                                 hudi-rs returns
+===========================  ===================================  =====================
+int8 / int16 / int32         int                                  int32
+int64                        long                                 int64
+float32 / float64            float / double                       same
+bool                         boolean                              bool
+string / large_string        string                               string
+binary / large_binary        bytes                                binary
+date32                       int + date                           date32
+timestamp[ms|us, tz]         long + timestamp-millis|micros       timestamp[.., tz=UTC]
+timestamp[ms|us] (naive)     long + timestamp-millis|micros       timestamp[.., tz=UTC]
+decimal128(p, s)             fixed(n) + decimal(p, s)             decimal128(p, s)
+list<T>                      array<T>                             list<T>
+===========================  ===================================  =====================
+
+Naive timestamps use ``timestamp-*`` too: hudi-rs 0.5.0 panics ("not yet implemented")
+on every read of a table whose schema has ``local-timestamp-*``. The values are the
+same integers; only the type's time zone differs, and :func:`conform` drops it again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from engine.errors import HudiError
+
+# Avro names (record, field, fixed); apache-avro in hudi-rs rejects anything else.
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def decimal_fixed_size(precision: int) -> int:
+    """Return the fewest bytes of a two's-complement integer holding ``precision`` digits.
+
+    This is the ``fixed`` size Avro and Parquet (FIXED_LEN_BYTE_ARRAY) use for decimals,
+    and what pyarrow writes: the smallest n with 2^(8n-1) - 1 >= 10^precision - 1.
+
+    Args:
+        precision: Decimal precision, 1..38.
+
+    Returns:
+        The size in bytes (e.g. 5 for precision 10, 16 for precision 38).
+    """
+    n = 1
+    while 2 ** (8 * n - 1) - 1 < 10**precision - 1:
+        n += 1
+    return n
+
+
+def _avro_type(t: pa.DataType, name_path: str) -> Any:
+    """Return the (non-null) Avro type of an Arrow type.
+
+    ``name_path`` is the dotted namespace of the field, so that named types (``fixed``)
+    get unique full names, as Hudi's own converter does.
+    """
+    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
+        return "int"
+    if pa.types.is_int64(t):
+        return "long"
+    if pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bytes"
+    if pa.types.is_date32(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_timestamp(t) and t.unit in ("ms", "us"):
+        # With or without tz: see the module docstring for why never local-timestamp-*.
+        logical = "timestamp-micros" if t.unit == "us" else "timestamp-millis"
+        return {"type": "long", "logicalType": logical}
+    if pa.types.is_decimal128(t):
+        return {
+            "type": "fixed",
+            "name": "fixed",
+            "namespace": name_path,
+            "size": decimal_fixed_size(t.precision),
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = _avro_type(t.value_type, f"{name_path}.element")
+        return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
+    raise HudiError(
+        f"column type {t} has no Hudi (Avro) mapping",
+        "cast the column to a supported type (integers, floats, bool, string, binary, "
+        "date32, timestamp[us], decimal128, list)",
+    )
+
+
+def avro_schema(arrow_schema: pa.Schema, table_name: str) -> dict[str, Any]:
+    """Return the Avro writer schema of a data schema, as a JSON-ready dict.
+
+    See :func:`avro_schema_json`.
+    """
+    for name in (table_name, *arrow_schema.names):
+        if not _AVRO_NAME.match(name):
+            raise HudiError(
+                f"{name!r} is not a valid Avro name",
+                "table and column names must match [A-Za-z_][A-Za-z0-9_]*",
+            )
+    record = f"{table_name}_record"
+    namespace = f"hoodie.{table_name}"
+    fields = [
+        {
+            "name": f.name,
+            "type": ["null", _avro_type(f.type, f"{namespace}.{record}.{f.name}")],
+            "default": None,
+        }
+        for f in arrow_schema
+    ]
+    return {"type": "record", "name": record, "namespace": namespace, "fields": fields}
+
+
+def avro_schema_json(arrow_schema: pa.Schema, table_name: str) -> str:
+    """Return the Avro writer schema stored in ``extraMetadata.schema`` (format doc 9).
+
+    Like Spark's writer: record ``<table>_record`` in namespace ``hoodie.<table>``, no
+    ``_hoodie_*`` meta fields, every field ``["null", T]`` with default null.
+
+    Args:
+        arrow_schema: The data columns (without meta columns), in file order.
+        table_name: The Hudi table name.
+
+    Returns:
+        Compact JSON text.
+
+    Raises:
+        HudiError: For a type without mapping or a name Avro does not accept.
+    """
+    return json.dumps(avro_schema(arrow_schema, table_name), separators=(",", ":"))
+
+
+def arrow_schema_to_b64(schema: pa.Schema) -> str:
+    """Serialize an Arrow schema (Arrow IPC) to base64 text for commit metadata.
+
+    Args:
+        schema: Any Arrow schema; field metadata and nullability are kept.
+
+    Returns:
+        ASCII base64 text.
+    """
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def arrow_schema_from_b64(text: str) -> pa.Schema:
+    """Inverse of :func:`arrow_schema_to_b64`.
+
+    Args:
+        text: Base64 text written by :func:`arrow_schema_to_b64`.
+
+    Returns:
+        The Arrow schema.
+
+    Raises:
+        HudiError: If the text is not a serialized Arrow schema.
+    """
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+    except (ValueError, pa.ArrowInvalid) as exc:
+        raise HudiError(f"commit metadata holds an unreadable Arrow schema: {exc}") from exc
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast a table read by hudi-rs back to the exact Arrow data schema.
+
+    hudi-rs returns Avro's view of the types (int32 for int8, tz=UTC on naive
+    timestamps, ...). Columns of ``schema`` are selected in order and cast; columns the
+    table lacks come back null; other columns (e.g. ``_hoodie_*``) are kept in front.
+
+    Args:
+        table: Output of a hudi-rs read.
+        schema: The data schema, e.g. ``HudiTable.arrow_schema()``.
+
+    Returns:
+        The table with the data columns typed exactly as ``schema``.
+    """
+    extra = [name for name in table.column_names if name not in schema.names]
+    columns: list[pa.ChunkedArray | pa.Array] = [table[name] for name in extra]
+    fields: list[pa.Field] = [table.schema.field(name) for name in extra]
+    for field in schema:
+        if field.name in table.column_names:
+            col = table[field.name]
+            if pa.types.is_timestamp(field.type) and pa.types.is_timestamp(col.type):
+                # Same instants: re-label the zone, never shift the stored values.
+                col = col.cast(pa.int64()).cast(field.type)
+            else:
+                col = col.cast(field.type)
+        else:
+            col = pa.nulls(table.num_rows, field.type)
+        columns.append(col)
+        fields.append(field)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))

@@ -1,0 +1,1 @@
+"""Textual dashboard over the engine's state (planned: see README)."""
