@@ -7,6 +7,7 @@ exit code.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -166,6 +167,12 @@ def main() -> None:
         if exc.hint:
             err.print(f"  hint: {exc.hint}", highlight=False)
         sys.exit(exit_codes.USAGE if isinstance(exc, ConfigError) else exit_codes.RUNTIME)
+    except Exception as exc:  # a bug: say so in one line unless asked for the traceback
+        if os.environ.get("CDCCTL_DEBUG"):
+            raise
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+        err.print("  hint: rerun with CDCCTL_DEBUG=1 for the traceback and report it", highlight=False)
+        sys.exit(exit_codes.RUNTIME)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import signal
 import time
@@ -467,6 +468,7 @@ class Replicator:
                     events_file=str(events_file),
                     data_schema_ipc=schema_ipc,
                     task_partition=part,
+                    driver_pid=os.getpid(),
                 )
             )
         return instant, schema, tasks

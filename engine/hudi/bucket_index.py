@@ -146,7 +146,9 @@ def _bucket_ids_chunk(arr: pa.Array, num_buckets: int) -> np.ndarray:
         bad = pc.or_(not_ascii, pc.match_substring(arr, ":")).to_numpy(zero_copy_only=False)
 
     string_hash = np.zeros(n, dtype=np.uint32)  # empty strings hash to 0, as in Java
-    if n and len(data) == int(lengths[0]) * n:
+    if len(data) == 0:
+        pass  # only empty strings
+    elif bool((lengths == lengths[0]).all()):
         # Every string has the same length (UUIDs, fixed-width ids): the bytes already
         # form an n x L matrix.
         _hash_rows(data.reshape(n, -1), string_hash, slice(None))

@@ -6,11 +6,11 @@ avoids typos that Java would silently ignore (an unknown key is not an error the
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Final
 
 
-class HoodieOption(str, Enum):
+class HoodieOption(StrEnum):
     """``hoodie.*`` keys of ``hoodie.properties`` and of the writer configuration."""
 
     # hoodie.properties (table config)

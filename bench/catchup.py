@@ -1,0 +1,154 @@
+"""Catch-up benchmark: N Debezium events already in the broker, replicated from scratch.
+
+Usage:  .venv/bin/python bench/catchup.py --events 1000000 [--schemas] [--batch 250000]
+
+Prints the machine, events/s end to end, seconds per batch, peak RSS of the whole
+replicator process tree (Python driver + Spark JVM + Python workers), and the raw
+consume rate of the same topics (no decoding) measured in the same run, as a ratio.
+A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, TopicPartition
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.broker import EmbeddedBroker, produce_messages  # noqa: E402
+from engine.demo_workload import InventoryWorkload  # noqa: E402
+
+
+def machine() -> str:
+    mem = psutil.virtual_memory().total / 2**30
+    return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores {mem:.0f} GiB, Python {platform.python_version()}"
+
+
+def raw_consume(bootstrap: str, topics: list[str], expected: int) -> float:
+    """Seconds to consume every message of ``topics`` without decoding."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-raw",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 0,
+            "queued.min.messages": 500_000,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+        }
+    )
+    consumer.assign([TopicPartition(t, 0, 0) for t in topics])
+    started, n = time.perf_counter(), 0
+    while n < expected:
+        n += len(consumer.consume(500_000, 5.0))
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return seconds
+
+
+class PeakRss:
+    """Samples the RSS of a process and all its descendants every 50 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--schemas", action="store_true", help="JsonConverter schemas.enable=true")
+    ap.add_argument("--batch", type=int, default=250_000, help="replicator.max_batch_events")
+    ap.add_argument("--buckets", type=int, default=8)
+    args = ap.parse_args()
+
+    print(f"machine: {machine()}")
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        workload = InventoryWorkload(seed=1, prefix="bench", schemas=args.schemas)
+        t0 = time.perf_counter()
+        messages = list(workload.events(args.events))
+        gen_s = time.perf_counter() - t0
+        topics = sorted({m[0] for m in messages})
+        broker.create_topics(topics)
+        t0 = time.perf_counter()
+        produced = produce_messages(broker.bootstrap_servers, messages)
+        prod_s = time.perf_counter() - t0
+        payload = sum(len(v or b"") + len(k or b"") for _, k, v in messages)
+        del messages
+        print(f"workload: {produced:,} messages ({payload / 2**20:,.0f} MiB), "
+              f"schemas.enable={args.schemas}; generated in {gen_s:.1f}s, produced in {prod_s:.1f}s")
+
+        raw_s = raw_consume(broker.bootstrap_servers, topics, produced)
+        target = Path(tmp) / "lake"
+        config = Path(tmp) / "cdcctl.toml"
+        config.write_text(
+            f'[source]\nbootstrap_servers = "{broker.bootstrap_servers}"\ntopics = "^bench\\\\."\n'
+            f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
+            f'[replicator]\nmax_batch_events = {args.batch}\nwork_dir = "{Path(tmp) / "work"}"\n'
+        )
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        rss = PeakRss(proc.pid)
+        stdout, stderr = proc.communicate()
+        wall = time.perf_counter() - started
+        peak = rss.stop()
+        if proc.returncode != 0:
+            print(stderr, file=sys.stderr)
+            sys.exit(f"replicator failed with exit code {proc.returncode}")
+        batches = [float(s) for s in re.findall(r"msgs in ([0-9.]+)s", stderr)]
+        busy = sum(batches)
+        print(f"raw consume: {produced / raw_s:,.0f} msg/s ({raw_s:.2f}s)")
+        print(f"replicate:   {produced / wall:,.0f} events/s end to end incl. Spark start "
+              f"({wall:.1f}s); {produced / busy:,.0f} events/s over {len(batches)} batches "
+              f"({busy:.1f}s)")
+        if batches:
+            print(f"per batch:   mean {busy / len(batches):.2f}s, max {max(batches):.2f}s "
+                  f"({args.batch:,} events max per batch)")
+        print(f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}; "
+              f"batches only = {(produced / busy) / (produced / raw_s):.3f}")
+        print(f"peak RSS:    {peak / 2**20:,.0f} MiB (driver + JVM + Python workers)")
+        print(stdout.strip())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,744 @@
+"""Kafka Connect schemas (JsonConverter ``schemas.enable=true``) mapped to Arrow.
+
+Every Connect field schema becomes a :class:`TypePlan` with two Arrow types:
+
+* ``parse_type`` - what the bulk JSON reader (``pyarrow.json``) is asked to produce. It is
+  the *wire* representation: a ``Decimal`` is a base64 string, a ``MicroTimestamp`` an
+  int64, a ``ZonedTimestamp`` a string.
+* ``out_type`` - the type of the column in the change batch (decimal128, timestamp, ...).
+
+``convert`` turns an array of ``parse_type`` into ``out_type`` with vectorised Arrow (and,
+for base64, Polars) kernels, and reports the rows whose value cannot be represented
+(invalid base64, a time of day past midnight, ...) instead of failing the whole array.
+
+``normalize`` is the per-value Python twin of the bulk reader: it turns a ``json.loads``
+value into a value of ``parse_type``. The decoder uses it only for messages the bulk reader
+rejects (one odd message must not poison a block) and for types the Arrow JSON reader
+cannot read (maps). Because it produces the *wire* representation, the same vectorised
+``convert`` runs afterwards, so both paths give identical results.
+
+Type decisions (see also the module docstring of :mod:`engine.decode.debezium_json`):
+
+* ``int8`` and ``int16`` become int32: Hudi's Avro schema has no narrower integer, so int32
+  avoids a type change when the batch meets the table schema.
+* ``VariableScaleDecimal`` becomes a string holding the exact plain decimal text: every
+  value carries its own scale, so any fixed ``decimal128(38, s)`` would either change type
+  between batches (a scale change is not a safe Hudi evolution) or lose digits.
+* A ``Decimal`` with precision above 76 (PostgreSQL allows 1000) also becomes exact text.
+* Temporal values: see the ``_ts_*`` and ``_time_*`` helpers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import decimal
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Connect / Debezium semantic type names (schema "name").
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+CONNECT_DATE = "org.apache.kafka.connect.data.Date"
+CONNECT_TIME = "org.apache.kafka.connect.data.Time"
+CONNECT_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
+VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+DBZ_DATE = "io.debezium.time.Date"
+DBZ_TIME = "io.debezium.time.Time"
+DBZ_MICRO_TIME = "io.debezium.time.MicroTime"
+DBZ_NANO_TIME = "io.debezium.time.NanoTime"
+DBZ_TIMESTAMP = "io.debezium.time.Timestamp"
+DBZ_MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
+DBZ_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
+DBZ_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+DBZ_BITS = "io.debezium.data.Bits"
+
+#: Precision used when a Decimal schema has no ``connect.decimal.precision`` parameter
+#: (MySQL and old connectors omit it); 38 is the widest decimal128.
+DEFAULT_DECIMAL_PRECISION = 38
+
+# PostgreSQL +/-infinity timestamps arrive as the JDBC driver's sentinels (the same numbers
+# whatever the unit) or, in nanosecond mode, as Long.MAX/MIN. They are clamped to the ends of
+# the range every engine downstream (Spark, Hudi, Python) can represent.
+_POS_INFINITY = pa.array([9223372036825200000, 2**63 - 1], pa.int64())
+_NEG_INFINITY = pa.array([-9223372036832400000, -(2**63)], pa.int64())
+TS_MAX_US = 253402300799999999  # 9999-12-31T23:59:59.999999
+TS_MIN_US = -62135596800000000  # 0001-01-01T00:00:00
+_DAY_US = 86_400_000_000
+
+_INT_RANGES = {
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+
+
+class FieldError(ValueError):
+    """A value does not match its Connect schema; the message is quarantined."""
+
+
+@dataclass(slots=True)
+class Converted:
+    """Result of a vectorised conversion.
+
+    Attributes:
+        array: The converted values (``out_type``); rows flagged in ``bad`` hold nulls.
+        bad: Boolean mask of rows whose value could not be converted, or None.
+        reason: Why the flagged rows failed (used as the quarantine reason).
+    """
+
+    array: pa.Array
+    bad: pa.Array | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TypePlan:
+    """How one Connect field is read, converted and typed.
+
+    Attributes:
+        describe: Human-readable Connect type (for error messages).
+        parse_type: Wire representation requested from the Arrow JSON reader.
+        out_type: Type of the change-batch column.
+        convert: Vectorised ``parse_type`` -> ``out_type`` conversion (None: identity).
+        normalize: Python JSON value -> ``parse_type`` value; raises :class:`FieldError`.
+        arrow_readable: False if the Arrow JSON reader cannot produce ``parse_type``.
+        has_decimal: True if a ``Decimal`` occurs anywhere inside (it may arrive as a JSON
+            number with ``decimal.format=NUMERIC``, so a second parse variant is needed).
+    """
+
+    describe: str
+    parse_type: pa.DataType
+    out_type: pa.DataType
+    convert: Callable[[pa.Array, str], Converted] | None
+    normalize: Callable[[Any, str], Any]
+    arrow_readable: bool = True
+    has_decimal: bool = False
+
+    def numeric_decimal_variant(self) -> pa.DataType:
+        """Parse type for ``decimal.format=NUMERIC`` (decimals as JSON numbers)."""
+        return _numeric_variant(self)
+
+
+# --------------------------------------------------------------------------------------
+# Python normalizers (wire representation)
+# --------------------------------------------------------------------------------------
+
+
+def _norm_int(kind: str) -> Callable[[Any, str], Any]:
+    lo, hi = _INT_RANGES[kind]
+
+    def norm(v: Any, path: str) -> Any:
+        if v is None:
+            return None
+        # bool is an int subclass in Python but a different JSON type.
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise FieldError(f"{path}: expected an integer, got {_short(v)}")
+        if not lo <= v <= hi:
+            raise FieldError(f"{path}: integer {v} out of {kind} range")
+        return v
+
+    return norm
+
+
+_SPECIAL_FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _norm_float(v: Any, path: str) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise FieldError(f"{path}: expected a number, got {_short(v)}")
+    if isinstance(v, (int, float, decimal.Decimal)):
+        return float(v)
+    # Jackson renders NaN/Infinity of FLOAT64 columns (e.g. decimal.handling.mode=double) as
+    # quoted strings, which the bulk reader rejects; accept them here.
+    if isinstance(v, str) and v in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[v]
+    raise FieldError(f"{path}: expected a number, got {_short(v)}")
+
+
+def _norm_bool(v: Any, path: str) -> Any:
+    if v is None or isinstance(v, bool):
+        return v
+    raise FieldError(f"{path}: expected a boolean, got {_short(v)}")
+
+
+def _norm_str(v: Any, path: str) -> Any:
+    if v is None or isinstance(v, str):
+        return v
+    raise FieldError(f"{path}: expected a string, got {_short(v)}")
+
+
+def _norm_decimal(scale: int) -> Callable[[Any, str], Any]:
+    """Normalize a Decimal to its base64 wire form, accepting ``decimal.format=NUMERIC``."""
+
+    def norm(v: Any, path: str) -> Any:
+        if v is None or isinstance(v, str):
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
+            raise FieldError(f"{path}: expected a decimal, got {_short(v)}")
+        d = decimal.Decimal(v) if not isinstance(v, float) else decimal.Decimal(repr(v))
+        if not d.is_finite():
+            raise FieldError(f"{path}: {v} is not a finite decimal")
+        unscaled = d.scaleb(scale)
+        if unscaled != unscaled.to_integral_value():
+            raise FieldError(f"{path}: {v} has more than {scale} fractional digits")
+        n = int(unscaled)
+        raw = n.to_bytes(max(1, (n.bit_length() + 8) // 8), "big", signed=True)
+        return base64.b64encode(raw).decode("ascii")
+
+    return norm
+
+
+def _norm_list(item: TypePlan) -> Callable[[Any, str], Any]:
+    def norm(v: Any, path: str) -> Any:
+        if v is None:
+            return None
+        if not isinstance(v, list):
+            raise FieldError(f"{path}: expected an array, got {_short(v)}")
+        return [item.normalize(x, f"{path}[]") for x in v]
+
+    return norm
+
+
+def _norm_struct(fields: list[tuple[str, TypePlan]]) -> Callable[[Any, str], Any]:
+    def norm(v: Any, path: str) -> Any:
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise FieldError(f"{path}: expected an object, got {_short(v)}")
+        return {name: plan.normalize(v.get(name), f"{path}.{name}") for name, plan in fields}
+
+    return norm
+
+
+def _norm_map(key: TypePlan, value: TypePlan) -> Callable[[Any, str], Any]:
+    def norm(v: Any, path: str) -> Any:
+        if v is None:
+            return None
+        # String-keyed maps are JSON objects; other maps are arrays of [key, value] pairs.
+        if isinstance(v, dict):
+            pairs = list(v.items())
+        elif isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 for p in v):
+            pairs = [(p[0], p[1]) for p in v]
+        else:
+            raise FieldError(f"{path}: expected a map, got {_short(v)}")
+        return [
+            (key.normalize(k, f"{path}.key"), value.normalize(x, f"{path}.value"))
+            for k, x in pairs
+        ]
+
+    return norm
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --------------------------------------------------------------------------------------
+# Vectorised converters
+# --------------------------------------------------------------------------------------
+
+
+def _mask_or_none(mask: pa.Array) -> pa.Array | None:
+    """Normalize a boolean mask: nulls count as False; None if nothing is flagged."""
+    mask = pc.fill_null(mask, False)
+    return mask if pc.any(mask).as_py() else None
+
+
+def _null_where(arr: pa.Array, mask: pa.Array | None) -> pa.Array:
+    if mask is None:
+        return arr
+    return pc.if_else(mask, pa.nulls(len(arr), arr.type), arr)
+
+
+def b64decode(arr: pa.Array) -> tuple[pa.Array, pa.Array | None]:
+    """Decode a string array of standard padded base64 into binary, vectorised.
+
+    Returns:
+        The decoded array and a mask of invalid rows (None if all are valid).
+    """
+    if len(arr) == 0:
+        return pa.array([], pa.binary()), None
+    try:
+        # Polars decodes base64 in native code; pyarrow.compute has no base64 kernel.
+        decoded = pl.from_arrow(arr).str.decode("base64", strict=True)  # type: ignore[union-attr]
+        return decoded.to_arrow().cast(pa.binary()), None
+    except pl.exceptions.PolarsError:
+        pass
+    # Rare path: find the offending rows one by one.
+    out: list[bytes | None] = []
+    bad: list[bool] = []
+    for v in arr.to_pylist():
+        if v is None:
+            out.append(None)
+            bad.append(False)
+            continue
+        try:
+            out.append(binascii.a2b_base64(v, strict_mode=True))
+            bad.append(False)
+        except (binascii.Error, ValueError):
+            out.append(None)
+            bad.append(True)
+    return pa.array(out, pa.binary()), pa.array(bad, pa.bool_())
+
+
+def _convert_bytes(arr: pa.Array, path: str) -> Converted:
+    if pa.types.is_binary(arr.type):
+        return Converted(arr)
+    out, bad = b64decode(arr)
+    return Converted(out, bad, f"{path}: invalid base64")
+
+
+def unscaled_to_decimal(raw: pa.Array, out_type: pa.DataType) -> Converted:
+    """Build decimals from big-endian two's-complement unscaled integers, vectorised.
+
+    Each value is sign-extended to the decimal width, byte-reversed (Arrow decimals are
+    little-endian) and the resulting fixed-size buffer is reinterpreted as a decimal.
+
+    Args:
+        raw: Binary array of unscaled values (Java ``BigInteger.toByteArray`` layout).
+        out_type: decimal128 or decimal256 type to produce.
+    """
+    width = 16 if pa.types.is_decimal128(out_type) else 32
+    max_precision = 38 if width == 16 else 76
+    lengths = pc.binary_length(raw)
+    too_long = _mask_or_none(pc.greater(lengths, width))
+    if too_long is not None:
+        raw = _null_where(raw, too_long)
+        lengths = pc.binary_length(raw)
+    first = pc.binary_slice(raw, 0, 1)
+    negative = pc.greater_equal(first, pa.scalar(b"\x80", pa.binary()))
+    pad_byte = pc.if_else(negative, pa.scalar(b"\xff", pa.binary()), pa.scalar(b"\x00", pa.binary()))
+    pad = pc.binary_repeat(pad_byte, pc.subtract(pa.scalar(width, pa.int32()), lengths))
+    big_endian = pc.binary_join_element_wise(pad, raw, pa.scalar(b"", pa.binary()))
+    little = pc.binary_reverse(big_endian).cast(pa.binary(width))
+    wide_type = (pa.decimal128 if width == 16 else pa.decimal256)(max_precision, out_type.scale)
+    wide = pa.Array.from_buffers(
+        wide_type, len(little), little.buffers()[:2], little.null_count, little.offset
+    )
+    bad = too_long
+    if out_type.precision == max_precision:
+        return Converted(wide, bad)
+    try:
+        return Converted(wide.cast(out_type), bad)
+    except pa.ArrowInvalid:
+        pass
+    # Rare path: some values exceed the declared precision; flag them individually.
+    limit = 10**out_type.precision
+    flags: list[bool] = []
+    for v in wide.to_pylist():
+        flags.append(v is not None and abs(int(v.scaleb(out_type.scale))) >= limit)
+    over = pa.array(flags, pa.bool_())
+    fixed = _null_where(wide, over).cast(out_type)
+    return Converted(fixed, over if bad is None else pc.or_(over, bad))
+
+
+def _decimal_converter(out_type: pa.DataType) -> Callable[[pa.Array, str], Converted]:
+    def convert(arr: pa.Array, path: str) -> Converted:
+        if pa.types.is_decimal(arr.type):
+            # decimal.format=NUMERIC: the reader already produced decimals.
+            return Converted(arr if arr.type == out_type else arr.cast(out_type))
+        raw, bad_b64 = b64decode(arr)
+        if bad_b64 is not None:
+            raw = _null_where(raw, bad_b64)
+        res = unscaled_to_decimal(raw, out_type)
+        bad = _or_masks(bad_b64, res.bad)
+        return Converted(res.array, bad, f"{path}: undecodable {out_type} value")
+
+    return convert
+
+
+def _decimal_text(unscaled: int, scale: int) -> str:
+    """Exact plain text of ``unscaled * 10**-scale`` (no exponent, scale kept)."""
+    sign = "-" if unscaled < 0 else ""
+    digits = str(abs(unscaled))
+    if scale <= 0:
+        return sign + digits + "0" * (-scale) if unscaled else "0"
+    digits = digits.rjust(scale + 1, "0")
+    return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
+
+
+def _decimal_text_converter(scale: int) -> Callable[[pa.Array, str], Converted]:
+    """Decimals too wide for decimal256: exact text (Python; such columns are rare)."""
+
+    def convert(arr: pa.Array, path: str) -> Converted:
+        out: list[str | None] = []
+        bad: list[bool] = []
+        for v in arr.to_pylist():
+            if v is None:
+                out.append(None)
+                bad.append(False)
+                continue
+            try:
+                raw = binascii.a2b_base64(v, strict_mode=True)
+                out.append(_decimal_text(int.from_bytes(raw, "big", signed=True), scale))
+                bad.append(False)
+            except (binascii.Error, ValueError):
+                out.append(None)
+                bad.append(True)
+        return Converted(pa.array(out, pa.string()), _mask_or_none(pa.array(bad)), f"{path}: invalid decimal")
+
+    return convert
+
+
+def _convert_variable_scale(arr: pa.Array, path: str) -> Converted:
+    """VariableScaleDecimal ``{scale, value}`` -> exact decimal text (Python; rare type)."""
+    out: list[str | None] = []
+    bad: list[bool] = []
+    for v in arr.to_pylist():
+        if v is None:
+            out.append(None)
+            bad.append(False)
+            continue
+        try:
+            scale, value = v["scale"], v["value"]
+            if scale is None or value is None:
+                raise ValueError("missing scale or value")
+            raw = binascii.a2b_base64(value, strict_mode=True)
+            out.append(_decimal_text(int.from_bytes(raw, "big", signed=True), scale))
+            bad.append(False)
+        except (binascii.Error, ValueError, TypeError, KeyError):
+            out.append(None)
+            bad.append(True)
+    return Converted(pa.array(out, pa.string()), _mask_or_none(pa.array(bad)), f"{path}: invalid VariableScaleDecimal")
+
+
+def _or_masks(*masks: pa.Array | None) -> pa.Array | None:
+    result = None
+    for m in masks:
+        if m is None:
+            continue
+        result = m if result is None else pc.or_(result, m)
+    return result
+
+
+def _date_convert(arr: pa.Array, path: str) -> Converted:
+    return Converted(arr.cast(pa.int32()).cast(pa.date32()))
+
+
+def _floor_div(arr: pa.Array, divisor: int) -> pa.Array:
+    """Integer division rounding towards minus infinity (pre-1970 nanoseconds)."""
+    q = pc.divide(arr, divisor)  # truncates towards zero
+    r = pc.subtract(arr, pc.multiply(q, divisor))
+    return pc.if_else(pc.less(r, 0), pc.subtract(q, 1), q)
+
+
+def _timestamp_converter(unit: str, tz: str | None = None) -> Callable[[pa.Array, str], Converted]:
+    """int64 ms/us/ns since the epoch -> timestamp[us] (wall-clock, no zone)."""
+    out_type = pa.timestamp("us", tz)
+
+    def convert(arr: pa.Array, path: str) -> Converted:
+        arr = arr.cast(pa.int64())
+        pos_inf = pc.is_in(arr, value_set=_POS_INFINITY)
+        neg_inf = pc.is_in(arr, value_set=_NEG_INFINITY)
+        special = pc.or_(pos_inf, neg_inf)
+        plain = pc.if_else(special, pa.scalar(0, pa.int64()), arr)
+        bad = None
+        if unit == "ms":
+            # Values whose microseconds overflow int64 cannot be represented at all.
+            limit = (2**63 - 1) // 1000
+            bad = _mask_or_none(pc.greater(pc.abs(plain), limit))
+            plain = pc.if_else(pc.fill_null(bad, False), 0, plain) if bad is not None else plain
+            us = pc.multiply(plain, 1000)
+        elif unit == "ns":
+            us = _floor_div(plain, 1000)
+        else:
+            us = plain
+        us = pc.if_else(pos_inf, TS_MAX_US, pc.if_else(neg_inf, TS_MIN_US, us))
+        out = us.cast(pa.int64()).cast(out_type)
+        return Converted(_null_where(out, bad), bad, f"{path}: timestamp out of range")
+
+    return convert
+
+
+def _time_converter(unit: str) -> Callable[[pa.Array, str], Converted]:
+    """ms/us/ns since midnight -> time64[us]; values outside one day are quarantined."""
+
+    def convert(arr: pa.Array, path: str) -> Converted:
+        arr = arr.cast(pa.int64())
+        if unit == "ms":
+            guarded = pc.if_else(pc.greater(pc.abs(arr), _DAY_US), _DAY_US, arr)
+            us = pc.multiply(guarded, 1000)
+        elif unit == "ns":
+            us = _floor_div(arr, 1000)
+        else:
+            us = arr
+        bad = _mask_or_none(pc.or_(pc.less(us, 0), pc.greater_equal(us, _DAY_US)))
+        us = _null_where(us, bad)
+        return Converted(us.cast(pa.time64("us")), bad, f"{path}: time of day outside 00:00-24:00")
+
+    return convert
+
+
+def _zoned_timestamp_convert(arr: pa.Array, path: str) -> Converted:
+    """ISO-8601 instant strings (normalized to ``Z``) -> timestamp[us, UTC]."""
+    out_type = pa.timestamp("us", "UTC")
+    try:
+        return Converted(arr.cast(out_type))
+    except pa.ArrowInvalid:
+        pass
+    try:
+        # More than six fractional digits: parse at nanosecond precision, then floor.
+        ns = arr.cast(pa.timestamp("ns", "UTC")).cast(pa.int64())
+        return Converted(_floor_div(ns, 1000).cast(out_type))
+    except pa.ArrowInvalid:
+        pass
+    # Rare path: isolate the unparseable values.
+    values: list[Any] = []
+    bad: list[bool] = []
+    for v in arr.to_pylist():
+        try:
+            values.append(None if v is None else pa.scalar(v).cast(out_type).value)
+            bad.append(False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            values.append(None)
+            bad.append(True)
+    out = pa.array(values, pa.int64()).cast(out_type)
+    return Converted(out, _mask_or_none(pa.array(bad)), f"{path}: invalid ZonedTimestamp")
+
+
+def _list_converter(item: TypePlan) -> Callable[[pa.Array, str], Converted]:
+    assert item.convert is not None
+
+    def convert(arr: pa.Array, path: str) -> Converted:
+        flat = arr.flatten()
+        res = item.convert(flat, f"{path}[]")
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).cast(pa.int32())
+        offsets = pa.concat_arrays(
+            [pa.array([0], pa.int32()), pc.cumulative_sum(lengths).cast(pa.int32())]
+        )
+        out = pa.ListArray.from_arrays(
+            offsets, res.array, type=pa.list_(res.array.type), mask=arr.is_null()
+        )
+        bad = None
+        if res.bad is not None:
+            parents = pc.filter(pc.list_parent_indices(arr), res.bad)
+            bad = _mask_or_none(pc.is_in(pa.array(range(len(arr)), pa.int64()), value_set=parents.cast(pa.int64())))
+        return Converted(out, bad, res.reason)
+
+    return convert
+
+
+def _struct_converter(fields: list[tuple[str, TypePlan]], out_type: pa.DataType) -> Callable[[pa.Array, str], Converted]:
+    def convert(arr: pa.Array, path: str) -> Converted:
+        children = arr.flatten()  # applies the struct's own nulls to its children
+        converted: list[pa.Array] = []
+        bad: pa.Array | None = None
+        reason = ""
+        for (name, plan), child in zip(fields, children, strict=True):
+            if plan.convert is None:
+                converted.append(child)
+                continue
+            res = plan.convert(child, f"{path}.{name}")
+            converted.append(res.array)
+            if res.bad is not None:
+                reason = reason or res.reason
+                bad = _or_masks(bad, res.bad)
+        out = pa.StructArray.from_arrays(converted, fields=list(out_type), mask=arr.is_null())
+        return Converted(out, bad, reason)
+
+    return convert
+
+
+def _map_converter(key: TypePlan, value: TypePlan, out_type: pa.DataType) -> Callable[[pa.Array, str], Converted]:
+    def convert(arr: pa.Array, path: str) -> Converted:
+        keys = arr.keys if key.convert is None else key.convert(arr.keys, f"{path}.key").array
+        items = arr.items if value.convert is None else value.convert(arr.items, f"{path}.value").array
+        out = pa.MapArray.from_arrays(arr.offsets, keys, items, type=out_type, mask=arr.is_null())
+        return Converted(out)
+
+    return convert
+
+
+# --------------------------------------------------------------------------------------
+# Plan construction
+# --------------------------------------------------------------------------------------
+
+_PRIMITIVES: dict[str, tuple[pa.DataType, pa.DataType, Callable[[Any, str], Any]]] = {
+    # connect type: (parse type, out type, normalizer)
+    "int8": (pa.int32(), pa.int32(), _norm_int("int32")),
+    "int16": (pa.int32(), pa.int32(), _norm_int("int32")),
+    "int32": (pa.int32(), pa.int32(), _norm_int("int32")),
+    "int64": (pa.int64(), pa.int64(), _norm_int("int64")),
+    "float": (pa.float32(), pa.float32(), _norm_float),
+    "float32": (pa.float32(), pa.float32(), _norm_float),
+    "double": (pa.float64(), pa.float64(), _norm_float),
+    "float64": (pa.float64(), pa.float64(), _norm_float),
+    "boolean": (pa.bool_(), pa.bool_(), _norm_bool),
+    "string": (pa.string(), pa.string(), _norm_str),
+}
+
+
+class SchemaError(ValueError):
+    """The Connect schema itself is not understood (every message using it is quarantined)."""
+
+
+def plan_for(schema: Any, path: str = "") -> TypePlan:
+    """Build the :class:`TypePlan` of a Connect (JsonConverter) schema object.
+
+    Args:
+        schema: The schema as decoded JSON (``{"type": ..., "name": ..., ...}``).
+        path: Dotted field path, for error messages.
+
+    Raises:
+        SchemaError: The schema uses a type this decoder does not know.
+    """
+    if not isinstance(schema, dict):
+        raise SchemaError(f"{path}: schema is not an object")
+    ctype = schema.get("type")
+    name = schema.get("name")
+    params = schema.get("parameters") or {}
+
+    if name == DECIMAL:
+        try:
+            scale = int(params.get("scale", "0"))
+            precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{path}: bad Decimal parameters {params}") from exc
+        precision = max(precision, scale, 1)
+        if scale < 0 or precision > 76:
+            return TypePlan(name, pa.string(), pa.string(), _decimal_text_converter(scale), _norm_decimal(scale), has_decimal=True)
+        out = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+        return TypePlan(name, pa.string(), out, _decimal_converter(out), _norm_decimal(scale), has_decimal=True)
+    if name == VARIABLE_SCALE_DECIMAL:
+        parse = pa.struct([("scale", pa.int32()), ("value", pa.string())])
+        norm = _norm_struct(
+            [
+                ("scale", TypePlan("int32", pa.int32(), pa.int32(), None, _norm_int("int32"))),
+                ("value", TypePlan("bytes", pa.string(), pa.string(), None, _norm_str)),
+            ]
+        )
+        return TypePlan(name, parse, pa.string(), _convert_variable_scale, norm)
+    if name in (DBZ_DATE, CONNECT_DATE):
+        return TypePlan(name, pa.int32(), pa.date32(), _date_convert, _norm_int("int32"))
+    if name in (DBZ_TIME, CONNECT_TIME):
+        return TypePlan(name, pa.int64(), pa.time64("us"), _time_converter("ms"), _norm_int("int64"))
+    if name == DBZ_MICRO_TIME:
+        return TypePlan(name, pa.int64(), pa.time64("us"), _time_converter("us"), _norm_int("int64"))
+    if name == DBZ_NANO_TIME:
+        return TypePlan(name, pa.int64(), pa.time64("us"), _time_converter("ns"), _norm_int("int64"))
+    if name in (DBZ_TIMESTAMP, CONNECT_TIMESTAMP):
+        return TypePlan(name, pa.int64(), pa.timestamp("us"), _timestamp_converter("ms"), _norm_int("int64"))
+    if name == DBZ_MICRO_TIMESTAMP:
+        return TypePlan(name, pa.int64(), pa.timestamp("us"), _timestamp_converter("us"), _norm_int("int64"))
+    if name == DBZ_NANO_TIMESTAMP:
+        return TypePlan(name, pa.int64(), pa.timestamp("us"), _timestamp_converter("ns"), _norm_int("int64"))
+    if name == DBZ_ZONED_TIMESTAMP and ctype == "string":
+        return TypePlan(name, pa.string(), pa.timestamp("us", "UTC"), _zoned_timestamp_convert, _norm_str)
+
+    if ctype in _PRIMITIVES:
+        parse, out, norm = _PRIMITIVES[ctype]
+        # Json, Uuid, Enum, EnumSet, Xml, ZonedTime, Interval, ... are plain strings.
+        return TypePlan(name or ctype, parse, out, None, norm)
+    if ctype == "bytes":
+        # Bits and other bytes-based semantic types are kept as raw bytes.
+        return TypePlan(name or ctype, pa.string(), pa.binary(), _convert_bytes, _norm_str)
+    if ctype == "array":
+        item = plan_for(schema.get("items"), f"{path}[]")
+        return TypePlan(
+            f"array<{item.describe}>",
+            pa.list_(item.parse_type),
+            pa.list_(item.out_type),
+            _list_converter(item) if item.convert is not None else None,
+            _norm_list(item),
+            item.arrow_readable,
+            item.has_decimal,
+        )
+    if ctype == "struct":
+        fields = struct_fields(schema, path)
+        parse = pa.struct([(n, p.parse_type) for n, p in fields])
+        out = pa.struct([(n, p.out_type) for n, p in fields])
+        needs = any(p.convert is not None for _, p in fields)
+        return TypePlan(
+            name or "struct",
+            parse,
+            out,
+            _struct_converter(fields, out) if needs else None,
+            _norm_struct(fields),
+            all(p.arrow_readable for _, p in fields),
+            any(p.has_decimal for _, p in fields),
+        )
+    if ctype == "map":
+        key = plan_for(schema.get("keys"), f"{path}.key")
+        value = plan_for(schema.get("values"), f"{path}.value")
+        if isinstance(key.out_type, (pa.StructType, pa.ListType, pa.MapType)):
+            raise SchemaError(f"{path}: map keys of type {key.describe} are not supported")
+        out = pa.map_(key.out_type, value.out_type)
+        needs = key.convert is not None or value.convert is not None
+        return TypePlan(
+            "map",
+            pa.map_(key.parse_type, value.parse_type),
+            out,
+            _map_converter(key, value, out) if needs else None,
+            _norm_map(key, value),
+            arrow_readable=False,  # the Arrow JSON reader cannot build maps
+            has_decimal=key.has_decimal or value.has_decimal,
+        )
+    raise SchemaError(f"{path}: unsupported Connect type {ctype!r} (name {name!r})")
+
+
+def struct_fields(schema: dict, path: str = "") -> list[tuple[str, TypePlan]]:
+    """Plans of the fields of a Connect ``struct`` schema, in schema order."""
+    fields = schema.get("fields")
+    if not isinstance(fields, list):
+        raise SchemaError(f"{path}: struct schema without fields")
+    result: list[tuple[str, TypePlan]] = []
+    seen: set[str] = set()
+    for f in fields:
+        if not isinstance(f, dict) or not isinstance(f.get("field"), str):
+            raise SchemaError(f"{path}: struct member without a field name")
+        name = f["field"]
+        if name in seen:
+            raise SchemaError(f"{path}: duplicate field {name!r}")
+        seen.add(name)
+        result.append((name, plan_for(f, f"{path}.{name}" if path else name)))
+    return result
+
+
+def _numeric_variant(plan: TypePlan) -> pa.DataType:
+    """Parse type with every base64 Decimal replaced by its decimal type (NUMERIC format)."""
+    if not plan.has_decimal:
+        return plan.parse_type
+    t = plan.out_type
+    if pa.types.is_decimal(t) and pa.types.is_string(plan.parse_type):
+        return t
+    return _replace_decimal_parse(plan.parse_type, t)
+
+
+def _replace_decimal_parse(parse: pa.DataType, out: pa.DataType) -> pa.DataType:
+    if pa.types.is_decimal(out) and pa.types.is_string(parse):
+        return out
+    if pa.types.is_struct(parse) and pa.types.is_struct(out):
+        return pa.struct(
+            [pa.field(p.name, _replace_decimal_parse(p.type, o.type)) for p, o in zip(parse, out, strict=True)]
+        )
+    if pa.types.is_list(parse) and pa.types.is_list(out):
+        return pa.list_(_replace_decimal_parse(parse.value_type, out.value_type))
+    return parse
+
+
+def json_text(value: Any) -> str | None:
+    """Compact JSON text of a Python value (None stays None); used for odd columns."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (bytes, bytearray)):
+        return base64.b64encode(o).decode("ascii")
+    if isinstance(o, decimal.Decimal):
+        return str(o)
+    if isinstance(o, (dt.date, dt.time, dt.datetime)):
+        return o.isoformat()
+    return str(o)

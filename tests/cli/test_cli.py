@@ -1,0 +1,43 @@
+"""The CLI through its real entry point: exit codes, stdout/stderr, no tracebacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.replicas import run_cli
+
+
+def test_init_writes_a_valid_config(tmp_path: Path) -> None:
+    out = tmp_path / "cdcctl.toml"
+    r = run_cli("init", "--bootstrap-servers", "127.0.0.1:9092", "--topics", r"^db\.inv\.",
+                "--target", "./lake", "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert 'bootstrap_servers = "127.0.0.1:9092"' in text and "[target]" in text
+    again = run_cli("init", "--bootstrap-servers", "h:1", "--topics", "x", "--output", str(out))
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_init_without_terminal_needs_flags(tmp_path: Path) -> None:
+    r = run_cli("init", "--output", str(tmp_path / "c.toml"))
+    assert r.returncode == 2
+    assert "--topics" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_config_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[source]\nbootstrap_servers = "nohost"\ntopics = "(("\n')
+    r = run_cli("start", "--config", str(cfg))
+    assert r.returncode == 2
+    assert "source.bootstrap_servers" in r.stderr and "source.topics" in r.stderr
+    assert "target" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "x"\n[target]\npath = "lake"\n'
+    )
+    r = run_cli("start", "--config", str(cfg), "--until-caught-up", timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "cannot reach Kafka" in r.stderr and "Traceback" not in r.stderr

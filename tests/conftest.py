@@ -1,0 +1,46 @@
+"""Shared pytest fixtures.
+
+* ``broker``: one embedded Kafka-compatible broker for the whole session (it starts in
+  a fraction of a second, but there is no reason to start one per test).
+* ``topic_prefix``: a unique Debezium ``topic.prefix`` per test, so tests sharing the
+  session broker never see each other's topics.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# `pytest` started through its console script does not put the project root on
+# sys.path (``python -m pytest`` does); the tests import `engine` and `tests.oracle`.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from engine.broker import EmbeddedBroker  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    """A running :class:`EmbeddedBroker`, shared by the session and stopped at its end."""
+    embedded = EmbeddedBroker()
+    embedded.start()
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+
+
+@pytest.fixture
+def topic_prefix(request: pytest.FixtureRequest) -> str:
+    """A Debezium ``topic.prefix`` unique to this test, e.g. ``t_test_name_1a2b3c4d``.
+
+    It is a valid Kafka topic name component and readable in broker listings.
+    """
+    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:40]
+    return f"t_{name}_{uuid.uuid4().hex[:8]}"

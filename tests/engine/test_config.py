@@ -1,0 +1,70 @@
+"""Config: every problem reported at once with key and fix; secrets never in the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import load_config, render_config
+from engine.errors import ConfigError
+
+
+def test_rendered_config_round_trips(tmp_path: Path) -> None:
+    text = render_config(bootstrap_servers="127.0.0.1:9092", topics=r"^db\.", target="lake")
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    cfg = load_config(path)
+    assert cfg.source.topics == r"^db\."
+    assert cfg.target_path() == (tmp_path / "lake").resolve()
+    assert cfg.work_path() == (tmp_path / ".cdcctl").resolve()
+
+
+def test_all_problems_reported_together(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[source]\nbootstrap_servers = "nohost"\ntopics = "(("\nformat = "protobuf"\n'
+        "typo = 1\n[hudi]\nnum_buckets = 0\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    keys = {key for key, _, _ in info.value.problems}
+    assert keys == {
+        "source.bootstrap_servers",
+        "source.topics",
+        "source.format",
+        "source.typo",
+        "target",
+        "hudi.num_buckets",
+    }
+
+
+def test_secrets_are_refused_in_file_and_read_from_env(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[source]\nbootstrap_servers = "h:1"\ntopics = "x"\n'
+        '[source.kafka_options]\n"sasl.password" = "hunter2"\n[target]\npath = "l"\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "secret" in str(info.value)
+    path.write_text(
+        '[source]\nbootstrap_servers = "h:1"\ntopics = "x"\nsasl_password_env = "MY_PW"\n'
+        '[target]\npath = "l"\n'
+    )
+    cfg = load_config(path)
+    with pytest.raises(ConfigError, match="MY_PW"):
+        cfg.source.sasl_password()
+    monkeypatch.setenv("MY_PW", "hunter2")
+    secret = load_config(path).source.sasl_password()
+    assert secret is not None and secret.get_secret_value() == "hunter2"
+    assert "hunter2" not in repr(load_config(path)) and "hunter2" not in str(secret)
+
+
+def test_missing_and_invalid_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[source\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)

@@ -1,0 +1,141 @@
+"""merge_file_group: fold per key in source order, replays, deletes, tombstones, carry-over."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from engine.merge import UNKNOWN_POS, fold_events, merge_file_group
+from engine.model import STREAMED_BIT
+
+DATA = pa.schema(
+    [
+        pa.field("id", pa.int32()),
+        pa.field("name", pa.string()),
+        pa.field("_cdc_op", pa.string()),
+        pa.field("_cdc_pos", pa.int64()),
+        pa.field("_cdc_pos_sub", pa.int64()),
+        pa.field("_cdc_source_ts_ms", pa.int64()),
+    ]
+)
+
+
+def events(rows: list[tuple]) -> pa.Table:
+    """rows: (key, op, pos, partition, offset, name)."""
+    cols: dict[str, list] = {k: [] for k in ("k", "op", "pos", "part", "off", "name")}
+    for key, op, pos, part, off, name in rows:
+        for col, v in zip(cols, (key, op, pos, part, off, name), strict=True):
+            cols[col].append(v)
+    return pa.table(
+        {
+            "_cdc_key": pa.array(cols["k"], pa.string()),
+            "_cdc_op": pa.array(cols["op"], pa.string()),
+            "_cdc_pos": pa.array(cols["pos"], pa.int64()),
+            "_cdc_pos_sub": pa.array(cols["pos"], pa.int64()),
+            "_cdc_source_ts_ms": pa.array([1] * len(rows), pa.int64()),
+            "_cdc_partition": pa.array(cols["part"], pa.int32()),
+            "_cdc_offset": pa.array(cols["off"], pa.int64()),
+            "_cdc_tx_id": pa.nulls(len(rows), pa.string()),
+            "id": pa.array([int(k) if k else None for k in cols["k"]], pa.int32()),
+            "name": pa.array(cols["name"], pa.string()),
+        }
+    )
+
+
+def apply(old, evs, instant="20250101000000001"):
+    return merge_file_group(
+        old,
+        evs,
+        instant=instant,
+        file_name=f"f-0_0-1-0_{instant}.parquet",
+        task_partition=0,
+        data_schema=DATA,
+    )
+
+
+def as_dict(table: pa.Table) -> dict[str, str]:
+    return {r["_hoodie_record_key"]: r["name"] for r in table.to_pylist()}
+
+
+S = STREAMED_BIT
+
+
+def test_newest_position_wins_not_arrival_order() -> None:
+    evs = events([("1", "u", S + 30, 0, 5, "late-arrival-newest"), ("1", "u", S + 20, 0, 6, "old")])
+    new, counts = apply(None, evs)
+    assert as_dict(new) == {"1": "late-arrival-newest"}
+    assert counts.inserts == 1
+
+
+def test_delete_then_reinsert_and_tombstone() -> None:
+    first, _ = apply(None, events([("1", "r", 10, 0, 0, "a"), ("2", "r", 10, 0, 1, "b")]))
+    evs = events(
+        [
+            ("1", "d", S + 20, 0, 2, None),
+            ("1", "x", None, 0, 3, None),  # tombstone follows its delete
+            ("2", "d", S + 21, 0, 4, None),
+            ("2", "x", None, 0, 5, None),
+            ("2", "c", S + 22, 0, 6, "b2"),  # re-insert after delete
+        ]
+    )
+    new, counts = apply(first, evs, "20250101000000002")
+    assert as_dict(new) == {"2": "b2"}
+    assert (counts.deletes, counts.updates, counts.inserts) == (1, 1, 0)
+
+
+def test_lone_tombstone_deletes_stored_row() -> None:
+    first, _ = apply(None, events([("1", "r", 10, 0, 0, "a")]))
+    new, counts = apply(first, events([("1", "x", None, 0, 9, None)]), "20250101000000002")
+    assert as_dict(new) == {}
+    assert counts.deletes == 1
+
+
+def test_replay_of_older_event_changes_nothing() -> None:
+    first, _ = apply(None, events([("1", "c", S + 50, 0, 0, "current")]))
+    new, counts = apply(first, events([("1", "u", S + 40, 0, 1, "stale")]), "20250101000000002")
+    assert as_dict(new) == {"1": "current"}
+    assert counts.stale == 1 and counts.updates == 0
+    # Same position again (an exact replay) is also stale.
+    _, counts = apply(first, events([("1", "c", S + 50, 0, 7, "current")]), "20250101000000003")
+    assert counts.stale == 1
+
+
+def test_snapshot_read_orders_before_streamed_change() -> None:
+    first, _ = apply(None, events([("1", "u", S + 5, 0, 0, "streamed")]))
+    new, counts = apply(first, events([("1", "r", 1000, 0, 1, "snapshot")]), "20250101000000002")
+    assert as_dict(new) == {"1": "streamed"}
+
+
+def test_carry_over_keeps_meta_of_untouched_rows() -> None:
+    first, _ = apply(None, events([("1", "c", S + 1, 0, 0, "a"), ("2", "c", S + 2, 0, 1, "b")]))
+    new, _ = apply(first, events([("2", "u", S + 3, 0, 2, "b2")]), "20250101000000002")
+    rows = {r["_hoodie_record_key"]: r for r in new.to_pylist()}
+    assert rows["1"]["_hoodie_commit_time"] == "20250101000000001"
+    assert rows["1"]["_hoodie_commit_seqno"] == first.to_pylist()[0]["_hoodie_commit_seqno"]
+    assert rows["2"]["_hoodie_commit_time"] == "20250101000000002"
+    assert rows["2"]["_hoodie_commit_seqno"].startswith("20250101000000002_0_")
+    assert {r["_hoodie_file_name"] for r in rows.values()} == {
+        "f-0_0-1-0_20250101000000002.parquet"
+    }
+
+
+def test_fold_ties_break_on_offset() -> None:
+    evs = events([("1", "u", S + 5, 0, 1, "first"), ("1", "u", S + 5, 0, 2, "second")])
+    assert fold_events(evs).column("name").to_pylist() == ["second"]
+
+
+def test_unknown_position_applies_and_keeps_stored_position() -> None:
+    first, _ = apply(None, events([("1", "c", S + 50, 0, 0, "a")]))
+    evs = events([("1", "u", None, 0, 3, "incremental-snapshot")])
+    new, _ = apply(first, evs, "20250101000000002")
+    row = new.to_pylist()[0]
+    assert row["name"] == "incremental-snapshot"
+    assert row["_cdc_pos"] == S + 50
+    assert UNKNOWN_POS not in new.column("_cdc_pos").to_pylist()
+
+
+@pytest.mark.parametrize("n", [1, 1000])
+def test_seqno_record_index_counts_within_file(n: int) -> None:
+    new, _ = apply(None, events([(str(i), "c", S + i, 0, i, "x") for i in range(1, n + 1)]))
+    idx = sorted(int(s.rsplit("_", 1)[1]) for s in new.column("_hoodie_commit_seqno").to_pylist())
+    assert idx == list(range(n))
