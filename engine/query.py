@@ -8,6 +8,8 @@ import duckdb
 import pyarrow as pa
 
 from engine.errors import HudiError
+from engine.hudi.schema import conform
+from engine.hudi.table import HudiTable
 from engine.model import HOODIE_META_COLUMNS
 
 
@@ -25,6 +27,8 @@ def read_table(path: str | Path, *, meta: bool = False) -> pa.Table:
     reader = hudi.HudiTable(str(path))
     batches = reader.read()
     table = pa.Table.from_batches(batches) if batches else reader.get_schema_with_meta_fields().empty_table()
+    # hudi-rs labels naive timestamps UTC and widens small ints; restore the stored types.
+    table = conform(table, HudiTable.open(path).arrow_schema())
     if not meta:
         table = table.drop_columns([c for c in HOODIE_META_COLUMNS if c in table.column_names])
     return table

@@ -435,7 +435,7 @@ class Replicator:
         ts = pc.max(keyed.column(SOURCE_TS)).as_py()
         if ts is not None:
             rt.stats.last_source_ts_ms = max(ts, rt.stats.last_source_ts_ms or 0)
-        num_buckets = int(table.bucket_count or self.cfg.hudi.num_buckets)
+        num_buckets = int(table.num_buckets)
         buckets = bucket_ids(keyed.column(KEY), num_buckets)
         order = np.argsort(buckets, kind="stable")
         sorted_buckets = buckets[order]

@@ -10,6 +10,8 @@ from pathlib import Path
 import hudi
 import pyarrow as pa
 
+from engine.hudi.schema import conform
+from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 
 META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
@@ -50,7 +52,9 @@ def read_replica(path: Path) -> dict[str, dict]:
     batches = hudi.HudiTable(str(path)).read()
     if not batches:
         return {}
-    table = pa.Table.from_batches(batches)
+    # hudi-rs labels naive timestamps UTC (no Avro type it reads means "naive"); restore
+    # the exact types from the schema stored in the commit, never shifting values.
+    table = conform(pa.Table.from_batches(batches), HudiTable.open(path).arrow_schema())
     rows = {}
     for row in table.to_pylist():
         key = row.pop("_hoodie_record_key")

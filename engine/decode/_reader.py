@@ -1,0 +1,267 @@
+"""Bulk parsing of newline-delimited payloads with the Arrow JSON reader.
+
+One ``pyarrow.json.read_json`` call parses a whole group of payloads into columns, with
+an explicit schema (derived from the Connect schema) so that unneeded members such as
+``before`` are skipped and no type is guessed. A single bad record makes the reader fail
+for the whole buffer, so on failure the range is bisected: good halves are kept as they
+are and only small ranges around the culprits end up on the per-record path, which
+tells invalid JSON apart from valid records the bulk reader cannot type (those are
+normalized in Python and kept, or quarantined with a precise reason).
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pj
+
+from engine.decode._connect import FieldError
+from engine.decode._split import Group
+
+#: Ranges at most this long are examined record by record.
+_LEAF = 16
+#: Minimum block size of the Arrow reader; blocks must hold the longest record.
+_MIN_BLOCK = 1 << 22
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+_AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+class ReadFailed(Exception):
+    """The Arrow reader rejected a buffer (bad JSON, type mismatch, row-count mismatch)."""
+
+
+@dataclass(slots=True)
+class Piece:
+    """Records of one group parsed together.
+
+    Attributes:
+        positions: Positions (within the group) of the records, ascending.
+        table: Their parsed columns, in the reader's wire representation.
+    """
+
+    positions: list[int] | range
+    table: pa.Table
+
+
+def _valid_utf8(buf: bytes) -> bool:
+    # RapidJSON inside Arrow does not validate UTF-8; validating the whole buffer as one
+    # large_string value is a zero-copy SIMD check.
+    offsets = pa.py_buffer(struct.pack("<qq", 0, len(buf)))
+    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(buf)])
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _has_timestamp(t: pa.DataType) -> bool:
+    if pa.types.is_timestamp(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_timestamp(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_timestamp(t.value_type)
+    return False
+
+
+def _timestamps_as_strings(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_timestamps_as_strings(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_timestamps_as_strings(t.value_type))
+    return t
+
+
+def avro_rendering_hint(obj: Any) -> str | None:
+    """Reason text if ``obj`` looks like Avro's JSON rendering of an envelope."""
+    if not isinstance(obj, dict):
+        return None
+    candidates = []
+    source = obj.get("source")
+    if isinstance(source, dict):
+        candidates.extend(source.values())
+    candidates.extend(obj.get(k) for k in ("op", "ts_ms", "before", "after"))
+    for v in candidates:
+        if isinstance(v, dict) and len(v) == 1:
+            (branch,) = v
+            if branch in _AVRO_BRANCHES or ("." in branch and isinstance(v[branch], dict)):
+                return (
+                    "Avro JSON rendering (union values wrapped as {\"<type>\": value}), not "
+                    "JsonConverter output; consume the topic with the Avro decoder"
+                )
+    return None
+
+
+class BulkReader:
+    """Parses the payloads of one group into Arrow tables.
+
+    Args:
+        variants: Explicit parse schemas to try, preferred first. A successful non-first
+            variant moves to the front (e.g. a topic with ``decimal.format=NUMERIC``).
+        infer: Let the reader infer members absent from the schema (schemaless input).
+        py_build: Builds a table with the first variant's schema from ``json.loads``
+            objects; raises :class:`FieldError` when an object does not fit.
+        arrow_readable: False when the schema uses types the Arrow reader cannot build
+            (maps): every record then goes through ``py_build``.
+        exact_numbers: Parse JSON fractions as ``Decimal`` on the per-record path
+            (numeric decimals must not round through float).
+        use_threads: Let Arrow parse blocks in parallel.
+    """
+
+    def __init__(
+        self,
+        variants: list[pa.Schema],
+        *,
+        infer: bool,
+        py_build: Callable[[list[Any]], pa.Table],
+        arrow_readable: bool = True,
+        exact_numbers: bool = False,
+        use_threads: bool = True,
+    ) -> None:
+        self.variants = variants
+        self.infer = infer
+        self.py_build = py_build
+        self.arrow_readable = arrow_readable
+        self.loads_kwargs: dict[str, Any] = {"parse_float": decimal.Decimal} if exact_numbers else {}
+        self.use_threads = use_threads
+
+    # -- single buffer -------------------------------------------------------------------
+
+    def _read_one(self, buf: bytes, schema: pa.Schema, block: int) -> pa.Table:
+        return pj.read_json(
+            pa.BufferReader(buf),
+            read_options=pj.ReadOptions(use_threads=self.use_threads, block_size=block),
+            parse_options=pj.ParseOptions(
+                explicit_schema=schema,
+                unexpected_field_behavior="infer" if self.infer else "ignore",
+            ),
+        )
+
+    def read(self, buf: bytes, rows: int, max_len: int) -> pa.Table:
+        """Parse ``rows`` newline-delimited payloads; raises :class:`ReadFailed`."""
+        if not buf or not _valid_utf8(buf):
+            raise ReadFailed("invalid UTF-8")
+        block = max(_MIN_BLOCK, 2 * max_len + 64)
+        problem = "no parse schema"
+        for k, schema in enumerate(self.variants):
+            try:
+                table = self._read_one(buf, schema, block)
+                if self.infer and _has_timestamp(table.schema):
+                    # Arrow infers ISO-looking strings as timestamp[s]; without a schema we
+                    # must not guess logical types, so read those members as strings.
+                    fixed = pa.schema(
+                        [f.with_type(_timestamps_as_strings(f.type)) for f in table.schema]
+                    )
+                    table = self._read_one(buf, fixed, block)
+            except _READ_ERRORS as exc:
+                problem = str(exc)
+                continue
+            if table.num_rows != rows:
+                # Blank or concatenated records shift the row count; isolate them.
+                problem = f"{table.num_rows} rows parsed for {rows} records"
+                continue
+            if k:
+                self.variants.insert(0, self.variants.pop(k))
+            return table
+        raise ReadFailed(problem)
+
+    # -- a whole group -------------------------------------------------------------------
+
+    def decode(self, group: Group) -> tuple[list[Piece], dict[int, str]]:
+        """Parse a group; returns the parsed pieces and the bad positions with reasons."""
+        pieces: list[Piece] = []
+        bad: dict[int, str] = {}
+        n = len(group.indices)
+        if not self.arrow_readable:
+            self._python(group.payload_list(), list(range(n)), pieces, bad)
+            return pieces, bad
+        try:
+            pieces.append(Piece(range(n), self.read(group.joined_bytes(), n, group.max_len)))
+            return pieces, bad
+        except ReadFailed:
+            pass
+        self._bisect(group.payload_list(), 0, n, group.max_len, pieces, bad)
+        return pieces, bad
+
+    def _bisect(
+        self,
+        payloads: list[bytes],
+        lo: int,
+        hi: int,
+        max_len: int,
+        pieces: list[Piece],
+        bad: dict[int, str],
+    ) -> None:
+        if hi - lo <= _LEAF:
+            self._leaf(payloads, range(lo, hi), max_len, pieces, bad)
+            return
+        mid = (lo + hi) // 2
+        for a, b in ((lo, mid), (mid, hi)):
+            try:
+                table = self.read(b"\n".join(payloads[a:b]), b - a, max_len)
+                pieces.append(Piece(range(a, b), table))
+            except ReadFailed:
+                self._bisect(payloads, a, b, max_len, pieces, bad)
+
+    def _loads(self, payloads: list[bytes], positions: range | list[int], bad: dict[int, str]) -> dict[int, dict]:
+        objs: dict[int, dict] = {}
+        for p in positions:
+            try:
+                obj = json.loads(payloads[p], **self.loads_kwargs)
+            except (UnicodeDecodeError, ValueError) as exc:
+                bad[p] = f"invalid JSON: {exc}"
+                continue
+            if not isinstance(obj, dict):
+                bad[p] = f"not a JSON object but {type(obj).__name__}"
+                continue
+            objs[p] = obj
+        return objs
+
+    def _leaf(
+        self,
+        payloads: list[bytes],
+        positions: range,
+        max_len: int,
+        pieces: list[Piece],
+        bad: dict[int, str],
+    ) -> None:
+        objs = self._loads(payloads, positions, bad)
+        ok = list(objs)
+        if 1 < len(ok) < len(positions):
+            # Only the invalid JSON spoiled the range: parse the rest together.
+            try:
+                buf = b"\n".join(payloads[p] for p in ok)
+                pieces.append(Piece(ok, self.read(buf, len(ok), max_len)))
+                return
+            except ReadFailed:
+                pass
+        for p in ok:
+            try:
+                pieces.append(Piece([p], self.read(payloads[p], 1, max_len)))
+            except ReadFailed:
+                self._python_one(p, objs[p], pieces, bad)
+
+    def _python_one(self, p: int, obj: dict, pieces: list[Piece], bad: dict[int, str]) -> None:
+        try:
+            pieces.append(Piece([p], self.py_build([obj])))
+        except FieldError as exc:
+            bad[p] = avro_rendering_hint(obj) or f"undecodable field: {exc}"
+
+    def _python(self, payloads: list[bytes], positions: list[int], pieces: list[Piece], bad: dict[int, str]) -> None:
+        objs = self._loads(payloads, positions, bad)
+        if not objs:
+            return
+        try:
+            pieces.append(Piece(list(objs), self.py_build(list(objs.values()))))
+        except FieldError:
+            for p, obj in objs.items():
+                self._python_one(p, obj, pieces, bad)
