@@ -247,8 +247,8 @@ class EmbeddedBroker:
         url = f"tcp://127.0.0.1:{port}"
         assert self.log_path is not None
         # A file, not a pipe: nobody reads the broker's output while it runs, and a full
-        # pipe would block it.
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in _terminate
+        # pipe would block it. Truncated per attempt, so it only tells about this one.
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in _terminate
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
         self._proc = subprocess.Popen(
@@ -283,8 +283,10 @@ class EmbeddedBroker:
         while time.monotonic() < deadline:
             assert self._proc is not None
             if self._proc.poll() is not None:
-                tail = self._log_tail()
-                return "port-taken" if "AddrInUse" in tail or "in use" in tail else "failed"
+                # tansu exits (with status 0!) after a panic when the bind fails.
+                text = self.log_path.read_text("utf-8", "replace") if self.log_path else ""
+                taken = "AddrInUse" in text or "ddress in use" in text
+                return "port-taken" if taken else "failed"
             # A plain TCP probe first: creating a Kafka client against a closed port makes
             # librdkafka log connection errors to stderr.
             try:
@@ -302,7 +304,8 @@ class EmbeddedBroker:
                 }
             )
             try:
-                metadata = admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                wait = max(0.1, min(1.0, deadline - time.monotonic()))
+                metadata = admin.list_topics(timeout=wait)
             except Exception:  # KafkaException: not serving yet
                 time.sleep(delay)
                 continue

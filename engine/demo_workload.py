@@ -62,6 +62,8 @@ __all__ = [
     "InventoryWorkload",
     "Message",
     "TABLES",
+    "key_schema",
+    "value_schema",
 ]
 
 #: A Kafka message: ``(topic, key bytes, value bytes or None for a tombstone)``.
@@ -167,7 +169,9 @@ _TX_SIZES: Final = (1,) * 55 + (2,) * 25 + (3,) * 12 + (4, 4, 4, 5, 5, 6, 8, 8)
 
 def _decimal_base64(unscaled: int) -> str:
     """Connect Decimal payload: base64 of the minimal big-endian two's complement bytes."""
-    length = (unscaled.bit_length() + 8) // 8 if unscaled >= 0 else ((~unscaled).bit_length() + 8) // 8
+    # Room for the magnitude plus a sign bit; ~n has the magnitude bits of a negative n.
+    magnitude = unscaled if unscaled >= 0 else ~unscaled
+    length = (magnitude.bit_length() + 8) // 8
     return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode("ascii")
 
 

@@ -47,4 +47,4 @@ def query(target: str | Path, sql: str) -> pa.Table:
     con = duckdb.connect()
     for name in list_tables(target):
         con.register(name, read_table(Path(target) / name))
-    return con.execute(sql).arrow()
+    return con.sql(sql).to_arrow_table()

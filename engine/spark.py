@@ -64,6 +64,9 @@ def get_spark(
     # Workers must run this interpreter, which has pyarrow/polars and the engine installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Local mode talks over loopback only; this also avoids Spark's hostname warning.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = Path(__file__).with_name("log4j2.properties")
     from pyspark.sql import SparkSession
 
     builder = (
@@ -76,6 +79,7 @@ def get_spark(
         .config("spark.python.worker.reuse", "true")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     )
     for key, value in (options or {}).items():
         builder = builder.config(key, value)

@@ -9,20 +9,12 @@
 from __future__ import annotations
 
 import re
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-# `pytest` started through its console script does not put the project root on
-# sys.path (``python -m pytest`` does); the tests import `engine` and `tests.oracle`.
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from engine.broker import EmbeddedBroker  # noqa: E402
+from engine.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

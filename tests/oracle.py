@@ -54,6 +54,8 @@ __all__ = [
 #: A column type: a semantic type name (``"io.debezium.time.Date"``) or Connect primitive
 #: (``"int32"``), or ``(name, parameters)`` when parameters matter (Decimal scale).
 TypeHint = str | tuple[str, Mapping[str, str]]
+# A resolved column type: (semantic name or primitive type, schema parameters).
+ColumnType = tuple[str | None, Mapping[str, str]]
 
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
@@ -150,7 +152,9 @@ _DECODERS: dict[str, Callable[[Any, Mapping[str, str]], Any]] = {
 }
 
 
-def decode_column(value: Any, type_name: str | None, params: Mapping[str, str] | None = None) -> Any:
+def decode_column(
+    value: Any, type_name: str | None, params: Mapping[str, str] | None = None
+) -> Any:
     """Decode one JSON payload value to the Python object a replica would return.
 
     Args:
@@ -165,19 +169,22 @@ def decode_column(value: Any, type_name: str | None, params: Mapping[str, str] |
     return value if decoder is None else decoder(value, params or {})
 
 
-def _schema_columns(value_schema: Mapping[str, Any]) -> dict[str, tuple[str | None, Mapping[str, str]]]:
+def _schema_columns(value_schema: Mapping[str, Any]) -> dict[str, ColumnType]:
     """Column types of the ``after`` struct of an envelope schema."""
     for field in value_schema.get("fields", ()):
         if field.get("field") == "after":
             return {
-                column["field"]: (column.get("name") or column.get("type"), column.get("parameters") or {})
+                column["field"]: (
+                    column.get("name") or column.get("type"),
+                    column.get("parameters") or {},
+                )
                 for column in field.get("fields", ())
             }
     raise ValueError("the value schema has no 'after' field: not a Debezium envelope")
 
 
-def _hint_columns(hint: Mapping[str, TypeHint] | None) -> dict[str, tuple[str | None, Mapping[str, str]]]:
-    columns: dict[str, tuple[str | None, Mapping[str, str]]] = {}
+def _hint_columns(hint: Mapping[str, TypeHint] | None) -> dict[str, ColumnType]:
+    columns: dict[str, ColumnType] = {}
     for column, type_hint in (hint or {}).items():
         if isinstance(type_hint, str):
             columns[column] = (type_hint, {})
@@ -295,7 +302,7 @@ def fold(
         ValueError: On a message that is not a PostgreSQL Debezium envelope.
     """
     tables: dict[str, _Table] = {}
-    hint_cache: dict[str, dict[str, tuple[str | None, Mapping[str, str]]]] = {}
+    hint_cache: dict[str, dict[str, ColumnType]] = {}
     for topic, raw_key, raw_value in messages:
         table = tables.get(topic)
         if table is None:

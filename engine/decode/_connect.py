@@ -742,3 +742,39 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, (dt.date, dt.time, dt.datetime)):
         return o.isoformat()
     return str(o)
+
+
+def normalizer_for(t: pa.DataType) -> Callable[[Any, str], Any]:
+    """Python normalizer for a primitive parse type (used for ``source`` members)."""
+    if pa.types.is_int64(t):
+        return _norm_int("int64")
+    if pa.types.is_int32(t):
+        return _norm_int("int32")
+    if pa.types.is_boolean(t):
+        return _norm_bool
+    if pa.types.is_floating(t):
+        return _norm_float
+    return _norm_str
+
+
+def infer_array(values: list[Any]) -> pa.Array:
+    """Arrow array with inferred type; columns whose values disagree become JSON text.
+
+    Used only for schemaless records the bulk reader rejected. Mirrors the bulk reader's
+    inference (ints, floats, strings, booleans, nested objects and arrays) and, where no
+    single Arrow type fits (an integer in one record, a string in another), keeps every
+    value as text instead of dropping the record.
+    """
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        pass
+    if all(v is None or isinstance(v, dict) for v in values):
+        names: dict[str, None] = {}
+        for v in values:
+            if v is not None:
+                names.update(dict.fromkeys(v))
+        children = [infer_array([None if v is None else v.get(k) for v in values]) for k in names]
+        mask = pa.array([v is None for v in values], pa.bool_())
+        return pa.StructArray.from_arrays(children, names=list(names), mask=mask)
+    return pa.array([json_text(v) for v in values], pa.string())

@@ -29,6 +29,8 @@ _LEAF = 16
 #: Minimum block size of the Arrow reader; blocks must hold the longest record.
 _MIN_BLOCK = 1 << 22
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+# Marker reason for a payload that is the JSON literal null (identity-compared).
+_JSON_NULL = "payload is JSON null"
 _AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
 
@@ -105,8 +107,9 @@ class BulkReader:
     """Parses the payloads of one group into Arrow tables.
 
     Args:
-        variants: Explicit parse schemas to try, preferred first. A successful non-first
-            variant moves to the front (e.g. a topic with ``decimal.format=NUMERIC``).
+        variants: Explicit parse schemas to try, preferred first (None: infer all). A
+            successful non-first variant moves to the front (e.g. a topic with
+            ``decimal.format=NUMERIC``).
         infer: Let the reader infer members absent from the schema (schemaless input).
         py_build: Builds a table with the first variant's schema from ``json.loads``
             objects; raises :class:`FieldError` when an object does not fit.
@@ -119,7 +122,7 @@ class BulkReader:
 
     def __init__(
         self,
-        variants: list[pa.Schema],
+        variants: list[pa.Schema | None],
         *,
         infer: bool,
         py_build: Callable[[list[Any]], pa.Table],
@@ -136,14 +139,19 @@ class BulkReader:
 
     # -- single buffer -------------------------------------------------------------------
 
-    def _read_one(self, buf: bytes, schema: pa.Schema, block: int) -> pa.Table:
+    def _read_one(self, buf: bytes, schema: pa.Schema | None, block: int) -> pa.Table:
+        if schema is None:
+            # Full inference is faster than an explicit partial schema plus inference.
+            parse = pj.ParseOptions()
+        else:
+            parse = pj.ParseOptions(
+                explicit_schema=schema,
+                unexpected_field_behavior="infer" if self.infer else "ignore",
+            )
         return pj.read_json(
             pa.BufferReader(buf),
             read_options=pj.ReadOptions(use_threads=self.use_threads, block_size=block),
-            parse_options=pj.ParseOptions(
-                explicit_schema=schema,
-                unexpected_field_behavior="infer" if self.infer else "ignore",
-            ),
+            parse_options=parse,
         )
 
     def read(self, buf: bytes, rows: int, max_len: int) -> pa.Table:
@@ -155,7 +163,7 @@ class BulkReader:
         for k, schema in enumerate(self.variants):
             try:
                 table = self._read_one(buf, schema, block)
-                if self.infer and _has_timestamp(table.schema):
+                if self.infer and any(_has_timestamp(f.type) for f in table.schema):
                     # Arrow infers ISO-looking strings as timestamp[s]; without a schema we
                     # must not guess logical types, so read those members as strings.
                     fixed = pa.schema(
@@ -176,21 +184,29 @@ class BulkReader:
 
     # -- a whole group -------------------------------------------------------------------
 
-    def decode(self, group: Group) -> tuple[list[Piece], dict[int, str]]:
-        """Parse a group; returns the parsed pieces and the bad positions with reasons."""
+    def decode(self, group: Group) -> tuple[list[Piece], dict[int, str], list[int]]:
+        """Parse a group.
+
+        Returns:
+            The parsed pieces, the bad positions with reasons, and the positions whose
+            payload is the JSON literal ``null`` (a tombstone written as text).
+        """
         pieces: list[Piece] = []
         bad: dict[int, str] = {}
         n = len(group.indices)
         if not self.arrow_readable:
             self._python(group.payload_list(), list(range(n)), pieces, bad)
-            return pieces, bad
-        try:
-            pieces.append(Piece(range(n), self.read(group.joined_bytes(), n, group.max_len)))
-            return pieces, bad
-        except ReadFailed:
-            pass
-        self._bisect(group.payload_list(), 0, n, group.max_len, pieces, bad)
-        return pieces, bad
+        else:
+            try:
+                pieces.append(Piece(range(n), self.read(group.joined_bytes(), n, group.max_len)))
+                return pieces, bad, []
+            except ReadFailed:
+                pass
+            self._bisect(group.payload_list(), 0, n, group.max_len, pieces, bad)
+        nulls = [p for p, reason in bad.items() if reason is _JSON_NULL]
+        for p in nulls:
+            del bad[p]
+        return pieces, bad, nulls
 
     def _bisect(
         self,
@@ -219,6 +235,9 @@ class BulkReader:
                 obj = json.loads(payloads[p], **self.loads_kwargs)
             except (UnicodeDecodeError, ValueError) as exc:
                 bad[p] = f"invalid JSON: {exc}"
+                continue
+            if obj is None:
+                bad[p] = _JSON_NULL
                 continue
             if not isinstance(obj, dict):
                 bad[p] = f"not a JSON object but {type(obj).__name__}"

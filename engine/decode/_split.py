@@ -44,9 +44,11 @@ class Group:
         fingerprint: Stable id of the Connect schema (hash of its canonical JSON).
         schema: The Connect schema object, or None for schemaless records.
         indices: Positions of the records in the input sequence, ascending.
-        payloads: Payload bytes, one per index (built lazily from ``joined``).
+        payloads: Payload bytes, one per index (built lazily for fast-path groups).
         joined: The payloads joined by newlines (built lazily from ``payloads``).
-        max_len: Length of the longest payload (sizes the Arrow reader blocks).
+        max_len: Length of the longest record (sizes the Arrow reader blocks).
+        source: Fast-path groups only: the original records and the wrapper prefix
+            length, from which ``payloads`` is rebuilt if a fallback needs it.
     """
 
     fingerprint: str | None
@@ -55,12 +57,17 @@ class Group:
     payloads: list[bytes] | None = None
     joined: bytes | None = None
     max_len: int = 0
+    source: tuple[Sequence[bytes], int] | None = None
 
     def payload_list(self) -> list[bytes]:
-        """The payloads as a list (split from ``joined`` on first use)."""
+        """The payloads as a list, one line each."""
         if self.payloads is None:
-            assert self.joined is not None
-            self.payloads = self.joined.split(b"\n")
+            assert self.source is not None
+            messages, cut = self.source
+            if cut:
+                self.payloads = [_one_line(m[cut:-1]) for m in messages]
+            else:
+                self.payloads = [_one_line(m) for m in messages]
         return self.payloads
 
     def joined_bytes(self) -> bytes:
@@ -256,8 +263,9 @@ class _Splitter:
         a, b = members["payload"]
         self.add_payload(fp, schema, i, text[a:b].encode("utf-8"))
 
-    def run(self, messages: Sequence[Any]) -> Split:
-        for i, message in enumerate(messages):
+    def run(self, messages: Sequence[Any], indices: Sequence[int] | None = None) -> Split:
+        for i in range(len(messages)) if indices is None else indices:
+            message = messages[i]
             if message is None:
                 self.out.nulls.append(i)
                 continue
@@ -277,21 +285,22 @@ class _Splitter:
         return self.out
 
 
-def _fast(messages: Sequence[Any]) -> Split | None:
+def _fast(messages: Sequence[Any], role: str) -> Split | None:
     """Whole-batch shortcut for the normal case; None when the batch needs the slow pass.
 
-    Conditions: no null record, no embedded newline, and either every record carries
-    the same compact wrapper prefix or no record is wrapped at all; every payload is an
-    object. All checks and the unwrapping run in C over one joined buffer.
+    Applies when there is no null record and either every record carries the same
+    compact wrapper prefix or the first record is a bare object. The unwrapping runs in C
+    over one joined buffer. Nothing here proves every record is well-formed: the bulk
+    reader is the check, and :meth:`Group.payload_list` rebuilds exact per-record payloads
+    for the fallback. (Wrapped records hiding in a schemaless batch surface as records
+    without ``op`` and are rerouted by the decoder.)
     """
     n = len(messages)
-    if n == 0 or None in messages:
+    if n == 0:
         return None
     try:
-        joined = b"\n".join(messages)
+        joined = b"\n".join(messages)  # TypeError on a None (tombstone) or non-bytes record
     except TypeError:
-        return None
-    if joined.count(b"\n") != n - 1:
         return None
     max_len = max(map(len, messages))
     if joined.startswith(_WRAPPED_HEAD):
@@ -299,22 +308,26 @@ def _fast(messages: Sequence[Any]) -> Split | None:
         if found is None:
             return None
         prefix, fp, schema = found
+        if schema is None:
+            return None  # may hold legacy {"schema":null,"payload":null} tombstones
         sep = b"\n" + prefix
-        if joined.count(sep) != n - 1 or not joined.endswith(b"}"):
+        if not joined.endswith(b"}"):
             return None
         body = joined[len(prefix) : -1].replace(b"}" + sep, b"\n")
-        if len(body) != len(joined) - n * (len(prefix) + 1):
+        # Every record lost exactly its prefix and closing brace: all share the prefix.
+        if len(body) != len(joined) - n * (len(prefix) + 1) or not body.startswith(b"{"):
             return None
-        if not body.startswith(b"{") or body.count(b"\n{") != n - 1:
-            return None
-        group = Group(fp, schema, range(n), None, body, max_len)
+        if role == "key" and body.count(b"\n{") != n - 1:
+            return None  # scalar keys need the slow pass
+        group = Group(fp, schema, range(n), None, body, max_len, (messages, len(prefix)))
         return Split(groups={fp: group})
-    # Schemaless: a wrapper anywhere (it always has a "payload" member) needs the slow pass.
-    if b'"payload"' in joined:
+    if not joined.startswith(b"{"):
         return None
-    if not joined.startswith(b"{") or joined.count(b"\n{") != n - 1:
+    if role == "key" and (joined.count(b"\n") != n - 1 or joined.count(b"\n{") != n - 1):
+        return None  # keys are small: check exactly for scalar or wrapped keys
+    if role == "key" and b'"payload"' in joined:
         return None
-    return Split(groups={None: Group(None, None, range(n), None, joined, max_len)})
+    return Split(groups={None: Group(None, None, range(n), None, joined, max_len, (messages, 0))})
 
 
 def split_records(messages: Sequence[Any], role: str) -> Split:
@@ -324,7 +337,12 @@ def split_records(messages: Sequence[Any], role: str) -> Split:
         messages: Raw record bytes (None for null records), in consumption order.
         role: ``"key"`` or ``"value"`` (keys may be JSON scalars, values may not).
     """
-    fast = _fast(messages)
+    fast = _fast(messages, role)
     if fast is not None:
         return fast
     return _Splitter(role).run(messages)
+
+
+def split_slow(messages: Sequence[Any], indices: Sequence[int], role: str) -> Split:
+    """Split selected records with the per-record path (for records rerouted later)."""
+    return _Splitter(role).run(messages, indices)
