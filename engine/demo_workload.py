@@ -371,10 +371,6 @@ class _Rows:
             self.slot[last - self.base] = index
         self.slot[ident - self.base] = -1
 
-    def is_live(self, ident: int) -> bool:
-        offset = ident - self.base
-        return 0 <= offset < len(self.slot) and self.slot[offset] >= 0
-
 
 # ----------------------------------------------------------------------------- workload
 
@@ -866,6 +862,9 @@ class InventoryWorkload:
                 elif op == 2 and remaining < 2:
                     op = 1  # no room left for the tombstone
                 lsn += 56 + 8 * int(rnd() * 40)
+                # Saved per event: a caller may abandon the iterator mid-transaction, and
+                # the next stream() must still continue above every LSN already emitted.
+                self._lsn = lsn
                 ident: int
                 if op:
                     n_live = len(live)

@@ -61,16 +61,27 @@ class SourceColumns:
     bad: list[tuple[pa.Array, str]]
 
 
-def _field(children: dict[str, pa.Array], name: str, n: int, typ: pa.DataType) -> pa.Array:
+def _field(
+    children: dict[str, pa.Array], name: str, n: int, typ: pa.DataType, bad: list[tuple[pa.Array, str]]
+) -> pa.Array:
+    """Member ``name`` of ``source`` as ``typ``; values of another JSON type are flagged.
+
+    Schemaless input is read with inferred types, so a member can arrive as anything
+    (e.g. ``{"long": 5}`` in an Avro JSON rendering); such rows must not be ordered by
+    a silently nulled position.
+    """
     arr = children.get(name)
     if arr is None or pa.types.is_null(arr.type):
         return pa.nulls(n, typ)
-    if arr.type != typ:
-        try:
-            return arr.cast(typ)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return pa.nulls(n, typ)
-    return arr
+    if arr.type == typ:
+        return arr
+    compatible = (pa.types.is_integer(typ) and pa.types.is_integer(arr.type)) or (
+        pa.types.is_string(typ) and pa.types.is_large_string(arr.type)
+    )
+    if compatible:
+        return arr.cast(typ)
+    bad.append((pc.is_valid(arr), f"source.{name} is {arr.type}, expected {typ}"))
+    return pa.nulls(n, typ)
 
 
 def _empty_to_null(arr: pa.Array) -> pa.Array:
@@ -105,19 +116,20 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
         return SourceColumns(nulls, nulls, nulls, [])
     children = dict(zip([f.name for f in source.type], source.flatten(), strict=True))
     i64 = pa.int64()
-    connector = _field(children, "connector", n, pa.string())
-    lsn = _field(children, "lsn", n, i64)
-    sequence = _field(children, "sequence", n, pa.string())
-    binlog_file = _field(children, "file", n, pa.string())
-    binlog_pos = _field(children, "pos", n, i64)
-    binlog_row = _field(children, "row", n, i64)
+    type_bad: list[tuple[pa.Array, str]] = []
+    connector = _field(children, "connector", n, pa.string(), type_bad)
+    lsn = _field(children, "lsn", n, i64, type_bad)
+    sequence = _field(children, "sequence", n, pa.string(), type_bad)
+    binlog_file = _field(children, "file", n, pa.string(), type_bad)
+    binlog_pos = _field(children, "pos", n, i64, type_bad)
+    binlog_row = _field(children, "row", n, i64, type_bad)
 
     # Database time; legacy shapes carried ts_usec (PostgreSQL 0.x) or ts_sec (MySQL 0.x).
     ts = pc.coalesce(
-        _field(children, "ts_ms", n, i64),
-        pc.divide(_field(children, "ts_us", n, i64), 1000),
-        pc.divide(_field(children, "ts_usec", n, i64), 1000),
-        pc.multiply(_field(children, "ts_sec", n, i64), 1000),
+        _field(children, "ts_ms", n, i64, type_bad),
+        pc.divide(_field(children, "ts_us", n, i64, type_bad), 1000),
+        pc.divide(_field(children, "ts_usec", n, i64, type_bad), 1000),
+        pc.multiply(_field(children, "ts_sec", n, i64, type_bad), 1000),
     )
 
     # -- PostgreSQL --------------------------------------------------------------------
@@ -156,6 +168,7 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     pos = pc.if_else(snapshot, major, pc.bit_wise_or(major, pa.scalar(STREAMED_BIT, i64)))
 
     bad = [
+        *type_bad,
         (pc.and_(pc.invert(mysql), seq_bad), "undecodable source.sequence"),
         (pc.and_(pc.invert(mysql), lsn_bad), "source.lsn out of range"),
         (pc.and_(mysql, file_bad), "source.file has no numeric binlog index"),

@@ -3,10 +3,10 @@
 With ``schemas.enable=true`` the JsonConverter writes ``{"schema":<S>,"payload":<P>}``
 where ``<S>`` is byte-identical for every record of one table version. The exact byte
 prefix ``{"schema":<S>,"payload":`` is therefore found once (with
-``json.JSONDecoder.raw_decode``) and every further record is sliced with
-``bytes.startswith``; the Connect schema is parsed once per distinct prefix, never per
-record. When a whole batch shares one prefix (the normal case) even the slicing happens in
-C: the records are joined once and the prefixes are removed with ``bytes.replace``.
+``json.JSONDecoder.raw_decode``) and every further record is checked with
+``bytes.startswith`` and sliced; the Connect schema is parsed once per distinct prefix,
+never per record. When a whole batch shares one prefix (the normal case) the check and the
+slicing run as C-level ``map`` calls and only the payload bytes are copied.
 
 Everything that does not fit the fast shapes (pretty-printed JSON, members in another
 order, the legacy ``{"schema":null,"payload":null}`` tombstone, primitive keys, garbage)
@@ -22,6 +22,8 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 _WRAPPED_HEAD = b'{"schema":'
@@ -289,44 +291,47 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
     """Whole-batch shortcut for the normal case; None when the batch needs the slow pass.
 
     Applies when there is no null record and either every record carries the same
-    compact wrapper prefix or the first record is a bare object. The unwrapping runs in C
-    over one joined buffer. Nothing here proves every record is well-formed: the bulk
-    reader is the check, and :meth:`Group.payload_list` rebuilds exact per-record payloads
-    for the fallback. (Wrapped records hiding in a schemaless batch surface as records
-    without ``op`` and are rerouted by the decoder.)
+    compact wrapper prefix or the first record is a bare object. All loops run in C
+    (``map`` over unbound ``bytes`` methods, one ``join``). Nothing here proves every
+    payload is well-formed: the bulk reader is the check, and :meth:`Group.payload_list`
+    rebuilds exact per-record payloads for the fallback. (Wrapped records hiding in a
+    schemaless batch surface as records without ``op`` and are rerouted by the decoder.)
     """
     n = len(messages)
     if n == 0:
         return None
+    first = messages[0]
+    if type(first) is not bytes:
+        return None
     try:
-        joined = b"\n".join(messages)  # TypeError on a None (tombstone) or non-bytes record
+        if first.startswith(_WRAPPED_HEAD):
+            found = _find_prefix(first)
+            if found is None:
+                return None
+            prefix, fp, schema = found
+            if schema is None:
+                return None  # may hold legacy {"schema":null,"payload":null} tombstones
+            # TypeError (a None tombstone, a non-bytes record) leaves the fast path too.
+            if not all(map(bytes.startswith, messages, repeat(prefix))):
+                return None
+            if not all(map(bytes.endswith, messages, repeat(b"}"))):
+                return None
+            cut = len(prefix)
+            body = b"\n".join(map(itemgetter(slice(cut, -1)), messages))
+            if role == "key" and (not body.startswith(b"{") or body.count(b"\n{") != n - 1):
+                return None  # scalar keys need the slow pass
+            max_len = max(map(len, messages)) - cut
+            return Split(groups={fp: Group(fp, schema, range(n), None, body, max_len, (messages, cut))})
+        if not first.startswith(b"{"):
+            return None
+        joined = b"\n".join(messages)
     except TypeError:
         return None
-    max_len = max(map(len, messages))
-    if joined.startswith(_WRAPPED_HEAD):
-        found = _find_prefix(messages[0])
-        if found is None:
-            return None
-        prefix, fp, schema = found
-        if schema is None:
-            return None  # may hold legacy {"schema":null,"payload":null} tombstones
-        sep = b"\n" + prefix
-        if not joined.endswith(b"}"):
-            return None
-        body = joined[len(prefix) : -1].replace(b"}" + sep, b"\n")
-        # Every record lost exactly its prefix and closing brace: all share the prefix.
-        if len(body) != len(joined) - n * (len(prefix) + 1) or not body.startswith(b"{"):
-            return None
-        if role == "key" and body.count(b"\n{") != n - 1:
-            return None  # scalar keys need the slow pass
-        group = Group(fp, schema, range(n), None, body, max_len, (messages, len(prefix)))
-        return Split(groups={fp: group})
-    if not joined.startswith(b"{"):
-        return None
-    if role == "key" and (joined.count(b"\n") != n - 1 or joined.count(b"\n{") != n - 1):
+    if role == "key" and (
+        joined.count(b"\n") != n - 1 or joined.count(b"\n{") != n - 1 or b'"payload"' in joined
+    ):
         return None  # keys are small: check exactly for scalar or wrapped keys
-    if role == "key" and b'"payload"' in joined:
-        return None
+    max_len = max(map(len, messages))
     return Split(groups={None: Group(None, None, range(n), None, joined, max_len, (messages, 0))})
 
 

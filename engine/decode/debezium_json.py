@@ -79,6 +79,7 @@ _KEY_SET = "__cdc_decode_key_set__"
 _RESERVED = frozenset(CONTROL_COLUMNS) | {_IDX, _KEY_TEXT, _KEY_SET}
 
 _ROW_OPS = pa.array(["c", "u", "d", "r", "t"], pa.string())
+_AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 _NEEDS_AFTER = pa.array(["c", "u", "r"], pa.string())
 _TX_TYPE = pa.struct([("id", pa.string())])
 
@@ -526,13 +527,15 @@ def _envelope_piece(
 
     src = source_columns(_column(t, "source"), n, ctx.hint)
     tx = _column(t, "transaction")
-    if tx is not None and pa.types.is_struct(tx.type) and tx.type.get_field_index("id") >= 0:
-        tx_id = pc.struct_field(tx, "id")
-        tx_id = tx_id.cast(pa.string()) if not pa.types.is_string(tx_id.type) else tx_id
-    else:
-        tx_id = pa.nulls(n, pa.string())
-
     checks: list[tuple[pa.Array, str]] = []
+    tx_id = pa.nulls(n, pa.string())
+    if tx is not None and pa.types.is_struct(tx.type) and tx.type.get_field_index("id") >= 0:
+        raw_id = pc.struct_field(tx, "id")
+        if pa.types.is_string(raw_id.type):
+            tx_id = raw_id
+        elif not pa.types.is_null(raw_id.type):
+            checks.append((pc.is_valid(raw_id), f"transaction.id is {raw_id.type}, expected a string"))
+
     rows: dict[str, pa.Array] = {}
     after = _column(t, "after")
     if after is not None and not pa.types.is_struct(after.type):
@@ -547,7 +550,9 @@ def _envelope_piece(
             rows[name] = res.array
             if res.bad is not None:
                 checks.append((res.bad, f"undecodable field: {res.reason}"))
-    elif after is not None:
+    else:
+        checks.extend(_avro_rendering_masks(t))
+    if plan.after is None and after is not None:
         names = [f.name for f in after.type]
         if any(name in _RESERVED for name in names):
             _flag(ctx, idx, is_row, "a row column collides with a control column name")
@@ -578,6 +583,43 @@ def _envelope_piece(
     }
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
+
+
+_AVRO_REASON = (
+    "Avro JSON rendering (union values wrapped as {\"<type>\": value}), not JsonConverter "
+    "output; consume the topic with the Avro decoder"
+)
+
+
+def _avro_rendering_masks(t: pa.Table) -> list[tuple[pa.Array, str]]:
+    """Rows of a schemaless piece that look like Avro's JSON rendering of an envelope.
+
+    Union values are wrapped in a one-member object named after the branch type
+    (``{"long": 5}``) and records after their full name (``{"db.tbl.Value": {...}}``).
+    Inference happily turns these into structs, so look for such one-member structs.
+    """
+    masks: list[tuple[pa.Array, str]] = []
+
+    def wrapped(arr: pa.Array, record: bool) -> None:
+        if not pa.types.is_struct(arr.type) or arr.type.num_fields != 1:
+            return
+        branch = arr.type.field(0)
+        if branch.name in _AVRO_BRANCHES or (record and "." in branch.name and pa.types.is_struct(branch.type)):
+            masks.append((pc.is_valid(arr.flatten()[0]), _AVRO_REASON))
+
+    for name in ("op", "ts_ms"):
+        col = _column(t, name)
+        if col is not None:
+            wrapped(col, record=False)
+    for name in ("before", "after"):
+        col = _column(t, name)
+        if col is not None:
+            wrapped(col, record=True)
+    source = _column(t, "source")
+    if source is not None and pa.types.is_struct(source.type):
+        for child in source.flatten():
+            wrapped(child, record=False)
+    return masks
 
 
 def _tombstones(indices: list[int]) -> pa.Table:

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 import engine.broker as broker_module
-from engine.broker import EmbeddedBroker, produce_messages
+from engine.broker import CONSUMER_FETCH_CONFIG, EmbeddedBroker, produce_messages
 from engine.errors import EnvironmentProblem
 
 pytestmark = pytest.mark.kafka
@@ -52,6 +52,7 @@ def _consume_all(
             "group.id": "test-reader",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
+            **CONSUMER_FETCH_CONFIG,
         }
     )
     try:

@@ -379,3 +379,14 @@ def test_zoned_timestamps_are_utc_instants(sample) -> None:
     # Like Java's ISO formatter: up to six digits, trailing zeros trimmed, none at all
     # for whole seconds.
     assert max(seen_fractions) == 6 and 0 in seen_fractions and len(seen_fractions) > 2
+
+
+def test_an_abandoned_stream_does_not_break_the_lsn_order() -> None:
+    for cut in range(101, 141):  # many stop points, most of them inside a transaction
+        workload = InventoryWorkload(seed=12)
+        first = workload.events(1_000)
+        taken = [next(first) for _ in range(cut)]
+        taken += list(workload.stream(100))
+        lsns = [json.loads(v)["source"]["lsn"] for _, _, v in taken if v is not None]
+        streamed = lsns[100:]  # after the 100 snapshot rows
+        assert all(a < b for a, b in zip(streamed, streamed[1:], strict=False)), cut

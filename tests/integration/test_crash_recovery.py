@@ -91,6 +91,8 @@ def test_unfinished_instant_is_invisible_and_rolled_back(broker, topic_prefix: s
     pending = {}
     for topic in topics:
         path = target / table_name_for_topic(topic)
+        if not HudiTable.exists(path):
+            continue  # its first messages were not consumed before the crash
         table = HudiTable.open(path)
         if table.pending_instants():
             pending[topic] = (path, table.pending_instants()[0], read_replica(path))
