@@ -27,7 +27,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True)
+# Piped output is not squeezed to 80 columns (tables would be truncated).
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True)
 
 ConfigOpt = Annotated[

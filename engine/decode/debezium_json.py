@@ -460,17 +460,21 @@ def _flag(ctx: _Ctx, idx: pa.Array, mask: pa.Array, reason: str) -> None:
 
 
 _REROUTE = "reroute"
+_TOMBSTONE = "tombstone"
 
 
 def _classify_other(payload: bytes, topic: str) -> str | None:
     """For a record without ``op``: None if it is a known non-row record, else the reason.
 
-    Returns :data:`_REROUTE` for a JsonConverter wrapper that reached a schemaless group.
+    Returns :data:`_REROUTE` for a JsonConverter wrapper that reached a schemaless group
+    and :data:`_TOMBSTONE` for the JSON literal ``null``.
     """
     try:
         obj = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as exc:
         return f"invalid JSON: {exc}"
+    if obj is None:
+        return _TOMBSTONE  # the JSON literal null: a tombstone written as text
     if not isinstance(obj, dict):
         return "not a JSON object"
     if "payload" in obj and set(obj) <= {"schema", "payload"}:
@@ -513,6 +517,8 @@ def _envelope_piece(
             reason = _classify_other(payloads[piece.positions[k]], ctx.topic)
             if reason is None:
                 ctx.ignored += 1
+            elif reason is _TOMBSTONE:
+                ctx.tombstones.append(idx[k].as_py())
             elif reason is _REROUTE and not ctx.rerouting:
                 ctx.reroute.append(idx[k].as_py())
             elif reason is _REROUTE:
@@ -755,34 +761,24 @@ def _decode_keys(split: Split, n: int, ctx: _Ctx) -> _Keys:
         for p, reason in piece_bad.items():
             bad[group.indices[p]] = reason
         for piece in pieces:
-            idx = _index_array(group, piece.positions)
-            t = piece.table
-            names = t.column_names
-            raw = [_column(t, name) for name in names]
-            key_set = tuple(names)
-            if key_set not in field_sets:
-                field_sets.append(key_set)
-            rows = len(piece.positions)
-            columns: dict[str, pa.Array] = {
-                _IDX: idx,
-                _KEY_TEXT: _key_text(names, raw, rows),
-                _KEY_SET: pa.repeat(pa.scalar(field_sets.index(key_set), pa.int32()), rows),
-            }
-            local_bad = None
-            if plan.fields is not None:
-                for (name, tplan), col in zip(plan.fields, raw, strict=True):
-                    if tplan.convert is not None:
-                        res = tplan.convert(col, f"key.{name}")
-                        col = res.array
-                        if res.bad is not None:
-                            _flag_into(bad, idx, res.bad, f"undecodable key field: {res.reason}")
-                            local_bad = res.bad if local_bad is None else pc.or_(local_bad, res.bad)
-                    columns[name] = col
+            if plan.fields is None and any(col.null_count for col in piece.table.columns):
+                # Schemaless keys parsed together share the union of their members; a
+                # null may mean "absent" ({"id":1} next to {"id":1,"k2":"a"}), so regroup
+                # these records by their exact member list.
+                subpieces = _regroup_schemaless_keys(group, piece)
             else:
-                columns.update(zip(names, raw, strict=True))
-            tables.append(pa.table(columns))
-            if len(split.groups) == 1 and not split.nulls and not split.scalars and not split.bad:
-                identity = len(pieces) == 1 and isinstance(piece.positions, range) and rows == n
+                subpieces = [piece]
+            for sub in subpieces:
+                _key_piece(sub, group, plan, field_sets, tables, bad)
+            # Fast alignment later if these keys are exactly records 0..n-1 in order.
+            simple = len(split.groups) == 1 and not (split.nulls or split.scalars or split.bad)
+            identity = (
+                simple
+                and len(pieces) == 1
+                and len(subpieces) == 1
+                and isinstance(piece.positions, range)
+                and len(piece.positions) == n
+            )
     if split.scalars:
         items = sorted(split.scalars.items())
         tables.append(
@@ -795,6 +791,55 @@ def _decode_keys(split: Split, n: int, ctx: _Ctx) -> _Keys:
         )
     table = _concat(tables, ctx.notes) if tables else None
     return _Keys(table, identity, field_sets, bad)
+
+
+def _regroup_schemaless_keys(group: Group, piece: Piece) -> list[Piece]:
+    payloads = group.payload_list()
+    by_members: dict[tuple[str, ...], list[tuple[int, dict]]] = {}
+    for p in piece.positions:
+        obj = json.loads(payloads[p])
+        by_members.setdefault(tuple(obj), []).append((p, obj))
+    subpieces = []
+    for members, items in by_members.items():
+        columns = {m: connect.infer_array([obj[m] for _, obj in items]) for m in members}
+        table = pa.table(columns) if columns else pa.table({"_": [None] * len(items)}).drop_columns(["_"])
+        subpieces.append(Piece([p for p, _ in items], table))
+    return subpieces
+
+
+def _key_piece(
+    piece: Piece,
+    group: Group,
+    plan: _KeyPlan,
+    field_sets: list[tuple[str, ...]],
+    tables: list[pa.Table],
+    bad: dict[int, str],
+) -> None:
+    """Key text, key-set id and typed key fields of one parsed piece of keys."""
+    idx = _index_array(group, piece.positions)
+    t = piece.table
+    names = t.column_names
+    raw = [_column(t, name) for name in names]
+    key_set = tuple(names)
+    if key_set not in field_sets:
+        field_sets.append(key_set)
+    n = len(piece.positions)
+    columns: dict[str, pa.Array] = {
+        _IDX: idx,
+        _KEY_TEXT: _key_text(names, raw, n),
+        _KEY_SET: pa.repeat(pa.scalar(field_sets.index(key_set), pa.int32()), n),
+    }
+    if plan.fields is not None:
+        for (name, tplan), col in zip(plan.fields, raw, strict=True):
+            if tplan.convert is not None:
+                res = tplan.convert(col, f"key.{name}")
+                col = res.array
+                if res.bad is not None:
+                    _flag_into(bad, idx, res.bad, f"undecodable key field: {res.reason}")
+            columns[name] = col
+    else:
+        columns.update(zip(names, raw, strict=True))
+    tables.append(pa.table(columns))
 
 
 def _flag_into(bad: dict[int, str], idx: pa.Array, mask: pa.Array, reason: str) -> None:
@@ -954,8 +999,13 @@ def _assemble(
     batch = _fill_delete_keys(batch, key_rows, keys.fields, ctx.notes)
     row_names += [name for name in batch.column_names if name not in _RESERVED and name not in row_names]
 
+    key_text = key_rows.column(_KEY_TEXT)
+    is_truncate = pc.fill_null(pc.equal(batch.column(OP), "t"), False)
+    if pc.any(is_truncate).as_py():
+        # A truncate concerns the whole table, never one record key.
+        key_text = pc.if_else(is_truncate, pa.scalar(None, pa.string()), key_text)
     columns = {
-        KEY: key_rows.column(_KEY_TEXT),
+        KEY: key_text,
         OP: batch.column(OP),
         POS: batch.column(POS),
         POS_SUB: batch.column(POS_SUB),
