@@ -147,6 +147,10 @@ def main() -> None:
         print(f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}; "
               f"batches only = {(produced / busy) / (produced / raw_s):.3f}")
         print(f"peak RSS:    {peak / 2**20:,.0f} MiB (driver + JVM + Python workers)")
+        print("batches (per-phase seconds):")
+        for line in stderr.splitlines():
+            if line.startswith("batch "):
+                print("  " + line)
         print(stdout.strip())
 
 

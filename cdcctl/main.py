@@ -105,7 +105,8 @@ def start(
         err.print(
             f"batch {report.number}: {report.messages} msgs in {report.seconds:.2f}s "
             f"({report.messages / max(report.seconds, 1e-9):,.0f}/s), lag {report.lag_messages} "
-            f"| {tables}",
+            f"| {tables} | "
+            + " ".join(f"{k} {v:.2f}s" for k, v in report.phases.items()),
             highlight=False,
         )
 

@@ -131,7 +131,7 @@ class SparkConfig(_Section):
     """Local Spark session settings (the only place Spark is configured)."""
 
     master: str = "local[2]"
-    driver_memory: str = "2g"
+    driver_memory: str = "1g"
     options: dict[str, str] = Field(default_factory=dict)
 
 
@@ -251,7 +251,7 @@ def render_config(
     doc.add("replicator", rep)
     spark = tomlkit.table()
     spark.add("master", "local[2]")
-    spark.add("driver_memory", "2g")
+    spark.add("driver_memory", "1g")
     doc.add("spark", spark)
     text = tomlkit.dumps(doc)
     config_from_dict(tomllib.loads(text), source_name="the generated config")

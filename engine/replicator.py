@@ -108,6 +108,8 @@ class BatchReport:
     seconds: float
     tables: dict[str, dict[str, int]]
     lag_messages: int
+    #: seconds spent per phase: poll, decode, stage, merge (Spark job), commit
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def parse_checkpoint(value: str | None, topic: str) -> dict[int, int]:
@@ -192,13 +194,14 @@ class Replicator:
 
     def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
         """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
-        from engine.spark import get_spark
+        from engine.spark import get_spark, warm_up
 
         self.target.mkdir(parents=True, exist_ok=True)
         self.work.mkdir(parents=True, exist_ok=True)
         spark = get_spark(
             self.cfg.spark.master, self.cfg.spark.driver_memory, self.cfg.spark.options
         )
+        warm_up(spark)
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
         goal = self.source.end_offsets(self.source.assigned) if until_caught_up else None
@@ -282,6 +285,7 @@ class Replicator:
         )
         if not messages:
             return
+        phases = {"poll": time.monotonic() - started}
         faults.maybe_crash("consumed")
         self._batch_no += 1
         grouped: dict[str, tuple[list, list, list, list]] = {}
@@ -305,11 +309,14 @@ class Replicator:
             for p, o in zip(parts, offs, strict=True):
                 if o + 1 > next_offsets.get(p, 0):
                     next_offsets[p] = o + 1
+            t0 = time.monotonic()
             result = decode_debezium_json(topic, keys, values, parts, offs)
+            phases["decode"] = phases.get("decode", 0.0) + time.monotonic() - t0
             rt.stats.ignored += result.ignored
             if result.bad:
                 self._quarantine(rt, result.bad)
             batch = result.batch
+            t0 = time.monotonic()
             try:
                 planned = self._plan_table(rt, batch, result.key_fields, len(tasks))
             except (SchemaEvolutionError, HudiError) as exc:
@@ -320,18 +327,20 @@ class Replicator:
                 rt.committed = next_offsets
                 continue
             instant, data_schema, table_tasks = planned
+            phases["stage"] = phases.get("stage", 0.0) + time.monotonic() - t0
             tasks.extend(table_tasks)
             plans.append((rt, instant, next_offsets, data_schema))
 
         results: list[FileGroupResult] = []
+        t0 = time.monotonic()
         if tasks:
             results = spark.sparkContext.parallelize(tasks, len(tasks)).map(execute_task).collect()
+        phases["merge"] = time.monotonic() - t0
         faults.maybe_crash("files_written")
+        t0 = time.monotonic()
         by_path: dict[str, list[FileGroupResult]] = {}
-        task_paths = {(t.table_path, t.bucket): t for t in tasks}
         for task, res in zip(tasks, results, strict=True):
             by_path.setdefault(task.table_path, []).append(res)
-        del task_paths
 
         group_offsets: dict[tuple[str, int], int] = {}
         for rt, instant, next_offsets, data_schema in plans:
@@ -383,6 +392,7 @@ class Replicator:
             report_tables[rt.name] = counts
             if s.commits % 10 == 0:
                 rt.hudi.clean(self.cfg.hudi.clean_retain_commits)
+        phases["commit"] = time.monotonic() - t0
         self.source.commit_group_offsets(group_offsets)
         ends = self.source.end_offsets(self.source.assigned, cached=True)
         lag = 0
@@ -396,6 +406,7 @@ class Replicator:
             seconds=time.monotonic() - started,
             tables=report_tables,
             lag_messages=lag,
+            phases=phases,
         )
         if self.on_batch:
             self.on_batch(report)

@@ -78,6 +78,12 @@ _INT_RANGES = {
 }
 
 
+def _i64(value: int) -> pa.Scalar:
+    # Typed scalars: converting an untyped Python number makes pyarrow try (and, without
+    # dateutil installed, fail) an import on every call, which is slow in small pieces.
+    return pa.scalar(value, pa.int64())
+
+
 class FieldError(ValueError):
     """A value does not match its Connect schema; the message is quarantined."""
 
@@ -310,7 +316,7 @@ def unscaled_to_decimal(raw: pa.Array, out_type: pa.DataType) -> Converted:
     width = 16 if pa.types.is_decimal128(out_type) else 32
     max_precision = 38 if width == 16 else 76
     lengths = pc.binary_length(raw)
-    too_long = _mask_or_none(pc.greater(lengths, width))
+    too_long = _mask_or_none(pc.greater(lengths, pa.scalar(width, pa.int32())))
     if too_long is not None:
         raw = _null_where(raw, too_long)
         lengths = pc.binary_length(raw)
@@ -426,9 +432,9 @@ def _date_convert(arr: pa.Array, path: str) -> Converted:
 
 def _floor_div(arr: pa.Array, divisor: int) -> pa.Array:
     """Integer division rounding towards minus infinity (pre-1970 nanoseconds)."""
-    q = pc.divide(arr, divisor)  # truncates towards zero
-    r = pc.subtract(arr, pc.multiply(q, divisor))
-    return pc.if_else(pc.less(r, 0), pc.subtract(q, 1), q)
+    q = pc.divide(arr, _i64(divisor))  # truncates towards zero
+    r = pc.subtract(arr, pc.multiply(q, _i64(divisor)))
+    return pc.if_else(pc.less(r, _i64(0)), pc.subtract(q, _i64(1)), q)
 
 
 def _timestamp_converter(unit: str, tz: str | None = None) -> Callable[[pa.Array, str], Converted]:
@@ -440,19 +446,19 @@ def _timestamp_converter(unit: str, tz: str | None = None) -> Callable[[pa.Array
         pos_inf = pc.is_in(arr, value_set=_POS_INFINITY)
         neg_inf = pc.is_in(arr, value_set=_NEG_INFINITY)
         special = pc.or_(pos_inf, neg_inf)
-        plain = pc.if_else(special, pa.scalar(0, pa.int64()), arr)
+        plain = pc.if_else(special, _i64(0), arr)
         bad = None
         if unit == "ms":
             # Values whose microseconds overflow int64 cannot be represented at all.
             limit = (2**63 - 1) // 1000
-            bad = _mask_or_none(pc.greater(pc.abs(plain), limit))
-            plain = pc.if_else(pc.fill_null(bad, False), 0, plain) if bad is not None else plain
-            us = pc.multiply(plain, 1000)
+            bad = _mask_or_none(pc.greater(pc.abs(plain), _i64(limit)))
+            plain = pc.if_else(bad, _i64(0), plain) if bad is not None else plain
+            us = pc.multiply(plain, _i64(1000))
         elif unit == "ns":
             us = _floor_div(plain, 1000)
         else:
             us = plain
-        us = pc.if_else(pos_inf, TS_MAX_US, pc.if_else(neg_inf, TS_MIN_US, us))
+        us = pc.if_else(pos_inf, _i64(TS_MAX_US), pc.if_else(neg_inf, _i64(TS_MIN_US), us))
         out = us.cast(pa.int64()).cast(out_type)
         return Converted(_null_where(out, bad), bad, f"{path}: timestamp out of range")
 
@@ -465,13 +471,14 @@ def _time_converter(unit: str) -> Callable[[pa.Array, str], Converted]:
     def convert(arr: pa.Array, path: str) -> Converted:
         arr = arr.cast(pa.int64())
         if unit == "ms":
-            guarded = pc.if_else(pc.greater(pc.abs(arr), _DAY_US), _DAY_US, arr)
-            us = pc.multiply(guarded, 1000)
+            day = _i64(_DAY_US)
+            guarded = pc.if_else(pc.greater(pc.abs(arr), day), day, arr)
+            us = pc.multiply(guarded, _i64(1000))
         elif unit == "ns":
             us = _floor_div(arr, 1000)
         else:
             us = arr
-        bad = _mask_or_none(pc.or_(pc.less(us, 0), pc.greater_equal(us, _DAY_US)))
+        bad = _mask_or_none(pc.or_(pc.less(us, _i64(0)), pc.greater_equal(us, _i64(_DAY_US))))
         us = _null_where(us, bad)
         return Converted(us.cast(pa.time64("us")), bad, f"{path}: time of day outside 00:00-24:00")
 

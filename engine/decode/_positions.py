@@ -33,8 +33,13 @@ _SEQUENCE_RE = (
     r'\s*(?:"(?P<lsn>[0-9]{1,18})"|(?P<lsnn>[0-9]{1,18})|null)\s*\]\s*$'
 )
 _FILE_INDEX_RE = r"(?:^|[^0-9])(?P<index>[0-9]{1,9})$"
-_MAX_LSN = (1 << 62) - 1
-_MAX_BINLOG_POS = (1 << 32) - 1
+# Typed scalars (untyped Python numbers make pyarrow attempt an import on every call).
+_MAX_LSN = pa.scalar((1 << 62) - 1, pa.int64())
+_MAX_BINLOG_POS = pa.scalar((1 << 32) - 1, pa.int64())
+_ZERO = pa.scalar(0, pa.int64())
+_THOUSAND = pa.scalar(1000, pa.int64())
+_THIRTY_TWO = pa.scalar(32, pa.int64())
+_EMPTY = pa.scalar("", pa.string())
 _NOT_SNAPSHOT = pa.array(["false", "incremental"], pa.string())
 _MYSQL_CONNECTORS = pa.array(["mysql", "mariadb"], pa.string())
 
@@ -86,7 +91,7 @@ def _field(
 
 def _empty_to_null(arr: pa.Array) -> pa.Array:
     # extract_regex yields "" for an alternative that did not participate.
-    return pc.if_else(pc.equal(arr, ""), pa.scalar(None, pa.string()), arr)
+    return pc.if_else(pc.equal(arr, _EMPTY), pa.scalar(None, pa.string()), arr)
 
 
 def is_snapshot(snapshot: pa.Array | None, n: int) -> pa.Array:
@@ -127,9 +132,9 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     # Database time; legacy shapes carried ts_usec (PostgreSQL 0.x) or ts_sec (MySQL 0.x).
     ts = pc.coalesce(
         _field(children, "ts_ms", n, i64, type_bad),
-        pc.divide(_field(children, "ts_us", n, i64, type_bad), 1000),
-        pc.divide(_field(children, "ts_usec", n, i64, type_bad), 1000),
-        pc.multiply(_field(children, "ts_sec", n, i64, type_bad), 1000),
+        pc.divide(_field(children, "ts_us", n, i64, type_bad), _THOUSAND),
+        pc.divide(_field(children, "ts_usec", n, i64, type_bad), _THOUSAND),
+        pc.multiply(_field(children, "ts_sec", n, i64, type_bad), _THOUSAND),
     )
 
     # -- PostgreSQL --------------------------------------------------------------------
@@ -139,7 +144,7 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     commit = pc.coalesce(_empty_to_null(seq_parts["commit"]), _empty_to_null(seq_parts["commitn"])).cast(i64)
     seq_lsn = pc.coalesce(_empty_to_null(seq_parts["lsn"]), _empty_to_null(seq_parts["lsnn"])).cast(i64)
     event_lsn = pc.coalesce(lsn, seq_lsn)
-    lsn_bad = pc.or_(pc.less(event_lsn, 0), pc.greater(event_lsn, _MAX_LSN))
+    lsn_bad = pc.or_(pc.less(event_lsn, _ZERO), pc.greater(event_lsn, _MAX_LSN))
     pg_major = pc.if_else(pc.is_valid(event_lsn), pc.coalesce(commit, event_lsn), pa.scalar(None, i64))
     pg_sub = event_lsn
 
@@ -147,10 +152,10 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     index_match = pc.extract_regex(binlog_file, _FILE_INDEX_RE)
     file_index = pc.struct_field(index_match, [0]).cast(i64)
     file_bad = pc.and_(pc.is_valid(binlog_file), pc.is_null(index_match))
-    pos_bad = pc.or_(pc.less(binlog_pos, 0), pc.greater(binlog_pos, _MAX_BINLOG_POS))
+    pos_bad = pc.or_(pc.less(binlog_pos, _ZERO), pc.greater(binlog_pos, _MAX_BINLOG_POS))
     safe_pos = pc.if_else(pc.fill_null(pos_bad, False), pa.scalar(None, i64), binlog_pos)
-    my_major = pc.bit_wise_or(pc.shift_left(file_index, 32), safe_pos)
-    my_sub = pc.if_else(pc.is_valid(my_major), pc.fill_null(binlog_row, 0), pa.scalar(None, i64))
+    my_major = pc.bit_wise_or(pc.shift_left(file_index, _THIRTY_TWO), safe_pos)
+    my_sub = pc.if_else(pc.is_valid(my_major), pc.fill_null(binlog_row, _ZERO), pa.scalar(None, i64))
 
     # -- choose per row ----------------------------------------------------------------
     if connector_hint in POSTGRES_HINTS:

@@ -290,19 +290,22 @@ class _Splitter:
 def _fast(messages: Sequence[Any], role: str) -> Split | None:
     """Whole-batch shortcut for the normal case; None when the batch needs the slow pass.
 
-    Applies when there is no null record and either every record carries the same
-    compact wrapper prefix or the first record is a bare object. All loops run in C
-    (``map`` over unbound ``bytes`` methods, one ``join``). Nothing here proves every
-    payload is well-formed: the bulk reader is the check, and :meth:`Group.payload_list`
-    rebuilds exact per-record payloads for the fallback. (Wrapped records hiding in a
-    schemaless batch surface as records without ``op`` and are rerouted by the decoder.)
+    Applies when no record is null, every payload is a one-line JSON object text (starts
+    with ``{``, no raw newline) and either every record carries the same compact wrapper
+    prefix or none is wrapped at the start. All checks are C-level ``map``/``count``
+    calls over unbound ``bytes`` methods. The payloads are not proven well-formed here:
+    the bulk reader is the check, and :meth:`Group.payload_list` rebuilds exact
+    per-record payloads for the fallback. (Wrapped records hiding in a schemaless batch
+    surface as records without ``op`` and are rerouted by the decoder.)
+
+    The "object, one line" guarantee matters beyond speed: the Arrow JSON reader crashes
+    the process on a line holding a top-level ``null`` (pyarrow 26), so no such line may
+    ever reach it.
     """
     n = len(messages)
-    if n == 0:
+    if n == 0 or type(messages[0]) is not bytes:
         return None
     first = messages[0]
-    if type(first) is not bytes:
-        return None
     try:
         if first.startswith(_WRAPPED_HEAD):
             found = _find_prefix(first)
@@ -311,26 +314,28 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
             prefix, fp, schema = found
             if schema is None:
                 return None  # may hold legacy {"schema":null,"payload":null} tombstones
+            cut = len(prefix)
             # TypeError (a None tombstone, a non-bytes record) leaves the fast path too.
             if not all(map(bytes.startswith, messages, repeat(prefix))):
                 return None
+            if not all(map(bytes.startswith, messages, repeat(b"{"), repeat(cut))):
+                return None  # null (tombstone) or scalar payloads
             if not all(map(bytes.endswith, messages, repeat(b"}"))):
                 return None
-            cut = len(prefix)
             body = b"\n".join(map(itemgetter(slice(cut, -1)), messages))
-            if role == "key" and (not body.startswith(b"{") or body.count(b"\n{") != n - 1):
-                return None  # scalar keys need the slow pass
+            if body.count(b"\n") != n - 1:
+                return None
             max_len = max(map(len, messages)) - cut
             return Split(groups={fp: Group(fp, schema, range(n), None, body, max_len, (messages, cut))})
-        if not first.startswith(b"{"):
+        if not all(map(bytes.startswith, messages, repeat(b"{"))):
             return None
         joined = b"\n".join(messages)
     except TypeError:
         return None
-    if role == "key" and (
-        joined.count(b"\n") != n - 1 or joined.count(b"\n{") != n - 1 or b'"payload"' in joined
-    ):
-        return None  # keys are small: check exactly for scalar or wrapped keys
+    if joined.count(b"\n") != n - 1:
+        return None
+    if role == "key" and b'"payload"' in joined:
+        return None  # keys are small: check exactly for wrapped keys
     max_len = max(map(len, messages))
     return Split(groups={None: Group(None, None, range(n), None, joined, max_len, (messages, 0))})
 

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 from engine.decode import _connect as connect
 from engine.decode._connect import FieldError, SchemaError, TypePlan
 from engine.decode._positions import MYSQL_HINTS, POSTGRES_HINTS, source_columns
-from engine.decode._reader import BulkReader, Piece, avro_rendering_hint
+from engine.decode._reader import BulkReader, Piece, avro_rendering_hint, merge_pieces
 from engine.decode._split import Group, Split, split_records, split_slow
 from engine.model import (
     CONTROL_COLUMNS,
@@ -109,6 +109,11 @@ _TRANSACTION_SCHEMAS = {
     "io.debezium.connector.common.TransactionMetadataKey",
 }
 _HEARTBEAT_SCHEMAS = {"io.debezium.connector.common.Heartbeat", "io.debezium.connector.common.ServerNameKey"}
+
+def _str(value: str) -> pa.Scalar:
+    # Typed scalars: an untyped Python value makes pyarrow attempt an import on each call.
+    return pa.scalar(value, pa.string())
+
 
 _PLAN_CACHE: dict[tuple[str, str], Any] = {}
 _PLAN_CACHE_MAX = 512
@@ -504,13 +509,19 @@ def _envelope_piece(
     """Control and row columns of the row events of one parsed piece."""
     t = piece.table
     n = t.num_rows
-    op = _column(t, "op")
-    if op is None or not pa.types.is_string(op.type):
-        op = pa.nulls(n, pa.string()) if op is None or pa.types.is_null(op.type) else op.cast(pa.string())
+    raw_op = _column(t, "op")
+    if raw_op is None or pa.types.is_null(raw_op.type):
+        raw_op = pa.nulls(n, pa.string())
+    op_null = pc.is_null(raw_op)
+    if pa.types.is_string(raw_op.type):
+        op = raw_op
+    else:
+        # Schemaless input can hold anything under "op"; non-strings are not envelopes.
+        _flag(ctx, idx, pc.is_valid(raw_op), f"op is {raw_op.type}, not a string")
+        op = pa.nulls(n, pa.string())
     is_row = pc.fill_null(pc.is_in(op, value_set=_ROW_OPS), False)
-    is_message = pc.fill_null(pc.equal(op, "m"), False)
+    is_message = pc.fill_null(pc.equal(op, _str("m")), False)
     ctx.ignored += pc.sum(is_message).as_py() or 0
-    op_null = pc.is_null(op)
     if pc.any(op_null).as_py():
         payloads = group.payload_list()
         for k in pc.indices_nonzero(op_null).to_pylist():
@@ -525,7 +536,7 @@ def _envelope_piece(
                 ctx.bad[idx[k].as_py()] = "JsonConverter wrapper that could not be unwrapped"
             else:
                 ctx.bad[idx[k].as_py()] = reason
-    unknown = pc.invert(pc.or_(pc.or_(is_row, is_message), op_null))
+    unknown = pc.and_(pc.invert(pc.or_(is_row, is_message)), pc.is_valid(op))
     for k in pc.indices_nonzero(unknown).to_pylist():
         ctx.bad[idx[k].as_py()] = f"unknown op {op[k].as_py()!r}"
     if not pc.any(is_row).as_py():
@@ -694,10 +705,10 @@ def _key_text(names: list[str], columns: list[pa.Array], n: int) -> pa.Array:
     parts: list[Any] = []
     for i, (name, col) in enumerate(zip(names, columns, strict=True)):
         text = _text_of(col)
-        text = pc.if_else(pc.equal(text, ""), pa.scalar("__empty__"), text)
-        parts.append(pa.scalar(("," if i else "") + name + ":"))
-        parts.append(pc.fill_null(text, "__null__"))
-    return pc.binary_join_element_wise(*parts, pa.scalar(""))
+        text = pc.if_else(pc.equal(text, _str("")), _str("__empty__"), text)
+        parts.append(_str(("," if i else "") + name + ":"))
+        parts.append(pc.fill_null(text, _str("__null__")))
+    return pc.binary_join_element_wise(*parts, _str(""))
 
 
 @dataclass(slots=True)
@@ -735,7 +746,7 @@ def _decode_values(split: Split, ctx: _Ctx) -> None:
         for p, reason in bad.items():
             ctx.bad[group.indices[p]] = reason
         ctx.tombstones.extend(group.indices[p] for p in nulls)
-        for piece in pieces:
+        for piece in merge_pieces(pieces):
             if plan.kind == "ignore":
                 ctx.ignored += piece.table.num_rows
                 continue
@@ -760,6 +771,7 @@ def _decode_keys(split: Split, n: int, ctx: _Ctx) -> _Keys:
         pieces, piece_bad, _nulls = plan.reader.decode(group)
         for p, reason in piece_bad.items():
             bad[group.indices[p]] = reason
+        pieces = merge_pieces(pieces)
         for piece in pieces:
             if plan.fields is None and any(col.null_count for col in piece.table.columns):
                 # Schemaless keys parsed together share the union of their members; a
@@ -849,7 +861,7 @@ def _flag_into(bad: dict[int, str], idx: pa.Array, mask: pa.Array, reason: str) 
 
 def _fill_delete_keys(batch: pa.Table, keys: pa.Table, key_fields: list[str], notes: list[str]) -> pa.Table:
     """Put the record-key fields into the row columns of delete events."""
-    is_delete = pc.fill_null(pc.equal(batch.column(OP), "d"), False)
+    is_delete = pc.fill_null(pc.equal(batch.column(OP), _str("d")), False)
     if not pc.any(is_delete).as_py():
         return batch
     for name in key_fields:
@@ -1000,7 +1012,7 @@ def _assemble(
     row_names += [name for name in batch.column_names if name not in _RESERVED and name not in row_names]
 
     key_text = key_rows.column(_KEY_TEXT)
-    is_truncate = pc.fill_null(pc.equal(batch.column(OP), "t"), False)
+    is_truncate = pc.fill_null(pc.equal(batch.column(OP), _str("t")), False)
     if pc.any(is_truncate).as_py():
         # A truncate concerns the whole table, never one record key.
         key_text = pc.if_else(is_truncate, pa.scalar(None, pa.string()), key_text)
