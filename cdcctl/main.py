@@ -115,14 +115,18 @@ def start(
         err.print(f"replicating {cfg.source.topics} -> {cfg.target_path()} (Ctrl-C to stop)")
     replicator.run(until_caught_up=until_caught_up)
     _print_status(replicator.status())
+    failing = replicator.failing()
+    if failing:
+        for rt in failing:
+            err.print(f"[red]FAILING[/red] {rt.name}: {rt.error}", highlight=False)
+        raise typer.Exit(exit_codes.RUNTIME)
 
 
 def _print_status(rows: list[dict]) -> None:
-    table = Table("table", "state", "inserts", "updates", "deletes", "stale", "bad", "commits")
+    counters = ("inserts", "updates", "deletes", "truncates", "late", "bad", "commits")
+    table = Table("table", "state", *counters)
     for r in rows:
-        table.add_row(
-            r["table"], r["state"], *(str(r[k]) for k in ("inserts", "updates", "deletes", "stale", "bad", "commits"))
-        )
+        table.add_row(r["table"], r["state"], *(str(r[k]) for k in counters))
     out.print(table)
 
 

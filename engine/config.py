@@ -46,6 +46,11 @@ class SourceConfig(_Section):
     sasl_username: str | None = None
     sasl_password_env: str | None = None
     sasl_password_file: str | None = None
+    #: Glob patterns over table names (after topic -> name mapping); empty: every table.
+    include_tables: list[str] = Field(default_factory=list)
+    exclude_tables: list[str] = Field(default_factory=list)
+    #: Debezium's unavailable.value.placeholder (``hex:...`` for a bytes placeholder).
+    toast_placeholder: str = Field(default="__debezium_unavailable_value", min_length=1)
     #: Extra librdkafka settings (no secrets: use the *_env / *_file keys for those).
     kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
@@ -125,6 +130,9 @@ class ReplicatorConfig(_Section):
     #: Fraction of messages of one batch that may be undecodable before the replicator
     #: stops; bad messages are always written to the dead-letter file first.
     max_bad_fraction: float = Field(default=1.0, ge=0, le=1)
+    #: Delete tombstones are kept this long in source time (and for at least
+    #: hudi.clean_retain_commits commits) so late events cannot resurrect rows.
+    tombstone_retention_hours: float = Field(default=168.0, ge=0)
 
 
 class SparkConfig(_Section):

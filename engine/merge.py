@@ -2,25 +2,35 @@
 
 The driver splits each table's decoded events by Hudi bucket and stages them as Arrow
 IPC files; Spark runs one task per touched file group (:func:`execute_task`), in
-parallel across buckets and tables. A task reads the group's current base file, folds
-the events per key in source order, applies them, and writes the group's next file
-slice. Everything is vectorised Arrow/Polars work: no row ever becomes a Python object.
+parallel across buckets and tables. A task reads the group's current base file and its
+delete tombstones, decides per event whether it is late, folds the rest per key in
+source order, resolves TOAST placeholders, applies the result and writes the group's
+next file slice and tombstone sidecar. Everything is vectorised Arrow/Polars work: no
+row ever becomes a Python object.
 
-Semantics (see README "How changes are applied"):
+Rules (README "How changes are applied"):
 
-* Per key, the event with the greatest ``(_cdc_pos, _cdc_pos_sub)`` wins; Kafka
-  partition and offset break ties. Tombstones, and events without a source position,
-  take the position of the event before them for the same key in the same partition.
-* An event whose position is not newer than the stored row's changes nothing (replays).
-* A delete (or tombstone) removes the row; r/c/u upsert the row image.
-* Carry-over rule: untouched rows keep their ``_hoodie_commit_time``/``_commit_seqno``;
-  only ``_hoodie_file_name`` changes.
+* Positions compare as ``(_cdc_pos, _cdc_pos_sub)``; ties break on Kafka partition and
+  offset. Tombstones, and events without a source position, take the position of the
+  event before them for the same key in the same partition; when there is none they are
+  applied unconditionally.
+* An event is *late* when its position is not newer than the newest position already
+  seen for its key: earlier in the batch, in the stored row, in the key's delete
+  tombstone, or the table's last truncate. Late events change nothing and are counted.
+* Per key the newest remaining event wins: r/c/u upsert its row image, d and tombstones
+  delete the row and leave a tombstone.
+* A truncate at position T removes every stored row and tombstone older than T; events
+  of the batch older than T are dropped (they happened before it).
+* A TOAST placeholder means "unchanged": the value comes from the previous event of the
+  key in the batch, else from the stored row; a row never seen keeps null (counted).
+* Carry-over: untouched rows keep ``_hoodie_commit_time``/``_commit_seqno``; only
+  ``_hoodie_file_name`` changes.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine import faults
+from engine import faults, tombstones
 from engine.model import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
@@ -42,16 +52,20 @@ from engine.model import (
     OP,
     OP_CREATE,
     OP_READ,
+    OP_TOMBSTONE,
     OP_UPDATE,
     PARTITION,
     POS,
     POS_SUB,
+    SOURCE_TS,
 )
 
-#: Position of an event whose source position is unknown: it loses to every positioned
-#: event of the same batch and is applied to the stored row unconditionally.
+#: Position of an event whose source position is unknown (before any other).
 UNKNOWN_POS = -(2**63)
 UPSERT_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE])
+DEFAULT_TOAST = "__debezium_unavailable_value"
+_SHIFT = 2**64
+_BIAS = 2**63
 
 
 @dataclass
@@ -61,44 +75,64 @@ class MergeCounts:
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
-    stale: int = 0  # events not newer than the stored row (replays, late events)
+    late: int = 0  # events not newer than what the table already had for their key
+    toast_unresolved: int = 0  # TOAST placeholders with no earlier value anywhere
     carried: int = 0
+    truncated: int = 0  # stored rows removed by a truncate
+
+    def add(self, other: MergeCounts) -> None:
+        """Accumulate another group's counts."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def fold_events(events: pa.Table) -> pa.Table:
-    """Reduce events to the winning event per key, in source order.
+@dataclass(frozen=True)
+class MergeOptions:
+    """Table-level inputs of every task of one batch."""
 
-    Returns the winners with ``_cdc_pos``/``_cdc_pos_sub`` filled (``UNKNOWN_POS`` where
-    no position could be inherited).
-    """
-    ctl = pl.from_arrow(events.select([KEY, POS, POS_SUB, PARTITION, OFFSET]))
-    assert isinstance(ctl, pl.DataFrame)
-    ctl = ctl.with_row_index("_i")
-    if ctl[POS].null_count():
-        # Tombstones and position-less events sit right after the event they follow in
-        # their partition; inherit its position so the tie is broken by offset.
-        ctl = ctl.sort([KEY, PARTITION, OFFSET]).with_columns(
-            pl.col(POS).forward_fill().over([KEY, PARTITION]),
-            pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
-        )
-        ctl = ctl.with_columns(pl.col(POS).fill_null(UNKNOWN_POS), pl.col(POS_SUB).fill_null(0))
-    winners = (
-        ctl.sort([KEY, POS, POS_SUB, PARTITION, OFFSET])
-        .unique(subset=[KEY], keep="last", maintain_order=True)
+    #: Position of the newest truncate in this batch: older rows/events are gone.
+    truncate: tuple[int, int] | None = None
+    #: Position of the table's last truncate in earlier commits: older events are late.
+    floor: tuple[int, int] | None = None
+    toast_placeholder: str = DEFAULT_TOAST
+    #: Tombstones with a source time below this (ms) may expire...
+    tombstone_min_ts: int | None = None
+    #: ...if they were created at or before this instant.
+    tombstone_keep_after: str | None = None
+
+
+@dataclass
+class MergeResult:
+    """New rows and tombstones of a file group, and what was done."""
+
+    rows: pa.Table
+    tombstones: pa.Table
+    counts: MergeCounts = field(default_factory=MergeCounts)
+    changed: bool = False
+
+
+def _combined(pos: pl.Expr, sub: pl.Expr) -> pl.Expr:
+    """Both position parts as one Int128, ordered like the (pos, sub) pair."""
+    return pos.cast(pl.Int128) * _SHIFT + (sub.cast(pl.Int128) + _BIAS)
+
+
+def _combined_value(pair: tuple[int, int] | None) -> int | None:
+    return None if pair is None else pair[0] * _SHIFT + pair[1] + _BIAS
+
+
+def _newer_than(pos: pa.ChunkedArray, sub: pa.ChunkedArray, pair: tuple[int, int]) -> pa.Array:
+    """pos/sub > pair, lexicographically; null positions count as older."""
+    gt = pc.or_(
+        pc.greater(pos, pair[0]), pc.and_(pc.equal(pos, pair[0]), pc.greater(sub, pair[1]))
     )
-    idx = winners["_i"].to_arrow()
-    out = events.take(idx)
-    out = out.set_column(out.schema.get_field_index(POS), POS, winners[POS].to_arrow().cast(pa.int64()))
-    return out.set_column(
-        out.schema.get_field_index(POS_SUB), POS_SUB, winners[POS_SUB].to_arrow().cast(pa.int64())
-    )
+    return pc.fill_null(gt, False)
 
 
-def _column_or_null(table: pa.Table, field: pa.Field) -> pa.Array | pa.ChunkedArray:
-    if field.name in table.column_names:
-        col = table.column(field.name)
-        return col if col.type == field.type else col.cast(field.type)
-    return pa.nulls(table.num_rows, field.type)
+def _column_or_null(table: pa.Table, fld: pa.Field) -> pa.Array | pa.ChunkedArray:
+    if fld.name in table.column_names:
+        col = table.column(fld.name)
+        return col if col.type == fld.type else col.cast(fld.type)
+    return pa.nulls(table.num_rows, fld.type)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -112,6 +146,49 @@ def file_schema(data_schema: pa.Schema) -> pa.Schema:
     return pa.schema(meta + list(data_schema))
 
 
+def toast_mask(column: pa.ChunkedArray, placeholder: str) -> pa.ChunkedArray | None:
+    """Where a column holds Debezium's unavailable-value placeholder, in any of its forms.
+
+    Strings hold the text; bytes its UTF-8 bytes (``hex:...`` placeholders are bytes);
+    text arrays ``[placeholder]``; integer arrays the placeholder's byte values.
+    Returns None for column types that cannot carry the placeholder.
+    """
+    if placeholder.startswith("hex:"):
+        raw = bytes.fromhex(placeholder[4:])
+        text = raw.decode("utf-8", "replace")
+    else:
+        raw, text = placeholder.encode(), placeholder
+    typ = column.type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return pc.fill_null(pc.equal(column, text), False)
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        return pc.fill_null(pc.equal(column, pa.scalar(raw, typ)), False)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        value_type = typ.value_type
+        lengths = pc.fill_null(pc.list_value_length(column), -1)
+        if pa.types.is_string(value_type) or pa.types.is_binary(value_type):
+            one = pc.equal(lengths, 1)
+            masks = []
+            for chunk, one_chunk in zip(column.chunks, one.chunks, strict=True):
+                padded = pc.if_else(one_chunk, chunk, pa.scalar([None], chunk.type))
+                first = pc.list_element(padded, 0)
+                target = text if pa.types.is_string(value_type) else pa.scalar(raw, value_type)
+                masks.append(pc.fill_null(pc.and_(one_chunk, pc.equal(first, target)), False))
+            return pa.chunked_array(masks, pa.bool_())
+        if pa.types.is_integer(value_type):
+            pattern = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
+            out = np.zeros(len(column), dtype=bool)
+            lens = lengths.to_numpy()
+            candidates = np.nonzero(lens == len(pattern))[0]
+            if len(candidates):
+                picked = column.take(pa.array(candidates))
+                flat = pc.list_flatten(picked).to_numpy(zero_copy_only=False)
+                grid = flat.reshape(len(candidates), len(pattern))
+                out[candidates] = (grid == pattern).all(axis=1)
+            return pa.chunked_array([pa.array(out)])
+    return None
+
+
 def merge_file_group(
     old: pa.Table | None,
     events: pa.Table | None,
@@ -120,61 +197,90 @@ def merge_file_group(
     file_name: str,
     task_partition: int,
     data_schema: pa.Schema,
-) -> tuple[pa.Table, MergeCounts]:
-    """Apply a bucket's events to its stored rows; return the new slice's rows.
+    old_tombstones: pa.Table | None = None,
+    options: MergeOptions | None = None,
+) -> MergeResult:
+    """Apply a bucket's events to its stored rows and tombstones.
 
     Args:
-        old: rows of the current base file (full file schema), or None for a new group.
+        old: rows of the current base file, or None for a new group.
         events: this bucket's change-batch rows (control columns + row image), or None.
         instant: the commit instant being written.
         file_name: the new base file's name (goes into ``_hoodie_file_name``).
         task_partition: Spark task partition id (part of ``_hoodie_commit_seqno``).
         data_schema: the table's data schema (source columns + replica CDC columns).
+        old_tombstones: the group's current delete tombstones.
+        options: truncate, floor, TOAST placeholder and tombstone retention.
     """
+    opts = options or MergeOptions()
     schema = file_schema(data_schema)
     counts = MergeCounts()
     old = _conform(old, schema) if old is not None else schema.empty_table()
-    if events is None or events.num_rows == 0:
-        winners = None
-    else:
-        winners = fold_events(events.filter(pc.is_valid(events.column(KEY))))
+    tombs = (
+        old_tombstones.cast(tombstones.SCHEMA)
+        if old_tombstones is not None
+        else tombstones.SCHEMA.empty_table()
+    )
+    changed = False
+    if opts.truncate is not None:
+        keep = _newer_than(old.column(POS), old.column(POS_SUB), opts.truncate)
+        counts.truncated = old.num_rows - (pc.sum(keep).as_py() or 0)
+        changed = counts.truncated > 0 or tombs.num_rows > 0
+        old = old.filter(keep)
+        tombs = tombs.filter(_newer_than(tombs.column(POS), tombs.column(POS_SUB), opts.truncate))
+    floor = opts.floor
+    if opts.truncate is not None and (floor is None or opts.truncate > floor):
+        floor = opts.truncate
+
+    winners = history = None
+    if events is not None and events.num_rows:
+        events = events.filter(pc.is_valid(events.column(KEY)))
+        if opts.truncate is not None and events.num_rows:
+            # Events before the truncate happened before it: superseded, not late.
+            known = pc.is_valid(events.column(POS))
+            newer = _newer_than(events.column(POS), events.column(POS_SUB), opts.truncate)
+            events = events.filter(pc.or_(pc.invert(known), newer))
+        if events.num_rows:
+            winners, history = _decide(events, old, tombs, floor, opts, counts)
+
     old_keys = old.column(HOODIE_RECORD_KEY)
+    upserts = None
+    carried = old
+    new_tombs = tombs
     if winners is not None and winners.num_rows:
+        changed = True
         idx = pc.index_in(winners.column(KEY), value_set=old_keys)
         exists = pc.is_valid(idx)
-        if old.num_rows:
-            stored_pos = old.column(POS).take(idx)
-            stored_sub = old.column(POS_SUB).take(idx)
-            wpos, wsub = winners.column(POS), winners.column(POS_SUB)
-            not_newer = pc.or_(
-                pc.less(wpos, stored_pos),
-                pc.and_(pc.equal(wpos, stored_pos), pc.less_equal(wsub, stored_sub)),
-            )
-            stale = pc.and_(
-                pc.and_(exists, pc.not_equal(wpos, UNKNOWN_POS)), pc.fill_null(not_newer, False)
-            )
-            counts.stale = pc.sum(stale).as_py() or 0
-            if counts.stale:
-                keep = pc.invert(stale)
-                winners, exists, idx = winners.filter(keep), exists.filter(keep), idx.filter(keep)
-                stored_pos, stored_sub = stored_pos.filter(keep), stored_sub.filter(keep)
-            # An event without a position keeps the stored row's position.
-            unknown = pc.equal(winners.column(POS), UNKNOWN_POS)
-            if pc.any(unknown).as_py():
-                winners = winners.set_column(
-                    winners.schema.get_field_index(POS),
-                    POS,
-                    pc.if_else(pc.and_(unknown, exists), stored_pos, winners.column(POS)),
-                )
         is_upsert = pc.is_in(winners.column(OP), value_set=UPSERT_OPS)
         counts.inserts = pc.sum(pc.and_(is_upsert, pc.invert(exists))).as_py() or 0
         counts.updates = pc.sum(pc.and_(is_upsert, exists)).as_py() or 0
-        counts.deletes = pc.sum(pc.and_(pc.invert(is_upsert), exists)).as_py() or 0
-        touched = pc.is_in(old_keys, value_set=winners.column(KEY))
-        carried = old.filter(pc.invert(touched))
+        is_delete = pc.invert(is_upsert)
+        counts.deletes = pc.sum(pc.and_(is_delete, exists)).as_py() or 0
+        carried = old.filter(pc.invert(pc.is_in(old_keys, value_set=winners.column(KEY))))
         upserts = winners.filter(is_upsert)
-    else:
-        carried, upserts = old, None
+        if history is not None:
+            upserts = _resolve_toast(upserts, history, old, opts.toast_placeholder, counts)
+        deleted = winners.filter(pc.and_(is_delete, pc.is_valid(winners.column(POS))))
+        fresh = pa.table(
+            {
+                KEY: deleted.column(KEY).cast(pa.string()),
+                POS: deleted.column(POS),
+                POS_SUB: deleted.column(POS_SUB),
+                SOURCE_TS: deleted.column(SOURCE_TS),
+                tombstones.INSTANT: pa.array([instant] * deleted.num_rows, pa.string()),
+            },
+            schema=tombstones.SCHEMA,
+        )
+        survivors = tombs.filter(pc.invert(pc.is_in(tombs.column(KEY), value_set=winners.column(KEY))))
+        new_tombs = pa.concat_tables([survivors, fresh])
+    if opts.tombstone_min_ts is not None and opts.tombstone_keep_after is not None and new_tombs.num_rows:
+        expired = pc.and_(
+            pc.fill_null(pc.less(new_tombs.column(SOURCE_TS), opts.tombstone_min_ts), True),
+            pc.less_equal(new_tombs.column(tombstones.INSTANT), opts.tombstone_keep_after),
+        )
+        if pc.any(expired).as_py():
+            new_tombs = new_tombs.filter(pc.invert(expired))
+            changed = True
 
     counts.carried = carried.num_rows
     parts = []
@@ -196,12 +302,135 @@ def merge_file_group(
             HOODIE_PARTITION_PATH: pa.array(np.full(n, "", dtype=object), pa.string()),
             HOODIE_FILE_NAME: pa.array(np.full(n, file_name, dtype=object), pa.string()),
         }
-        columns = [
-            meta[f.name] if f.name in meta else _column_or_null(upserts, f) for f in schema
-        ]
+        columns = [meta[f.name] if f.name in meta else _column_or_null(upserts, f) for f in schema]
         parts.append(pa.Table.from_arrays(columns, schema=schema))
-    result = pa.concat_tables(parts) if parts else schema.empty_table()
-    return result, counts
+    rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    return MergeResult(rows, new_tombs, counts, changed)
+
+
+def _decide(
+    events: pa.Table,
+    old: pa.Table,
+    tombs: pa.Table,
+    floor: tuple[int, int] | None,
+    opts: MergeOptions,
+    counts: MergeCounts,
+) -> tuple[pa.Table, pa.Table | None]:
+    """Drop late events and fold the rest per key.
+
+    Returns the winners (positions filled) and, when any winner carries a TOAST
+    placeholder, the kept events in (key, position) order for resolving it.
+    """
+    ctl = pl.from_arrow(events.select([KEY, OP, POS, POS_SUB, PARTITION, OFFSET]))
+    assert isinstance(ctl, pl.DataFrame)
+    ctl = ctl.with_row_index("_i").sort([KEY, PARTITION, OFFSET])
+    if ctl[POS].null_count():
+        ctl = ctl.with_columns(
+            pl.col(POS).forward_fill().over([KEY, PARTITION]),
+            pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
+        )
+    ctl = ctl.with_columns(_c=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
+    stored_frames = []
+    for table in (old, tombs):
+        if table.num_rows:
+            key_col = HOODIE_RECORD_KEY if HOODIE_RECORD_KEY in table.column_names else KEY
+            frame = pl.from_arrow(table.select([key_col, POS, POS_SUB]))
+            assert isinstance(frame, pl.DataFrame)
+            stored_frames.append(frame.rename({key_col: KEY}))
+    prior = pl.col(_PREV)
+    if stored_frames:
+        stored = (
+            pl.concat(stored_frames)
+            .filter(pl.col(POS).is_not_null())
+            .group_by(KEY)
+            .agg(_stored=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)).max())
+        )
+        ctl = ctl.join(stored, on=KEY, how="left", maintain_order="left")
+        prior = pl.max_horizontal(pl.col(_PREV), pl.col("_stored"))
+    floor_value = _combined_value(floor)
+    if floor_value is not None:
+        prior = pl.max_horizontal(prior, pl.lit(floor_value, pl.Int128))
+    ctl = ctl.with_columns(pl.col("_c").cum_max().shift(1).over(KEY).alias(_PREV))
+    ctl = ctl.with_columns(
+        _late=(pl.col("_c").is_not_null() & (pl.col("_c") <= prior)).fill_null(False)
+    )
+    counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
+    kept = ctl.filter(~pl.col("_late")).with_columns(
+        pl.col("_c").fill_null(_combined_value((UNKNOWN_POS, 0)))
+    )
+    winners_ctl = kept.sort([KEY, "_c", PARTITION, OFFSET]).unique(
+        subset=[KEY], keep="last", maintain_order=True
+    )
+    winners = events.take(winners_ctl["_i"].to_arrow())
+    pos = winners_ctl[POS].to_arrow().cast(pa.int64())
+    sub = pc.if_else(pc.is_valid(pos), winners_ctl[POS_SUB].to_arrow().cast(pa.int64()), None)
+    # An event without a known position keeps the stored row's position.
+    if "_stored" in winners_ctl.columns and pos.null_count:
+        idx = pc.index_in(winners.column(KEY), value_set=old.column(HOODIE_RECORD_KEY))
+        pos = pc.coalesce(pos, old.column(POS).take(idx))
+        sub = pc.coalesce(sub, old.column(POS_SUB).take(idx))
+    winners = winners.set_column(winners.schema.get_field_index(POS), POS, pos)
+    winners = winners.set_column(winners.schema.get_field_index(POS_SUB), POS_SUB, sub)
+    if not _has_toast(winners, opts.toast_placeholder):
+        return winners, None
+    order = kept.sort([KEY, "_c", PARTITION, OFFSET])
+    return winners, events.take(order["_i"].to_arrow())
+
+
+_PREV = "_prev_max"
+
+
+def _has_toast(table: pa.Table, placeholder: str) -> bool:
+    for name in table.column_names:
+        if name.startswith("_cdc_"):
+            continue
+        mask = toast_mask(table.column(name), placeholder)
+        if mask is not None and pc.any(mask).as_py():
+            return True
+    return False
+
+
+def _resolve_toast(
+    upserts: pa.Table, history: pa.Table, old: pa.Table, placeholder: str, counts: MergeCounts
+) -> pa.Table:
+    """Replace placeholders by the previous value in the batch, else the stored one.
+
+    ``history`` holds the batch's kept events sorted by (key, position); a winner is the
+    last of its key's run, so its predecessors are the rows just before it.
+    """
+    keys_sorted = history.column(KEY).to_numpy(zero_copy_only=False)
+    winner_keys = upserts.column(KEY).to_numpy(zero_copy_only=False)
+    starts = np.searchsorted(keys_sorted, winner_keys, side="left")
+    ends = np.searchsorted(keys_sorted, winner_keys, side="right")
+    old_idx = pc.index_in(upserts.column(KEY), value_set=old.column(HOODIE_RECORD_KEY))
+    for name in upserts.column_names:
+        if name.startswith("_cdc_"):
+            continue
+        mask = toast_mask(upserts.column(name), placeholder)
+        if mask is None or not pc.any(mask).as_py():
+            continue
+        hist_mask = toast_mask(history.column(name), placeholder)
+        assert hist_mask is not None
+        hist_ok = ~np.asarray(hist_mask.to_numpy(zero_copy_only=False), dtype=bool)
+        source = np.full(len(upserts), -1, dtype=np.int64)
+        for r in np.nonzero(mask.to_numpy(zero_copy_only=False))[0]:
+            # Only rows holding a placeholder get here; each scans its own key's run.
+            candidates = np.nonzero(hist_ok[starts[r] : ends[r] - 1])[0]
+            if len(candidates):
+                source[r] = starts[r] + candidates[-1]
+        from_batch = history.column(name).take(pa.array(np.where(source >= 0, source, 0)))
+        stored = (
+            old.column(name).take(old_idx).cast(from_batch.type)
+            if name in old.column_names
+            else pa.nulls(len(upserts), from_batch.type)
+        )
+        in_batch = pa.array(source >= 0)
+        resolved = pc.if_else(in_batch, from_batch, stored)
+        unresolved = pc.and_(mask, pc.and_(pc.invert(in_batch), pc.is_null(old_idx)))
+        counts.toast_unresolved += pc.sum(unresolved).as_py() or 0
+        column = pc.if_else(mask, resolved, upserts.column(name))
+        upserts = upserts.set_column(upserts.schema.get_field_index(name), name, column)
+    return upserts
 
 
 @dataclass
@@ -218,6 +447,7 @@ class FileGroupTask:
     events_file: str | None
     data_schema_ipc: bytes
     task_partition: int
+    options: MergeOptions = field(default_factory=MergeOptions)
     driver_pid: int = 0
 
 
@@ -245,33 +475,44 @@ def write_base_file(table: pa.Table, path: Path) -> int:
 def execute_task(task: FileGroupTask) -> FileGroupResult:
     """Run one file-group merge (inside a Spark task or, for tests, in-process)."""
     data_schema = pa.ipc.read_schema(pa.py_buffer(task.data_schema_ipc))
+    table_path = Path(task.table_path)
     old = pq.read_table(task.prev_file) if task.prev_file else None
+    old_tombs = (
+        tombstones.read(tombstones.sidecar_path(table_path, task.file_id, task.prev_instant))
+        if task.prev_instant
+        else None
+    )
     events = None
     if task.events_file:
         with pa.memory_map(task.events_file) as source:
             events = pa.ipc.open_file(source).read_all()
-    result, counts = merge_file_group(
+    result = merge_file_group(
         old,
         events,
         instant=task.instant,
         file_name=task.file_name,
         task_partition=task.task_partition,
         data_schema=data_schema,
+        old_tombstones=old_tombs,
+        options=task.options,
     )
-    changed = counts.inserts + counts.updates + counts.deletes
-    if old is not None and changed == 0:
-        # Only replays or no-op tombstones: keep the current slice instead of copying it.
+    if old is not None and not result.changed:
+        # Only late events or no-op tombstones: keep the current slice instead of copying it.
         return FileGroupResult(
-            task.bucket, task.file_id, None, task.prev_instant or "null", 0, 0, counts
+            task.bucket, task.file_id, None, task.prev_instant or "null", 0, 0, result.counts
         )
-    size = write_base_file(result, Path(task.table_path) / task.file_name)
+    if result.tombstones.num_rows or old_tombs is not None:
+        tombstones.write(
+            result.tombstones, tombstones.sidecar_path(table_path, task.file_id, task.instant)
+        )
+    size = write_base_file(result.rows, table_path / task.file_name)
     faults.maybe_crash("task_written", pid=task.driver_pid or None)
     return FileGroupResult(
         bucket=task.bucket,
         file_id=task.file_id,
         file_name=task.file_name,
         prev_commit=task.prev_instant or "null",
-        num_writes=result.num_rows,
+        num_writes=result.rows.num_rows,
         file_size=size,
-        counts=counts,
+        counts=result.counts,
     )

@@ -8,53 +8,55 @@ Hudi commits, for lag tools only.
 
 One micro-batch commits one instant per table that received messages. All file groups
 of all tables touched by the batch are merged in a single Spark job, one task per file
-group.
+group. :meth:`Replicator.apply` runs one batch from given messages (no Kafka), which is
+how the property tests drive the real engine.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
 import os
 import shutil
 import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine import faults
+from engine import faults, tombstones
 from engine.config import Config
 from engine.decode.debezium_json import decode_debezium_json
-from engine.errors import CdcError, HudiError, SchemaEvolutionError, TableNameError
+from engine.errors import HudiError, SchemaEvolutionError, TableNameError
 from engine.hudi.bucket_index import bucket_file_id, bucket_ids
 from engine.hudi.table import HudiTable, WriteStat, base_file_name
-from engine.merge import FileGroupResult, FileGroupTask, execute_task
-from engine.model import (
-    CONTROL_COLUMNS,
-    KEY,
-    OP,
-    OP_TRUNCATE,
-    POS,
-    POS_SUB,
-    REPLICA_CDC_COLUMNS,
-    SOURCE_TS,
-)
+from engine.merge import FileGroupResult, FileGroupTask, MergeCounts, MergeOptions, execute_task
+from engine.model import CONTROL_COLUMNS, KEY, OP, OP_TRUNCATE, POS, POS_SUB, SOURCE_TS
 from engine.naming import table_name_for_topic, table_path
+from engine.schema import CDC_FIELDS, evolve_schema
 from engine.source import KafkaSource
 
 PRECOMBINE = POS
-CDC_FIELDS = [
-    pa.field(REPLICA_CDC_COLUMNS[0], pa.string()),
-    pa.field(REPLICA_CDC_COLUMNS[1], pa.int64()),
-    pa.field(REPLICA_CDC_COLUMNS[2], pa.int64()),
-    pa.field(REPLICA_CDC_COLUMNS[3], pa.int64()),
-]
+TRUNCATE_KEY = "cdcctl.truncate.pos"
+MAX_TS_KEY = "cdcctl.source.max_ts"
+TOPIC_KEY = "cdcctl.source.topic"
+
+
+class Record(Protocol):
+    """What the engine needs of a Kafka message (confluent_kafka.Message fits)."""
+
+    def topic(self) -> str | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
 
 
 class TableState:
@@ -74,12 +76,12 @@ class TableStats:
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
-    stale: int = 0
+    truncates: int = 0
+    late: int = 0
+    toast_unresolved: int = 0
     bad: int = 0
     ignored: int = 0
-    batches: int = 0
     commits: int = 0
-    rows_applied: int = 0
     last_source_ts_ms: int | None = None
 
 
@@ -94,6 +96,9 @@ class TableRuntime:
     partitions: list[int] = field(default_factory=list)
     #: next offset to consume per partition, as last committed to Hudi
     committed: dict[int, int] = field(default_factory=dict)
+    #: position of the table's newest truncate (older events are late)
+    floor: tuple[int, int] | None = None
+    max_source_ts: int | None = None
     state: str = TableState.REPLICATING
     error: str | None = None
     stats: TableStats = field(default_factory=TableStats)
@@ -107,9 +112,18 @@ class BatchReport:
     messages: int
     seconds: float
     tables: dict[str, dict[str, int]]
-    lag_messages: int
+    lag_messages: int = 0
     #: seconds spent per phase: poll, decode, stage, merge (Spark job), commit
     phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    rt: TableRuntime
+    instant: str
+    offsets: dict[int, int]
+    schema: pa.Schema
+    extra: dict[str, str]
 
 
 def parse_checkpoint(value: str | None, topic: str) -> dict[int, int]:
@@ -132,36 +146,11 @@ def format_checkpoint(topic: str, offsets: dict[int, int]) -> str:
     return topic + "," + ",".join(f"{p}:{o}" for p, o in sorted(offsets.items()))
 
 
-def evolve_schema(current: pa.Schema | None, batch_columns: pa.Schema) -> pa.Schema:
-    """The table's data schema after a batch: existing columns, then new ones.
-
-    Safe widenings are applied; anything else raises SchemaEvolutionError.
-    """
-    row_fields = [f for f in batch_columns if f.name not in CONTROL_COLUMNS]
-    if current is None:
-        return pa.schema([f.with_nullable(True) for f in row_fields] + CDC_FIELDS)
-    fields = {f.name: f for f in current}
-    out = list(current)
-    for f in row_fields:
-        old = fields.get(f.name)
-        if old is None:
-            out.insert(len(out) - len(CDC_FIELDS), f.with_nullable(True))
-        elif old.type != f.type and not pa.types.is_null(f.type):
-            try:
-                merged = pa.unify_schemas(
-                    [pa.schema([old]), pa.schema([f])], promote_options="permissive"
-                ).field(0)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                raise SchemaEvolutionError(
-                    f"column {f.name!r} changed from {old.type} to {f.type}",
-                    hint="this change cannot be applied in place; recreate the table",
-                ) from None
-            out[out.index(old)] = merged.with_nullable(True)
-    return pa.schema(out)
-
-
-def _ipc_schema(schema: pa.Schema) -> bytes:
-    return schema.serialize().to_pybytes()
+def _parse_pos(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    pos, _, sub = value.partition(":")
+    return int(pos), int(sub)
 
 
 class Replicator:
@@ -173,6 +162,7 @@ class Replicator:
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
         log: Callable[[str], None] | None = None,
+        spark: Any = None,
     ) -> None:
         self.cfg = config
         self.target = config.target_path()
@@ -184,6 +174,7 @@ class Replicator:
         self._stop = False
         self._batch_no = 0
         self._last_refresh = 0.0
+        self._spark = spark
         self.source: KafkaSource | None = None
         self.deadletter_dir = self.work / "deadletter"
 
@@ -192,21 +183,26 @@ class Replicator:
         """Stop after the batch in flight (signal handler)."""
         self._stop = True
 
+    def _spark_session(self) -> Any:
+        if self._spark is None:
+            from engine.spark import get_spark, warm_up
+
+            self._spark = get_spark(
+                self.cfg.spark.master, self.cfg.spark.driver_memory, self.cfg.spark.options
+            )
+            warm_up(self._spark)
+        return self._spark
+
     def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
         """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
-        from engine.spark import get_spark, warm_up
-
         self.target.mkdir(parents=True, exist_ok=True)
         self.work.mkdir(parents=True, exist_ok=True)
-        spark = get_spark(
-            self.cfg.spark.master, self.cfg.spark.driver_memory, self.cfg.spark.options
-        )
-        warm_up(spark)
+        self._spark_session()
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
         goal = self.source.end_offsets(self.source.assigned) if until_caught_up else None
         previous = None
-        if threading_main():
+        if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self.request_stop)
             signal.signal(signal.SIGTERM, self.request_stop)
         try:
@@ -217,7 +213,7 @@ class Replicator:
                     break
                 if time.monotonic() - self._last_refresh > self.cfg.replicator.topic_refresh_seconds:
                     self._refresh_topics()
-                self._run_batch(spark)
+                self._run_batch()
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
@@ -238,16 +234,20 @@ class Replicator:
         self._last_refresh = time.monotonic()
         positions: dict[tuple[str, int], int | None] = {}
         for topic, parts in self.source.discover().items():
-            rt = self.tables.get(topic)
-            if rt is None:
-                rt = self._open_table(topic)
-                if rt is None:
-                    continue
+            rt = self.tables.get(topic) or self._open_table(topic)
+            if rt is None or rt.state == TableState.FAILING:
+                continue
             for part in parts:
                 if part not in rt.partitions:
                     rt.partitions.append(part)
                     positions[(topic, part)] = rt.committed.get(part)
         self.source.assign(positions)
+
+    def _selected(self, name: str) -> bool:
+        src = self.cfg.source
+        if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):
+            return False
+        return not any(fnmatch.fnmatchcase(name, p) for p in src.exclude_tables)
 
     def _open_table(self, topic: str) -> TableRuntime | None:
         try:
@@ -256,12 +256,14 @@ class Replicator:
         except TableNameError as exc:
             self.log(f"skipping topic {topic!r}: {exc.message}")
             return None
+        if not self._selected(name):
+            return None
         if name in self._names and self._names[name] != topic:
             rt = TableRuntime(topic, name, path, state=TableState.FAILING)
             rt.error = f"table name {name!r} is already used by topic {self._names[name]!r}"
             self.tables[topic] = rt
             self.log(rt.error)
-            return None
+            return rt
         self._names[name] = topic
         rt = TableRuntime(topic, name, path)
         if HudiTable.exists(path):
@@ -269,15 +271,28 @@ class Replicator:
             rolled = rt.hudi.rollback_pending()
             if rolled:
                 self.log(f"{name}: rolled back unfinished instants {', '.join(rolled)}")
+            self._sweep_tombstones(rt.hudi)
+            extra = rt.hudi.latest_extra_metadata()
             rt.committed = parse_checkpoint(rt.hudi.checkpoint(), topic)
-        staging = self.work / "staging" / name
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+            rt.floor = _parse_pos(extra.get(TRUNCATE_KEY))
+            rt.max_source_ts = int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None
+        shutil.rmtree(self.work / "staging" / name, ignore_errors=True)
         self.tables[topic] = rt
         return rt
 
+    @staticmethod
+    def _sweep_tombstones(table: HudiTable) -> None:
+        live = {(fs.file_id, fs.instant) for fs in table.file_groups().values()}
+        tombstones.sweep(table.base_path, live)
+
+    def _fail(self, rt: TableRuntime, error: str) -> None:
+        rt.state, rt.error = TableState.FAILING, error
+        self.log(f"{rt.name}: FAILING: {error}")
+        if self.source is not None:
+            self.source.unassign([(rt.topic, p) for p in rt.partitions])
+
     # -- one micro-batch -------------------------------------------------------------------
-    def _run_batch(self, spark: Any) -> None:
+    def _run_batch(self) -> None:
         assert self.source is not None
         started = time.monotonic()
         messages = self.source.poll(
@@ -285,55 +300,71 @@ class Replicator:
         )
         if not messages:
             return
-        phases = {"poll": time.monotonic() - started}
         faults.maybe_crash("consumed")
+        report = self.apply(messages, started=started)
+        group_offsets = {
+            (rt.topic, p): o for rt in self.tables.values() for p, o in rt.committed.items()
+        }
+        self.source.commit_group_offsets(group_offsets)
+        ends = self.source.end_offsets(self.source.assigned, cached=True)
+        report.lag_messages = sum(
+            max(0, end - self.tables[t].committed.get(p, 0))
+            for (t, p), end in ends.items()
+            if t in self.tables and end >= 0
+        )
+        if self.on_batch:
+            self.on_batch(report)
+
+    def apply(self, messages: Sequence[Record], *, started: float | None = None) -> BatchReport:
+        """Decode, merge and commit one micro-batch of messages; return what it did."""
+        started = time.monotonic() if started is None else started
+        phases = {"poll": time.monotonic() - started}
         self._batch_no += 1
         grouped: dict[str, tuple[list, list, list, list]] = {}
         for m in messages:
-            lists = grouped.get(m.topic())
+            topic = m.topic()
+            assert topic is not None
+            lists = grouped.get(topic)
             if lists is None:
-                lists = grouped[m.topic()] = ([], [], [], [])
+                lists = grouped[topic] = ([], [], [], [])
             lists[0].append(m.key())
             lists[1].append(m.value())
             lists[2].append(m.partition())
             lists[3].append(m.offset())
 
-        plans: list[tuple[TableRuntime, str, dict[int, int], pa.Schema | None]] = []
+        plans: list[_Plan] = []
         tasks: list[FileGroupTask] = []
-        report_tables: dict[str, dict[str, int]] = {}
         for topic, (keys, values, parts, offs) in grouped.items():
-            rt = self.tables.get(topic)
+            rt = self.tables.get(topic) or self._open_table(topic)
             if rt is None or rt.state == TableState.FAILING:
                 continue
-            next_offsets = dict(rt.committed)
+            offsets = dict(rt.committed)
             for p, o in zip(parts, offs, strict=True):
-                if o + 1 > next_offsets.get(p, 0):
-                    next_offsets[p] = o + 1
+                if o + 1 > offsets.get(p, 0):
+                    offsets[p] = o + 1
             t0 = time.monotonic()
             result = decode_debezium_json(topic, keys, values, parts, offs)
             phases["decode"] = phases.get("decode", 0.0) + time.monotonic() - t0
             rt.stats.ignored += result.ignored
             if result.bad:
                 self._quarantine(rt, result.bad)
-            batch = result.batch
             t0 = time.monotonic()
             try:
-                planned = self._plan_table(rt, batch, result.key_fields, len(tasks))
+                plan = self._plan_table(rt, result.batch, result.key_fields, len(tasks), offsets)
             except (SchemaEvolutionError, HudiError) as exc:
-                rt.state, rt.error = TableState.FAILING, str(exc)
-                self.log(f"{rt.name}: FAILING: {exc}")
+                self._fail(rt, str(exc))
                 continue
-            if planned is None:  # nothing applicable and no table yet: nothing to commit
-                rt.committed = next_offsets
-                continue
-            instant, data_schema, table_tasks = planned
             phases["stage"] = phases.get("stage", 0.0) + time.monotonic() - t0
-            tasks.extend(table_tasks)
-            plans.append((rt, instant, next_offsets, data_schema))
+            if plan is None:  # nothing applicable and no table yet: nothing to commit
+                rt.committed = offsets
+                continue
+            plans.append(plan[0])
+            tasks.extend(plan[1])
 
-        results: list[FileGroupResult] = []
         t0 = time.monotonic()
+        results: list[FileGroupResult] = []
         if tasks:
+            spark = self._spark_session()
             results = spark.sparkContext.parallelize(tasks, len(tasks)).map(execute_task).collect()
         phases["merge"] = time.monotonic() - t0
         faults.maybe_crash("files_written")
@@ -341,148 +372,195 @@ class Replicator:
         by_path: dict[str, list[FileGroupResult]] = {}
         for task, res in zip(tasks, results, strict=True):
             by_path.setdefault(task.table_path, []).append(res)
-
-        group_offsets: dict[tuple[str, int], int] = {}
-        for rt, instant, next_offsets, data_schema in plans:
-            assert rt.hudi is not None and data_schema is not None
-            table_results = by_path.get(str(rt.path), [])
-            stats = []
-            counts = {"inserts": 0, "updates": 0, "deletes": 0, "stale": 0}
-            for r in table_results:
-                c = r.counts
-                counts["inserts"] += c.inserts
-                counts["updates"] += c.updates
-                counts["deletes"] += c.deletes
-                counts["stale"] += c.stale
-                if r.file_name:
-                    stats.append(
-                        WriteStat(
-                            file_id=r.file_id,
-                            path=r.file_name,
-                            prev_commit=r.prev_commit,
-                            num_writes=r.num_writes,
-                            num_deletes=c.deletes,
-                            num_update_writes=c.updates,
-                            num_inserts=c.inserts,
-                            total_write_bytes=r.file_size,
-                            file_size_in_bytes=r.file_size,
-                        )
-                    )
-            extra = {
-                "deltastreamer.checkpoint.key": format_checkpoint(rt.topic, next_offsets),
-                "cdcctl.bucket.num": str(self.cfg.hudi.num_buckets),
-                "cdcctl.bucket.hash.field": ",".join(self._key_fields(rt)),
-                "cdcctl.source.topic": rt.topic,
-            }
-            faults.maybe_crash("before_commit")
-            rt.hudi.commit(instant, stats, data_schema, extra)
-            faults.maybe_crash("after_commit")
-            shutil.rmtree(self.work / "staging" / rt.name / instant, ignore_errors=True)
-            rt.committed = next_offsets
-            for p, o in next_offsets.items():
-                group_offsets[(rt.topic, p)] = o
-            s = rt.stats
-            s.inserts += counts["inserts"]
-            s.updates += counts["updates"]
-            s.deletes += counts["deletes"]
-            s.stale += counts["stale"]
-            s.rows_applied += counts["inserts"] + counts["updates"] + counts["deletes"]
-            s.commits += 1
-            s.batches += 1
-            report_tables[rt.name] = counts
-            if s.commits % 10 == 0:
-                rt.hudi.clean(self.cfg.hudi.clean_retain_commits)
+        report_tables: dict[str, dict[str, int]] = {}
+        for plan in plans:
+            report_tables[plan.rt.name] = self._commit(plan, by_path.get(str(plan.rt.path), []))
         phases["commit"] = time.monotonic() - t0
-        self.source.commit_group_offsets(group_offsets)
-        ends = self.source.end_offsets(self.source.assigned, cached=True)
-        lag = 0
-        for (topic, part), end in ends.items():
-            rt = self.tables.get(topic)
-            if rt is not None and end >= 0:
-                lag += max(0, end - rt.committed.get(part, 0))
-        report = BatchReport(
+        return BatchReport(
             number=self._batch_no,
             messages=len(messages),
             seconds=time.monotonic() - started,
             tables=report_tables,
-            lag_messages=lag,
             phases=phases,
         )
-        if self.on_batch:
-            self.on_batch(report)
 
-    def _key_fields(self, rt: TableRuntime) -> list[str]:
-        assert rt.hudi is not None
-        return rt.hudi.record_key_fields
+    def _commit(self, plan: _Plan, results: list[FileGroupResult]) -> dict[str, int]:
+        rt, table = plan.rt, plan.rt.hudi
+        assert table is not None
+        total = MergeCounts()
+        stats = []
+        for r in results:
+            total.add(r.counts)
+            if r.file_name:
+                stats.append(
+                    WriteStat(
+                        file_id=r.file_id,
+                        path=r.file_name,
+                        prev_commit=r.prev_commit,
+                        num_writes=r.num_writes,
+                        num_deletes=r.counts.deletes + r.counts.truncated,
+                        num_update_writes=r.counts.updates,
+                        num_inserts=r.counts.inserts,
+                        total_write_bytes=r.file_size,
+                        file_size_in_bytes=r.file_size,
+                    )
+                )
+        faults.maybe_crash("before_commit")
+        table.commit(plan.instant, stats, plan.schema, plan.extra)
+        faults.maybe_crash("after_commit")
+        shutil.rmtree(self.work / "staging" / rt.name / plan.instant, ignore_errors=True)
+        rt.committed = plan.offsets
+        s = rt.stats
+        s.inserts += total.inserts
+        s.updates += total.updates
+        s.deletes += total.deletes
+        s.late += total.late
+        s.toast_unresolved += total.toast_unresolved
+        s.commits += 1
+        if s.commits % 10 == 0:
+            table.clean(self.cfg.hudi.clean_retain_commits)
+            self._sweep_tombstones(table)
+        return {
+            "inserts": total.inserts,
+            "updates": total.updates,
+            "deletes": total.deletes,
+            "late": total.late,
+            "truncated": total.truncated,
+            "toast_unresolved": total.toast_unresolved,
+        }
 
     def _plan_table(
-        self, rt: TableRuntime, batch: pa.Table | None, key_fields: list[str], first_task: int
-    ) -> tuple[str, pa.Schema, list[FileGroupTask]] | None:
+        self,
+        rt: TableRuntime,
+        batch: pa.Table | None,
+        key_fields: list[str],
+        first_task: int,
+        offsets: dict[int, int],
+    ) -> tuple[_Plan, list[FileGroupTask]] | None:
         """Create/open the table, start an instant and stage one task per touched group."""
+        has_rows = batch is not None and batch.num_rows > 0
         if rt.hudi is None:
-            if batch is None or batch.num_rows == 0 or not key_fields:
+            if not has_rows or not key_fields:
                 return None
+            assert batch is not None
             schema = evolve_schema(None, batch.schema)
             rt.path.mkdir(parents=True, exist_ok=True)
             rt.hudi = HudiTable.create(
                 rt.path, rt.name, key_fields, PRECOMBINE, self.cfg.hudi.num_buckets, schema
             )
         table = rt.hudi
+        if has_rows and key_fields and list(key_fields) != list(table.record_key_fields):
+            raise SchemaEvolutionError(
+                f"the primary key changed from ({', '.join(table.record_key_fields)}) to "
+                f"({', '.join(key_fields)})",
+                hint=f"a key change redefines the table: move {rt.path} away and restart "
+                "to rebuild it from the topic",
+            )
         current = table.arrow_schema()
-        schema = current if batch is None else evolve_schema(current, batch.schema)
+        schema = evolve_schema(current, batch.schema) if has_rows and batch is not None else current
+        assert schema is not None
+        truncate = None
+        keyed = None
+        if has_rows:
+            assert batch is not None
+            ops = batch.column(OP)
+            is_truncate = pc.equal(ops, OP_TRUNCATE)
+            if pc.any(is_truncate).as_py():
+                t_rows = batch.filter(is_truncate).select([POS, POS_SUB])
+                pairs = sorted(
+                    (p, s or 0) for p, s in zip(*(c.to_pylist() for c in t_rows.columns), strict=True)
+                    if p is not None
+                )
+                truncate = pairs[-1] if pairs else None
+                rt.stats.truncates += len(pairs)
+            keyed = batch.filter(pc.is_valid(batch.column(KEY)))
+            ts = pc.max(batch.column(SOURCE_TS)).as_py()
+            if ts is not None:
+                rt.max_source_ts = max(ts, rt.max_source_ts or 0)
+                rt.stats.last_source_ts_ms = rt.max_source_ts
+        if truncate is not None and (rt.floor is None or truncate > rt.floor):
+            floor_after = truncate
+        else:
+            floor_after = rt.floor
+        extra = {
+            "deltastreamer.checkpoint.key": format_checkpoint(rt.topic, offsets),
+            TOPIC_KEY: rt.topic,
+        }
+        if floor_after is not None:
+            extra[TRUNCATE_KEY] = f"{floor_after[0]}:{floor_after[1]}"
+        if rt.max_source_ts is not None:
+            extra[MAX_TS_KEY] = str(rt.max_source_ts)
         instant = table.new_instant_time()
         table.start_commit(instant)
-        tasks: list[FileGroupTask] = []
-        if batch is None or batch.num_rows == 0:
-            return instant, schema, tasks
-        keyed = batch.filter(pc.is_valid(batch.column(KEY)))
-        if pc.any(pc.equal(batch.column(OP), OP_TRUNCATE)).as_py():
-            raise HudiError(
-                f"truncate events on {rt.topic} are not applied by this version",
-                hint="see README: supported and not supported",
-            )
-        if keyed.num_rows == 0:
-            return instant, schema, tasks
-        ts = pc.max(keyed.column(SOURCE_TS)).as_py()
-        if ts is not None:
-            rt.stats.last_source_ts_ms = max(ts, rt.stats.last_source_ts_ms or 0)
-        num_buckets = int(table.num_buckets)
-        buckets = bucket_ids(keyed.column(KEY), num_buckets)
-        order = np.argsort(buckets, kind="stable")
-        sorted_buckets = buckets[order]
-        keyed = keyed.take(pa.array(order))
-        present = np.unique(sorted_buckets)
-        starts = np.searchsorted(sorted_buckets, present, side="left")
-        ends = np.searchsorted(sorted_buckets, present, side="right")
+        plan = _Plan(rt, instant, offsets, schema, extra)
+        options = self._merge_options(rt, table, truncate)
+        rt.floor = floor_after
         groups = table.file_groups()
+        # Which buckets get a task: those with events, and every group on a truncate.
+        chunks: dict[int, pa.Table] = {}
+        if keyed is not None and keyed.num_rows:
+            buckets = bucket_ids(keyed.column(KEY), table.num_buckets)
+            order = np.argsort(buckets, kind="stable")
+            sorted_buckets = buckets[order]
+            keyed = keyed.take(pa.array(order))
+            present = np.unique(sorted_buckets)
+            starts = np.searchsorted(sorted_buckets, present, side="left")
+            ends = np.searchsorted(sorted_buckets, present, side="right")
+            for b, lo, hi in zip(present.tolist(), starts, ends, strict=True):
+                chunks[b] = keyed.slice(int(lo), int(hi - lo))
+        touched = sorted(set(chunks) | (set(groups) if truncate is not None else set()))
+        if not touched:
+            return plan, []
         stage = self.work / "staging" / rt.name / instant
         stage.mkdir(parents=True, exist_ok=True)
-        schema_ipc = _ipc_schema(schema)
-        for i, (b, lo, hi) in enumerate(zip(present.tolist(), starts, ends, strict=True)):
+        schema_ipc = schema.serialize().to_pybytes()
+        tasks = []
+        for i, b in enumerate(touched):
             part = first_task + i
             current_slice = groups.get(b)
             file_id = current_slice.file_id if current_slice else bucket_file_id(b)
-            name = base_file_name(file_id, f"{part}-1-0", instant)
-            events_file = stage / f"bucket-{b:08d}.arrow"
-            chunk = keyed.slice(int(lo), int(hi - lo))
-            with pa.OSFile(str(events_file), "wb") as sink, pa.ipc.new_file(sink, chunk.schema) as w:
-                w.write_table(chunk)
+            events_file = None
+            if b in chunks:
+                events_file = stage / f"bucket-{b:08d}.arrow"
+                chunk = chunks[b]
+                with pa.OSFile(str(events_file), "wb") as sink:
+                    with pa.ipc.new_file(sink, chunk.schema) as writer:
+                        writer.write_table(chunk)
             tasks.append(
                 FileGroupTask(
                     table_path=str(rt.path),
                     instant=instant,
                     bucket=b,
                     file_id=file_id,
-                    file_name=name,
+                    file_name=base_file_name(file_id, f"{part}-1-0", instant),
                     prev_file=str(current_slice.path) if current_slice else None,
                     prev_instant=current_slice.instant if current_slice else None,
-                    events_file=str(events_file),
+                    events_file=str(events_file) if events_file else None,
                     data_schema_ipc=schema_ipc,
                     task_partition=part,
+                    options=options,
                     driver_pid=os.getpid(),
                 )
             )
-        return instant, schema, tasks
+        return plan, tasks
+
+    def _merge_options(
+        self, rt: TableRuntime, table: HudiTable, truncate: tuple[int, int] | None
+    ) -> MergeOptions:
+        min_ts = keep_after = None
+        retain = self.cfg.hudi.clean_retain_commits
+        completed = table.completed_instants()
+        if rt.max_source_ts is not None and len(completed) >= retain:
+            retention_ms = int(self.cfg.replicator.tombstone_retention_hours * 3_600_000)
+            min_ts = rt.max_source_ts - retention_ms
+            keep_after = completed[-retain]
+        return MergeOptions(
+            truncate=truncate,
+            floor=rt.floor,
+            toast_placeholder=self.cfg.source.toast_placeholder,
+            tombstone_min_ts=min_ts,
+            tombstone_keep_after=keep_after,
+        )
 
     def _quarantine(self, rt: TableRuntime, bad: list[Any]) -> None:
         """Append undecodable messages, with coordinates and raw bytes, to the dead letters."""
@@ -490,44 +568,31 @@ class Replicator:
         path = self.deadletter_dir / f"{rt.name}.jsonl"
         with path.open("a") as fh:
             for b in bad:
-                fh.write(
-                    json.dumps(
-                        {
-                            "topic": b.topic,
-                            "partition": b.partition,
-                            "offset": b.offset,
-                            "reason": b.reason,
-                            "key_b64": base64.b64encode(b.key).decode() if b.key else None,
-                            "value_b64": base64.b64encode(b.value).decode() if b.value else None,
-                        }
-                    )
-                    + "\n"
-                )
+                record = {
+                    "topic": b.topic,
+                    "partition": b.partition,
+                    "offset": b.offset,
+                    "reason": b.reason,
+                    "key_b64": base64.b64encode(b.key).decode() if b.key else None,
+                    "value_b64": base64.b64encode(b.value).decode() if b.value else None,
+                }
+                fh.write(json.dumps(record) + "\n")
             fh.flush()
+            os.fsync(fh.fileno())
         rt.stats.bad += len(bad)
         self.log(f"{rt.name}: quarantined {len(bad)} bad message(s) to {path}")
 
+    def failing(self) -> list[TableRuntime]:
+        """Tables that stopped replicating, with their errors."""
+        return [rt for rt in self.tables.values() if rt.state == TableState.FAILING]
+
     def status(self) -> list[dict[str, Any]]:
         """A snapshot of every table's state and counters."""
-        out = []
-        for rt in self.tables.values():
-            out.append(
-                {
-                    "table": rt.name,
-                    "topic": rt.topic,
-                    "state": rt.state,
-                    "error": rt.error,
-                    **rt.stats.__dict__,
-                }
-            )
-        return out
+        return [
+            {"table": rt.name, "topic": rt.topic, "state": rt.state, "error": rt.error,
+             **rt.stats.__dict__}
+            for rt in self.tables.values()
+        ]
 
 
-def threading_main() -> bool:
-    """Signal handlers can only be installed from the main thread."""
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
-__all__ = ["BatchReport", "CdcError", "Replicator", "TableState"]
+__all__ = ["CDC_FIELDS", "CONTROL_COLUMNS", "BatchReport", "Record", "Replicator", "TableState"]

@@ -97,6 +97,13 @@ class KafkaSource:
             self._consumer.incremental_assign(new)
             self._assigned.update((tp.topic, tp.partition) for tp in new)
 
+    def unassign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Stop consuming partitions (a table that failed)."""
+        gone = [TopicPartition(t, p) for t, p in partitions if (t, p) in self._assigned]
+        if gone:
+            self._consumer.incremental_unassign(gone)
+            self._assigned.difference_update((tp.topic, tp.partition) for tp in gone)
+
     @property
     def assigned(self) -> set[tuple[str, int]]:
         """Partitions being consumed."""

@@ -25,13 +25,15 @@ Type decisions (see also the module docstring of :mod:`engine.decode.debezium_js
   value carries its own scale, so any fixed ``decimal128(38, s)`` would either change type
   between batches (a scale change is not a safe Hudi evolution) or lose digits.
 * A ``Decimal`` with precision above 76 (PostgreSQL allows 1000) also becomes exact text.
-* Temporal values: see the ``_ts_*`` and ``_time_*`` helpers.
+* Temporal values: see :data:`_TEMPORAL` and the ``_timestamp_converter`` /
+  ``_time_converter`` helpers (timestamps without zone, times of day as time64[us]).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import datetime as dt
 import decimal
 import json
@@ -322,7 +324,8 @@ def unscaled_to_decimal(raw: pa.Array, out_type: pa.DataType) -> Converted:
         lengths = pc.binary_length(raw)
     first = pc.binary_slice(raw, 0, 1)
     negative = pc.greater_equal(first, pa.scalar(b"\x80", pa.binary()))
-    pad_byte = pc.if_else(negative, pa.scalar(b"\xff", pa.binary()), pa.scalar(b"\x00", pa.binary()))
+    ones, zeros = pa.scalar(b"\xff", pa.binary()), pa.scalar(b"\x00", pa.binary())
+    pad_byte = pc.if_else(negative, ones, zeros)
     pad = pc.binary_repeat(pad_byte, pc.subtract(pa.scalar(width, pa.int32()), lengths))
     big_endian = pc.binary_join_element_wise(pad, raw, pa.scalar(b"", pa.binary()))
     little = pc.binary_reverse(big_endian).cast(pa.binary(width))
@@ -390,7 +393,8 @@ def _decimal_text_converter(scale: int) -> Callable[[pa.Array, str], Converted]:
             except (binascii.Error, ValueError):
                 out.append(None)
                 bad.append(True)
-        return Converted(pa.array(out, pa.string()), _mask_or_none(pa.array(bad)), f"{path}: invalid decimal")
+        bad_mask = _mask_or_none(pa.array(bad, pa.bool_()))
+        return Converted(pa.array(out, pa.string()), bad_mask, f"{path}: invalid decimal")
 
     return convert
 
@@ -414,7 +418,8 @@ def _convert_variable_scale(arr: pa.Array, path: str) -> Converted:
         except (binascii.Error, ValueError, TypeError, KeyError):
             out.append(None)
             bad.append(True)
-    return Converted(pa.array(out, pa.string()), _mask_or_none(pa.array(bad)), f"{path}: invalid VariableScaleDecimal")
+    bad_mask = _mask_or_none(pa.array(bad, pa.bool_()))
+    return Converted(pa.array(out, pa.string()), bad_mask, f"{path}: invalid VariableScaleDecimal")
 
 
 def _or_masks(*masks: pa.Array | None) -> pa.Array | None:
@@ -427,7 +432,11 @@ def _or_masks(*masks: pa.Array | None) -> pa.Array | None:
 
 
 def _date_convert(arr: pa.Array, path: str) -> Converted:
-    return Converted(arr.cast(pa.int32()).cast(pa.date32()))
+    days = arr.cast(pa.int64())
+    # date32 holds days as int32; anything wider is not a date Debezium can produce.
+    bad = _mask_or_none(pc.or_(pc.less(days, _i64(-(2**31))), pc.greater(days, _i64(2**31 - 1))))
+    days = _null_where(days, bad)
+    return Converted(days.cast(pa.int32()).cast(pa.date32()), bad, f"{path}: date out of range")
 
 
 def _floor_div(arr: pa.Array, divisor: int) -> pa.Array:
@@ -528,13 +537,16 @@ def _list_converter(item: TypePlan) -> Callable[[pa.Array, str], Converted]:
         bad = None
         if res.bad is not None:
             parents = pc.filter(pc.list_parent_indices(arr), res.bad)
-            bad = _mask_or_none(pc.is_in(pa.array(range(len(arr)), pa.int64()), value_set=parents.cast(pa.int64())))
+            rows = pa.array(range(len(arr)), pa.int64())
+            bad = _mask_or_none(pc.is_in(rows, value_set=parents.cast(pa.int64())))
         return Converted(out, bad, res.reason)
 
     return convert
 
 
-def _struct_converter(fields: list[tuple[str, TypePlan]], out_type: pa.DataType) -> Callable[[pa.Array, str], Converted]:
+def _struct_converter(
+    fields: list[tuple[str, TypePlan]], out_type: pa.DataType
+) -> Callable[[pa.Array, str], Converted]:
     def convert(arr: pa.Array, path: str) -> Converted:
         children = arr.flatten()  # applies the struct's own nulls to its children
         converted: list[pa.Array] = []
@@ -555,12 +567,37 @@ def _struct_converter(fields: list[tuple[str, TypePlan]], out_type: pa.DataType)
     return convert
 
 
-def _map_converter(key: TypePlan, value: TypePlan, out_type: pa.DataType) -> Callable[[pa.Array, str], Converted]:
+def _map_converter(
+    key: TypePlan, value: TypePlan, out_type: pa.DataType
+) -> Callable[[pa.Array, str], Converted]:
     def convert(arr: pa.Array, path: str) -> Converted:
-        keys = arr.keys if key.convert is None else key.convert(arr.keys, f"{path}.key").array
-        items = arr.items if value.convert is None else value.convert(arr.items, f"{path}.value").array
+        if arr.offset:
+            arr = pa.concat_arrays([arr])  # fresh buffers: offsets index the children
+        keys, items = arr.keys, arr.items
+        bad_entries = None
+        reason = ""
+        for plan, child, where in ((key, keys, "key"), (value, items, "value")):
+            if plan.convert is None:
+                continue
+            res = plan.convert(child, f"{path}.{where}")
+            if where == "key":
+                keys = res.array
+            else:
+                items = res.array
+            if res.bad is not None:
+                bad_entries = _or_masks(bad_entries, res.bad)
+                reason = reason or res.reason
         out = pa.MapArray.from_arrays(arr.offsets, keys, items, type=out_type, mask=arr.is_null())
-        return Converted(out)
+        bad = None
+        if bad_entries is not None:
+            # Entries belong to the row whose offset range contains them. (Computed in
+            # Python: list kernels abort the process on map arrays in pyarrow 26.)
+            offsets = arr.offsets.to_pylist()
+            flags = [False] * len(arr)
+            for j in pc.indices_nonzero(bad_entries).to_pylist():
+                flags[bisect.bisect_right(offsets, j) - 1] = True
+            bad = _mask_or_none(pa.array(flags, pa.bool_()))
+        return Converted(out, bad, reason)
 
     return convert
 
@@ -588,6 +625,42 @@ class SchemaError(ValueError):
     """The Connect schema itself is not understood (every message using it is quarantined)."""
 
 
+# Integer-encoded temporal semantic types: name -> (out type, converter). All are read as
+# int64 so that the same converters serve int32 (days, milliseconds) and int64 encodings.
+_TEMPORAL: dict[str, tuple[pa.DataType, Callable[[pa.Array, str], Converted]]] = {
+    DBZ_DATE: (pa.date32(), _date_convert),
+    CONNECT_DATE: (pa.date32(), _date_convert),
+    DBZ_TIME: (pa.time64("us"), _time_converter("ms")),
+    CONNECT_TIME: (pa.time64("us"), _time_converter("ms")),
+    DBZ_MICRO_TIME: (pa.time64("us"), _time_converter("us")),
+    DBZ_NANO_TIME: (pa.time64("us"), _time_converter("ns")),
+    DBZ_TIMESTAMP: (pa.timestamp("us"), _timestamp_converter("ms")),
+    CONNECT_TIMESTAMP: (pa.timestamp("us"), _timestamp_converter("ms")),
+    DBZ_MICRO_TIMESTAMP: (pa.timestamp("us"), _timestamp_converter("us")),
+    DBZ_NANO_TIMESTAMP: (pa.timestamp("us"), _timestamp_converter("ns")),
+}
+
+
+def _decimal_plan(params: dict, path: str) -> TypePlan:
+    """Plan of a Connect ``Decimal`` (scale and precision from the schema parameters)."""
+    try:
+        scale = int(params.get("scale", "0"))
+        precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"{path}: bad Decimal parameters {params}") from exc
+    precision = max(precision, scale, 1)
+    norm = _norm_decimal(scale)
+    if scale < 0 or precision > 76:
+        # Beyond decimal256 (PostgreSQL numeric allows 1000 digits): exact text.
+        convert = _decimal_text_converter(scale)
+        return TypePlan(DECIMAL, pa.string(), pa.string(), convert, norm, has_decimal=True)
+    if precision <= 38:
+        out = pa.decimal128(precision, scale)
+    else:
+        out = pa.decimal256(precision, scale)
+    return TypePlan(DECIMAL, pa.string(), out, _decimal_converter(out), norm, has_decimal=True)
+
+
 def plan_for(schema: Any, path: str = "") -> TypePlan:
     """Build the :class:`TypePlan` of a Connect (JsonConverter) schema object.
 
@@ -605,16 +678,7 @@ def plan_for(schema: Any, path: str = "") -> TypePlan:
     params = schema.get("parameters") or {}
 
     if name == DECIMAL:
-        try:
-            scale = int(params.get("scale", "0"))
-            precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
-        except (TypeError, ValueError) as exc:
-            raise SchemaError(f"{path}: bad Decimal parameters {params}") from exc
-        precision = max(precision, scale, 1)
-        if scale < 0 or precision > 76:
-            return TypePlan(name, pa.string(), pa.string(), _decimal_text_converter(scale), _norm_decimal(scale), has_decimal=True)
-        out = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
-        return TypePlan(name, pa.string(), out, _decimal_converter(out), _norm_decimal(scale), has_decimal=True)
+        return _decimal_plan(params, path)
     if name == VARIABLE_SCALE_DECIMAL:
         parse = pa.struct([("scale", pa.int32()), ("value", pa.string())])
         norm = _norm_struct(
@@ -624,22 +688,12 @@ def plan_for(schema: Any, path: str = "") -> TypePlan:
             ]
         )
         return TypePlan(name, parse, pa.string(), _convert_variable_scale, norm)
-    if name in (DBZ_DATE, CONNECT_DATE):
-        return TypePlan(name, pa.int32(), pa.date32(), _date_convert, _norm_int("int32"))
-    if name in (DBZ_TIME, CONNECT_TIME):
-        return TypePlan(name, pa.int64(), pa.time64("us"), _time_converter("ms"), _norm_int("int64"))
-    if name == DBZ_MICRO_TIME:
-        return TypePlan(name, pa.int64(), pa.time64("us"), _time_converter("us"), _norm_int("int64"))
-    if name == DBZ_NANO_TIME:
-        return TypePlan(name, pa.int64(), pa.time64("us"), _time_converter("ns"), _norm_int("int64"))
-    if name in (DBZ_TIMESTAMP, CONNECT_TIMESTAMP):
-        return TypePlan(name, pa.int64(), pa.timestamp("us"), _timestamp_converter("ms"), _norm_int("int64"))
-    if name == DBZ_MICRO_TIMESTAMP:
-        return TypePlan(name, pa.int64(), pa.timestamp("us"), _timestamp_converter("us"), _norm_int("int64"))
-    if name == DBZ_NANO_TIMESTAMP:
-        return TypePlan(name, pa.int64(), pa.timestamp("us"), _timestamp_converter("ns"), _norm_int("int64"))
+    if name in _TEMPORAL and ctype in ("int32", "int64"):
+        out, convert = _TEMPORAL[name]
+        return TypePlan(name, pa.int64(), out, convert, _norm_int("int64"))
     if name == DBZ_ZONED_TIMESTAMP and ctype == "string":
-        return TypePlan(name, pa.string(), pa.timestamp("us", "UTC"), _zoned_timestamp_convert, _norm_str)
+        out = pa.timestamp("us", "UTC")
+        return TypePlan(name, pa.string(), out, _zoned_timestamp_convert, _norm_str)
 
     if ctype in _PRIMITIVES:
         parse, out, norm = _PRIMITIVES[ctype]
@@ -724,9 +778,8 @@ def _replace_decimal_parse(parse: pa.DataType, out: pa.DataType) -> pa.DataType:
     if pa.types.is_decimal(out) and pa.types.is_string(parse):
         return out
     if pa.types.is_struct(parse) and pa.types.is_struct(out):
-        return pa.struct(
-            [pa.field(p.name, _replace_decimal_parse(p.type, o.type)) for p, o in zip(parse, out, strict=True)]
-        )
+        pairs = zip(parse, out, strict=True)
+        return pa.struct([p.with_type(_replace_decimal_parse(p.type, o.type)) for p, o in pairs])
     if pa.types.is_list(parse) and pa.types.is_list(out):
         return pa.list_(_replace_decimal_parse(parse.value_type, out.value_type))
     return parse

@@ -67,7 +67,11 @@ class SourceColumns:
 
 
 def _field(
-    children: dict[str, pa.Array], name: str, n: int, typ: pa.DataType, bad: list[tuple[pa.Array, str]]
+    children: dict[str, pa.Array],
+    name: str,
+    n: int,
+    typ: pa.DataType,
+    bad: list[tuple[pa.Array, str]],
 ) -> pa.Array:
     """Member ``name`` of ``source`` as ``typ``; values of another JSON type are flagged.
 
@@ -92,6 +96,13 @@ def _field(
 def _empty_to_null(arr: pa.Array) -> pa.Array:
     # extract_regex yields "" for an alternative that did not participate.
     return pc.if_else(pc.equal(arr, _EMPTY), pa.scalar(None, pa.string()), arr)
+
+
+def _sequence_element(parts: dict[str, pa.Array], name: str) -> pa.Array:
+    """Element of ``source.sequence`` as int64 (quoted or bare digits; null if absent)."""
+    quoted = _empty_to_null(parts[name])
+    bare = _empty_to_null(parts[name + "n"])
+    return pc.coalesce(quoted, bare).cast(pa.int64())
 
 
 def is_snapshot(snapshot: pa.Array | None, n: int) -> pa.Array:
@@ -141,11 +152,12 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     seq = pc.extract_regex(sequence, _SEQUENCE_RE)
     seq_bad = pc.and_(pc.is_valid(sequence), pc.is_null(seq))
     seq_parts = dict(zip([f.name for f in seq.type], seq.flatten(), strict=True))
-    commit = pc.coalesce(_empty_to_null(seq_parts["commit"]), _empty_to_null(seq_parts["commitn"])).cast(i64)
-    seq_lsn = pc.coalesce(_empty_to_null(seq_parts["lsn"]), _empty_to_null(seq_parts["lsnn"])).cast(i64)
+    commit = _sequence_element(seq_parts, "commit")
+    seq_lsn = _sequence_element(seq_parts, "lsn")
     event_lsn = pc.coalesce(lsn, seq_lsn)
     lsn_bad = pc.or_(pc.less(event_lsn, _ZERO), pc.greater(event_lsn, _MAX_LSN))
-    pg_major = pc.if_else(pc.is_valid(event_lsn), pc.coalesce(commit, event_lsn), pa.scalar(None, i64))
+    null_i64 = pa.scalar(None, i64)
+    pg_major = pc.if_else(pc.is_valid(event_lsn), pc.coalesce(commit, event_lsn), null_i64)
     pg_sub = event_lsn
 
     # -- MySQL -------------------------------------------------------------------------
@@ -155,7 +167,7 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     pos_bad = pc.or_(pc.less(binlog_pos, _ZERO), pc.greater(binlog_pos, _MAX_BINLOG_POS))
     safe_pos = pc.if_else(pc.fill_null(pos_bad, False), pa.scalar(None, i64), binlog_pos)
     my_major = pc.bit_wise_or(pc.shift_left(file_index, _THIRTY_TWO), safe_pos)
-    my_sub = pc.if_else(pc.is_valid(my_major), pc.fill_null(binlog_row, _ZERO), pa.scalar(None, i64))
+    my_sub = pc.if_else(pc.is_valid(my_major), pc.fill_null(binlog_row, _ZERO), null_i64)
 
     # -- choose per row ----------------------------------------------------------------
     if connector_hint in POSTGRES_HINTS:

@@ -35,7 +35,12 @@ _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 _ERROR_ROW = re.compile(r"in row (\d+)$")
 # Marker reason for a payload that is the JSON literal null (identity-compared).
 _JSON_NULL = "payload is JSON null"
-_AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+AVRO_REASON = (
+    'Avro JSON rendering (union values wrapped as {"<type>": value}), not JsonConverter '
+    "output; consume the topic with the Avro decoder"
+)
+#: Branch names Avro's JSON encoding uses to wrap union values.
+AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
 
 class ReadFailed(Exception):
@@ -108,11 +113,8 @@ def avro_rendering_hint(obj: Any) -> str | None:
     for v in candidates:
         if isinstance(v, dict) and len(v) == 1:
             (branch,) = v
-            if branch in _AVRO_BRANCHES or ("." in branch and isinstance(v[branch], dict)):
-                return (
-                    "Avro JSON rendering (union values wrapped as {\"<type>\": value}), not "
-                    "JsonConverter output; consume the topic with the Avro decoder"
-                )
+            if branch in AVRO_BRANCHES or ("." in branch and isinstance(v[branch], dict)):
+                return AVRO_REASON
     return None
 
 
@@ -136,6 +138,11 @@ def merge_pieces(pieces: list[Piece]) -> list[Piece]:
 
 class BulkReader:
     """Parses the payloads of one group into Arrow tables.
+
+    Precondition (guaranteed by :mod:`engine.decode._split`): every payload is one line
+    that starts with ``{`` (after optional blanks). Besides keeping rows aligned with
+    records, this protects the process: pyarrow 26's JSON reader segfaults when a block
+    starts with a top-level ``null``.
 
     Args:
         variants: Explicit parse schemas to try, preferred first (None: infer all). A
@@ -165,7 +172,9 @@ class BulkReader:
         self.infer = infer
         self.py_build = py_build
         self.arrow_readable = arrow_readable
-        self.loads_kwargs: dict[str, Any] = {"parse_float": decimal.Decimal} if exact_numbers else {}
+        self.loads_kwargs: dict[str, Any] = {}
+        if exact_numbers:
+            self.loads_kwargs["parse_float"] = decimal.Decimal
         self.use_threads = use_threads
 
     # -- single buffer -------------------------------------------------------------------
@@ -206,8 +215,6 @@ class BulkReader:
         size = buf.size if isinstance(buf, pa.Buffer) else len(buf)
         if not size:
             raise ReadFailed("empty input")
-        if not self._objects_only(buf):
-            raise ReadFailed("a record is not a one-line JSON object")
         if not utf8_checked and not _valid_utf8(buf):
             raise ReadFailed("invalid UTF-8")
         block = max(_MIN_BLOCK, 2 * max_len + 64)
@@ -247,18 +254,9 @@ class BulkReader:
                 self.variants.insert(0, self.variants.pop(k))
             return table
         # Every variant failed; the furthest error row is the first record none can read.
-        located = None if None in error_rows or not error_rows else max(error_rows)  # type: ignore[type-var]
+        rows_known = [r for r in error_rows if r is not None]
+        located = max(rows_known) if rows_known and len(rows_known) == len(error_rows) else None
         raise ReadFailed(problem, located)
-
-    @staticmethod
-    def _objects_only(buf: bytes | pa.Buffer) -> bool:
-        # Defence in depth: the Arrow reader segfaults on a line that is a top-level
-        # ``null`` (pyarrow 26). Groups only ever hold one-line objects (see _split), so
-        # this cheap check on the line starts should never fail.
-        data = buf.to_pybytes() if isinstance(buf, pa.Buffer) and buf.size < 4096 else buf
-        if isinstance(data, pa.Buffer):
-            return True  # large zero-copy slices come from already checked groups
-        return data[:1] == b"{" and b"\nnull" not in data and b"\n " not in data
 
     # -- a whole group -------------------------------------------------------------------
 
@@ -358,7 +356,9 @@ class BulkReader:
             except ReadFailed:
                 self._bisect(payloads, part, max_len, pieces, bad)
 
-    def _loads(self, payloads: list[bytes], positions: range | list[int], bad: dict[int, str]) -> dict[int, dict]:
+    def _loads(
+        self, payloads: list[bytes], positions: range | list[int], bad: dict[int, str]
+    ) -> dict[int, dict]:
         objs: dict[int, dict] = {}
         for p in positions:
             try:
@@ -405,7 +405,9 @@ class BulkReader:
         except FieldError as exc:
             bad[p] = avro_rendering_hint(obj) or f"undecodable field: {exc}"
 
-    def _python(self, payloads: list[bytes], positions: list[int], pieces: list[Piece], bad: dict[int, str]) -> None:
+    def _python(
+        self, payloads: list[bytes], positions: list[int], pieces: list[Piece], bad: dict[int, str]
+    ) -> None:
         objs = self._loads(payloads, positions, bad)
         if not objs:
             return

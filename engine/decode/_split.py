@@ -326,7 +326,8 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
             if body.count(b"\n") != n - 1:
                 return None
             max_len = max(map(len, messages)) - cut
-            return Split(groups={fp: Group(fp, schema, range(n), None, body, max_len, (messages, cut))})
+            group = Group(fp, schema, range(n), None, body, max_len, (messages, cut))
+            return Split(groups={fp: group})
         if not all(map(bytes.startswith, messages, repeat(b"{"))):
             return None
         joined = b"\n".join(messages)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from engine.merge import UNKNOWN_POS, fold_events, merge_file_group
+from engine.merge import UNKNOWN_POS, MergeOptions, merge_file_group
 from engine.model import STREAMED_BIT
 
 DATA = pa.schema(
@@ -42,15 +42,23 @@ def events(rows: list[tuple]) -> pa.Table:
     )
 
 
-def apply(old, evs, instant="20250101000000001"):
-    return merge_file_group(
+def apply(old, evs, instant="20250101000000001", tombs=None, **options):
+    """Merge and return (rows, counts); the result's tombstones go to LAST_TOMBS."""
+    result = merge_file_group(
         old,
         evs,
         instant=instant,
         file_name=f"f-0_0-1-0_{instant}.parquet",
         task_partition=0,
         data_schema=DATA,
+        old_tombstones=tombs,
+        options=MergeOptions(**options),
     )
+    LAST_TOMBS[0] = result.tombstones
+    return result.rows, result.counts
+
+
+LAST_TOMBS: list = [None]
 
 
 def as_dict(table: pa.Table) -> dict[str, str]:
@@ -94,10 +102,10 @@ def test_replay_of_older_event_changes_nothing() -> None:
     first, _ = apply(None, events([("1", "c", S + 50, 0, 0, "current")]))
     new, counts = apply(first, events([("1", "u", S + 40, 0, 1, "stale")]), "20250101000000002")
     assert as_dict(new) == {"1": "current"}
-    assert counts.stale == 1 and counts.updates == 0
+    assert counts.late == 1 and counts.updates == 0
     # Same position again (an exact replay) is also stale.
     _, counts = apply(first, events([("1", "c", S + 50, 0, 7, "current")]), "20250101000000003")
-    assert counts.stale == 1
+    assert counts.late == 1
 
 
 def test_snapshot_read_orders_before_streamed_change() -> None:
@@ -119,9 +127,10 @@ def test_carry_over_keeps_meta_of_untouched_rows() -> None:
     }
 
 
-def test_fold_ties_break_on_offset() -> None:
-    evs = events([("1", "u", S + 5, 0, 1, "first"), ("1", "u", S + 5, 0, 2, "second")])
-    assert fold_events(evs).column("name").to_pylist() == ["second"]
+def test_ties_break_on_offset() -> None:
+    evs = events([("1", "u", S + 5, 0, 2, "second"), ("1", "u", S + 5, 1, 1, "other-part")])
+    new, _ = apply(None, evs)
+    assert as_dict(new) == {"1": "second"}
 
 
 def test_unknown_position_applies_and_keeps_stored_position() -> None:
@@ -139,3 +148,52 @@ def test_seqno_record_index_counts_within_file(n: int) -> None:
     new, _ = apply(None, events([(str(i), "c", S + i, 0, i, "x") for i in range(1, n + 1)]))
     idx = sorted(int(s.rsplit("_", 1)[1]) for s in new.column("_hoodie_commit_seqno").to_pylist())
     assert idx == list(range(n))
+
+
+def test_late_update_after_delete_is_dropped_by_tombstone() -> None:
+    first, _ = apply(None, events([("1", "c", S + 10, 0, 0, "a")]))
+    _, counts = apply(first, events([("1", "d", S + 20, 0, 1, None)]), "20250101000000002")
+    assert counts.deletes == 1
+    tombs = LAST_TOMBS[0]
+    assert tombs.column("_cdc_key").to_pylist() == ["1"]
+    empty, _ = apply(first, events([("1", "d", S + 20, 0, 1, None)]), "20250101000000002")
+    # A late update (older than the delete) must not resurrect the row.
+    new, counts = apply(empty, events([("1", "u", S + 15, 0, 2, "zombie")]), "20250101000000003",
+                        tombs=tombs)
+    assert as_dict(new) == {} and counts.late == 1
+    # A genuine re-insert (newer) does, and clears the tombstone.
+    new, counts = apply(empty, events([("1", "c", S + 30, 0, 3, "back")]), "20250101000000004",
+                        tombs=tombs)
+    assert as_dict(new) == {"1": "back"} and counts.inserts == 1
+    assert LAST_TOMBS[0].num_rows == 0
+
+
+def test_late_counts_every_stale_event_in_a_replayed_window() -> None:
+    stream = [("1", "c", S + 1, 0, 0, "a"), ("1", "u", S + 2, 0, 1, "b"), ("1", "u", S + 3, 0, 2, "c")]
+    replay = [("1", "u", S + 2, 0, 3, "b"), ("1", "u", S + 3, 0, 4, "c")]
+    new, counts = apply(None, events(stream + replay))
+    assert as_dict(new) == {"1": "c"} and counts.late == 2
+
+
+def test_truncate_empties_then_later_changes_apply() -> None:
+    first, _ = apply(None, events([("1", "c", S + 1, 0, 0, "a"), ("2", "c", S + 2, 0, 1, "b")]))
+    evs = events([("3", "c", S + 3, 0, 2, "before-truncate"), ("2", "u", S + 9, 0, 4, "after")])
+    new, counts = apply(first, evs, "20250101000000002", truncate=(S + 5, S + 5))
+    assert as_dict(new) == {"2": "after"}
+    assert counts.truncated == 2 and counts.late == 0
+    # Later, an event older than the truncate is late.
+    new2, counts = apply(new, events([("1", "u", S + 4, 0, 5, "zombie")]), "20250101000000003",
+                         floor=(S + 5, S + 5))
+    assert as_dict(new2) == {"2": "after"} and counts.late == 1
+
+
+def test_toast_placeholder_takes_previous_value() -> None:
+    ph = "__debezium_unavailable_value"
+    first, _ = apply(None, events([("1", "c", S + 1, 0, 0, "big-text"), ("2", "c", S + 2, 0, 1, "x")]))
+    # In-batch predecessor wins over the stored value; stored value used otherwise.
+    evs = events([("1", "u", S + 3, 0, 2, "newer-text"), ("1", "u", S + 4, 0, 3, ph),
+                  ("2", "u", S + 5, 0, 4, ph), ("9", "u", S + 6, 0, 5, ph)])
+    new, counts = apply(first, evs, "20250101000000002")
+    assert as_dict(new) == {"1": "newer-text", "2": "x", "9": None}
+    assert counts.toast_unresolved == 1
+    assert ph not in [v for v in new.column("name").to_pylist()]

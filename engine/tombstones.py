@@ -1,0 +1,83 @@
+"""Delete tombstones: where deleted keys remember their last source position.
+
+A deleted row leaves a tombstone ``(key, position, source ts, instant)`` so that a late,
+older event for that key cannot resurrect it. Tombstones are kept per file group, in a
+sidecar parquet file named after the base file slice it belongs to::
+
+    <table>/.hoodie/.cdcctl/tombstones/<fileId>_<instant>.parquet
+
+The merge task writes the sidecar together with the new base file of the same instant,
+and a sidecar counts only while a slice with that (fileId, instant) is the group's latest
+committed slice: the Hudi commit that makes the slice visible makes its tombstones valid
+in the same step, and a rolled-back instant's sidecar is ignored (and swept). Readers of
+the table never see them: hudi-rs and Hudi skip ``.hoodie``.
+
+Retention: a tombstone expires once its source time is older than the configured
+retention (default 7 days before the newest source time seen by the table) *and* it was
+created at least ``hudi.clean_retain_commits`` commits ago.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.model import KEY, POS, POS_SUB, SOURCE_TS
+
+INSTANT = "_cdc_instant"
+SCHEMA = pa.schema(
+    [
+        pa.field(KEY, pa.string()),
+        pa.field(POS, pa.int64()),
+        pa.field(POS_SUB, pa.int64()),
+        pa.field(SOURCE_TS, pa.int64()),
+        pa.field(INSTANT, pa.string()),
+    ]
+)
+
+
+def folder(table_path: Path) -> Path:
+    """The sidecar folder of a table."""
+    return Path(table_path) / ".hoodie" / ".cdcctl" / "tombstones"
+
+
+def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:
+    """The tombstone file belonging to one base file slice."""
+    return folder(table_path) / f"{file_id}_{instant}.parquet"
+
+
+def read(path: str | Path | None) -> pa.Table:
+    """The tombstones of a slice (empty when it has none)."""
+    if path is None or not Path(path).exists():
+        return SCHEMA.empty_table()
+    return pq.read_table(path).cast(SCHEMA)
+
+
+def write(table: pa.Table, path: Path) -> None:
+    """Write a sidecar atomically (staged under a name readers never pick up)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table.cast(SCHEMA), tmp, compression="snappy")
+    os.replace(tmp, path)
+
+
+def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:
+    """Delete sidecars of slices that are not live (rolled back or cleaned); return count."""
+    removed = 0
+    root = folder(table_path)
+    if not root.is_dir():
+        return 0
+    for entry in root.iterdir():
+        name = entry.name
+        if name.startswith("."):
+            entry.unlink(missing_ok=True)  # a staged file a crash left behind
+            removed += 1
+            continue
+        file_id, _, rest = name.rpartition("_")
+        if (file_id, rest.removesuffix(".parquet")) not in live:
+            entry.unlink(missing_ok=True)
+            removed += 1
+    return removed
