@@ -110,8 +110,10 @@ def main() -> None:
         prod_s = time.perf_counter() - t0
         payload = sum(len(v or b"") + len(k or b"") for _, k, v in messages)
         del messages
-        print(f"workload: {produced:,} messages ({payload / 2**20:,.0f} MiB), "
-              f"schemas.enable={args.schemas}; generated in {gen_s:.1f}s, produced in {prod_s:.1f}s")
+        print(
+            f"workload: {produced:,} messages ({payload / 2**20:,.0f} MiB), "
+            f"schemas.enable={args.schemas}; generated in {gen_s:.1f}s, produced in {prod_s:.1f}s"
+        )
 
         raw_s = raw_consume(broker.bootstrap_servers, topics, produced)
         target = Path(tmp) / "lake"
@@ -138,14 +140,20 @@ def main() -> None:
         batches = [float(s) for s in re.findall(r"msgs in ([0-9.]+)s", stderr)]
         busy = sum(batches)
         print(f"raw consume: {produced / raw_s:,.0f} msg/s ({raw_s:.2f}s)")
-        print(f"replicate:   {produced / wall:,.0f} events/s end to end incl. Spark start "
-              f"({wall:.1f}s); {produced / busy:,.0f} events/s over {len(batches)} batches "
-              f"({busy:.1f}s)")
+        print(
+            f"replicate:   {produced / wall:,.0f} events/s end to end incl. Spark start "
+            f"({wall:.1f}s); {produced / busy:,.0f} events/s over {len(batches)} batches "
+            f"({busy:.1f}s)"
+        )
         if batches:
-            print(f"per batch:   mean {busy / len(batches):.2f}s, max {max(batches):.2f}s "
-                  f"({args.batch:,} events max per batch)")
-        print(f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}; "
-              f"batches only = {(produced / busy) / (produced / raw_s):.3f}")
+            print(
+                f"per batch:   mean {busy / len(batches):.2f}s, max {max(batches):.2f}s "
+                f"({args.batch:,} events max per batch)"
+            )
+        print(
+            f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}; "
+            f"batches only = {(produced / busy) / (produced / raw_s):.3f}"
+        )
         print(f"peak RSS:    {peak / 2**20:,.0f} MiB (driver + JVM + Python workers)")
         print("batches (per-phase seconds):")
         for line in stderr.splitlines():

@@ -35,15 +35,28 @@ _ROW_FIELDS = [
     {"type": "int32", "optional": True, "field": "qty"},
     {"type": "double", "optional": True, "field": "price"},
     {"type": "boolean", "optional": True, "field": "active"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "version": 1, "field": "updated_at"},
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.MicroTimestamp",
+        "version": 1,
+        "field": "updated_at",
+    },
 ]
 _SOURCE_FIELDS = [
     {"type": "string", "optional": False, "field": "version"},
     {"type": "string", "optional": False, "field": "connector"},
     {"type": "string", "optional": False, "field": "name"},
     {"type": "int64", "optional": False, "field": "ts_ms"},
-    {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
-     "parameters": {"allowed": "true,last,false,incremental"}, "default": "false", "field": "snapshot"},
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Enum",
+        "version": 1,
+        "parameters": {"allowed": "true,last,false,incremental"},
+        "default": "false",
+        "field": "snapshot",
+    },
     {"type": "string", "optional": False, "field": "db"},
     {"type": "string", "optional": True, "field": "sequence"},
     {"type": "string", "optional": False, "field": "schema"},
@@ -57,16 +70,40 @@ _VALUE_SCHEMA = {
     "name": "bench.public.items.Envelope",
     "optional": False,
     "fields": [
-        {"type": "struct", "fields": _ROW_FIELDS, "optional": True, "name": "bench.public.items.Value", "field": "before"},
-        {"type": "struct", "fields": _ROW_FIELDS, "optional": True, "name": "bench.public.items.Value", "field": "after"},
-        {"type": "struct", "fields": _SOURCE_FIELDS, "optional": False, "name": "io.debezium.connector.postgresql.Source", "field": "source"},
+        {
+            "type": "struct",
+            "fields": _ROW_FIELDS,
+            "optional": True,
+            "name": "bench.public.items.Value",
+            "field": "before",
+        },
+        {
+            "type": "struct",
+            "fields": _ROW_FIELDS,
+            "optional": True,
+            "name": "bench.public.items.Value",
+            "field": "after",
+        },
+        {
+            "type": "struct",
+            "fields": _SOURCE_FIELDS,
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "field": "source",
+        },
         {"type": "string", "optional": False, "field": "op"},
         {"type": "int64", "optional": True, "field": "ts_ms"},
-        {"type": "struct", "optional": True, "name": "event.block", "field": "transaction", "fields": [
-            {"type": "string", "optional": False, "field": "id"},
-            {"type": "int64", "optional": False, "field": "total_order"},
-            {"type": "int64", "optional": False, "field": "data_collection_order"},
-        ]},
+        {
+            "type": "struct",
+            "optional": True,
+            "name": "event.block",
+            "field": "transaction",
+            "fields": [
+                {"type": "string", "optional": False, "field": "id"},
+                {"type": "int64", "optional": False, "field": "total_order"},
+                {"type": "int64", "optional": False, "field": "data_collection_order"},
+            ],
+        },
     ],
 }
 
@@ -75,7 +112,9 @@ def generate(count: int, schemas: bool) -> tuple[list[bytes], list[bytes]]:
     """Build ``count`` update events (keys, values) as JsonConverter bytes."""
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     key_prefix = b'{"schema":' + dumps(_KEY_SCHEMA).encode() + b',"payload":' if schemas else b""
-    value_prefix = b'{"schema":' + dumps(_VALUE_SCHEMA).encode() + b',"payload":' if schemas else b""
+    value_prefix = (
+        b'{"schema":' + dumps(_VALUE_SCHEMA).encode() + b',"payload":' if schemas else b""
+    )
     suffix = b"}" if schemas else b""
     keys: list[bytes] = []
     values: list[bytes] = []

@@ -330,22 +330,12 @@ def _decide(
             pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
         )
     ctl = ctl.with_columns(_c=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
-    stored_frames = []
-    for table in (old, tombs):
-        if table.num_rows:
-            key_col = HOODIE_RECORD_KEY if HOODIE_RECORD_KEY in table.column_names else KEY
-            frame = pl.from_arrow(table.select([key_col, POS, POS_SUB]))
-            assert isinstance(frame, pl.DataFrame)
-            stored_frames.append(frame.rename({key_col: KEY}))
+    stored = _stored_positions(old, tombs)
     prior = pl.col(_PREV)
-    if stored_frames:
-        stored = (
-            pl.concat(stored_frames)
-            .filter(pl.col(POS).is_not_null())
-            .group_by(KEY)
-            .agg(_stored=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)).max())
+    if stored is not None:
+        ctl = ctl.join(
+            stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left"
         )
-        ctl = ctl.join(stored, on=KEY, how="left", maintain_order="left")
         prior = pl.max_horizontal(pl.col(_PREV), pl.col("_stored"))
     floor_value = _combined_value(floor)
     if floor_value is not None:
@@ -364,11 +354,14 @@ def _decide(
     winners = events.take(winners_ctl["_i"].to_arrow())
     pos = winners_ctl[POS].to_arrow().cast(pa.int64())
     sub = pc.if_else(pc.is_valid(pos), winners_ctl[POS_SUB].to_arrow().cast(pa.int64()), None)
-    # An event without a known position keeps the stored row's position.
-    if "_stored" in winners_ctl.columns and pos.null_count:
-        idx = pc.index_in(winners.column(KEY), value_set=old.column(HOODIE_RECORD_KEY))
-        pos = pc.coalesce(pos, old.column(POS).take(idx))
-        sub = pc.coalesce(sub, old.column(POS_SUB).take(idx))
+    # An event without a known position keeps the stored row's (or tombstone's) position.
+    if stored is not None and pos.null_count:
+        found = pl.from_arrow(winners.select([KEY])).join(
+            stored.select(KEY, POS, POS_SUB), on=KEY, how="left", maintain_order="left"
+        )
+        assert isinstance(found, pl.DataFrame)
+        pos = pc.coalesce(pos, found[POS].to_arrow().cast(pa.int64()))
+        sub = pc.coalesce(sub, found[POS_SUB].to_arrow().cast(pa.int64()))
     winners = winners.set_column(winners.schema.get_field_index(POS), POS, pos)
     winners = winners.set_column(winners.schema.get_field_index(POS_SUB), POS_SUB, sub)
     if not _has_toast(winners, opts.toast_placeholder):
@@ -378,6 +371,21 @@ def _decide(
 
 
 _PREV = "_prev_max"
+
+
+def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:
+    """Per stored key (live row or tombstone) its position, also as one Int128."""
+    frames = []
+    for table, key_col in ((old, HOODIE_RECORD_KEY), (tombs, KEY)):
+        if table.num_rows:
+            frame = pl.from_arrow(table.select([key_col, POS, POS_SUB]))
+            assert isinstance(frame, pl.DataFrame)
+            frames.append(frame.rename({key_col: KEY}))
+    if not frames:
+        return None
+    stored = pl.concat(frames).filter(pl.col(POS).is_not_null())
+    stored = stored.with_columns(_stored=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
+    return stored.sort("_stored").unique(subset=[KEY], keep="last")
 
 
 def _has_toast(table: pa.Table, placeholder: str) -> bool:

@@ -38,7 +38,17 @@ from engine.errors import HudiError, SchemaEvolutionError, TableNameError
 from engine.hudi.bucket_index import bucket_file_id, bucket_ids
 from engine.hudi.table import HudiTable, WriteStat, base_file_name
 from engine.merge import FileGroupResult, FileGroupTask, MergeCounts, MergeOptions, execute_task
-from engine.model import CONTROL_COLUMNS, KEY, OP, OP_TRUNCATE, POS, POS_SUB, SOURCE_TS
+from engine.model import (
+    CONTROL_COLUMNS,
+    KEY,
+    OFFSET,
+    OP,
+    OP_TRUNCATE,
+    PARTITION,
+    POS,
+    POS_SUB,
+    SOURCE_TS,
+)
 from engine.naming import table_name_for_topic, table_path
 from engine.schema import CDC_FIELDS, evolve_schema
 from engine.source import KafkaSource
@@ -47,6 +57,8 @@ PRECOMBINE = POS
 TRUNCATE_KEY = "cdcctl.truncate.pos"
 MAX_TS_KEY = "cdcctl.source.max_ts"
 TOPIC_KEY = "cdcctl.source.topic"
+#: Last keyed event per partition: a tombstone opening the next batch inherits its position.
+TAIL_KEY = "cdcctl.partition.tail"
 
 
 class Record(Protocol):
@@ -99,6 +111,8 @@ class TableRuntime:
     #: position of the table's newest truncate (older events are late)
     floor: tuple[int, int] | None = None
     max_source_ts: int | None = None
+    #: partition -> [offset, key, pos, pos_sub] of the last keyed event applied
+    tail: dict[int, list] = field(default_factory=dict)
     state: str = TableState.REPLICATING
     error: str | None = None
     stats: TableStats = field(default_factory=TableStats)
@@ -151,6 +165,49 @@ def _parse_pos(value: str | None) -> tuple[int, int] | None:
         return None
     pos, _, sub = value.partition(":")
     return int(pos), int(sub)
+
+
+def _inherit_tail(keyed: pa.Table, tail: dict[int, list]) -> pa.Table:
+    """Give a batch-opening tombstone the position of its delete from the previous batch.
+
+    Debezium writes a tombstone right after its delete, in the same partition. When a
+    batch boundary falls between the two, the tombstone is the first message of its
+    partition here and the delete was the partition's last keyed event before: ``tail``
+    (updated in place to this batch's last keyed event per partition).
+    """
+    if keyed.num_rows == 0:
+        return keyed
+    parts = keyed.column(PARTITION).to_numpy()
+    offs = keyed.column(OFFSET).to_numpy()
+    pos = keyed.column(POS)
+    if tail and pos.null_count:
+        pos_list, sub_list = pos.to_pylist(), keyed.column(POS_SUB).to_pylist()
+        keys = keyed.column(KEY)
+        changed = False
+        for part, (offset, key, t_pos, t_sub) in tail.items():
+            hits = np.nonzero((parts == part) & (offs == offset + 1))[0]
+            for i in hits:
+                if pos_list[i] is None and keys[int(i)].as_py() == key:
+                    pos_list[i], sub_list[i], changed = t_pos, t_sub, True
+        if changed:
+            keyed = keyed.set_column(keyed.schema.get_field_index(POS), POS, pa.array(pos_list, pa.int64()))
+            keyed = keyed.set_column(
+                keyed.schema.get_field_index(POS_SUB), POS_SUB, pa.array(sub_list, pa.int64())
+            )
+    for part in np.unique(parts).tolist():
+        idx = np.nonzero(parts == part)[0]
+        last = int(idx[np.argmax(offs[idx])])
+        row_pos = keyed.column(POS)[last].as_py()
+        if row_pos is not None:
+            tail[part] = [
+                int(offs[last]),
+                keyed.column(KEY)[last].as_py(),
+                row_pos,
+                keyed.column(POS_SUB)[last].as_py() or 0,
+            ]
+        else:
+            tail.pop(part, None)
+    return keyed
 
 
 class Replicator:
@@ -276,6 +333,7 @@ class Replicator:
             rt.committed = parse_checkpoint(rt.hudi.checkpoint(), topic)
             rt.floor = _parse_pos(extra.get(TRUNCATE_KEY))
             rt.max_source_ts = int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None
+            rt.tail = {int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()}
         shutil.rmtree(self.work / "staging" / name, ignore_errors=True)
         self.tables[topic] = rt
         return rt
@@ -473,7 +531,7 @@ class Replicator:
                 )
                 truncate = pairs[-1] if pairs else None
                 rt.stats.truncates += len(pairs)
-            keyed = batch.filter(pc.is_valid(batch.column(KEY)))
+            keyed = _inherit_tail(batch.filter(pc.is_valid(batch.column(KEY))), rt.tail)
             ts = pc.max(batch.column(SOURCE_TS)).as_py()
             if ts is not None:
                 rt.max_source_ts = max(ts, rt.max_source_ts or 0)
@@ -490,6 +548,8 @@ class Replicator:
             extra[TRUNCATE_KEY] = f"{floor_after[0]}:{floor_after[1]}"
         if rt.max_source_ts is not None:
             extra[MAX_TS_KEY] = str(rt.max_source_ts)
+        if rt.tail:
+            extra[TAIL_KEY] = json.dumps(rt.tail, separators=(",", ":"))
         instant = table.new_instant_time()
         table.start_commit(instant)
         plan = _Plan(rt, instant, offsets, schema, extra)

@@ -36,3 +36,13 @@ def topic_prefix(request: pytest.FixtureRequest) -> str:
     """
     name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:40]
     return f"t_{name}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for every in-process test of the session (startup costs seconds)."""
+    from engine.spark import get_spark, stop_spark
+
+    session = get_spark("local[2]", "1g")
+    yield session
+    stop_spark()

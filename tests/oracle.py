@@ -20,6 +20,9 @@ Semantics (PostgreSQL connector, JsonConverter with or without schemas):
 * ``t`` (truncate) at position T removes every row of the topic whose position is below
   T; events at or below T arriving later for keys it removed lose.
 * Reads without an LSN (incremental snapshot) are applied in arrival order.
+* A value equal to the TOAST placeholder ``__debezium_unavailable_value`` (a string
+  column) means "unchanged": the key's current value is kept; a key with no current row
+  gets ``None``.
 * ``m`` (logical decoding message) events are ignored.
 
 Column values come out as ``pyarrow``'s ``to_pylist()`` returns what a replica stores:
@@ -225,6 +228,7 @@ def record_key(raw_key: bytes | str | None) -> str:
 
 
 Position = tuple[int, int]
+TOAST_PLACEHOLDER = "__debezium_unavailable_value"
 
 
 def _position(source: Mapping[str, Any]) -> Position | None:
@@ -343,7 +347,11 @@ def fold(
                         hint = types.get(".".join(topic.split(".")[-2:]))
                 columns = hint_cache[topic] = _hint_columns(hint)
         row = {}
+        current = table.rows.get(key)
         for name, value in after.items():
+            if value == TOAST_PLACEHOLDER:
+                row[name] = current[1].get(name) if current and current[1] else None
+                continue
             type_name, params = columns.get(name, (None, {}))
             row[name] = decode_column(value, type_name, params)
         table.apply(key, position, row)

@@ -59,7 +59,6 @@ DBZ_TIMESTAMP = "io.debezium.time.Timestamp"
 DBZ_MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 DBZ_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 DBZ_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
-DBZ_BITS = "io.debezium.data.Bits"
 
 #: Precision used when a Decimal schema has no ``connect.decimal.precision`` parameter
 #: (MySQL and old connectors omit it); 38 is the widest decimal128.
@@ -131,6 +130,14 @@ class TypePlan:
     def numeric_decimal_variant(self) -> pa.DataType:
         """Parse type for ``decimal.format=NUMERIC`` (decimals as JSON numbers)."""
         return _numeric_variant(self)
+
+    def numeric_decimal_probe(self) -> pa.DataType:
+        """The NUMERIC variant with decimals as float64, which rejects JSON strings.
+
+        Arrow reads a decimal from a JSON number *or* string, and a base64 decimal such
+        as ``"1234"`` also looks numeric; parsing the probe proves every value was a number.
+        """
+        return _decimals_as_float(_numeric_variant(self))
 
 
 # --------------------------------------------------------------------------------------
@@ -238,8 +245,7 @@ def _norm_map(key: TypePlan, value: TypePlan) -> Callable[[Any, str], Any]:
         else:
             raise FieldError(f"{path}: expected a map, got {_short(v)}")
         return [
-            (key.normalize(k, f"{path}.key"), value.normalize(x, f"{path}.value"))
-            for k, x in pairs
+            (key.normalize(k, f"{path}.key"), value.normalize(x, f"{path}.value")) for k, x in pairs
         ]
 
     return norm
@@ -783,6 +789,16 @@ def _replace_decimal_parse(parse: pa.DataType, out: pa.DataType) -> pa.DataType:
     if pa.types.is_list(parse) and pa.types.is_list(out):
         return pa.list_(_replace_decimal_parse(parse.value_type, out.value_type))
     return parse
+
+
+def _decimals_as_float(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_decimal(t):
+        return pa.float64()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_decimals_as_float(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_decimals_as_float(t.value_type))
+    return t
 
 
 def json_text(value: Any) -> str | None:

@@ -2,11 +2,14 @@
 
 One ``pyarrow.json.read_json`` call parses a whole group of payloads into columns, with
 an explicit schema (derived from the Connect schema) so that unneeded members such as
-``before`` are skipped and no type is guessed. A single bad record makes the reader fail
-for the whole buffer, so on failure the range is bisected: good halves are kept as they
-are and only small ranges around the culprits end up on the per-record path, which
-tells invalid JSON apart from valid records the bulk reader cannot type (those are
-normalized in Python and kept, or quarantined with a precise reason).
+``before`` are skipped and no type is guessed.
+
+A single bad record makes the reader fail for the whole buffer, so a failed group is
+re-read as one block and the row number in the reader's error locates the culprit: the
+good prefix is kept, the culprit goes to the per-record path, and reading resumes after
+it. Errors without a row number fall back to bisection. The per-record path tells invalid
+JSON apart from valid records the bulk reader cannot type; those are normalized in Python
+and kept, or quarantined with a precise reason.
 """
 
 from __future__ import annotations
@@ -156,6 +159,8 @@ class BulkReader:
         exact_numbers: Parse JSON fractions as ``Decimal`` on the per-record path
             (numeric decimals must not round through float).
         use_threads: Let Arrow parse blocks in parallel.
+        probes: ``(variant, probe)`` pairs: a read with ``variant`` only counts if
+            ``probe`` also parses the buffer (guards the NUMERIC-decimal variant).
     """
 
     def __init__(
@@ -167,8 +172,10 @@ class BulkReader:
         arrow_readable: bool = True,
         exact_numbers: bool = False,
         use_threads: bool = True,
+        probes: list[tuple[pa.Schema, pa.Schema]] | None = None,
     ) -> None:
         self.variants = variants
+        self.probes = {id(schema): probe for schema, probe in probes or []}
         self.infer = infer
         self.py_build = py_build
         self.arrow_readable = arrow_readable
@@ -250,6 +257,17 @@ class BulkReader:
                 problem = f"reader produced an invalid table: {exc}"
                 error_rows.append(None)
                 continue
+            probe = self.probes.get(id(schema))
+            if probe is not None:
+                try:
+                    # Decimals read as decimal also accept JSON strings ("1234" is valid
+                    # base64 too): the probe (decimals as float64) fails on any string.
+                    self._read_one(buf, probe, block)
+                except _READ_ERRORS as exc:
+                    problem = f"decimal given as a JSON string among numeric ones: {exc}"
+                    match = _ERROR_ROW.search(str(exc))
+                    error_rows.append(int(match.group(1)) if match and one_block else None)
+                    continue
             if k:
                 self.variants.insert(0, self.variants.pop(k))
             return table

@@ -167,11 +167,21 @@ def _scan_members(text: str) -> dict[str, tuple[int, int]]:
 
 
 def _one_line(payload: bytes) -> bytes:
-    # Raw CR/LF cannot occur inside JSON strings, so outside them they are plain
-    # whitespace and can be blanked to keep the payload on one line of the bulk input.
-    if b"\n" in payload or b"\r" in payload:
-        return payload.replace(b"\n", b" ").replace(b"\r", b" ")
-    return payload
+    """The payload on one line of the bulk input (line breaks would misalign records).
+
+    In valid JSON a raw CR/LF can only be whitespace between tokens (inside strings it
+    must be escaped), so blanking it changes nothing. In invalid JSON it may sit inside a
+    string, where blanking would silently "repair" the record; there it becomes NUL,
+    which is invalid everywhere in JSON, so the record is still reported as bad.
+    """
+    if b"\n" not in payload and b"\r" not in payload:
+        return payload
+    try:
+        json.loads(payload)
+        blank = b" "
+    except (UnicodeDecodeError, ValueError):
+        blank = b"\x00"
+    return payload.replace(b"\n", blank).replace(b"\r", blank)
 
 
 def _scalar_text(value: Any) -> str:

@@ -320,14 +320,16 @@ def _envelope_plan(schema: dict) -> _ValuePlan:
         top.append(("after", pa.struct([(n, p.parse_type) for n, p in after])))
     base = pa.schema(top)
     variants: list[pa.Schema | None] = [base]
+    probes: list[tuple[pa.Schema, pa.Schema]] = []
     if any(p.has_decimal for _, p in after):
         # decimal.format=NUMERIC: the same schema, decimals as JSON numbers.
+        at = base.get_field_index("after")
         numeric = pa.struct([(n, p.numeric_decimal_variant()) for n, p in after])
-        variants.append(base.set(base.get_field_index("after"), pa.field("after", numeric)))
+        probe = pa.struct([(n, p.numeric_decimal_probe()) for n, p in after])
+        variants.append(base.set(at, pa.field("after", numeric)))
+        probes.append((variants[-1], pa.schema([pa.field("after", probe)])))
 
-    source_norm = _struct_normalizer(
-        [(m, connect.normalizer_for(t)) for m, t in source_members]
-    )
+    source_norm = _struct_normalizer([(m, connect.normalizer_for(t)) for m, t in source_members])
     after_norm = _struct_normalizer([(n, p.normalize) for n, p in after])
 
     def build(objs: list[Any]) -> pa.Table:
@@ -350,6 +352,7 @@ def _envelope_plan(schema: dict) -> _ValuePlan:
         py_build=build,
         arrow_readable=all(p.arrow_readable for _, p in after),
         exact_numbers=True,
+        probes=probes,
     )
     return _ValuePlan("envelope", reader=reader, after=after)
 
@@ -432,8 +435,12 @@ def _key_plan(fp: str | None, schema: dict | None) -> _KeyPlan:
             return _KeyPlan("bad", f"unsupported key schema: {exc}")
         base = pa.schema([(n, p.parse_type) for n, p in fields])
         variants: list[pa.Schema | None] = [base]
+        probes: list[tuple[pa.Schema, pa.Schema]] = []
         if any(p.has_decimal for _, p in fields):
             variants.append(pa.schema([(n, p.numeric_decimal_variant()) for n, p in fields]))
+            probes.append(
+                (variants[-1], pa.schema([(n, p.numeric_decimal_probe()) for n, p in fields]))
+            )
         norm = _struct_normalizer([(n, p.normalize) for n, p in fields])
 
         def build_rows(objs: list[Any]) -> pa.Table:
@@ -445,6 +452,7 @@ def _key_plan(fp: str | None, schema: dict | None) -> _KeyPlan:
             py_build=build_rows,
             arrow_readable=all(p.arrow_readable for _, p in fields),
             exact_numbers=True,
+            probes=probes,
         )
         return _KeyPlan("struct", reader=reader, fields=fields)
 
@@ -729,29 +737,42 @@ def _concat(tables: list[pa.Table], notes: list[str]) -> pa.Table:
         return tables[0]
     try:
         return pa.concat_tables(tables, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         pass
-    types: dict[str, list[pa.DataType]] = {}
+    types: dict[str, set[pa.DataType]] = {}
     for t in tables:
         for f in t.schema:
-            types.setdefault(f.name, []).append(f.type)
+            types.setdefault(f.name, set()).add(f.type)
+    varying = {name for name, ts in types.items() if len(ts) > 1}
     conflicting = set()
-    for name, ts in types.items():
+    for name in varying:
         try:
-            schemas = [pa.schema([pa.field(name, x)]) for x in ts]
+            schemas = [pa.schema([pa.field(name, x)]) for x in types[name]]
             pa.unify_schemas(schemas, promote_options="permissive")
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             conflicting.add(name)
+    try:
+        result = pa.concat_tables(_as_text(tables, conflicting), promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        # The types unify but some values do not convert (e.g. an integer beyond 2**53
+        # promoted to double): keep every column whose type varies as text.
+        conflicting = varying
+        result = pa.concat_tables(_as_text(tables, conflicting), promote_options="permissive")
+    for name in sorted(conflicting):
+        notes.append(f"column {name!r} has different JSON types in the batch; kept as text")
+    return result
+
+
+def _as_text(tables: list[pa.Table], names: set[str]) -> list[pa.Table]:
+    """The tables with the named columns replaced by their JSON text (strings as-is)."""
     fixed = []
     for t in tables:
-        for name in conflicting & set(t.column_names):
+        for name in names & set(t.column_names):
             i = t.schema.get_field_index(name)
             text = pa.array([connect.json_text(v) for v in t.column(i).to_pylist()], pa.string())
             t = t.set_column(i, pa.field(name, pa.string()), text)
         fixed.append(t)
-    for name in sorted(conflicting):
-        notes.append(f"column {name!r} has different JSON types in the batch; kept as JSON text")
-    return pa.concat_tables(fixed, promote_options="permissive")
+    return fixed
 
 
 # --------------------------------------------------------------------------------------

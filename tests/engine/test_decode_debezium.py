@@ -26,7 +26,7 @@ from engine.decode import BadMessage, DecodeResult, decode_debezium_json
 from engine.model import CONTROL_COLUMNS, STREAMED_BIT
 
 SAMPLES = Path(os.environ.get("CDC_DEBEZIUM_SAMPLES", "/work/shared/debezium-samples"))
-UTC = dt.timezone.utc
+UTC = dt.UTC
 BIT = STREAMED_BIT
 MYSQL_FILE3 = 3 << 32  # mysql-bin.000003
 
@@ -260,7 +260,13 @@ def test_pg_update_toast_microtimestamp_with_schema_decodes_pre_1970() -> None:
             {"type": "string", "optional": False, "field": "first_name"},
             {"type": "string", "optional": False, "field": "last_name"},
             {"type": "string", "optional": True, "field": "biography"},
-            {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "version": 1, "field": "dob"},
+            {
+                "type": "int64",
+                "optional": True,
+                "name": "io.debezium.time.MicroTimestamp",
+                "version": 1,
+                "field": "dob",
+            },
         ]
     )
     key = wrap(KEY_ID_SCHEMA, sample["key"])
@@ -425,7 +431,11 @@ def test_mysql_legacy_bits_enum_json() -> None:
     row = only_row(decode_sample("mysql-enum-set-legacy.json"))
     assert (row["c1"], row["c2"], row["_cdc_key"]) == ("a", "a,b,c", None)
     row = only_row(decode_sample("mysql-json-legacy.json"))
-    assert json.loads(row["json"]) == {"k1": "v1", "k2": {"k21": "v21", "k22": "v22"}, "k3": ["a", "b", 1]}
+    assert json.loads(row["json"]) == {
+        "k1": "v1",
+        "k2": {"k21": "v21", "k22": "v22"},
+        "k3": ["a", "b", 1],
+    }
 
 
 def test_mysql_legacy_zero_dates() -> None:
@@ -453,8 +463,15 @@ PG_SOURCE_FIELDS = [
     {"type": "string", "optional": False, "field": "connector"},
     {"type": "string", "optional": False, "field": "name"},
     {"type": "int64", "optional": False, "field": "ts_ms"},
-    {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
-     "parameters": {"allowed": "true,last,false,incremental"}, "default": "false", "field": "snapshot"},
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Enum",
+        "version": 1,
+        "parameters": {"allowed": "true,last,false,incremental"},
+        "default": "false",
+        "field": "snapshot",
+    },
     {"type": "string", "optional": False, "field": "db"},
     {"type": "string", "optional": True, "field": "sequence"},
     {"type": "string", "optional": False, "field": "schema"},
@@ -485,8 +502,13 @@ def envelope_schema(row_fields: list[dict], name: str = "srv.public.t") -> dict:
         "fields": [
             {**value, "field": "before"},
             {**value, "field": "after"},
-            {"type": "struct", "fields": PG_SOURCE_FIELDS, "optional": False,
-             "name": "io.debezium.connector.postgresql.Source", "field": "source"},
+            {
+                "type": "struct",
+                "fields": PG_SOURCE_FIELDS,
+                "optional": False,
+                "name": "io.debezium.connector.postgresql.Source",
+                "field": "source",
+            },
             {"type": "string", "optional": False, "field": "op"},
             {"type": "int64", "optional": True, "field": "ts_ms"},
             TX_BLOCK_SCHEMA,
@@ -503,32 +525,65 @@ def pg_envelope(
     tx: str | None = None,
     before: dict | None = None,
 ) -> dict:
-    sequence = None if lsn is None and commit is None else json.dumps(
-        [None if commit is None else str(commit), None if lsn is None else str(lsn)]
+    sequence = (
+        None
+        if lsn is None and commit is None
+        else json.dumps(
+            [None if commit is None else str(commit), None if lsn is None else str(lsn)]
+        )
     )
     return {
         "before": before,
         "after": after,
         "source": {
-            "version": "2.7.0.Final", "connector": "postgresql", "name": "srv", "ts_ms": 1_700_000_000_000,
-            "snapshot": snapshot, "db": "db", "sequence": sequence, "schema": "public", "table": "t",
-            "txId": 77, "lsn": lsn, "xmin": None,
+            "version": "2.7.0.Final",
+            "connector": "postgresql",
+            "name": "srv",
+            "ts_ms": 1_700_000_000_000,
+            "snapshot": snapshot,
+            "db": "db",
+            "sequence": sequence,
+            "schema": "public",
+            "table": "t",
+            "txId": 77,
+            "lsn": lsn,
+            "xmin": None,
         },
         "op": op,
         "ts_ms": 1_700_000_000_100,
-        "transaction": None if tx is None else {"id": tx, "total_order": 1, "data_collection_order": 1},
+        "transaction": None
+        if tx is None
+        else {"id": tx, "total_order": 1, "data_collection_order": 1},
     }
 
 
-def mysql_envelope(op: str, after: dict | None, pos: int = 154, row: int = 0, snapshot: Any = "false",
-                   file: str = "mysql-bin.000003") -> dict:
+def mysql_envelope(
+    op: str,
+    after: dict | None,
+    pos: int = 154,
+    row: int = 0,
+    snapshot: Any = "false",
+    file: str = "mysql-bin.000003",
+) -> dict:
     return {
         "before": None,
         "after": after,
         "source": {
-            "version": "2.7.0.Final", "connector": "mysql", "name": "srv", "ts_ms": 1_700_000_000_000,
-            "snapshot": snapshot, "db": "db", "sequence": None, "table": "t", "server_id": 1,
-            "gtid": None, "file": file, "pos": pos, "row": row, "thread": 3, "query": None,
+            "version": "2.7.0.Final",
+            "connector": "mysql",
+            "name": "srv",
+            "ts_ms": 1_700_000_000_000,
+            "snapshot": snapshot,
+            "db": "db",
+            "sequence": None,
+            "table": "t",
+            "server_id": 1,
+            "gtid": None,
+            "file": file,
+            "pos": pos,
+            "row": row,
+            "thread": 3,
+            "query": None,
         },
         "op": op,
         "ts_ms": 1_700_000_000_100,
@@ -569,6 +624,7 @@ def test_garbage_is_reported_with_coordinates_and_the_rest_decodes(schemas: bool
         151: b"[1, 2, 3]",  # JSON, but not an object
         200: b'{"op": "u", "after": {"id": 1}} trailing',
         201: "caf\u00e9".encode("latin-1"),  # invalid UTF-8
+        250: b'{"op":"c","after":{"id":250,"name":"raw\nnewline"}}',  # control char in string
         299: b'{"before":null,"after":{"id":"\xff\xfe"},"op":"c"}',  # invalid UTF-8 inside
     }
     values = [garbage.get(i, v) for i, v in enumerate(good)]
@@ -577,7 +633,12 @@ def test_garbage_is_reported_with_coordinates_and_the_rest_decodes(schemas: bool
     for bad in result.bad:
         i = bad.offset - 100
         assert isinstance(bad, BadMessage)
-        assert (bad.topic, bad.partition, bad.key, bad.value) == ("srv.public.t", 7, keys[i], values[i])
+        assert (bad.topic, bad.partition, bad.key, bad.value) == (
+            "srv.public.t",
+            7,
+            keys[i],
+            values[i],
+        )
         assert bad.reason
     out = rows(result)
     expected_ids = [i for i in range(300) if i not in garbage]
@@ -598,8 +659,16 @@ def test_bad_key_quarantines_the_row() -> None:
 
 def control(result: DecodeResult) -> list[tuple]:
     return [
-        (r["_cdc_key"], r["_cdc_op"], r["_cdc_pos"], r["_cdc_pos_sub"], r["_cdc_source_ts_ms"], r["_cdc_tx_id"],
-         r["_cdc_partition"], r["_cdc_offset"])
+        (
+            r["_cdc_key"],
+            r["_cdc_op"],
+            r["_cdc_pos"],
+            r["_cdc_pos_sub"],
+            r["_cdc_source_ts_ms"],
+            r["_cdc_tx_id"],
+            r["_cdc_partition"],
+            r["_cdc_offset"],
+        )
         for r in rows(result)
     ]
 
@@ -611,14 +680,34 @@ def mixed_events() -> list[tuple[dict | None, dict | None]]:
         if i % 10 == 9:
             events.append((key, None))  # tombstone
         elif i % 5 == 3:
-            events.append((key, pg_envelope("d", None, lsn=5000 + i, commit=4000 + i, before={"id": i % 7})))
+            events.append(
+                (key, pg_envelope("d", None, lsn=5000 + i, commit=4000 + i, before={"id": i % 7}))
+            )
         elif i % 13 == 0:
-            events.append((key, pg_envelope("r", {"id": i % 7, "name": None}, lsn=100, commit=None, snapshot="last")))
+            events.append(
+                (
+                    key,
+                    pg_envelope(
+                        "r", {"id": i % 7, "name": None}, lsn=100, commit=None, snapshot="last"
+                    ),
+                )
+            )
         else:
             events.append(
-                (key, pg_envelope("u", {"id": i % 7, "name": f"v{i}"}, lsn=5000 + i, commit=4000 + i, tx=f"77:{i}"))
+                (
+                    key,
+                    pg_envelope(
+                        "u",
+                        {"id": i % 7, "name": f"v{i}"},
+                        lsn=5000 + i,
+                        commit=4000 + i,
+                        tx=f"77:{i}",
+                    ),
+                )
             )
-    events.append((None, {k: v for k, v in pg_envelope("t", None).items() if k not in ("before", "after")}))
+    events.append(
+        (None, {k: v for k, v in pg_envelope("t", None).items() if k not in ("before", "after")})
+    )
     return events
 
 
@@ -632,7 +721,9 @@ def test_schemas_enable_true_and_false_give_identical_results() -> None:
     )
     assert not plain.bad and not wrapped.bad
     assert control(plain) == control(wrapped)
-    assert [(r["id"], r["name"]) for r in rows(plain)] == [(r["id"], r["name"]) for r in rows(wrapped)]
+    assert [(r["id"], r["name"]) for r in rows(plain)] == [
+        (r["id"], r["name"]) for r in rows(wrapped)
+    ]
     assert plain.key_fields == wrapped.key_fields == ["id"]
     ops = [r["_cdc_op"] for r in rows(plain)]
     assert ops.count("x") == 4 and ops.count("d") == 8 and ops[-1] == "t"
@@ -652,7 +743,9 @@ def test_wrapper_layouts_other_than_compact_decode_the_same() -> None:
     assert not result.bad
     out = rows(result)
     assert len(out) == 4
-    assert {(r["_cdc_pos"], r["_cdc_tx_id"], r["id"], r["name"]) for r in out} == {(BIT | 900, "9:1", 5, "x")}
+    assert {(r["_cdc_pos"], r["_cdc_tx_id"], r["id"], r["name"]) for r in out} == {
+        (BIT | 900, "9:1", 5, "x")
+    }
 
 
 def test_wrapped_record_inside_a_schemaless_batch_is_rerouted() -> None:
@@ -661,11 +754,19 @@ def test_wrapped_record_inside_a_schemaless_batch_is_rerouted() -> None:
     values[2] = wire(wrap(schema, pg_envelope("c", {"id": 2, "name": "b"})))
     result = decode([wire({"id": i}) for i in range(5)], values)
     assert not result.bad
-    assert [(r["id"], r["name"]) for r in rows(result)] == [(0, "a"), (1, "a"), (2, "b"), (3, "a"), (4, "a")]
+    assert [(r["id"], r["name"]) for r in rows(result)] == [
+        (0, "a"),
+        (1, "a"),
+        (2, "b"),
+        (3, "a"),
+        (4, "a"),
+    ]
 
 
 def test_json_null_value_is_a_tombstone() -> None:
-    result = decode([wire({"id": 1}), wire({"id": 2})], [wire(pg_envelope("c", {"id": 1})), b"null"])
+    result = decode(
+        [wire({"id": 1}), wire({"id": 2})], [wire(pg_envelope("c", {"id": 1})), b"null"]
+    )
     assert [r["_cdc_op"] for r in rows(result)] == ["c", "x"]
     assert rows(result)[1]["_cdc_key"] == "2"
 
@@ -685,14 +786,27 @@ def test_two_schema_versions_in_one_batch() -> None:
     assert not result.bad
     out = rows(result)
     assert [r["id"] for r in out] == list(range(10))
-    assert [r["email"] for r in out] == [None, None, None, None, "4@x", "5@x", "6@x", None, "8@x", "9@x"]
+    assert [r["email"] for r in out] == [
+        None,
+        None,
+        None,
+        None,
+        "4@x",
+        "5@x",
+        "6@x",
+        None,
+        "8@x",
+        "9@x",
+    ]
     assert [r["_cdc_pos_sub"] for r in out] == [100 + i for i in range(10)]
     assert len(result.value_schema_fingerprints) == 2
     assert result.batch is not None and result.batch.column_names[-3:] == ["id", "name", "email"]
 
 
 def test_schemaless_column_with_varying_json_types_becomes_text() -> None:
-    values = [wire(pg_envelope("c", {"id": i, "v": v})) for i, v in enumerate([1, 2, "three", None, 4.5])]
+    values = [
+        wire(pg_envelope("c", {"id": i, "v": v})) for i, v in enumerate([1, 2, "three", None, 4.5])
+    ]
     result = decode([wire({"id": i}) for i in range(5)], values)
     assert not result.bad
     assert [r["v"] for r in rows(result)] == ["1", "2", "three", None, "4.5"]
@@ -717,15 +831,21 @@ def test_composite_keys() -> None:
         ],
     }
     keys = [{"tenant": 1, "code": "a"}, {"tenant": 2, "code": ""}, {"tenant": None, "code": "c"}]
-    values = [pg_envelope("c", {"tenant": k["tenant"], "code": k["code"], "x": i}) for i, k in enumerate(keys)]
+    values = [
+        pg_envelope("c", {"tenant": k["tenant"], "code": k["code"], "x": i})
+        for i, k in enumerate(keys)
+    ]
     values[1] = pg_envelope("d", None)
     for schemas in (False, True):
         result = decode(
             [wire(wrap(key_schema, k) if schemas else k) for k in keys],
             [wire(v) for v in values],
         )
-        assert [r["_cdc_key"] for r in rows(result)] == ["tenant:1,code:a", "tenant:2,code:__empty__",
-                                                        "tenant:__null__,code:c"]
+        assert [r["_cdc_key"] for r in rows(result)] == [
+            "tenant:1,code:a",
+            "tenant:2,code:__empty__",
+            "tenant:__null__,code:c",
+        ]
         assert result.key_fields == ["tenant", "code"]
         deleted = rows(result)[1]
         assert (deleted["tenant"], deleted["code"], deleted["x"]) == (2, "", None)
@@ -780,24 +900,103 @@ def unscaled(n: int) -> str:
 
 LOGICAL_FIELDS = [
     {"type": "int32", "optional": False, "field": "id"},
-    {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
-     "parameters": {"scale": "2", "connect.decimal.precision": "10"}, "field": "price"},
-    {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
-     "parameters": {"scale": "4"}, "field": "rate"},
-    {"type": "struct", "optional": True, "name": "io.debezium.data.VariableScaleDecimal", "version": 1,
-     "fields": [{"type": "int32", "optional": False, "field": "scale"},
-                {"type": "bytes", "optional": False, "field": "value"}], "field": "amount"},
-    {"type": "int32", "optional": True, "name": "io.debezium.time.Date", "version": 1, "field": "day"},
-    {"type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Date", "version": 1, "field": "cday"},
-    {"type": "int32", "optional": True, "name": "io.debezium.time.Time", "version": 1, "field": "t_ms"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTime", "version": 1, "field": "t_us"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.NanoTime", "version": 1, "field": "t_ns"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp", "version": 1, "field": "ts_ms"},
-    {"type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1,
-     "field": "cts"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "version": 1, "field": "ts_us"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.NanoTimestamp", "version": 1, "field": "ts_ns"},
-    {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp", "version": 1, "field": "zts"},
+    {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+        "field": "price",
+    },
+    {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "version": 1,
+        "parameters": {"scale": "4"},
+        "field": "rate",
+    },
+    {
+        "type": "struct",
+        "optional": True,
+        "name": "io.debezium.data.VariableScaleDecimal",
+        "version": 1,
+        "fields": [
+            {"type": "int32", "optional": False, "field": "scale"},
+            {"type": "bytes", "optional": False, "field": "value"},
+        ],
+        "field": "amount",
+    },
+    {
+        "type": "int32",
+        "optional": True,
+        "name": "io.debezium.time.Date",
+        "version": 1,
+        "field": "day",
+    },
+    {
+        "type": "int32",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Date",
+        "version": 1,
+        "field": "cday",
+    },
+    {
+        "type": "int32",
+        "optional": True,
+        "name": "io.debezium.time.Time",
+        "version": 1,
+        "field": "t_ms",
+    },
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.MicroTime",
+        "version": 1,
+        "field": "t_us",
+    },
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.NanoTime",
+        "version": 1,
+        "field": "t_ns",
+    },
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.Timestamp",
+        "version": 1,
+        "field": "ts_ms",
+    },
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Timestamp",
+        "version": 1,
+        "field": "cts",
+    },
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.MicroTimestamp",
+        "version": 1,
+        "field": "ts_us",
+    },
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.NanoTimestamp",
+        "version": 1,
+        "field": "ts_ns",
+    },
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.time.ZonedTimestamp",
+        "version": 1,
+        "field": "zts",
+    },
     {"type": "int8", "optional": True, "field": "tiny"},
     {"type": "int16", "optional": True, "field": "small"},
     {"type": "int64", "optional": True, "field": "big"},
@@ -805,17 +1004,58 @@ LOGICAL_FIELDS = [
     {"type": "double", "optional": True, "field": "f64"},
     {"type": "boolean", "optional": True, "field": "flag"},
     {"type": "bytes", "optional": True, "field": "blob"},
-    {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1, "field": "doc"},
-    {"type": "string", "optional": True, "name": "io.debezium.data.Uuid", "version": 1, "field": "uid"},
-    {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
-     "parameters": {"allowed": "a,b"}, "field": "kind"},
-    {"type": "array", "optional": True, "items": {"type": "int32", "optional": True}, "field": "ints"},
-    {"type": "array", "optional": True, "items": {"type": "bytes", "optional": True,
-     "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "1"}}, "field": "decs"},
-    {"type": "struct", "optional": True, "name": "io.debezium.data.geometry.Point", "version": 1,
-     "fields": [{"type": "double", "optional": False, "field": "x"}, {"type": "double", "optional": False, "field": "y"},
-                {"type": "bytes", "optional": True, "field": "wkb"}, {"type": "int32", "optional": True, "field": "srid"}],
-     "field": "point"},
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Json",
+        "version": 1,
+        "field": "doc",
+    },
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Uuid",
+        "version": 1,
+        "field": "uid",
+    },
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Enum",
+        "version": 1,
+        "parameters": {"allowed": "a,b"},
+        "field": "kind",
+    },
+    {
+        "type": "array",
+        "optional": True,
+        "items": {"type": "int32", "optional": True},
+        "field": "ints",
+    },
+    {
+        "type": "array",
+        "optional": True,
+        "items": {
+            "type": "bytes",
+            "optional": True,
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {"scale": "1"},
+        },
+        "field": "decs",
+    },
+    {
+        "type": "struct",
+        "optional": True,
+        "name": "io.debezium.data.geometry.Point",
+        "version": 1,
+        "fields": [
+            {"type": "double", "optional": False, "field": "x"},
+            {"type": "double", "optional": False, "field": "y"},
+            {"type": "bytes", "optional": True, "field": "wkb"},
+            {"type": "int32", "optional": True, "field": "srid"},
+        ],
+        "field": "point",
+    },
 ]
 
 LOGICAL_ROW = {
@@ -905,7 +1145,9 @@ LOGICAL_TYPES = {
     "kind": pa.string(),
     "ints": pa.list_(pa.int32()),
     "decs": pa.list_(pa.decimal128(38, 1)),
-    "point": pa.struct([("x", pa.float64()), ("y", pa.float64()), ("wkb", pa.binary()), ("srid", pa.int32())]),
+    "point": pa.struct(
+        [("x", pa.float64()), ("y", pa.float64()), ("wkb", pa.binary()), ("srid", pa.int32())]
+    ),
 }
 
 
@@ -941,14 +1183,25 @@ def test_decimal_format_numeric_exact_beyond_float_precision() -> None:
     schema = envelope_schema(
         [
             {"type": "int32", "optional": False, "field": "id"},
-            {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-             "parameters": {"scale": "10", "connect.decimal.precision": "30"}, "field": "d"},
+            {
+                "type": "bytes",
+                "optional": True,
+                "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "10", "connect.decimal.precision": "30"},
+                "field": "d",
+            },
         ]
     )
     text = '{"id":1,"d":12345678901234567890.0123456789}'
     envelope = wire(pg_envelope("c", {"id": 1, "d": 0}))
     assert envelope is not None
-    value = b'{"schema":' + wire(schema) + b',"payload":' + envelope.replace(b'{"id":1,"d":0}', text.encode()) + b"}"
+    value = (
+        b'{"schema":'
+        + wire(schema)
+        + b',"payload":'
+        + envelope.replace(b'{"id":1,"d":0}', text.encode())
+        + b"}"
+    )
     row = only_row(decode([None], [value]))
     assert row["d"] == Decimal("12345678901234567890.0123456789")
 
@@ -957,18 +1210,38 @@ def test_decimal_boundaries_and_wide_precision() -> None:
     schema = envelope_schema(
         [
             {"type": "int32", "optional": False, "field": "id"},
-            {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-             "parameters": {"scale": "0", "connect.decimal.precision": "38"}, "field": "d38"},
-            {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-             "parameters": {"scale": "5", "connect.decimal.precision": "65"}, "field": "d65"},
-            {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-             "parameters": {"scale": "3", "connect.decimal.precision": "100"}, "field": "d100"},
+            {
+                "type": "bytes",
+                "optional": True,
+                "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "0", "connect.decimal.precision": "38"},
+                "field": "d38",
+            },
+            {
+                "type": "bytes",
+                "optional": True,
+                "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "5", "connect.decimal.precision": "65"},
+                "field": "d65",
+            },
+            {
+                "type": "bytes",
+                "optional": True,
+                "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "3", "connect.decimal.precision": "100"},
+                "field": "d100",
+            },
         ]
     )
     cases = [10**38 - 1, -(10**38) + 1, 0, 127, 128, -128, -129, 2**63, -(2**63)]
     values = []
     for i, n in enumerate(cases):
-        after = {"id": i, "d38": unscaled(n), "d65": unscaled(n * 10**20), "d100": unscaled(n * 10**50)}
+        after = {
+            "id": i,
+            "d38": unscaled(n),
+            "d65": unscaled(n * 10**20),
+            "d100": unscaled(n * 10**50),
+        }
         values.append(wire(wrap(schema, pg_envelope("c", after))))
     result = decode([None] * len(values), values)
     assert not result.bad
@@ -1010,8 +1283,13 @@ def test_map_fields_use_the_python_path() -> None:
     schema = envelope_schema(
         [
             {"type": "int32", "optional": False, "field": "id"},
-            {"type": "map", "optional": True, "keys": {"type": "string", "optional": False},
-             "values": {"type": "string", "optional": True}, "field": "attrs"},
+            {
+                "type": "map",
+                "optional": True,
+                "keys": {"type": "string", "optional": False},
+                "values": {"type": "string", "optional": True},
+                "field": "attrs",
+            },
         ]
     )
     values = [
@@ -1026,10 +1304,19 @@ def test_map_fields_use_the_python_path() -> None:
 
 
 def test_flattened_and_non_row_schemas() -> None:
-    flattened = {"type": "struct", "name": "srv.public.t.Value", "fields": [
-        {"type": "int32", "optional": False, "field": "id"}, {"type": "string", "optional": True, "field": "__op"}]}
-    heartbeat = {"type": "struct", "name": "io.debezium.connector.common.Heartbeat", "fields": [
-        {"type": "int64", "optional": False, "field": "ts_ms"}]}
+    flattened = {
+        "type": "struct",
+        "name": "srv.public.t.Value",
+        "fields": [
+            {"type": "int32", "optional": False, "field": "id"},
+            {"type": "string", "optional": True, "field": "__op"},
+        ],
+    }
+    heartbeat = {
+        "type": "struct",
+        "name": "io.debezium.connector.common.Heartbeat",
+        "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
+    }
     values = [
         wire(wrap(flattened, {"id": 1, "__op": "c"})),
         wire(wrap(heartbeat, {"ts_ms": 5})),
@@ -1044,13 +1331,18 @@ def test_flattened_and_non_row_schemas() -> None:
 
 
 def test_unknown_op_is_bad() -> None:
-    result = decode([None, None], [wire(pg_envelope("c", {"id": 1})), wire(pg_envelope("z", {"id": 2}))])
+    result = decode(
+        [None, None], [wire(pg_envelope("c", {"id": 1})), wire(pg_envelope("z", {"id": 2}))]
+    )
     assert [r["id"] for r in rows(result)] == [1]
     assert "unknown op" in result.bad[0].reason
 
 
 def test_key_change_is_reported() -> None:
-    values = [wire(pg_envelope("u", {"id": 1, "k2": "a"})), wire(pg_envelope("u", {"id": 1, "k2": "a"}))]
+    values = [
+        wire(pg_envelope("u", {"id": 1, "k2": "a"})),
+        wire(pg_envelope("u", {"id": 1, "k2": "a"})),
+    ]
     result = decode([wire({"id": 1}), wire({"id": 1, "k2": "a"})], values)
     assert result.key_field_sets == [("id",), ("id", "k2")]
     assert [r["_cdc_key"] for r in rows(result)] == ["1", "id:1,k2:a"]
@@ -1075,7 +1367,9 @@ EVENT = st.fixed_dictionaries(
         "commit": st.one_of(st.none(), st.integers(0, 2**40)),
         "snapshot": st.sampled_from(["false", "true", "last", "incremental", False, True, None]),
         "tx": st.one_of(st.none(), TEXT),
-        "row": st.fixed_dictionaries({}, optional={name: s for name, s in COLUMN_STRATEGIES.items()}),
+        "row": st.fixed_dictionaries(
+            {}, optional={name: s for name, s in COLUMN_STRATEGIES.items()}
+        ),
         "compact": st.booleans(),
     }
 )
@@ -1094,9 +1388,18 @@ def reference(key: bytes | None, value: bytes | None) -> dict | str | None:
     """Expected decoding of one record, computed the slow, obvious way."""
     if value is None:
         key_obj = json.loads(key) if key else None
-        key_obj = key_obj["payload"] if isinstance(key_obj, dict) and "schema" in key_obj else key_obj
-        return {"_cdc_key": None if key_obj is None else str(key_obj["id"]), "_cdc_op": "x", "_cdc_pos": None,
-                "_cdc_pos_sub": None, "_cdc_source_ts_ms": None, "_cdc_tx_id": None, "row": {}}
+        key_obj = (
+            key_obj["payload"] if isinstance(key_obj, dict) and "schema" in key_obj else key_obj
+        )
+        return {
+            "_cdc_key": None if key_obj is None else str(key_obj["id"]),
+            "_cdc_op": "x",
+            "_cdc_pos": None,
+            "_cdc_pos_sub": None,
+            "_cdc_source_ts_ms": None,
+            "_cdc_tx_id": None,
+            "row": {},
+        }
     try:
         env = json.loads(value)
     except ValueError:
@@ -1141,8 +1444,14 @@ def build_record(event: dict, schemas: bool) -> tuple[bytes | None, bytes | None
     if kind == "garbage":
         return key_bytes, b'{"op": "c", "after": {"id": 1' + b"\xff"
     after = None if kind in ("d", "t", "m") else {"id": event["key"], **event["row"]}
-    env = pg_envelope(kind, after, lsn=event["lsn"], commit=event["commit"], snapshot=event["snapshot"],
-                      tx=event["tx"])
+    env = pg_envelope(
+        kind,
+        after,
+        lsn=event["lsn"],
+        commit=event["commit"],
+        snapshot=event["snapshot"],
+        tx=event["tx"],
+    )
     if kind == "t":
         env = {k: v for k, v in env.items() if k not in ("before", "after")}
     if kind == "m":
@@ -1180,7 +1489,14 @@ def test_bulk_decoder_matches_per_message_reference(events: list[dict], schemas:
     assert len(got) == len(expected_rows)
     for row, (offset, ref) in zip(got, expected_rows, strict=True):
         assert row["_cdc_offset"] == offset and row["_cdc_partition"] == 7
-        for column in ("_cdc_key", "_cdc_op", "_cdc_pos", "_cdc_pos_sub", "_cdc_source_ts_ms", "_cdc_tx_id"):
+        for column in (
+            "_cdc_key",
+            "_cdc_op",
+            "_cdc_pos",
+            "_cdc_pos_sub",
+            "_cdc_source_ts_ms",
+            "_cdc_tx_id",
+        ):
             assert row[column] == ref[column], (column, row, ref)
         for name in ("id", "i", "s", "f", "b"):
             assert row.get(name) == ref["row"].get(name), (name, row, ref)
@@ -1188,11 +1504,21 @@ def test_bulk_decoder_matches_per_message_reference(events: list[dict], schemas:
 
 PROPERTY_LOGICAL_FIELDS = [
     {"type": "int32", "optional": False, "field": "id"},
-    {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
-     "parameters": {"scale": "3", "connect.decimal.precision": "20"}, "field": "price"},
+    {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "3", "connect.decimal.precision": "20"},
+        "field": "price",
+    },
     {"type": "int32", "optional": True, "name": "io.debezium.time.Date", "field": "day"},
     {"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp", "field": "ts_ms"},
-    {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "field": "ts_us"},
+    {
+        "type": "int64",
+        "optional": True,
+        "name": "io.debezium.time.MicroTimestamp",
+        "field": "ts_us",
+    },
     {"type": "int64", "optional": True, "name": "io.debezium.time.NanoTimestamp", "field": "ts_ns"},
     {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTime", "field": "t_us"},
 ]
@@ -1231,12 +1557,119 @@ def test_logical_types_match_python_reference(values: list[dict], numeric: bool)
     assert not result.bad, result.bad
     for row, v in zip(rows(result), values, strict=True):
         assert row["price"] == (None if v["price"] is None else Decimal(f"{v['price']}E-3"))
-        assert row["day"] == (None if v["day"] is None else dt.date(1970, 1, 1) + dt.timedelta(days=v["day"]))
-        assert row["ts_ms"] == (None if v["ts_ms"] is None else EPOCH + dt.timedelta(milliseconds=v["ts_ms"]))
-        assert row["ts_us"] == (None if v["ts_us"] is None else EPOCH + dt.timedelta(microseconds=v["ts_us"]))
+        assert row["day"] == (
+            None if v["day"] is None else dt.date(1970, 1, 1) + dt.timedelta(days=v["day"])
+        )
+        assert row["ts_ms"] == (
+            None if v["ts_ms"] is None else EPOCH + dt.timedelta(milliseconds=v["ts_ms"])
+        )
+        assert row["ts_us"] == (
+            None if v["ts_us"] is None else EPOCH + dt.timedelta(microseconds=v["ts_us"])
+        )
         t_us = v["t_us"]
-        assert row["t_us"] == (None if t_us is None else (dt.datetime.min + dt.timedelta(microseconds=t_us)).time())
+        assert row["t_us"] == (
+            None if t_us is None else (dt.datetime.min + dt.timedelta(microseconds=t_us)).time()
+        )
     # Nanoseconds are floored to microseconds (also before 1970).
     assert result.batch is not None
     ns = result.batch.column("ts_ns").cast(pa.int64()).to_pylist()
     assert ns == [None if v["ts_ns"] is None else v["ts_ns"] // 1000 for v in values]
+
+
+def test_wrapped_tombstones_next_to_compact_records() -> None:
+    # Regression: a payload of JSON null must never reach the Arrow reader (pyarrow 26
+    # crashes the process on a block that starts with a top-level null).
+    schema = envelope_schema(ROW_FIELDS)
+    values = [
+        wire(wrap(schema, pg_envelope("c", {"id": 1}))),
+        wire(wrap(schema, None)),
+        b'{"schema":' + (wire(schema) or b"") + b',"payload": null}',
+        wire(wrap(schema, pg_envelope("u", {"id": 1}))),
+    ]
+    result = decode([wire({"id": 1})] * 4, values)
+    assert not result.bad
+    assert [r["_cdc_op"] for r in rows(result)] == ["c", "x", "x", "u"]
+
+
+MUTATION_TOKENS = [
+    b"null",
+    b" null",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b",",
+    b":",
+    b"\n",
+    b"\r",
+    b"\xff",
+    b"\x00",
+    b"1e400",
+    b"NaN",
+    b'{"":null}',
+    b" ",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mutations=st.lists(
+        st.tuples(
+            st.sampled_from(["plain", "wrapped", "logical"]),
+            st.lists(
+                st.tuples(st.integers(0, 10_000), st.sampled_from(MUTATION_TOKENS), st.booleans()),
+                max_size=3,
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_every_record_is_a_row_bad_or_ignored(mutations: list[tuple[str, list]]) -> None:
+    """Damaged records never crash the decoder nor vanish: rows + bad + ignored == input."""
+    plain_schema = envelope_schema(ROW_FIELDS)
+    logical_schema = envelope_schema(LOGICAL_FIELDS)
+    keys, values = [], []
+    for i, (mode, edits) in enumerate(mutations):
+        if mode == "plain":
+            value = wire(pg_envelope("u", {"id": i, "name": "x"}))
+        elif mode == "wrapped":
+            value = wire(wrap(plain_schema, pg_envelope("u", {"id": i, "name": "x"})))
+        else:
+            value = wire(wrap(logical_schema, pg_envelope("c", dict(LOGICAL_ROW, id=i))))
+        assert value is not None
+        data = bytearray(value)
+        for at, token, delete in edits:
+            at %= len(data) + 1
+            if delete:
+                del data[at : at + len(token)]
+            else:
+                data[at:at] = token
+        keys.append(wire({"id": i}))
+        values.append(bytes(data))
+    result = decode(keys, values)
+    n_rows = 0 if result.batch is None else result.batch.num_rows
+    assert n_rows + len(result.bad) + result.ignored == len(values)
+    if result.batch is not None:
+        offsets = result.batch.column("_cdc_offset").to_pylist()
+        assert offsets == sorted(offsets)
+        assert not set(offsets) & {b.offset for b in result.bad}
+
+
+def test_base64_decimal_that_looks_numeric_is_not_read_as_a_number() -> None:
+    # "1234" is valid base64 (bytes d7 6d f8) and also a decimal literal; next to a
+    # decimal.format=NUMERIC record it must still be decoded as base64.
+    schema = envelope_schema(
+        [
+            {"type": "int32", "optional": False, "field": "id"},
+            {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+             "parameters": {"scale": "2"}, "field": "price"},
+        ]
+    )  # fmt: skip
+    afters = [{"id": 1, "price": 12.5}, {"id": 2, "price": "1234"}, {"id": 3, "price": 7}]
+    values = [wire(wrap(schema, pg_envelope("c", a))) for a in afters]
+    result = decode([None] * 3, values)
+    assert not result.bad, result.bad
+    expected = Decimal(int.from_bytes(base64.b64decode("1234"), "big", signed=True)).scaleb(-2)
+    assert [r["price"] for r in rows(result)] == [Decimal("12.50"), expected, Decimal("7.00")]

@@ -197,3 +197,13 @@ def test_toast_placeholder_takes_previous_value() -> None:
     assert as_dict(new) == {"1": "newer-text", "2": "x", "9": None}
     assert counts.toast_unresolved == 1
     assert ph not in [v for v in new.column("name").to_pylist()]
+
+
+def test_lone_tombstone_keeps_existing_tombstone() -> None:
+    first, _ = apply(None, events([("1", "c", S + 10, 0, 0, "a")]))
+    empty, _ = apply(first, events([("1", "d", S + 20, 0, 1, None)]), "20250101000000002")
+    tombs = LAST_TOMBS[0]
+    # The delete's own tombstone arrives in the next batch: nothing to delete, and the
+    # stored tombstone (position S+20) must survive so a late update stays dropped.
+    _, _ = apply(empty, events([("1", "x", None, 0, 2, None)]), "20250101000000003", tombs=tombs)
+    assert LAST_TOMBS[0].column("_cdc_pos").to_pylist() == [S + 20]
