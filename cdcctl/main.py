@@ -90,6 +90,9 @@ def start(
         bool,
         typer.Option(help="exit 0 once every topic is applied up to its end offset at start"),
     ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the final per-table summary as JSON")
+    ] = False,
 ) -> None:
     """Run the replicator (Ctrl-C stops it cleanly after the batch in flight)."""
     cfg = load_config(config)
@@ -114,7 +117,12 @@ def start(
     if live:
         err.print(f"replicating {cfg.source.topics} -> {cfg.target_path()} (Ctrl-C to stop)")
     replicator.run(until_caught_up=until_caught_up)
-    _print_status(replicator.status())
+    if json_out:
+        import json
+
+        print(json.dumps(replicator.status(), indent=2))
+    else:
+        _print_status(replicator.status())
     failing = replicator.failing()
     if failing:
         for rt in failing:

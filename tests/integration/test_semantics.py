@@ -1,0 +1,129 @@
+"""Issue 3 end to end on the real broker: replays, schema evolution, a failing table."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.broker import produce_messages
+from engine.demo_workload import InventoryWorkload
+from engine.naming import table_name_for_topic
+from tests import builders
+from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
+from tests.oracle import fold
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+
+def with_replayed_windows(msgs: list, fraction: float, seed: int) -> tuple[list, int]:
+    """Re-send windows of earlier messages (as a restarted connector does).
+
+    Returns the new stream and the number of stale change events it contains (replayed
+    tombstones repeat their delete and are not counted).
+    """
+    rng = random.Random(seed)
+    out = list(msgs)
+    budget, stale = int(len(msgs) * fraction), 0
+    while budget > 0:
+        i = rng.randrange(len(out) - 50)
+        while out[i][2] is None:
+            i += 1  # windows start at an event, as a connector resumes at a position
+        j = i + rng.randint(5, 40)
+        if out[j - 1][2] is not None and b'"op":"d"' in out[j - 1][2]:
+            j += 1  # a delete and its tombstone travel together
+        window = out[i:j]
+        at = rng.randrange(j, min(len(out), j + 2000) + 1)
+        out[at:at] = window
+        stale += sum(1 for _, _, v in window if v is not None)
+        budget -= len(window)
+    return out, stale
+
+
+def test_replayed_windows_are_late_and_change_nothing(broker, topic_prefix, tmp_path) -> None:
+    workload = InventoryWorkload(seed=21, prefix=topic_prefix, schemas=False)
+    clean = list(workload.events(100_000))
+    topics = sorted({t for t, _, _ in clean})
+    by_topic = {t: [m for m in clean if m[0] == t] for t in topics}
+    sent, stale = [], 0
+    for n, t in enumerate(topics):
+        replayed, count = with_replayed_windows(by_topic[t], 0.01, seed=n)
+        sent += replayed
+        stale += count
+    assert stale > 500
+    assert any(b'"op":"d"' in (v or b"") for _, _, v in sent[-5000:])
+    broker.create_topics(topics)
+    produce_messages(broker.bootstrap_servers, sent)
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "c.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.", target,
+        max_batch_events=30_000,
+    )
+    run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
+    assert run.returncode == 0, run.stderr
+    status = json.loads(run.stdout)
+    # Replica == the source state (the fold of the stream without replays).
+    assert_replicas_match(target, fold(clean, types=None))
+    assert sum(t["late"] for t in status) == stale
+
+
+COLS_V1 = [("id", "int32"), ("name", "string"), ("qty", "int32")]
+COLS_V2 = [*COLS_V1, ("color", "string")]
+COLS_WIDE = [("id", "int32"), ("name", "string"), ("qty", "int64")]
+COLS_BAD = [("id", "int32"), ("name", "string"), ("qty", "string")]
+
+
+def _rows(topic: str, ids: range, lsn0: int, cols, extra: dict | None = None) -> list:
+    out = []
+    for n, i in enumerate(ids):
+        row = {"id": i, "name": f"n{i}", "qty": i * 2, **(extra or {})}
+        if dict(cols)["qty"] == "string":
+            row["qty"] = f"{i * 2} pcs"
+        out.append((topic, builders.key(i), builders.value("c", lsn0 + n, row, cols)))
+    return out
+
+
+def test_added_column_and_widened_type(broker, topic_prefix, tmp_path) -> None:
+    topic = f"{topic_prefix}.app.items"
+    v1 = _rows(topic, range(1, 200), 1000, COLS_V1)
+    # Later events carry a new column and a widened qty (int32 -> int64).
+    v2 = _rows(topic, range(200, 260), 5000, COLS_V2, {"color": "red"})
+    v3 = _rows(topic, range(1, 20), 9000, COLS_WIDE)  # updates of old rows as upserts
+    broker.create_topics([topic])
+    produce_messages(broker.bootstrap_servers, v1)
+    target = tmp_path / "lake"
+    config = write_config(tmp_path / "c.toml", broker.bootstrap_servers,
+                          f"^{re.escape(topic_prefix)}\\.", target)
+    assert run_cli("start", "--config", str(config), "--until-caught-up").returncode == 0
+    produce_messages(broker.bootstrap_servers, v2 + v3)
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr
+    rows = read_replica(target / table_name_for_topic(topic))
+    assert rows["250"]["color"] == "red"
+    assert rows["5"]["color"] is None  # old rows (old file groups) read the new column as null
+    assert rows["5"]["qty"] == 10 and rows["150"]["qty"] == 300
+    assert_replicas_match(target, {topic: {k: {"color": None, **r} for k, r in fold(v1 + v2 + v3)[topic].items()}})
+
+
+def test_incompatible_change_fails_one_table_others_go_on(broker, topic_prefix, tmp_path) -> None:
+    bad_topic, good_topic = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
+    before = _rows(bad_topic, range(1, 50), 1000, COLS_V1)
+    change = _rows(bad_topic, range(50, 60), 2000, COLS_BAD)  # qty int -> string
+    good = _rows(good_topic, range(1, 300), 1000, COLS_V1)
+    broker.create_topics([bad_topic, good_topic])
+    produce_messages(broker.bootstrap_servers, before)
+    target = tmp_path / "lake"
+    config = write_config(tmp_path / "c.toml", broker.bootstrap_servers,
+                          f"^{re.escape(topic_prefix)}\\.", target)
+    assert run_cli("start", "--config", str(config), "--until-caught-up").returncode == 0
+    produce_messages(broker.bootstrap_servers, change + good)
+    run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
+    assert run.returncode == 3
+    assert "qty" in run.stderr and "int32" in run.stderr and "string" in run.stderr
+    assert "rebuild" in run.stderr
+    states = {t["table"]: t["state"] for t in json.loads(run.stdout)}
+    assert states == {"app_items": "FAILING", "app_other": "REPLICATING"}
+    assert_replicas_match(target, fold(before) | fold(good))
