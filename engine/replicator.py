@@ -52,6 +52,7 @@ from engine.model import (
 from engine.naming import table_name_for_topic, table_path
 from engine.schema import CDC_FIELDS, evolve_schema
 from engine.source import KafkaSource
+from engine.transactions import TransactionTracker, apply_cuts, data_collection
 
 PRECOMBINE = POS
 TRUNCATE_KEY = "cdcctl.truncate.pos"
@@ -129,6 +130,8 @@ class BatchReport:
     lag_messages: int = 0
     #: seconds spent per phase: poll, decode, stage, merge (Spark job), commit
     phases: dict[str, float] = field(default_factory=dict)
+    #: partitions to re-read from an offset (events held back to keep transactions whole)
+    rewind: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -234,6 +237,7 @@ class Replicator:
         self._spark = spark
         self.source: KafkaSource | None = None
         self.deadletter_dir = self.work / "deadletter"
+        self.transactions = TransactionTracker()
 
     # -- lifecycle -------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -257,7 +261,7 @@ class Replicator:
         self._spark_session()
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
-        goal = self.source.end_offsets(self.source.assigned) if until_caught_up else None
+        goal = self.source.exact_end_offsets(self.source.assigned) if until_caught_up else None
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self.request_stop)
@@ -290,7 +294,9 @@ class Replicator:
         assert self.source is not None
         self._last_refresh = time.monotonic()
         positions: dict[tuple[str, int], int | None] = {}
-        for topic, parts in self.source.discover().items():
+        data_topics = self.source.discover()
+        self.source.assign_transactions(self.source.transaction_topics(data_topics))
+        for topic, parts in data_topics.items():
             rt = self.tables.get(topic) or self._open_table(topic)
             if rt is None or rt.state == TableState.FAILING:
                 continue
@@ -359,7 +365,10 @@ class Replicator:
         if not messages:
             return
         faults.maybe_crash("consumed")
+        self.transactions.observe(self.source.poll_transactions())
         report = self.apply(messages, started=started)
+        if report.rewind:
+            self.source.seek(report.rewind)
         group_offsets = {
             (rt.topic, p): o for rt in self.tables.values() for p, o in rt.committed.items()
         }
@@ -392,6 +401,9 @@ class Replicator:
 
         plans: list[_Plan] = []
         tasks: list[FileGroupTask] = []
+        rewind: dict[tuple[str, int], int] = {}
+        for topic in [t for t in grouped if t.endswith(".transaction")]:
+            self.transactions.observe(grouped.pop(topic)[1])
         for topic, (keys, values, parts, offs) in grouped.items():
             rt = self.tables.get(topic) or self._open_table(topic)
             if rt is None or rt.state == TableState.FAILING:
@@ -404,11 +416,27 @@ class Replicator:
             result = decode_debezium_json(topic, keys, values, parts, offs)
             phases["decode"] = phases.get("decode", 0.0) + time.monotonic() - t0
             rt.stats.ignored += result.ignored
-            if result.bad:
-                self._quarantine(rt, result.bad)
+            batch = result.batch
+            cuts: dict[int, int] = {}
+            if batch is not None:
+                cuts, warnings = self.transactions.cuts(
+                    batch, data_collection(topic), self.cfg.replicator.max_batch_events
+                )
+                for warning in warnings:
+                    self.log(f"{rt.name}: {warning}")
+                if cuts:
+                    batch = apply_cuts(batch, cuts)
+                    for p, cut in cuts.items():
+                        offsets[p] = cut
+                        rewind[(topic, p)] = cut
+            bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
+            if bad:
+                self._quarantine(rt, bad)
+            if offsets == rt.committed:
+                continue  # everything was held back: nothing to commit yet
             t0 = time.monotonic()
             try:
-                plan = self._plan_table(rt, result.batch, result.key_fields, len(tasks), offsets)
+                plan = self._plan_table(rt, batch, result.key_fields, len(tasks), offsets)
             except (SchemaEvolutionError, HudiError) as exc:
                 self._fail(rt, str(exc))
                 continue
@@ -440,6 +468,7 @@ class Replicator:
             seconds=time.monotonic() - started,
             tables=report_tables,
             phases=phases,
+            rewind=rewind,
         )
 
     def _commit(self, plan: _Plan, results: list[FileGroupResult]) -> dict[str, int]:

@@ -64,6 +64,11 @@ class KafkaSource:
         except KafkaException as exc:
             raise SourceError(f"cannot create a Kafka consumer: {exc}", hint="check source.*") from None
         self._assigned: set[tuple[str, int]] = set()
+        # Transaction-metadata topics are read ahead by their own consumer, so their END
+        # records are known before the data they describe is cut into batches.
+        self._tx_settings = {**consumer_settings(cfg, 10_000), "group.id": cfg.group_id + "-tx"}
+        self._tx_consumer: Consumer | None = None
+        self._tx_assigned: set[tuple[str, int]] = set()
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is selected by the include/exclude patterns."""
@@ -73,6 +78,14 @@ class KafkaSource:
 
     def discover(self) -> dict[str, list[int]]:
         """Matching topics and their partitions, as the broker knows them now."""
+        return {name: parts for name, parts in self._topics().items() if self.matches(name)}
+
+    def transaction_topics(self, data_topics: Iterable[str]) -> dict[str, list[int]]:
+        """Debezium transaction-metadata topics (``<prefix>.transaction``) of data topics."""
+        wanted = {t.split(".", 1)[0] + ".transaction" for t in data_topics if "." in t}
+        return {name: parts for name, parts in self._topics().items() if name in wanted}
+
+    def _topics(self) -> dict[str, list[int]]:
         try:
             meta = self._consumer.list_topics(timeout=TIMEOUT_S)
         except KafkaException as exc:
@@ -80,11 +93,7 @@ class KafkaSource:
                 f"cannot reach Kafka at {self._cfg.bootstrap_servers}: {exc}",
                 hint="check source.bootstrap_servers and that the broker is running",
             ) from None
-        return {
-            name: sorted(t.partitions)
-            for name, t in meta.topics.items()
-            if t.error is None and self.matches(name)
-        }
+        return {name: sorted(t.partitions) for name, t in meta.topics.items() if t.error is None}
 
     def assign(self, positions: dict[tuple[str, int], int | None]) -> None:
         """Add partitions, each starting at a next-offset (None: from the beginning)."""
@@ -96,6 +105,40 @@ class KafkaSource:
         if new:
             self._consumer.incremental_assign(new)
             self._assigned.update((tp.topic, tp.partition) for tp in new)
+
+    def assign_transactions(self, topics: dict[str, list[int]]) -> None:
+        """Read these transaction topics from the beginning, ahead of the data."""
+        new = [
+            TopicPartition(t, p, OFFSET_BEGINNING)
+            for t, parts in topics.items()
+            for p in parts
+            if (t, p) not in self._tx_assigned
+        ]
+        if not new:
+            return
+        if self._tx_consumer is None:
+            self._tx_consumer = Consumer(self._tx_settings)
+        self._tx_consumer.incremental_assign(new)
+        self._tx_assigned.update((tp.topic, tp.partition) for tp in new)
+
+    def poll_transactions(self, max_seconds: float = 0.05) -> list[bytes | None]:
+        """Every transaction-topic value available now (never blocks for long)."""
+        if self._tx_consumer is None:
+            return []
+        out: list[bytes | None] = []
+        while True:
+            msgs = self._tx_consumer.consume(100_000, max_seconds)
+            out.extend(m.value() for m in msgs if m.error() is None)
+            if len(msgs) < 100_000:
+                return out
+
+    def seek(self, positions: dict[tuple[str, int], int]) -> None:
+        """Re-read partitions from the given offsets (held-back transactions)."""
+        for (topic, part), offset in positions.items():
+            try:
+                self._consumer.seek(TopicPartition(topic, part, offset))
+            except KafkaException as exc:
+                raise SourceError(f"cannot rewind {topic}[{part}] to {offset}: {exc}") from None
 
     def unassign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Stop consuming partitions (a table that failed)."""
@@ -109,8 +152,38 @@ class KafkaSource:
         """Partitions being consumed."""
         return set(self._assigned)
 
+    def exact_end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict:
+        """Next offset after the last readable message, per partition.
+
+        The high watermark alone is not trusted: the Tansu broker reports the base offset
+        of the last record batch plus one. Reading from ``high - 1`` returns that whole
+        batch (one message on Kafka), whose last offset settles it.
+        """
+        marks = self.end_offsets(partitions)
+        probe = Consumer({**self._tx_settings, "group.id": self._cfg.group_id + "-probe"})
+        try:
+            out = {}
+            for (topic, part), high in marks.items():
+                if high <= 0:
+                    out[(topic, part)] = high
+                    continue
+                probe.assign([TopicPartition(topic, part, high - 1)])
+                last, seen = high - 1, False
+                deadline = time.monotonic() + TIMEOUT_S
+                while time.monotonic() < deadline:
+                    msgs = [m for m in probe.consume(100_000, 0.5) if m.error() is None]
+                    if msgs:
+                        seen = True
+                        last = max(last, max(m.offset() for m in msgs))
+                    elif seen:
+                        break  # the batch holding offset high - 1 has been read whole
+                out[(topic, part)] = max(high, last + 1)
+            return out
+        finally:
+            probe.close()
+
     def end_offsets(self, partitions: Iterable[tuple[str, int]], cached: bool = False) -> dict:
-        """High watermark (next offset to be written) per partition."""
+        """High watermark (next offset to be written) per partition, as the broker says."""
         out = {}
         for topic, part in partitions:
             try:
@@ -154,7 +227,10 @@ class KafkaSource:
 
     def close(self) -> None:
         """Leave the broker cleanly."""
-        try:
-            self._consumer.close()
-        except (KafkaException, RuntimeError):
-            pass
+        for consumer in (self._consumer, self._tx_consumer):
+            if consumer is None:
+                continue
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError):
+                pass

@@ -1,0 +1,136 @@
+"""Transaction boundaries: a micro-batch never ends inside a source transaction.
+
+With ``provide.transaction.metadata=true`` Debezium stamps every change event with
+``transaction.id`` and writes BEGIN/END records to ``<prefix>.transaction``; the END
+record lists how many events the transaction produced per table. The replicator reads
+that topic too, and before a table's batch is merged it cuts the batch (per partition)
+at the first event of any transaction that is not complete in it: the events from
+there on stay in Kafka (the consumer is rewound) and come again with the next batch.
+So every committed Hudi instant holds whole transactions only: a state the source had.
+
+PostgreSQL transaction ids are ``<txId>:<lsn>`` where the LSN part differs between
+BEGIN, the events and END (debezium-format section 8.3): they are compared by txId.
+
+A transaction larger than ``replicator.max_batch_events`` could never fit; when a full
+batch holds nothing but one unfinished transaction it is applied in parts, and a
+warning says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+
+import numpy as np
+import pyarrow as pa
+
+from engine.model import OFFSET, PARTITION, TX_ID
+
+_PG_ID = re.compile(r"^(\d+):\d+$")
+#: How many finished transactions are remembered (their END records are small).
+MAX_REMEMBERED = 1_000_000
+
+
+def normalise_tx_id(tx_id: str) -> str:
+    """The part of a transaction id that is the same on BEGIN, events and END."""
+    match = _PG_ID.match(tx_id)
+    return match.group(1) if match else tx_id
+
+
+def data_collection(topic: str) -> str:
+    """Debezium's data-collection name of a table topic: ``<schema-or-db>.<table>``."""
+    return ".".join(topic.split(".")[-2:])
+
+
+class TransactionTracker:
+    """END records seen on the transaction topics, and the batch cuts they imply."""
+
+    def __init__(self) -> None:
+        self._ends: OrderedDict[str, dict[str, int]] = OrderedDict()
+
+    def observe(self, values: list[bytes | None]) -> int:
+        """Record the END records among transaction-topic values; return how many."""
+        seen = 0
+        for raw in values:
+            if raw is None:
+                continue
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and "payload" in doc and "schema" in doc:
+                doc = doc["payload"]
+            if not isinstance(doc, dict) or doc.get("status") != "END" or not doc.get("id"):
+                continue
+            counts = {
+                str(c.get("data_collection")): int(c.get("event_count") or 0)
+                for c in doc.get("data_collections") or []
+                if isinstance(c, dict)
+            }
+            self._ends[normalise_tx_id(str(doc["id"]))] = counts
+            seen += 1
+        while len(self._ends) > MAX_REMEMBERED:
+            self._ends.popitem(last=False)
+        return seen
+
+    def cuts(
+        self, batch: pa.Table, collection: str, max_events: int
+    ) -> tuple[dict[int, int], list[str]]:
+        """Per partition, the first offset that must wait for the next batch.
+
+        Args:
+            batch: the table's decoded batch (needs ``_cdc_tx_id``, partition, offset).
+            collection: the table's data-collection name (END records count by it).
+            max_events: ``replicator.max_batch_events``: an unfinished transaction that
+                alone fills a whole batch is applied in parts instead of waiting forever.
+
+        Returns:
+            ``{partition: offset}`` cuts, and warnings for split transactions.
+        """
+        if batch.num_rows == 0 or batch.column(TX_ID).null_count == batch.num_rows:
+            return {}, []
+        ids = [normalise_tx_id(t) if t is not None else None for t in batch.column(TX_ID).to_pylist()]
+        parts = batch.column(PARTITION).to_numpy()
+        offs = batch.column(OFFSET).to_numpy()
+        present: dict[str, int] = {}
+        for tx in ids:
+            if tx is not None:
+                present[tx] = present.get(tx, 0) + 1
+        incomplete = {
+            tx
+            for tx, n in present.items()
+            if tx not in self._ends or self._ends[tx].get(collection, n) > n
+        }
+        if not incomplete:
+            return {}, []
+        cuts: dict[int, int] = {}
+        for i, tx in enumerate(ids):
+            if tx in incomplete:
+                p, o = int(parts[i]), int(offs[i])
+                if p not in cuts or o < cuts[p]:
+                    cuts[p] = o
+        warnings = []
+        for p, cut in list(cuts.items()):
+            in_part = offs[parts == p]
+            if cut == int(in_part.min()) and len(in_part) >= max_events:
+                # Nothing would be applied and the batch is all this transaction: it
+                # cannot fit, so waiting would never end.
+                del cuts[p]
+                warnings.append(
+                    f"a transaction in partition {p} is larger than "
+                    "replicator.max_batch_events; it is applied in parts"
+                )
+        return cuts, warnings
+
+
+def apply_cuts(batch: pa.Table, cuts: dict[int, int]) -> pa.Table:
+    """The rows of a batch before the cuts."""
+    if not cuts:
+        return batch
+    parts = batch.column(PARTITION).to_numpy()
+    offs = batch.column(OFFSET).to_numpy()
+    keep = np.ones(batch.num_rows, dtype=bool)
+    for p, cut in cuts.items():
+        keep &= ~((parts == p) & (offs >= cut))
+    return batch.filter(pa.array(keep))
