@@ -64,6 +64,8 @@ class PeakRss:
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
         self.peak = 0
+        self.breakdown: dict[str, int] = {}
+        self.cpu: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -72,13 +74,23 @@ class PeakRss:
         while not self._stop.is_set():
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
-                total = 0
+                total, parts = 0, {}
                 for p in procs:
                     try:
-                        total += p.memory_info().rss
+                        rss = p.memory_info().rss
+                        name = "jvm" if p.name() == "java" else (
+                            "driver" if p.pid == self.root.pid else "python workers")
+                    except psutil.Error:
+                        continue
+                    total += rss
+                    parts[name] = parts.get(name, 0) + rss
+                    try:
+                        t = p.cpu_times()
+                        self.cpu[p.pid] = (name, t.user + t.system)
                     except psutil.Error:
                         pass
-                self.peak = max(self.peak, total)
+                if total > self.peak:
+                    self.peak, self.breakdown = total, parts
             except psutil.Error:
                 pass
             time.sleep(0.05)
@@ -154,7 +166,13 @@ def main() -> None:
             f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}; "
             f"batches only = {(produced / busy) / (produced / raw_s):.3f}"
         )
-        print(f"peak RSS:    {peak / 2**20:,.0f} MiB (driver + JVM + Python workers)")
+        parts = ", ".join(f"{k} {v / 2**20:,.0f}" for k, v in sorted(rss.breakdown.items()))
+        cpu: dict[str, float] = {}
+        for name, seconds in rss.cpu.values():
+            cpu[name] = cpu.get(name, 0.0) + seconds
+        print("CPU seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
+              + f" (total {sum(cpu.values()):.1f} on {os.cpu_count()} cores)")
+        print(f"peak RSS:    {peak / 2**20:,.0f} MiB (driver + JVM + Python workers; at peak: {parts} MiB)")
         print("batches (per-phase seconds):")
         for line in stderr.splitlines():
             if line.startswith("batch "):

@@ -160,24 +160,26 @@ class KafkaSource:
         batch (one message on Kafka), whose last offset settles it.
         """
         marks = self.end_offsets(partitions)
+        out = dict(marks)
+        todo = {tp: high for tp, high in marks.items() if high > 0}
+        if not todo:
+            return out
         probe = Consumer({**self._tx_settings, "group.id": self._cfg.group_id + "-probe"})
         try:
-            out = {}
-            for (topic, part), high in marks.items():
-                if high <= 0:
-                    out[(topic, part)] = high
-                    continue
-                probe.assign([TopicPartition(topic, part, high - 1)])
-                last, seen = high - 1, False
-                deadline = time.monotonic() + TIMEOUT_S
-                while time.monotonic() < deadline:
-                    msgs = [m for m in probe.consume(100_000, 0.5) if m.error() is None]
-                    if msgs:
-                        seen = True
-                        last = max(last, max(m.offset() for m in msgs))
-                    elif seen:
-                        break  # the batch holding offset high - 1 has been read whole
-                out[(topic, part)] = max(high, last + 1)
+            probe.assign([TopicPartition(t, p, high - 1) for (t, p), high in todo.items()])
+            waiting = set(todo)
+            deadline = time.monotonic() + TIMEOUT_S
+            while time.monotonic() < deadline:
+                # Once every partition answered, a short wait collects the rest of the
+                # last record batches (delivered together with their first message).
+                msgs = probe.consume(100_000, 0.5 if waiting else 0.05)
+                for m in msgs:
+                    if m.error() is None:
+                        tp = (m.topic(), m.partition())
+                        waiting.discard(tp)
+                        out[tp] = max(out[tp], m.offset() + 1)
+                if not waiting and not msgs:
+                    break
             return out
         finally:
             probe.close()

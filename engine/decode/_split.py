@@ -361,6 +361,15 @@ def split_records(messages: Sequence[Any], role: str) -> Split:
     fast = _fast(messages, role)
     if fast is not None:
         return fast
+    # Tombstones (null values) follow every delete: keep the fast path for the rest.
+    present = [i for i, m in enumerate(messages) if m is not None]
+    if present and len(present) < len(messages):
+        fast = _fast([messages[i] for i in present], role)
+        if fast is not None:
+            for group in fast.groups.values():
+                group.indices = present  # payload k of the group is record present[k]
+            fast.nulls = [i for i, m in enumerate(messages) if m is None]
+            return fast
     return _Splitter(role).run(messages)
 
 
