@@ -330,7 +330,14 @@ def _decide(
             pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
         )
     ctl = ctl.with_columns(_c=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
-    stored = _stored_positions(old, tombs)
+    # Only the batch's keys matter: filter the stored rows before building frames.
+    batch_keys = events.column(KEY)
+    stored = _stored_positions(
+        old.filter(pc.is_in(old.column(HOODIE_RECORD_KEY), value_set=batch_keys))
+        if old.num_rows
+        else old,
+        tombs.filter(pc.is_in(tombs.column(KEY), value_set=batch_keys)) if tombs.num_rows else tombs,
+    )
     prior = pl.col(_PREV)
     if stored is not None:
         ctl = ctl.join(

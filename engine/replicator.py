@@ -488,6 +488,35 @@ class Replicator:
             plans.append(plan[0])
             tasks.extend(plan[1])
 
+        report_tables = self._execute(plans, tasks, phases)
+        return BatchReport(
+            number=self._batch_no,
+            messages=len(messages),
+            seconds=time.monotonic() - started,
+            tables=report_tables,
+            phases=phases,
+            rewind=rewind,
+        )
+
+    def merge_batch(
+        self, topic: str, batch: pa.Table, key_fields: list[str], offsets: dict[int, int]
+    ) -> dict[str, int]:
+        """Merge and commit one already-decoded change batch into a table.
+
+        The apply path without Kafka and decoding: what benchmarks of the merge use.
+        """
+        rt = self.tables.get(topic) or self._open_table(topic)
+        if rt is None:
+            raise TableNameError(f"topic {topic!r} is not replicated")
+        planned = self._plan_table(rt, batch, key_fields, 0, offsets)
+        if planned is None:
+            return {}
+        return self._execute([planned[0]], planned[1], {})[rt.name]
+
+    def _execute(
+        self, plans: list[_Plan], tasks: list[FileGroupTask], phases: dict[str, float]
+    ) -> dict[str, dict[str, int]]:
+        """Run the file-group tasks as one Spark job, then commit every table."""
         t0 = time.monotonic()
         results: list[FileGroupResult] = []
         if tasks:
@@ -503,14 +532,7 @@ class Replicator:
         for plan in plans:
             report_tables[plan.rt.name] = self._commit(plan, by_path.get(str(plan.rt.path), []))
         phases["commit"] = time.monotonic() - t0
-        return BatchReport(
-            number=self._batch_no,
-            messages=len(messages),
-            seconds=time.monotonic() - started,
-            tables=report_tables,
-            phases=phases,
-            rewind=rewind,
-        )
+        return report_tables
 
     def _commit(self, plan: _Plan, results: list[FileGroupResult]) -> dict[str, int]:
         rt, table = plan.rt, plan.rt.hudi

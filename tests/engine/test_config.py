@@ -68,3 +68,9 @@ def test_missing_and_invalid_toml(tmp_path: Path) -> None:
     bad.write_text("[source\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+def test_example_config_is_valid() -> None:
+    cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "cdcctl.toml")
+    assert cfg.source.exclude_tables == ["inventory_audit_*"]
+    assert cfg.source.sasl_password() is None  # only commented out there
