@@ -1,6 +1,10 @@
 """Catch-up benchmark: N Debezium events already in the broker, replicated from scratch.
 
-Usage:  .venv/bin/python bench/catchup.py --events 1000000 [--schemas] [--batch 250000]
+Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--schemas]
+
+Workload per size N (issue 4): the demo inventory tables, 10% snapshot reads, then 60%
+updates, 20% inserts, 10% deletes (each delete followed by its tombstone, counted as a
+message) of N messages in total.
 
 Prints the machine, events/s end to end, seconds per batch, peak RSS of the whole
 replicator process tree (Python driver + Spark JVM + Python workers), and the raw
@@ -29,6 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from engine.broker import EmbeddedBroker, produce_messages  # noqa: E402
 from engine.demo_workload import InventoryWorkload  # noqa: E402
+
+
+#: Of the streamed part (90% of the messages): 60% / 20% / 10% of the whole.
+MIX = {"update": 0.6, "insert": 0.2, "delete": 0.1}
 
 
 def machine() -> str:
@@ -103,17 +111,23 @@ class PeakRss:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--events", default="1000000", help="comma-separated sizes")
     ap.add_argument("--schemas", action="store_true", help="JsonConverter schemas.enable=true")
     ap.add_argument("--batch", type=int, default=250_000, help="replicator.max_batch_events")
     ap.add_argument("--buckets", type=int, default=8)
     args = ap.parse_args()
 
     print(f"machine: {machine()}")
+    for size in (int(x) for x in args.events.split(",")):
+        print(f"\n=== {size:,} events ===")
+        run_one(size, args)
+
+
+def run_one(events: int, args: argparse.Namespace) -> None:
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         workload = InventoryWorkload(seed=1, prefix="bench", schemas=args.schemas)
         t0 = time.perf_counter()
-        messages = list(workload.events(args.events))
+        messages = list(workload.events(events, snapshot_fraction=0.1, mix=MIX))
         gen_s = time.perf_counter() - t0
         topics = sorted({m[0] for m in messages})
         broker.create_topics(topics)
@@ -178,6 +192,8 @@ def main() -> None:
             if line.startswith("batch "):
                 print("  " + line)
         print(stdout.strip())
+
+
 
 
 if __name__ == "__main__":

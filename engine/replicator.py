@@ -417,7 +417,10 @@ class Replicator:
             return
         faults.maybe_crash("consumed")
         self.transactions.observe(self.source.poll_transactions())
-        report = self.apply(messages, started=started)
+        count = len(messages)
+        grouped = _group_by_topic(messages)
+        del messages  # the raw messages (and librdkafka's buffers) are not needed any more
+        report = self._apply_grouped(grouped, count, started)
         if report.rewind:
             self.source.seek(report.rewind)
         group_offsets = {
@@ -436,16 +439,22 @@ class Replicator:
     def apply(self, messages: Sequence[Record], *, started: float | None = None) -> BatchReport:
         """Decode, merge and commit one micro-batch of messages; return what it did."""
         started = time.monotonic() if started is None else started
+        return self._apply_grouped(_group_by_topic(messages), len(messages), started)
+
+    def _apply_grouped(
+        self, grouped: dict[str, tuple[list, list, list, list]], count: int, started: float
+    ) -> BatchReport:
         phases = {"poll": time.monotonic() - started}
         self._batch_no += 1
-        grouped = _group_by_topic(messages)
 
         plans: list[_Plan] = []
         tasks: list[FileGroupTask] = []
         rewind: dict[tuple[str, int], int] = {}
         for topic in [t for t in grouped if t.endswith(".transaction")]:
             self.transactions.observe(grouped.pop(topic)[1])
-        for topic, (keys, values, parts, offs) in grouped.items():
+        for topic in list(grouped):
+            # Popped so each topic's raw bytes are freed as soon as it is decoded.
+            keys, values, parts, offs = grouped.pop(topic)
             rt = self.tables.get(topic) or self._open_table(topic)
             if rt is None or rt.state == TableState.FAILING:
                 continue
@@ -455,6 +464,7 @@ class Replicator:
                     offsets[p] = o + 1
             t0 = time.monotonic()
             result = decode_debezium_json(topic, keys, values, parts, offs)
+            del keys, values
             phases["decode"] = phases.get("decode", 0.0) + time.monotonic() - t0
             rt.stats.ignored += result.ignored
             batch = result.batch
@@ -491,7 +501,7 @@ class Replicator:
         report_tables = self._execute(plans, tasks, phases)
         return BatchReport(
             number=self._batch_no,
-            messages=len(messages),
+            messages=count,
             seconds=time.monotonic() - started,
             tables=report_tables,
             phases=phases,

@@ -41,3 +41,15 @@ def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
     r = run_cli("start", "--config", str(cfg), "--until-caught-up", timeout=120)
     assert r.returncode == 3, r.stderr
     assert "cannot reach Kafka" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "x"\n[target]\npath = "lake"\n'
+    )
+    r = run_cli("start", "--config", str(cfg), env={"PATH": str(tmp_path), "JAVA_HOME": ""})
+    assert r.returncode == 3
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert lines[0] == "error: no Java found: Spark needs Java 17 or newer"
+    assert "openjdk-17-jre-headless" in lines[1] and "Traceback" not in r.stderr
