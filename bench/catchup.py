@@ -60,7 +60,7 @@ def raw_consume(bootstrap: str, topics: list[str], expected: int) -> float:
     consumer.assign([TopicPartition(t, 0, 0) for t in topics])
     started, n = time.perf_counter(), 0
     while n < expected:
-        n += len(consumer.consume(500_000, 5.0))
+        n += len(consumer.consume(min(500_000, expected - n), 5.0))
     seconds = time.perf_counter() - started
     consumer.close()
     return seconds

@@ -136,6 +136,33 @@ class BatchReport:
 
 
 @dataclass
+class _Prepared:
+    """A decoded batch waiting to be planned: per topic (table, rows, key, read offsets)."""
+
+    count: int
+    started: float
+    topics: list[tuple[Any, pa.Table | None, list[str], dict[int, int]]] = field(
+        default_factory=list
+    )
+    rewind: dict[tuple[str, int], int] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Pending:
+    """A planned batch whose Spark job may still be running."""
+
+    prepared: _Prepared
+    number: int = 0
+    plans: list[Any] = field(default_factory=list)
+    tasks: list[FileGroupTask] = field(default_factory=list)
+    results: list[FileGroupResult] = field(default_factory=list)
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+    merge_started: float = 0.0
+
+
+@dataclass
 class _Plan:
     rt: TableRuntime
     instant: str
@@ -269,6 +296,10 @@ class Replicator:
         self.source: KafkaSource | None = None
         self.deadletter_dir = self.work / "deadletter"
         self.transactions = TransactionTracker()
+        self._pending: _Pending | None = None
+        self._goal: dict[tuple[str, int], int] | None = None
+        #: next offset read (decoded, maybe not yet committed) per partition
+        self._consumed: dict[tuple[str, int], int] = {}
 
     # -- lifecycle -------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -313,19 +344,23 @@ class Replicator:
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
         goal = self.source.exact_end_offsets(self.source.assigned) if until_caught_up else None
+        self._goal = goal
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self.request_stop)
             signal.signal(signal.SIGTERM, self.request_stop)
         try:
             while not self._stop:
-                if goal is not None and self._caught_up(goal):
+                if goal is not None and self._pending is None and self._caught_up(goal):
                     break
                 if max_batches is not None and self._batch_no >= max_batches:
                     break
                 if time.monotonic() - self._last_refresh > self.cfg.replicator.topic_refresh_seconds:
                     self._refresh_topics()
                 self._run_batch()
+            if self._pending is not None:  # the batch in flight is finished, never dropped
+                pending, self._pending = self._pending, None
+                self._report(self._finish(pending))
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
@@ -408,21 +443,35 @@ class Replicator:
 
     # -- one micro-batch -------------------------------------------------------------------
     def _run_batch(self) -> None:
+        """Poll and decode the next batch while Spark merges the previous one.
+
+        Batch N is committed before batch N+1 is planned (planning reads the file slices
+        N wrote and starts N+1's instant), so the pipeline changes timing, not order.
+        """
         assert self.source is not None
         started = time.monotonic()
-        messages = self.source.poll(
+        goal_reached = self._goal is not None and self._consumed_to_goal()
+        messages = [] if goal_reached else self.source.poll(
             self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
         )
-        if not messages:
-            return
-        faults.maybe_crash("consumed")
-        self.transactions.observe(self.source.poll_transactions())
-        count = len(messages)
-        grouped = _group_by_topic(messages)
-        del messages  # the raw messages (and librdkafka's buffers) are not needed any more
-        report = self._apply_grouped(grouped, count, started)
-        if report.rewind:
-            self.source.seek(report.rewind)
+        prepared = None
+        if messages:
+            faults.maybe_crash("consumed")
+            self.transactions.observe(self.source.poll_transactions())
+            count = len(messages)
+            grouped = _group_by_topic(messages)
+            del messages  # the raw messages (and librdkafka's buffers) are not needed now
+            prepared = self._prepare(grouped, count, started)
+            if prepared.rewind:
+                self.source.seek(prepared.rewind)
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._report(self._finish(pending))
+        if prepared is not None:
+            self._pending = self._launch(prepared, background=True)
+
+    def _report(self, report: BatchReport) -> None:
+        assert self.source is not None
         group_offsets = {
             (rt.topic, p): o for rt in self.tables.values() for p, o in rt.committed.items()
         }
@@ -436,20 +485,29 @@ class Replicator:
         if self.on_batch:
             self.on_batch(report)
 
+    def _consumed_to_goal(self) -> bool:
+        """Every goal partition has been read (not necessarily committed) to its end."""
+        assert self._goal is not None
+        for (topic, part), end in self._goal.items():
+            rt = self.tables.get(topic)
+            if rt is None or rt.state == TableState.FAILING:
+                continue
+            if self._consumed.get((topic, part), rt.committed.get(part, 0)) < end:
+                return False
+        return True
+
     def apply(self, messages: Sequence[Record], *, started: float | None = None) -> BatchReport:
         """Decode, merge and commit one micro-batch of messages; return what it did."""
         started = time.monotonic() if started is None else started
-        return self._apply_grouped(_group_by_topic(messages), len(messages), started)
+        prepared = self._prepare(_group_by_topic(messages), len(messages), started)
+        return self._finish(self._launch(prepared, background=False))
 
-    def _apply_grouped(
+    def _prepare(
         self, grouped: dict[str, tuple[list, list, list, list]], count: int, started: float
-    ) -> BatchReport:
-        phases = {"poll": time.monotonic() - started}
-        self._batch_no += 1
-
-        plans: list[_Plan] = []
-        tasks: list[FileGroupTask] = []
-        rewind: dict[tuple[str, int], int] = {}
+    ) -> _Prepared:
+        """Decode every topic of a batch and cut it at unfinished transactions."""
+        prepared = _Prepared(count=count, started=started)
+        prepared.phases["poll"] = time.monotonic() - started
         for topic in [t for t in grouped if t.endswith(".transaction")]:
             self.transactions.observe(grouped.pop(topic)[1])
         for topic in list(grouped):
@@ -458,14 +516,14 @@ class Replicator:
             rt = self.tables.get(topic) or self._open_table(topic)
             if rt is None or rt.state == TableState.FAILING:
                 continue
-            offsets = dict(rt.committed)
+            read_to: dict[int, int] = {}
             for p, o in zip(parts, offs, strict=True):
-                if o + 1 > offsets.get(p, 0):
-                    offsets[p] = o + 1
+                if o + 1 > read_to.get(p, 0):
+                    read_to[p] = o + 1
             t0 = time.monotonic()
             result = decode_debezium_json(topic, keys, values, parts, offs)
             del keys, values
-            phases["decode"] = phases.get("decode", 0.0) + time.monotonic() - t0
+            prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
             rt.stats.ignored += result.ignored
             batch = result.batch
             cuts: dict[int, int] = {}
@@ -478,34 +536,76 @@ class Replicator:
                 if cuts:
                     batch = apply_cuts(batch, cuts)
                     for p, cut in cuts.items():
-                        offsets[p] = cut
-                        rewind[(topic, p)] = cut
+                        read_to[p] = cut
+                        prepared.rewind[(topic, p)] = cut
+            for p, o in read_to.items():
+                self._consumed[(topic, p)] = o
             bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
             if bad:
                 self._quarantine(rt, bad)
+            prepared.topics.append((rt, batch, result.key_fields, read_to))
+        return prepared
+
+    def _launch(self, prepared: _Prepared, *, background: bool) -> _Pending:
+        """Plan every table (after the previous batch committed) and start the Spark job."""
+        self._batch_no += 1
+        pending = _Pending(prepared=prepared, number=self._batch_no)
+        for rt, batch, key_fields, read_to in prepared.topics:
+            if rt.state == TableState.FAILING:
+                continue
+            offsets = {**rt.committed, **read_to}
             if offsets == rt.committed:
                 continue  # everything was held back: nothing to commit yet
             t0 = time.monotonic()
             try:
-                plan = self._plan_table(rt, batch, result.key_fields, len(tasks), offsets)
+                plan = self._plan_table(rt, batch, key_fields, len(pending.tasks), offsets)
             except (SchemaEvolutionError, HudiError) as exc:
                 self._fail(rt, str(exc))
                 continue
-            phases["stage"] = phases.get("stage", 0.0) + time.monotonic() - t0
+            prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0
             if plan is None:  # nothing applicable and no table yet: nothing to commit
                 rt.committed = offsets
                 continue
-            plans.append(plan[0])
-            tasks.extend(plan[1])
+            pending.plans.append(plan[0])
+            pending.tasks.extend(plan[1])
+        pending.merge_started = time.monotonic()
+        if pending.tasks:
+            if background:
+                pending.thread = threading.Thread(
+                    target=self._run_job, args=(pending,), name="spark-merge", daemon=True
+                )
+                pending.thread.start()
+            else:
+                self._run_job(pending)
+        return pending
 
-        report_tables = self._execute(plans, tasks, phases)
+    def _run_job(self, pending: _Pending) -> None:
+        try:
+            spark = self._spark_session()
+            pending.results = (
+                spark.sparkContext.parallelize(pending.tasks, len(pending.tasks))
+                .map(execute_task)
+                .collect()
+            )
+        except BaseException as exc:  # noqa: BLE001 - re-raised by _finish in the main thread
+            pending.error = exc
+
+    def _finish(self, pending: _Pending) -> BatchReport:
+        """Wait for the merge, then commit every table of the batch."""
+        if pending.thread is not None:
+            pending.thread.join()
+        if pending.error is not None:
+            raise pending.error
+        phases = pending.prepared.phases
+        phases["merge"] = time.monotonic() - pending.merge_started
+        report_tables = self._commit_all(pending.plans, pending.tasks, pending.results, phases)
         return BatchReport(
-            number=self._batch_no,
-            messages=count,
-            seconds=time.monotonic() - started,
+            number=pending.number,
+            messages=pending.prepared.count,
+            seconds=time.monotonic() - pending.prepared.started,
             tables=report_tables,
             phases=phases,
-            rewind=rewind,
+            rewind=pending.prepared.rewind,
         )
 
     def merge_batch(
@@ -521,18 +621,19 @@ class Replicator:
         planned = self._plan_table(rt, batch, key_fields, 0, offsets)
         if planned is None:
             return {}
-        return self._execute([planned[0]], planned[1], {})[rt.name]
+        pending = _Pending(prepared=_Prepared(count=batch.num_rows, started=time.monotonic()))
+        pending.plans, pending.tasks = [planned[0]], planned[1]
+        pending.merge_started = time.monotonic()
+        self._run_job(pending)
+        return self._finish(pending).tables[rt.name]
 
-    def _execute(
-        self, plans: list[_Plan], tasks: list[FileGroupTask], phases: dict[str, float]
+    def _commit_all(
+        self,
+        plans: list[_Plan],
+        tasks: list[FileGroupTask],
+        results: list[FileGroupResult],
+        phases: dict[str, float],
     ) -> dict[str, dict[str, int]]:
-        """Run the file-group tasks as one Spark job, then commit every table."""
-        t0 = time.monotonic()
-        results: list[FileGroupResult] = []
-        if tasks:
-            spark = self._spark_session()
-            results = spark.sparkContext.parallelize(tasks, len(tasks)).map(execute_task).collect()
-        phases["merge"] = time.monotonic() - t0
         faults.maybe_crash("files_written")
         t0 = time.monotonic()
         by_path: dict[str, list[FileGroupResult]] = {}

@@ -34,7 +34,8 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
         "auto.offset.reset": "earliest",
         "fetch.queue.backoff.ms": 0,
         "queued.min.messages": max(100_000, batch_size),
-        "queued.max.messages.kbytes": 1_048_576,
+        # Bounds prefetch memory (a 250k batch of typical events is ~125 MB).
+        "queued.max.messages.kbytes": 262_144,
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 10_485_760,
         "fetch.wait.max.ms": 50,
