@@ -123,7 +123,7 @@ class HudiConfig(_Section):
 class ReplicatorConfig(_Section):
     """Micro-batch sizing and bookkeeping."""
 
-    max_batch_events: int = Field(default=250_000, ge=1)
+    max_batch_events: int = Field(default=100_000, ge=1)
     max_batch_seconds: float = Field(default=1.0, gt=0)
     topic_refresh_seconds: float = Field(default=10.0, gt=0)
     work_dir: str = ".cdcctl"
@@ -253,7 +253,7 @@ def render_config(
     hudi.add("clean_retain_commits", 10)
     doc.add("hudi", hudi)
     rep = tomlkit.table()
-    rep.add("max_batch_events", 250_000)
+    rep.add("max_batch_events", 100_000)
     rep.add("max_batch_seconds", 1.0)
     rep.add("work_dir", ".cdcctl")
     doc.add("replicator", rep)
