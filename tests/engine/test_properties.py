@@ -11,7 +11,6 @@ from the checkpoint after a restart).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from engine.config import config_from_dict
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.replicator import Replicator
+from tests import builders
 from tests.integration.replicas import read_replica
 from tests.oracle import TOAST_PLACEHOLDER, fold
 
@@ -57,51 +57,17 @@ class Msg:
         return self._offset
 
 
-def _field(name: str, typ: str, optional: bool = True) -> dict:
-    return {"type": typ, "optional": optional, "field": name}
-
-
-def _value_schema(with_extra: bool) -> dict:
-    row = [_field("id", "int32", False), _field("name", "string"), _field("note", "string")]
-    if with_extra:
-        row.append(_field("extra", "int64"))
-    source = [
-        _field("lsn", "int64"),
-        _field("snapshot", "string"),
-        _field("ts_ms", "int64", False),
-        _field("sequence", "string"),
-    ]
-    return {
-        "type": "struct",
-        "name": "srv.app.t.Envelope",
-        "optional": False,
-        "fields": [
-            {"type": "struct", "fields": row, "optional": True, "name": "V", "field": "before"},
-            {"type": "struct", "fields": row, "optional": True, "name": "V", "field": "after"},
-            {"type": "struct", "fields": source, "optional": False, "name": "S", "field": "source"},
-            _field("op", "string", False),
-            _field("ts_ms", "int64"),
-        ],
-    }
-
-
-KEY_SCHEMA = {"type": "struct", "name": "K", "optional": False, "fields": [_field("id", "int32", False)]}
+BASE_COLUMNS = [("id", "int32"), ("name", "string"), ("note", "string")]
+EXTRA_COLUMNS = [*BASE_COLUMNS, ("extra", "int64")]
 
 
 def _key(k: int) -> bytes:
-    return json.dumps({"schema": KEY_SCHEMA, "payload": {"id": k}}).encode()
+    return builders.key(k)
 
 
 def _value(op: str, lsn: int, after: dict | None, with_extra: bool, snapshot: bool = False) -> bytes:
-    payload = {
-        "before": None,
-        "after": after,
-        "source": {"lsn": lsn, "snapshot": "true" if snapshot else "false",
-                   "ts_ms": 1_700_000_000_000 + lsn, "sequence": json.dumps([None, str(lsn)])},
-        "op": op,
-        "ts_ms": 1_700_000_000_000 + lsn,
-    }
-    return json.dumps({"schema": _value_schema(with_extra), "payload": payload}).encode()
+    columns = EXTRA_COLUMNS if with_extra else BASE_COLUMNS
+    return builders.value(op, lsn, after, columns, snapshot=snapshot)
 
 
 OPS = st.sampled_from(
