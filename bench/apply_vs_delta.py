@@ -56,6 +56,19 @@ def change_batch(ids: np.ndarray, ops: np.ndarray, pos0: int, rng: np.random.Gen
     )
 
 
+def in_process_replicator(root: Path, buckets: int, clean_retain_commits: int = 10) -> Replicator:
+    """A replicator writing under ``root``, merging with a local Spark session (no Kafka)."""
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+            "target": {"path": str(root / "lake")},
+            "hudi": {"num_buckets": buckets, "clean_retain_commits": clean_retain_commits},
+            "replicator": {"work_dir": str(root / "work")},
+        }
+    )
+    return Replicator(cfg, spark=get_spark("local[2]", "1g"))
+
+
 def delta_rows(batch: pa.Table) -> pa.Table:
     return batch.select(["id", "name", "qty", "price", "status", "_cdc_op"]).rename_columns(
         ["id", "name", "qty", "price", "status", "op"]
@@ -74,16 +87,7 @@ def main() -> None:
     print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cfg = config_from_dict(
-            {
-                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
-                "target": {"path": str(root / "lake")},
-                "hudi": {"num_buckets": args.buckets},
-                "replicator": {"work_dir": str(root / "work")},
-            }
-        )
-        spark = get_spark("local[2]", "1g")
-        rep = Replicator(cfg, spark=spark)
+        rep = in_process_replicator(root, args.buckets)
         base = change_batch(np.arange(args.rows), np.full(args.rows, "r"), 0, rng)
         t0 = time.perf_counter()
         rep.merge_batch(TOPIC, base, ["id"], {0: args.rows})

@@ -25,11 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from apply_vs_delta import TOPIC, change_batch  # noqa: E402
+from apply_vs_delta import TOPIC, change_batch, in_process_replicator  # noqa: E402
 
-from engine.config import config_from_dict  # noqa: E402
-from engine.replicator import Replicator  # noqa: E402
-from engine.spark import get_spark  # noqa: E402
 
 
 def main() -> None:
@@ -44,15 +41,7 @@ def main() -> None:
     print(f"{'rows':>12} {'uniform s':>10} {'hot s':>8} {'rows rewritten (uniform)':>26}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cfg = config_from_dict(
-            {
-                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
-                "target": {"path": str(root / "lake")},
-                "hudi": {"num_buckets": args.buckets, "clean_retain_commits": 2},
-                "replicator": {"work_dir": str(root / "work")},
-            }
-        )
-        rep = Replicator(cfg, spark=get_spark("local[2]", "1g"))
+        rep = in_process_replicator(root, args.buckets, clean_retain_commits=2)
         rows, pos = 0, 0
         for size in (int(float(x) * 1_000_000) for x in args.sizes.split(",")):
             while rows < size:
