@@ -49,6 +49,9 @@ class SourceConfig(_Section):
     #: Glob patterns over table names (after topic -> name mapping); empty: every table.
     include_tables: list[str] = Field(default_factory=list)
     exclude_tables: list[str] = Field(default_factory=list)
+    #: Order streamed MySQL/MariaDB events by GTID (per origin lineage) instead of binlog
+    #: coordinates, which are not comparable across a fail-over between servers.
+    mysql_gtid_ordering: bool = False
     #: Debezium's unavailable.value.placeholder (``hex:...`` for a bytes placeholder).
     toast_placeholder: str = Field(default="__debezium_unavailable_value", min_length=1)
     #: Extra librdkafka settings (no secrets: use the *_env / *_file keys for those).

@@ -45,8 +45,9 @@ SOURCE_TS: Final = "_cdc_source_ts_ms"  # source.ts_ms (database time)
 PARTITION: Final = "_cdc_partition"
 OFFSET: Final = "_cdc_offset"
 TX_ID: Final = "_cdc_tx_id"
+GTID: Final = "_cdc_gtid"  # MySQL/MariaDB source.gtid, for GTID ordering where configured
 
-CONTROL_COLUMNS: Final = (KEY, OP, POS, POS_SUB, SOURCE_TS, PARTITION, OFFSET, TX_ID)
+CONTROL_COLUMNS: Final = (KEY, OP, POS, POS_SUB, SOURCE_TS, PARTITION, OFFSET, TX_ID, GTID)
 
 # Columns kept in every replica next to the source columns (after the Hudi meta columns).
 ROW_OP: Final = "_cdc_op"

@@ -52,6 +52,7 @@ from engine.model import (
 )
 from engine.naming import table_name_for_topic, table_path
 from engine.schema import CDC_FIELDS, evolve_schema
+from engine.ordering import gtid_positions
 from engine.source import KafkaSource
 from engine.transactions import TransactionTracker, apply_cuts, data_collection
 
@@ -61,6 +62,7 @@ MAX_TS_KEY = "cdcctl.source.max_ts"
 TOPIC_KEY = "cdcctl.source.topic"
 #: Last keyed event per partition: a tombstone opening the next batch inherits its position.
 TAIL_KEY = "cdcctl.partition.tail"
+GTID_KEY = "cdcctl.gtid.lineages"
 
 
 class Record(Protocol):
@@ -115,6 +117,8 @@ class TableRuntime:
     max_source_ts: int | None = None
     #: partition -> [offset, key, pos, pos_sub] of the last keyed event applied
     tail: dict[int, list] = field(default_factory=dict)
+    #: GTID origins in the order first seen (engine/ordering.py)
+    gtid_lineages: list[str] = field(default_factory=list)
     state: str = TableState.REPLICATING
     error: str | None = None
     stats: TableStats = field(default_factory=TableStats)
@@ -426,6 +430,7 @@ class Replicator:
             rt.floor = _parse_pos(extra.get(TRUNCATE_KEY))
             rt.max_source_ts = int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None
             rt.tail = {int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()}
+            rt.gtid_lineages = json.loads(extra.get(GTID_KEY) or "[]")
         shutil.rmtree(self.work / "staging" / name, ignore_errors=True)
         self.tables[topic] = rt
         return rt
@@ -526,6 +531,8 @@ class Replicator:
             prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
             rt.stats.ignored += result.ignored
             batch = result.batch
+            if batch is not None and self.cfg.source.mysql_gtid_ordering:
+                batch = gtid_positions(batch, rt.gtid_lineages)
             cuts: dict[int, int] = {}
             if batch is not None:
                 cuts, warnings = self.transactions.cuts(
@@ -753,6 +760,8 @@ class Replicator:
             extra[MAX_TS_KEY] = str(rt.max_source_ts)
         if rt.tail:
             extra[TAIL_KEY] = json.dumps(rt.tail, separators=(",", ":"))
+        if rt.gtid_lineages:
+            extra[GTID_KEY] = json.dumps(rt.gtid_lineages, separators=(",", ":"))
         instant = table.new_instant_time()
         table.start_commit(instant)
         plan = _Plan(rt, instant, offsets, schema, extra)

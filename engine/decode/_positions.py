@@ -64,6 +64,7 @@ class SourceColumns:
     pos_sub: pa.Array
     source_ts_ms: pa.Array
     bad: list[tuple[pa.Array, str]]
+    gtid: pa.Array | None = None
 
 
 def _field(
@@ -129,7 +130,7 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     """
     if source is None or not pa.types.is_struct(source.type):
         nulls = pa.nulls(n, pa.int64())
-        return SourceColumns(nulls, nulls, nulls, [])
+        return SourceColumns(nulls, nulls, nulls, [], pa.nulls(n, pa.string()))
     children = dict(zip([f.name for f in source.type], source.flatten(), strict=True))
     i64 = pa.int64()
     type_bad: list[tuple[pa.Array, str]] = []
@@ -138,6 +139,7 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     sequence = _field(children, "sequence", n, pa.string(), type_bad)
     binlog_file = _field(children, "file", n, pa.string(), type_bad)
     binlog_pos = _field(children, "pos", n, i64, type_bad)
+    gtid = _field(children, "gtid", n, pa.string(), type_bad)
     binlog_row = _field(children, "row", n, i64, type_bad)
 
     # Database time; legacy shapes carried ts_usec (PostgreSQL 0.x) or ts_sec (MySQL 0.x).
@@ -191,4 +193,4 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
         (pc.and_(mysql, file_bad), "source.file has no numeric binlog index"),
         (pc.and_(mysql, pos_bad), "source.pos out of range"),
     ]
-    return SourceColumns(pos, sub, ts, [(pc.fill_null(m, False), r) for m, r in bad])
+    return SourceColumns(pos, sub, ts, [(pc.fill_null(m, False), r) for m, r in bad], gtid)

@@ -78,6 +78,7 @@ from engine.model import (
     POS_SUB,
     SOURCE_TS,
     TX_ID,
+    GTID,
 )
 
 __all__ = ["BadMessage", "DecodeResult", "decode_debezium_json"]
@@ -94,7 +95,7 @@ _TX_TYPE = pa.struct([("id", pa.string())])
 
 # ``source`` members the decoder needs (everything else is skipped by the reader).
 _SOURCE_MEMBERS = (
-    "connector", "lsn", "sequence", "file", "pos", "row", "snapshot",
+    "connector", "lsn", "sequence", "file", "pos", "row", "gtid", "snapshot",
     "ts_ms", "ts_us", "ts_usec", "ts_sec",
 )  # fmt: skip
 _SCHEMALESS_SOURCE = pa.struct(
@@ -105,6 +106,7 @@ _SCHEMALESS_SOURCE = pa.struct(
         ("file", pa.string()),
         ("pos", pa.int64()),
         ("row", pa.int64()),
+        ("gtid", pa.string()),
         ("ts_ms", pa.int64()),
         ("ts_us", pa.int64()),
         ("ts_usec", pa.int64()),
@@ -684,6 +686,7 @@ def _envelope_piece(
         POS_SUB: src.pos_sub,
         SOURCE_TS: src.source_ts_ms,
         TX_ID: tx_id,
+        GTID: src.gtid,
         **rows,
     }
     table = pa.table(columns)
@@ -727,6 +730,7 @@ def _tombstones(indices: list[int]) -> pa.Table:
             POS_SUB: pa.nulls(k, pa.int64()),
             SOURCE_TS: pa.nulls(k, pa.int64()),
             TX_ID: pa.nulls(k, pa.string()),
+            GTID: pa.nulls(k, pa.string()),
         }
     )
 
@@ -1030,6 +1034,7 @@ def _assemble(
             PARTITION: pa.array(partitions, pa.int32()).take(idx),
             OFFSET: pa.array(offsets, pa.int64()).take(idx),
             TX_ID: batch.column(TX_ID),
+            GTID: batch.column(GTID),
         }
     )
     for name in row_names:

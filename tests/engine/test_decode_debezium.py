@@ -314,6 +314,7 @@ def test_pg_tombstone() -> None:
         "_cdc_partition": 2,
         "_cdc_offset": 41,
         "_cdc_tx_id": None,
+        "_cdc_gtid": None,
     }
     assert result.key_fields == ["inc_id"]
 
@@ -1398,6 +1399,7 @@ def reference(key: bytes | None, value: bytes | None) -> dict | str | None:
             "_cdc_pos_sub": None,
             "_cdc_source_ts_ms": None,
             "_cdc_tx_id": None,
+            "_cdc_gtid": None,
             "row": {},
         }
     try:
