@@ -17,8 +17,10 @@ from engine.query import list_tables, query
 from engine.replicator import BatchReport, Replicator
 
 SAMPLE_SQL = (
-    "SELECT o.status, count(*) AS orders, sum(o.quantity) AS items "
-    "FROM inventory_orders o GROUP BY o.status ORDER BY orders DESC"
+    "SELECT o.status, count(*) AS orders, sum(o.quantity) AS items, "
+    "sum(o.quantity * p.price) AS revenue "
+    "FROM inventory_orders o JOIN inventory_products p ON p.id = o.product_id "
+    "GROUP BY o.status ORDER BY orders DESC"
 )
 
 
@@ -43,7 +45,7 @@ def run_demo(
     """Start a broker, write the workload, replicate it to ``target``, query it."""
     target = target or Path(tempfile.mkdtemp(prefix="cdcctl-demo-")) / "lake"
     with EmbeddedBroker() as broker:
-        workload = InventoryWorkload(seed=7, prefix="dbserver1")
+        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True)
         topics = [f"dbserver1.inventory.{t}" for t in ("customers", "products", "orders")]
         broker.create_topics(topics)
         produced = produce_messages(broker.bootstrap_servers, workload.events(events))

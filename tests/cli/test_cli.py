@@ -53,3 +53,13 @@ def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert lines[0] == "error: no Java found: Spark needs Java 17 or newer"
     assert "openjdk-17-jre-headless" in lines[1] and "Traceback" not in r.stderr
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    target = tmp_path / "lake"
+    r = run_cli("demo", "--events", "5000", "--target", str(target), timeout=300)
+    assert r.returncode == 0, r.stderr
+    for table in ("inventory_customers", "inventory_orders", "inventory_products"):
+        assert table in r.stdout
+        assert (target / table / ".hoodie" / "hoodie.properties").is_file()
+    assert "revenue" in r.stdout and "Traceback" not in r.stderr
