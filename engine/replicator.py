@@ -550,6 +550,15 @@ class Replicator:
             bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
             if bad:
                 self._quarantine(rt, bad)
+                limit = self.cfg.replicator.max_bad_fraction
+                if len(bad) > limit * len(offs):
+                    self._fail(
+                        rt,
+                        f"{len(bad)} of {len(offs)} messages in one batch could not be decoded "
+                        f"(more than replicator.max_bad_fraction = {limit}); they are in "
+                        f"{self.deadletter_dir / (rt.name + '.jsonl')}",
+                    )
+                    continue
             prepared.topics.append((rt, batch, result.key_fields, read_to))
         return prepared
 
