@@ -381,32 +381,10 @@ def _decimal_text(unscaled: int, scale: int) -> str:
     return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
 
 
-def _decimal_text_converter(scale: int) -> Callable[[pa.Array, str], Converted]:
-    """Decimals too wide for decimal256: exact text (Python; such columns are rare)."""
-
-    def convert(arr: pa.Array, path: str) -> Converted:
-        out: list[str | None] = []
-        bad: list[bool] = []
-        for v in arr.to_pylist():
-            if v is None:
-                out.append(None)
-                bad.append(False)
-                continue
-            try:
-                raw = binascii.a2b_base64(v, strict_mode=True)
-                out.append(_decimal_text(int.from_bytes(raw, "big", signed=True), scale))
-                bad.append(False)
-            except (binascii.Error, ValueError):
-                out.append(None)
-                bad.append(True)
-        bad_mask = _mask_or_none(pa.array(bad, pa.bool_()))
-        return Converted(pa.array(out, pa.string()), bad_mask, f"{path}: invalid decimal")
-
-    return convert
-
-
-def _convert_variable_scale(arr: pa.Array, path: str) -> Converted:
-    """VariableScaleDecimal ``{scale, value}`` -> exact decimal text (Python; rare type)."""
+def _text_per_value(
+    arr: pa.Array, path: str, what: str, to_text: Callable[[Any], str]
+) -> Converted:
+    """Convert each non-null value to exact text in Python (for rare, wide types)."""
     out: list[str | None] = []
     bad: list[bool] = []
     for v in arr.to_pylist():
@@ -415,17 +393,39 @@ def _convert_variable_scale(arr: pa.Array, path: str) -> Converted:
             bad.append(False)
             continue
         try:
-            scale, value = v["scale"], v["value"]
-            if scale is None or value is None:
-                raise ValueError("missing scale or value")
-            raw = binascii.a2b_base64(value, strict_mode=True)
-            out.append(_decimal_text(int.from_bytes(raw, "big", signed=True), scale))
+            out.append(to_text(v))
             bad.append(False)
         except (binascii.Error, ValueError, TypeError, KeyError):
             out.append(None)
             bad.append(True)
     bad_mask = _mask_or_none(pa.array(bad, pa.bool_()))
-    return Converted(pa.array(out, pa.string()), bad_mask, f"{path}: invalid VariableScaleDecimal")
+    return Converted(pa.array(out, pa.string()), bad_mask, f"{path}: invalid {what}")
+
+
+def _unscaled_text(b64: Any, scale: int) -> str:
+    raw = binascii.a2b_base64(b64, strict_mode=True)
+    return _decimal_text(int.from_bytes(raw, "big", signed=True), scale)
+
+
+def _decimal_text_converter(scale: int) -> Callable[[pa.Array, str], Converted]:
+    """Decimals too wide for decimal256: exact text (Python; such columns are rare)."""
+
+    def convert(arr: pa.Array, path: str) -> Converted:
+        return _text_per_value(arr, path, "decimal", lambda v: _unscaled_text(v, scale))
+
+    return convert
+
+
+def _variable_scale_text(v: Any) -> str:
+    scale, value = v["scale"], v["value"]
+    if scale is None or value is None:
+        raise ValueError("missing scale or value")
+    return _unscaled_text(value, scale)
+
+
+def _convert_variable_scale(arr: pa.Array, path: str) -> Converted:
+    """VariableScaleDecimal ``{scale, value}`` -> exact decimal text (Python; rare type)."""
+    return _text_per_value(arr, path, "VariableScaleDecimal", _variable_scale_text)
 
 
 def _or_masks(*masks: pa.Array | None) -> pa.Array | None:
