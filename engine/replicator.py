@@ -40,7 +40,6 @@ from engine.hudi.bucket_index import bucket_file_id, bucket_ids
 from engine.hudi.table import HudiTable, WriteStat, base_file_name
 from engine.merge import FileGroupResult, FileGroupTask, MergeCounts, MergeOptions, execute_task
 from engine.model import (
-    CONTROL_COLUMNS,
     KEY,
     OFFSET,
     OP,
@@ -51,7 +50,7 @@ from engine.model import (
     SOURCE_TS,
 )
 from engine.naming import table_name_for_topic, table_path
-from engine.schema import CDC_FIELDS, evolve_schema
+from engine.schema import evolve_schema
 from engine.ordering import gtid_positions
 from engine.source import KafkaSource
 from engine.transactions import TransactionTracker, apply_cuts, data_collection
@@ -370,12 +369,16 @@ class Replicator:
                 signal.signal(signal.SIGINT, previous)
             self.source.close()
 
-    def _caught_up(self, goal: dict[tuple[str, int], int]) -> bool:
+    def _caught_up(self, goal: dict[tuple[str, int], int], *, read: bool = False) -> bool:
+        """Every live goal partition is committed (or, with ``read``, read) to its end."""
         for (topic, part), end in goal.items():
             rt = self.tables.get(topic)
             if rt is None or rt.state == TableState.FAILING:
                 continue
-            if rt.committed.get(part, 0) < end:
+            position = rt.committed.get(part, 0)
+            if read:
+                position = self._consumed.get((topic, part), position)
+            if position < end:
                 return False
         return True
 
@@ -455,7 +458,7 @@ class Replicator:
         """
         assert self.source is not None
         started = time.monotonic()
-        goal_reached = self._goal is not None and self._consumed_to_goal()
+        goal_reached = self._goal is not None and self._caught_up(self._goal, read=True)
         messages = [] if goal_reached else self.source.poll(
             self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
         )
@@ -489,17 +492,6 @@ class Replicator:
         )
         if self.on_batch:
             self.on_batch(report)
-
-    def _consumed_to_goal(self) -> bool:
-        """Every goal partition has been read (not necessarily committed) to its end."""
-        assert self._goal is not None
-        for (topic, part), end in self._goal.items():
-            rt = self.tables.get(topic)
-            if rt is None or rt.state == TableState.FAILING:
-                continue
-            if self._consumed.get((topic, part), rt.committed.get(part, 0)) < end:
-                return False
-        return True
 
     def apply(self, messages: Sequence[Record], *, started: float | None = None) -> BatchReport:
         """Decode, merge and commit one micro-batch of messages; return what it did."""
@@ -876,4 +868,4 @@ class Replicator:
         ]
 
 
-__all__ = ["CDC_FIELDS", "CONTROL_COLUMNS", "BatchReport", "Record", "Replicator", "TableState"]
+__all__ = ["BatchReport", "Record", "Replicator", "TableState"]

@@ -288,7 +288,20 @@ def b64decode(arr: pa.Array) -> tuple[pa.Array, pa.Array | None]:
     except pl.exceptions.PolarsError:
         pass
     # Rare path: find the offending rows one by one.
-    out: list[bytes | None] = []
+    return _per_value(
+        arr, lambda v: binascii.a2b_base64(v, strict_mode=True), pa.binary(),
+        (binascii.Error, ValueError),
+    )
+
+
+def _per_value(
+    arr: pa.Array,
+    convert: Callable[[Any], Any],
+    out_type: pa.DataType,
+    errors: tuple[type[Exception], ...],
+) -> tuple[pa.Array, pa.Array]:
+    """Convert each non-null value in Python; return the values and a mask of failures."""
+    out: list[Any] = []
     bad: list[bool] = []
     for v in arr.to_pylist():
         if v is None:
@@ -296,12 +309,12 @@ def b64decode(arr: pa.Array) -> tuple[pa.Array, pa.Array | None]:
             bad.append(False)
             continue
         try:
-            out.append(binascii.a2b_base64(v, strict_mode=True))
+            out.append(convert(v))
             bad.append(False)
-        except (binascii.Error, ValueError):
+        except errors:
             out.append(None)
             bad.append(True)
-    return pa.array(out, pa.binary()), pa.array(bad, pa.bool_())
+    return pa.array(out, out_type), pa.array(bad, pa.bool_())
 
 
 def _convert_bytes(arr: pa.Array, path: str) -> Converted:
@@ -385,21 +398,10 @@ def _text_per_value(
     arr: pa.Array, path: str, what: str, to_text: Callable[[Any], str]
 ) -> Converted:
     """Convert each non-null value to exact text in Python (for rare, wide types)."""
-    out: list[str | None] = []
-    bad: list[bool] = []
-    for v in arr.to_pylist():
-        if v is None:
-            out.append(None)
-            bad.append(False)
-            continue
-        try:
-            out.append(to_text(v))
-            bad.append(False)
-        except (binascii.Error, ValueError, TypeError, KeyError):
-            out.append(None)
-            bad.append(True)
-    bad_mask = _mask_or_none(pa.array(bad, pa.bool_()))
-    return Converted(pa.array(out, pa.string()), bad_mask, f"{path}: invalid {what}")
+    out, bad = _per_value(
+        arr, to_text, pa.string(), (binascii.Error, ValueError, TypeError, KeyError)
+    )
+    return Converted(out, _mask_or_none(bad), f"{path}: invalid {what}")
 
 
 def _unscaled_text(b64: Any, scale: int) -> str:
