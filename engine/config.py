@@ -117,10 +117,19 @@ class TargetConfig(_Section):
 
 
 class HudiConfig(_Section):
-    """Hudi writer settings. ``num_buckets`` is fixed for a table once it exists."""
+    """Hudi writer settings. ``num_buckets`` and ``table_type`` are fixed for a table once
+    it exists."""
 
     num_buckets: int = Field(default=8, ge=1, le=4096)
     clean_retain_commits: int = Field(default=10, ge=1)
+    #: MERGE_ON_READ: a batch appends a log file to each touched file group, which is
+    #: compacted into a new base file when its logs grow; COPY_ON_WRITE: a batch
+    #: rewrites every file group it touches.
+    table_type: Literal["MERGE_ON_READ", "COPY_ON_WRITE"] = "MERGE_ON_READ"
+    #: Compact a file group once it has this many log files...
+    compaction_max_log_files: int = Field(default=16, ge=1)
+    #: ...or once its log files add up to this fraction of its base file's size.
+    compaction_max_log_ratio: float = Field(default=0.5, gt=0)
 
 
 class ReplicatorConfig(_Section):

@@ -2,11 +2,13 @@
 
 The driver splits each table's decoded events by Hudi bucket and stages them as Arrow
 IPC files; Spark runs one task per touched file group (:func:`execute_task`), in
-parallel across buckets and tables. A task reads the group's current base file and its
-delete tombstones, decides per event whether it is late, folds the rest per key in
-source order, resolves TOAST placeholders, applies the result and writes the group's
-next file slice and tombstone sidecar. Everything is vectorised Arrow/Polars work: no
-row ever becomes a Python object.
+parallel across buckets and tables. A task reads the group's current state (base file,
+log files and delete tombstones), decides per event whether it is late, folds the rest
+per key in source order, resolves TOAST placeholders, applies the result and writes
+either a new base file (a rewrite: Copy-on-Write, or a Merge-on-Read compaction) or one
+log file holding only the batch's upserts and deletes (a Merge-on-Read append, which
+reads just the key and position columns of the stored rows). Everything is vectorised
+Arrow/Polars work: no row ever becomes a Python object.
 
 Rules (README "How changes are applied"):
 
@@ -40,6 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import faults, tombstones
+from engine.hudi.log_file import encode_log_file, read_log_file
 from engine.model import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
@@ -109,6 +112,10 @@ class MergeResult:
     tombstones: pa.Table
     counts: MergeCounts = field(default_factory=MergeCounts)
     changed: bool = False
+    #: The batch's winning upserts, as written (a Merge-on-Read log's data block).
+    upserts: pa.Table | None = None
+    #: Keys whose stored row the batch deleted (a Merge-on-Read log's delete block).
+    deleted_keys: list[str] = field(default_factory=list)
 
 
 def _combined(pos: pl.Expr, sub: pl.Expr) -> pl.Expr:
@@ -233,6 +240,7 @@ def merge_file_group(
         floor = opts.truncate
 
     winners = history = None
+    deleted_keys = pa.array([], pa.string())
     if events is not None and events.num_rows:
         events = events.filter(pc.is_valid(events.column(KEY)))
         if opts.truncate is not None and events.num_rows:
@@ -256,6 +264,7 @@ def merge_file_group(
         counts.updates = pc.sum(pc.and_(is_upsert, exists)).as_py() or 0
         is_delete = pc.invert(is_upsert)
         counts.deletes = pc.sum(pc.and_(is_delete, exists)).as_py() or 0
+        deleted_keys = winners.filter(pc.and_(is_delete, exists)).column(KEY).cast(pa.string())
         carried = old.filter(pc.invert(pc.is_in(old_keys, value_set=winners.column(KEY))))
         upserts = winners.filter(is_upsert)
         if history is not None:
@@ -284,6 +293,7 @@ def merge_file_group(
 
     counts.carried = carried.num_rows
     parts = []
+    fresh_rows = None
     if carried.num_rows:
         carried = carried.set_column(
             carried.schema.get_field_index(HOODIE_FILE_NAME),
@@ -303,9 +313,12 @@ def merge_file_group(
             HOODIE_FILE_NAME: pa.array(np.full(n, file_name, dtype=object), pa.string()),
         }
         columns = [meta[f.name] if f.name in meta else _column_or_null(upserts, f) for f in schema]
-        parts.append(pa.Table.from_arrays(columns, schema=schema))
+        fresh_rows = pa.Table.from_arrays(columns, schema=schema)
+        parts.append(fresh_rows)
     rows = pa.concat_tables(parts) if parts else schema.empty_table()
-    return MergeResult(rows, new_tombs, counts, changed)
+    return MergeResult(
+        rows, new_tombs, counts, changed, fresh_rows, deleted_keys.to_pylist()
+    )
 
 
 def _decide(
@@ -456,14 +469,22 @@ class FileGroupTask:
     instant: str
     bucket: int
     file_id: str
-    file_name: str
+    file_name: str  # the new base file (rewrite) or log file (append) to write
     prev_file: str | None
-    prev_instant: str | None
+    prev_instant: str | None  # base instant of the current slice
     events_file: str | None
     data_schema_ipc: bytes
     task_partition: int
     options: MergeOptions = field(default_factory=MergeOptions)
     driver_pid: int = 0
+    #: Committed log files of the current slice, oldest first (Merge-on-Read).
+    prev_logs: tuple[str, ...] = ()
+    #: Newest instant that wrote the current slice: names its tombstone sidecar.
+    state_instant: str | None = None
+    #: Append a log file (Merge-on-Read) instead of rewriting the base file.
+    append: bool = False
+    #: Avro schema JSON of the rows (the log data block's header), for appends.
+    avro_schema: str = ""
 
 
 @dataclass
@@ -472,11 +493,12 @@ class FileGroupResult:
 
     bucket: int
     file_id: str
-    file_name: str | None  # None: nothing changed, no new slice was written
+    file_name: str | None  # None: nothing changed, no new file was written
     prev_commit: str
     num_writes: int
     file_size: int
     counts: MergeCounts
+    base_file: str | None = None  # set when file_name is a log file of this base file
 
 
 def write_base_file(table: pa.Table, path: Path) -> int:
@@ -487,20 +509,80 @@ def write_base_file(table: pa.Table, path: Path) -> int:
     return path.stat().st_size
 
 
+def read_slice(
+    base_file: str | Path | None,
+    log_files: tuple[str, ...] | list[str] = (),
+    *,
+    keys: pa.Array | pa.ChunkedArray | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table | None:
+    """The live rows of a file slice: its base file with its log files applied in order.
+
+    Args:
+        base_file: The slice's base file, or None for a new group.
+        log_files: Paths of its committed log files, oldest first.
+        keys: Only rows with these record keys (None: all rows).
+        columns: Only these columns (None: all); must include ``_hoodie_record_key``.
+    """
+    if base_file is None:
+        return None
+    rows = pq.read_table(base_file, columns=columns)
+
+    def only_keys(table: pa.Table) -> pa.Table:
+        if keys is None:
+            return table
+        return table.filter(pc.is_in(table.column(HOODIE_RECORD_KEY), value_set=keys))
+
+    rows = only_keys(rows)
+    for log in log_files:
+        for block in read_log_file(Path(log), columns=columns):
+            if block.rows is not None:
+                fresh = only_keys(block.rows)
+                gone = fresh.column(HOODIE_RECORD_KEY)
+            else:
+                fresh = None
+                gone = pa.array(block.deleted_keys or [], pa.string())
+            if len(gone):
+                rows = rows.filter(
+                    pc.invert(pc.is_in(rows.column(HOODIE_RECORD_KEY), value_set=gone))
+                )
+            if fresh is not None and fresh.num_rows:
+                rows = pa.concat_tables([rows, fresh], promote_options="permissive")
+    return rows
+
+
+def _write_atomic(data: bytes, path: Path) -> int:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return len(data)
+
+
 def execute_task(task: FileGroupTask) -> FileGroupResult:
     """Run one file-group merge (inside a Spark task or, for tests, in-process)."""
     data_schema = pa.ipc.read_schema(pa.py_buffer(task.data_schema_ipc))
     table_path = Path(task.table_path)
-    old = pq.read_table(task.prev_file) if task.prev_file else None
-    old_tombs = (
-        tombstones.read(tombstones.sidecar_path(table_path, task.file_id, task.prev_instant))
-        if task.prev_instant
-        else None
-    )
+    logs = [str(table_path / name) for name in task.prev_logs]
     events = None
     if task.events_file:
         with pa.memory_map(task.events_file) as source:
             events = pa.ipc.open_file(source).read_all()
+    if task.append and task.prev_file:
+        # Only the stored rows of the batch's keys matter, and of those only the key and
+        # positions, unless a TOAST placeholder needs the stored values.
+        keys = events.column(KEY) if events is not None else pa.array([], pa.string())
+        columns = None
+        if events is None or not _has_toast(events, task.options.toast_placeholder):
+            columns = [HOODIE_RECORD_KEY, POS, POS_SUB]
+        old = read_slice(task.prev_file, logs, keys=keys, columns=columns)
+    else:
+        old = read_slice(task.prev_file, logs)
+    state_instant = task.state_instant or task.prev_instant
+    old_tombs = (
+        tombstones.read(tombstones.sidecar_path(table_path, task.file_id, state_instant))
+        if state_instant
+        else None
+    )
     result = merge_file_group(
         old,
         events,
@@ -520,14 +602,24 @@ def execute_task(task: FileGroupTask) -> FileGroupResult:
         tombstones.write(
             result.tombstones, tombstones.sidecar_path(table_path, task.file_id, task.instant)
         )
-    size = write_base_file(result.rows, table_path / task.file_name)
+    if task.append and task.prev_file:
+        upserts = result.upserts
+        data = encode_log_file(task.instant, task.avro_schema, upserts, result.deleted_keys)
+        size = _write_atomic(data, table_path / task.file_name)
+        num_writes = upserts.num_rows if upserts is not None else 0
+        base_file = Path(task.prev_file).name
+    else:
+        size = write_base_file(result.rows, table_path / task.file_name)
+        num_writes = result.rows.num_rows
+        base_file = None
     faults.maybe_crash("task_written", pid=task.driver_pid or None)
     return FileGroupResult(
         bucket=task.bucket,
         file_id=task.file_id,
         file_name=task.file_name,
         prev_commit=task.prev_instant or "null",
-        num_writes=result.rows.num_rows,
+        num_writes=num_writes,
         file_size=size,
         counts=result.counts,
+        base_file=base_file,
     )

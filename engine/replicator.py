@@ -37,8 +37,17 @@ from engine.config import Config
 from engine.decode.debezium_json import decode_debezium_json
 from engine.errors import HudiError, SchemaEvolutionError, TableNameError
 from engine.hudi.bucket_index import bucket_file_id, bucket_ids
-from engine.hudi.table import HudiTable, WriteStat, base_file_name
-from engine.merge import FileGroupResult, FileGroupTask, MergeCounts, MergeOptions, execute_task
+from engine.hudi.log_file import LogFileName
+from engine.hudi.schema import avro_schema_json
+from engine.hudi.table import FileSlice, HudiTable, WriteStat, base_file_name
+from engine.merge import (
+    FileGroupResult,
+    FileGroupTask,
+    MergeCounts,
+    MergeOptions,
+    execute_task,
+    file_schema,
+)
 from engine.model import (
     KEY,
     OFFSET,
@@ -440,7 +449,7 @@ class Replicator:
 
     @staticmethod
     def _sweep_tombstones(table: HudiTable) -> None:
-        live = {(fs.file_id, fs.instant) for fs in table.file_groups().values()}
+        live = {(fs.file_id, fs.state_instant) for fs in table.file_groups().values()}
         tombstones.sweep(table.base_path, live)
 
     def _fail(self, rt: TableRuntime, error: str) -> None:
@@ -672,6 +681,7 @@ class Replicator:
                         num_inserts=r.counts.inserts,
                         total_write_bytes=r.file_size,
                         file_size_in_bytes=r.file_size,
+                        base_file=r.base_file,
                     )
                 )
         faults.maybe_crash("before_commit")
@@ -715,7 +725,13 @@ class Replicator:
             schema = evolve_schema(None, batch.schema)
             rt.path.mkdir(parents=True, exist_ok=True)
             rt.hudi = HudiTable.create(
-                rt.path, rt.name, key_fields, PRECOMBINE, self.cfg.hudi.num_buckets, schema
+                rt.path,
+                rt.name,
+                key_fields,
+                PRECOMBINE,
+                self.cfg.hudi.num_buckets,
+                schema,
+                table_type=self.cfg.hudi.table_type,
             )
         table = rt.hudi
         if has_rows and key_fields and list(key_fields) != list(table.record_key_fields):
@@ -787,11 +803,23 @@ class Replicator:
         stage = self.work / "staging" / rt.name / instant
         stage.mkdir(parents=True, exist_ok=True)
         schema_ipc = schema.serialize().to_pybytes()
+        avro = avro_schema_json(file_schema(schema), table.name) if table.is_mor else ""
         tasks = []
         for i, b in enumerate(touched):
             part = first_task + i
             current_slice = groups.get(b)
             file_id = current_slice.file_id if current_slice else bucket_file_id(b)
+            append = truncate is None and self._appends(table, current_slice, schema)
+            if append:
+                assert current_slice is not None
+                version = 1 + max(
+                    (LogFileName.parse(n).version for n in current_slice.log_files), default=0
+                )
+                file_name = LogFileName(
+                    file_id, current_slice.instant, version, part, instant
+                ).name
+            else:
+                file_name = base_file_name(file_id, f"{part}-1-0", instant)
             events_file = None
             if b in chunks:
                 events_file = stage / f"bucket-{b:08d}.arrow"
@@ -805,7 +833,7 @@ class Replicator:
                     instant=instant,
                     bucket=b,
                     file_id=file_id,
-                    file_name=base_file_name(file_id, f"{part}-1-0", instant),
+                    file_name=file_name,
                     prev_file=str(current_slice.path) if current_slice else None,
                     prev_instant=current_slice.instant if current_slice else None,
                     events_file=str(events_file) if events_file else None,
@@ -813,9 +841,30 @@ class Replicator:
                     task_partition=part,
                     options=options,
                     driver_pid=os.getpid(),
+                    prev_logs=current_slice.log_files if current_slice else (),
+                    state_instant=current_slice.state_instant if current_slice else None,
+                    append=append,
+                    avro_schema=avro,
                 )
             )
         return plan, tasks
+
+    def _appends(self, table: HudiTable, current: FileSlice | None, schema: pa.Schema) -> bool:
+        """Whether a touched file group gets a log file (else a new base file).
+
+        Merge-on-Read appends while the slice's schema is the batch's and its logs are
+        small; it compacts (rewrites the base file) once they reach
+        ``hudi.compaction_max_log_files`` files or ``hudi.compaction_max_log_ratio`` of
+        the base file's size.
+        """
+        if not table.is_mor or current is None:
+            return False
+        cfg = self.cfg.hudi
+        if len(current.log_files) >= cfg.compaction_max_log_files:
+            return False
+        if current.log_size > cfg.compaction_max_log_ratio * max(current.base_size, 1):
+            return False
+        return table.schema_at(current.instant) == schema
 
     def _merge_options(
         self, rt: TableRuntime, table: HudiTable, truncate: tuple[int, int] | None

@@ -60,4 +60,6 @@ ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"
 TABLE_VERSION: Final = "6"
 TIMELINE_LAYOUT_VERSION: Final = "1"
 TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
+TABLE_TYPE_MOR: Final = "MERGE_ON_READ"
+TABLE_TYPES: Final = (TABLE_TYPE_COW, TABLE_TYPE_MOR)
 NONPARTITIONED_KEYGEN: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"

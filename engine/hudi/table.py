@@ -1,10 +1,10 @@
-"""A non-partitioned Hudi Copy-on-Write table on the local file system.
+"""A non-partitioned Hudi table (Copy-on-Write or Merge-on-Read) on the local file system.
 
-This module owns everything under the table folder except the *contents* of the parquet
-base files (the merge writes those): ``hoodie.properties``, the timeline of instant
-files in ``.hoodie/`` (table version 6, layout 1), the bucket -> file slice view, the
-commit protocol, rollback of failed writes and cleaning of old slices. Section numbers
-in comments refer to the shared ``docs/hudi-format.md``.
+This module owns everything under the table folder except the *contents* of the data
+files (the merge writes those): ``hoodie.properties``, the timeline of instant files in
+``.hoodie/`` (table version 6, layout 1), the bucket -> file slice view, the commit
+protocol, rollback of failed writes and cleaning of old slices. Section numbers in
+comments refer to the shared ``docs/hudi-format.md``.
 
 Commit protocol of one micro-batch (section 15)::
 
@@ -13,6 +13,13 @@ Commit protocol of one micro-batch (section 15)::
     table.start_commit(t)                    # T.commit.requested + T.inflight
     ... write <fileId>_<token>_<t>.parquet files via table.base_file_path(...) ...
     table.commit(t, stats, schema, {CHECKPOINT_KEY: "..."})   # T.commit: now visible
+
+A Merge-on-Read table uses the ``deltacommit`` action instead (``T.deltacommit.requested``,
+``T.deltacommit.inflight``, ``T.deltacommit``). A delta commit either appends one new log
+file to a group's current slice (``engine.hudi.log_file``) or starts a new slice with a
+base file (first write of a group, truncate, schema change, or compaction of a slice
+whose logs grew); log files are never appended to, so a failed delta commit is undone by
+deleting the files it wrote.
 
 One process writes a table at a time; nothing here locks against a second writer.
 """
@@ -35,6 +42,7 @@ import pyarrow as pa
 from engine.errors import HudiError
 from engine.hudi import options as o
 from engine.hudi.bucket_index import bucket_of_file_id
+from engine.hudi.log_file import LogFileName
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, avro_schema_json
 
@@ -44,8 +52,8 @@ PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 #: Relative partition path of a non-partitioned table (section 5.2).
 PARTITION_PATH = ""
 
-# Write actions whose instants carry data files (section 3.2). COW only writes the first
-# two; deltacommit is recognised so a foreign MOR instant is not mistaken for garbage.
+# Write actions whose instants carry data files (section 3.2): COW writes the first two,
+# MOR the last two.
 _WRITE_ACTIONS = ("commit", "replacecommit", "deltacommit")
 _INSTANT_RE = re.compile(r"(\d{17}|\d{14})(?:\.(.+))?\Z")
 _BASE_FILE_RE = re.compile(r"([^_]+)_(\d+-\d+-\d+)_(\d{17}|\d{14})\.parquet\Z")
@@ -74,12 +82,25 @@ def base_file_name(file_id: str, write_token: str, instant: str) -> str:
 
 @dataclass(frozen=True)
 class FileSlice:
-    """One committed version of a file group: a single parquet base file (COW)."""
+    """The current committed version of a file group: a base file and its log files.
+
+    ``log_files`` are the committed log files of the slice (MOR only), oldest first;
+    ``latest_instant`` is the newest instant that wrote any of them.
+    """
 
     file_id: str
     instant: str
     path: Path
     file_name: str
+    log_files: tuple[str, ...] = ()
+    latest_instant: str = ""
+    base_size: int = 0
+    log_size: int = 0
+
+    @property
+    def state_instant(self) -> str:
+        """The instant of the slice's newest file (base or log)."""
+        return self.latest_instant or self.instant
 
 
 @dataclass
@@ -96,6 +117,8 @@ class WriteStat:
     total_write_bytes: int
     file_size_in_bytes: int
     partition_path: str = PARTITION_PATH
+    #: For a log file (MOR): its slice's base file name; None for a base file.
+    base_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the stat as Jackson writes ``HoodieWriteStat`` (all fields Spark writes).
@@ -127,7 +150,12 @@ class WriteStat:
             "minEventTime": None,
             "maxEventTime": None,
             "runtimeStats": {"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 0},
-        }
+        } | (
+            # HoodieDeltaWriteStat: readers rebuild file slices from these (incremental).
+            {"baseFile": self.base_file, "logFiles": [self.path], "logVersion": 1, "logOffset": 0}
+            if self.base_file is not None
+            else {}
+        )
 
 
 def _fsync_dir(path: Path) -> None:
@@ -225,7 +253,7 @@ def _scan_timeline(hoodie: Path) -> _Timeline:
 
 
 class HudiTable:
-    """A non-partitioned, bucket-indexed Hudi COW table (table version 6)."""
+    """A non-partitioned, bucket-indexed Hudi COW or MOR table (table version 6)."""
 
     def __init__(self, base_path: Path, properties: dict[str, str]) -> None:
         """Wrap an existing table; use :meth:`open` or :meth:`create` instead."""
@@ -235,6 +263,7 @@ class HudiTable:
         self._temp = self._hoodie / ".temp"
         # Completed commit files never change, so their parsed JSON is cached forever.
         self._metadata_cache: dict[str, dict[str, Any]] = {}
+        self._schema_cache: dict[str, pa.Schema | None] = {}
         # Last instant handed out, so two calls in one millisecond still differ.
         self._last_instant = ""
 
@@ -249,6 +278,7 @@ class HudiTable:
         precombine_field: str,
         num_buckets: int,
         arrow_schema: pa.Schema,
+        table_type: str = o.TABLE_TYPE_COW,
     ) -> HudiTable:
         """Create an empty table: ``.hoodie/hoodie.properties`` and the meta folders.
 
@@ -259,6 +289,7 @@ class HudiTable:
             precombine_field: The single ordering column.
             num_buckets: Buckets of the bucket index; never changes afterwards.
             arrow_schema: Data schema (without ``_hoodie_*`` columns).
+            table_type: ``COPY_ON_WRITE`` (default) or ``MERGE_ON_READ``.
 
         Returns:
             The opened table.
@@ -276,11 +307,13 @@ class HudiTable:
             raise HudiError(f"precombine field must be one column, got {precombine_field!r}")
         if num_buckets <= 0:
             raise HudiError(f"number of buckets must be positive, got {num_buckets}")
+        if table_type not in o.TABLE_TYPES:
+            raise HudiError(f"table type must be one of {', '.join(o.TABLE_TYPES)}, got {table_type!r}")
         create_schema = avro_schema_json(arrow_schema, name)  # also validates names/types
 
         props = {
             H.TABLE_NAME.value: name,
-            H.TABLE_TYPE.value: o.TABLE_TYPE_COW,
+            H.TABLE_TYPE.value: table_type,
             H.TABLE_VERSION.value: o.TABLE_VERSION,
             H.TIMELINE_LAYOUT_VERSION.value: o.TIMELINE_LAYOUT_VERSION,
             H.TIMELINE_TIMEZONE.value: "UTC",
@@ -317,7 +350,7 @@ class HudiTable:
 
     @classmethod
     def open(cls, base_path: Path) -> HudiTable:
-        """Open an existing table written by this module (or a compatible v6 COW writer).
+        """Open an existing table written by this module (or a compatible v6 writer).
 
         Args:
             base_path: Table folder.
@@ -326,7 +359,7 @@ class HudiTable:
             The table.
 
         Raises:
-            HudiError: If there is no table or it is not a v6 Copy-on-Write table.
+            HudiError: If there is no table or it is not a v6 COW/MOR table.
         """
         base_path = Path(base_path)
         path = base_path / HOODIE_DIR / PROPERTIES_FILE
@@ -340,15 +373,16 @@ class HudiTable:
         except (OSError, UnicodeDecodeError) as exc:
             raise HudiError(f"cannot read {path}: {exc}") from exc
         expected = {
-            H.TABLE_TYPE.value: o.TABLE_TYPE_COW,
-            H.TABLE_VERSION.value: o.TABLE_VERSION,
-            H.TIMELINE_LAYOUT_VERSION.value: o.TIMELINE_LAYOUT_VERSION,
+            H.TABLE_TYPE.value: o.TABLE_TYPES,
+            H.TABLE_VERSION.value: (o.TABLE_VERSION,),
+            H.TIMELINE_LAYOUT_VERSION.value: (o.TIMELINE_LAYOUT_VERSION,),
         }
         for key, want in expected.items():
-            if props.get(key, "").upper() != want:
+            if props.get(key, "").upper() not in want:
                 raise HudiError(
-                    f"{base_path}: {key}={props.get(key)!r}, expected {want}",
-                    "only non-partitioned Copy-on-Write tables of version 6 are supported",
+                    f"{base_path}: {key}={props.get(key)!r}, expected {' or '.join(want)}",
+                    "only non-partitioned Copy-on-Write or Merge-on-Read tables of version 6 "
+                    "are supported",
                 )
         if not props.get(H.TABLE_NAME.value):
             raise HudiError(f"{path} has no {H.TABLE_NAME.value}")
@@ -376,6 +410,20 @@ class HudiTable:
         return self.properties.get(H.RECORD_KEY_FIELDS.value, "").split(",")
 
     @property
+    def is_mor(self) -> bool:
+        """Whether this is a Merge-on-Read table (delta commits, log files)."""
+        return self.properties.get(H.TABLE_TYPE.value, "").upper() == o.TABLE_TYPE_MOR
+
+    @property
+    def write_action(self) -> str:
+        """The action of an ordinary write: ``commit`` (COW) or ``deltacommit`` (MOR)."""
+        return "deltacommit" if self.is_mor else "commit"
+
+    def _inflight_name(self, instant: str, action: str) -> str:
+        # Layout 1 names a commit's inflight state "T.inflight" (section 3.2).
+        return f"{instant}.inflight" if action == "commit" else f"{instant}.{action}.inflight"
+
+    @property
     def precombine_field(self) -> str:
         """The ordering column."""
         return self.properties.get(H.PRECOMBINE_FIELD.value, "")
@@ -393,7 +441,7 @@ class HudiTable:
     # ----------------------------------------------------------------- timeline
 
     def completed_instants(self) -> list[str]:
-        """Return the completed commit/replacecommit instants, oldest first."""
+        """Return the completed commit/deltacommit/replacecommit instants, oldest first."""
         return sorted(_scan_timeline(self._hoodie).completed)
 
     def pending_instants(self) -> list[str]:
@@ -455,6 +503,17 @@ class HudiTable:
         b64 = self.properties.get(o.ARROW_SCHEMA_KEY)
         return arrow_schema_from_b64(b64) if b64 else None
 
+    def schema_at(self, instant: str) -> pa.Schema | None:
+        """Return the data schema recorded by a completed instant (None if it has none)."""
+        if instant not in self._schema_cache:
+            try:
+                extra = self.commit_metadata(instant).get("extraMetadata") or {}
+            except HudiError:  # archived or foreign: unknown
+                extra = {}
+            b64 = extra.get(o.ARROW_SCHEMA_KEY)
+            self._schema_cache[instant] = arrow_schema_from_b64(b64) if b64 else None
+        return self._schema_cache[instant]
+
     def new_instant_time(self) -> str:
         """Return a new instant time: now in UTC, greater than every instant seen.
 
@@ -513,12 +572,11 @@ class HudiTable:
             "extraMetadata": {},
             "operationType": "INSERT_OVERWRITE" if replace else "UPSERT",
         }
+        action = "replacecommit" if replace else self.write_action
         if replace:
             inflight["partitionToReplaceFileIds"] = {}
-            requested = f"{instant}.replacecommit.requested"
-            inflight_name = f"{instant}.replacecommit.inflight"
-        else:
-            requested, inflight_name = f"{instant}.commit.requested", f"{instant}.inflight"
+        requested = f"{instant}.{action}.requested"
+        inflight_name = self._inflight_name(instant, action)
         # An empty requested file is what Spark writes for commits, and Java accepts it
         # for replacecommits of non-clustering operations.
         _atomic_write(self._hoodie / requested, b"", self._temp)
@@ -559,12 +617,10 @@ class HudiTable:
             HudiError: If the instant was not started, a data file is missing, or the
                 metadata would change the number of buckets.
         """
-        action = "commit" if replaced_file_ids is None else "replacecommit"
+        action = self.write_action if replaced_file_ids is None else "replacecommit"
         timeline = _scan_timeline(self._hoodie)
         started = timeline.pending.get(instant, [])
-        inflight_name = (
-            f"{instant}.inflight" if action == "commit" else f"{instant}.replacecommit.inflight"
-        )
+        inflight_name = self._inflight_name(instant, action)
         if inflight_name not in started:
             raise HudiError(
                 f"instant {instant} has no {inflight_name}",
@@ -625,22 +681,26 @@ class HudiTable:
 
     # ----------------------------------------------------------------- file slices
 
-    def _list_base_files(self) -> list[tuple[str, str, str]]:
-        """Return ``(file_id, instant, file_name)`` of every base file in the table folder."""
-        found = []
+    def _list_data_files(self) -> tuple[list[tuple[str, str, str, int]], list[tuple[LogFileName, int]]]:
+        """Return every base file ``(file_id, instant, name, size)`` and log file of the table."""
+        bases, logs = [], []
         with os.scandir(self.base_path) as entries:
             for entry in entries:
-                if not entry.name.endswith(".parquet"):
-                    continue
-                m = _BASE_FILE_RE.match(entry.name)
-                if not m:
-                    # hudi-rs fails every read on such a file (section 5.3): say so here.
-                    raise HudiError(
-                        f"{self.base_path / entry.name} is not a Hudi base file name",
-                        "remove or rename it: readers refuse tables with foreign parquet files",
-                    )
-                found.append((m.group(1), m.group(3), entry.name))
-        return found
+                name = entry.name
+                if name.endswith(".parquet"):
+                    m = _BASE_FILE_RE.match(name)
+                    if not m:
+                        # hudi-rs fails every read on such a file (section 5.3): say so here.
+                        raise HudiError(
+                            f"{self.base_path / name} is not a Hudi base file name",
+                            "remove or rename it: readers refuse tables with foreign parquet files",
+                        )
+                    bases.append((m.group(1), m.group(3), name, entry.stat().st_size))
+                elif ".log." in name:
+                    log = LogFileName.parse(name)
+                    if log is not None:
+                        logs.append((log, entry.stat().st_size))
+        return bases, logs
 
     def _replaced_file_ids(self, timeline: _Timeline, upto: str | None = None) -> set[str]:
         """Return file ids replaced by completed replacecommits (at or before ``upto``)."""
@@ -652,18 +712,22 @@ class HudiTable:
                     replaced.update(ids)
         return replaced
 
-    def _committed_slices(self, timeline: _Timeline) -> dict[str, list[tuple[str, str]]]:
-        """Return file id -> committed ``(instant, file_name)`` slices, oldest first."""
+    def _committed_slices(
+        self, timeline: _Timeline
+    ) -> tuple[dict[str, list[tuple[str, str, int]]], list[tuple[LogFileName, int]]]:
+        """Return file id -> committed ``(instant, name, size)`` base slices, oldest first,
+        and the committed log files."""
         # Section 4.2: a slice counts if its instant completed, or if it predates the
         # whole write timeline: readers take it for archived history (a Java writer may
         # archive old instants). hudi-rs 0.5.0 starts that timeline at the earliest
         # commit/replacecommit/deltacommit in ANY state (probed: an old pending instant
         # hides archived slices). We follow it so the merge builds on what readers show.
         first = min([*timeline.completed, *timeline.pending], default="")
-        groups: dict[str, list[tuple[str, str]]] = {}
-        for file_id, instant, name in self._list_base_files():
+        bases, logs = self._list_data_files()
+        groups: dict[str, list[tuple[str, str, int]]] = {}
+        for file_id, instant, name, size in bases:
             if instant in timeline.completed or instant < first:
-                groups.setdefault(file_id, []).append((instant, name))
+                groups.setdefault(file_id, []).append((instant, name, size))
         for slices in groups.values():
             slices.sort()
             for a, b in zip(slices, slices[1:], strict=False):
@@ -673,14 +737,20 @@ class HudiTable:
                         f"two base files of one file group share instant {a[0]}: {a[1]}, {b[1]}",
                         "delete the file not named in that instant's commit metadata",
                     )
-        return groups
+        committed_logs = [
+            (log, size)
+            for log, size in logs
+            if log.instant in timeline.completed or log.instant < first
+        ]
+        return groups, committed_logs
 
     def file_groups(self) -> dict[int, FileSlice]:
         """Return the latest committed slice of every live file group, by bucket.
 
         As readers do (section 4.2), slices of pending instants and of unknown instants
         not older than the whole write timeline are ignored, and so are file groups
-        replaced by a completed replacecommit. One listing of the table folder and one
+        replaced by a completed replacecommit. A slice's log files are those written by
+        completed instants for its base instant. One listing of the table folder and one
         of ``.hoodie`` are made.
 
         Returns:
@@ -692,18 +762,32 @@ class HudiTable:
         """
         timeline = _scan_timeline(self._hoodie)
         replaced = self._replaced_file_ids(timeline)
+        groups, logs = self._committed_slices(timeline)
+        logs_of: dict[tuple[str, str], list[tuple[LogFileName, int]]] = {}
+        for log, size in logs:
+            logs_of.setdefault((log.file_id, log.base_instant), []).append((log, size))
         result: dict[int, FileSlice] = {}
-        for file_id, slices in self._committed_slices(timeline).items():
+        for file_id, slices in groups.items():
             if file_id in replaced:
                 continue
-            instant, name = slices[-1]
+            instant, name, size = slices[-1]
             bucket = bucket_of_file_id(file_id)
             if bucket in result:
                 raise HudiError(
                     f"bucket {bucket} has two file groups: {result[bucket].file_id}, {file_id}",
                     "a bucket-indexed table allows one file group per bucket",
                 )
-            result[bucket] = FileSlice(file_id, instant, self.base_file_path(name), name)
+            own = sorted(logs_of.get((file_id, instant), []), key=lambda x: x[0].version)
+            result[bucket] = FileSlice(
+                file_id,
+                instant,
+                self.base_file_path(name),
+                name,
+                log_files=tuple(log.name for log, _ in own),
+                latest_instant=max([instant, *(log.instant for log, _ in own)]),
+                base_size=size,
+                log_size=sum(s for _, s in own),
+            )
         return result
 
     # ----------------------------------------------------------------- recovery
@@ -721,10 +805,11 @@ class HudiTable:
         timeline = _scan_timeline(self._hoodie)
         if not timeline.pending:
             return []
-        files = self._list_base_files()
+        files, logs = self._list_data_files()
         marker = self.base_path / PARTITION_METADATA_FILE
         for instant in sorted(timeline.pending):
-            doomed = [name for _, t, name in files if t == instant]
+            doomed = [f[2] for f in files if f[1] == instant]
+            doomed += [log.name for log, _ in logs if log.instant == instant]
             for name in doomed:
                 (self.base_path / name).unlink(missing_ok=True)
             files = [f for f in files if f[1] != instant]
@@ -745,7 +830,7 @@ class HudiTable:
         return sorted(timeline.pending)
 
     def clean(self, retain_commits: int) -> list[Path]:
-        """Delete base files no query at the last ``retain_commits`` commits can need.
+        """Delete data files no query at the last ``retain_commits`` commits can need.
 
         A slice is deleted only if a newer committed slice of its group already existed
         at the oldest retained commit (or its group was replaced by then). The latest
@@ -769,15 +854,20 @@ class HudiTable:
         replaced = self._replaced_file_ids(timeline, upto=oldest_kept)
 
         deleted: list[Path] = []
-        for file_id, slices in self._committed_slices(timeline).items():
+        groups, logs = self._committed_slices(timeline)
+        logs_of: dict[tuple[str, str], list[str]] = {}
+        for log, _ in logs:
+            logs_of.setdefault((log.file_id, log.base_instant), []).append(log.name)
+        for file_id, slices in groups.items():
             visible = [s for s in slices if s[0] <= oldest_kept]
             # A live group keeps the slice current at oldest_kept and everything newer,
-            # so its latest slice always stays.
+            # so its latest slice always stays. A slice goes with its log files.
             doomed = visible if file_id in replaced else visible[:-1]
-            for _, name in doomed:
-                path = self.base_file_path(name)
-                path.unlink(missing_ok=True)
-                deleted.append(path)
+            for instant, name, _ in doomed:
+                for doomed_name in [*logs_of.get((file_id, instant), []), name]:
+                    path = self.base_file_path(doomed_name)
+                    path.unlink(missing_ok=True)
+                    deleted.append(path)
         if deleted:
             _fsync_dir(self.base_path)
         return deleted

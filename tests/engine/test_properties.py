@@ -158,14 +158,29 @@ def disorder(msgs: list, replays: list[tuple[int, int, int]], moves: list[tuple[
     return msgs
 
 
-def replicate(msgs_by_topic: dict[str, list], cuts: list[int], crashes: set[int], root: Path) -> Path:
+#: Table layouts: Copy-on-Write; Merge-on-Read compacting every 3rd log (appends and
+#: compactions interleave); Merge-on-Read with the default size-based compaction.
+LAYOUTS = {
+    "cow": {"table_type": "COPY_ON_WRITE"},
+    "mor-3-logs": {"compaction_max_log_files": 3, "compaction_max_log_ratio": 1000.0},
+    "mor-default": {},
+}
+
+
+def replicate(
+    msgs_by_topic: dict[str, list],
+    cuts: list[int],
+    crashes: set[int],
+    root: Path,
+    layout: str = "mor-3-logs",
+) -> Path:
     """Feed the messages to the engine in batches, with restarts and crashes."""
     target = root / "lake"
     cfg = config_from_dict(
         {
             "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
             "target": {"path": str(target)},
-            "hudi": {"num_buckets": 3, "clean_retain_commits": 2},
+            "hudi": {"num_buckets": 3, "clean_retain_commits": 2, **LAYOUTS[layout]},
             "replicator": {"work_dir": str(root / "work")},
         }
     )
@@ -217,13 +232,13 @@ def _normalise(rows: dict[str, dict], columns: set[str]) -> dict[str, dict]:
     return {k: {c: r.get(c) for c in columns} for k, r in rows.items()}
 
 
-def check(ops_a, ops_b, replays, moves, cuts, crashes) -> None:
+def check(ops_a, ops_b, replays, moves, cuts, crashes, layout="mor-3-logs") -> None:
     streams = {
         TOPICS[0]: disorder(build_stream(TOPICS[0], ops_a), replays, moves),
         TOPICS[1]: disorder(build_stream(TOPICS[1], ops_b), replays[::-1], moves[::-1]),
     }
     with tempfile.TemporaryDirectory() as tmp:
-        target = replicate(streams, cuts, set(crashes), Path(tmp))
+        target = replicate(streams, cuts, set(crashes), Path(tmp), layout)
         for topic, msgs in streams.items():
             expected = fold(msgs).get(topic, {})
             path = target / table_name_for_topic(topic)
@@ -243,14 +258,21 @@ ops_strategy = st.lists(st.tuples(OPS, st.integers(0, 50), st.integers(0, 1000))
     moves=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 10)), max_size=3),
     cuts=st.lists(st.integers(1, 25), min_size=1, max_size=6),
     crashes=st.lists(st.integers(0, 8), max_size=2),
+    layout=st.sampled_from(sorted(LAYOUTS)),
 )
 @example(  # delete, its tombstone in the next batch, then a late update of the same key
     ops_a=[("insert", 0, 1), ("delete", 3, 2), ("update", 0, 3)],
-    ops_b=[], replays=[(4, 1, 9)], moves=[], cuts=[5, 1, 2], crashes=[],
+    ops_b=[], replays=[(4, 1, 9)], moves=[], cuts=[5, 1, 2], crashes=[], layout="mor-3-logs",
 )
 @example(  # TOAST update right after insert in one batch, then truncate and re-insert
     ops_a=[("insert", 0, 1), ("toast", 3, 2), ("truncate", 0, 0), ("insert", 0, 4)],
     ops_b=[("addcol", 0, 0), ("update", 1, 7)], replays=[], moves=[], cuts=[25], crashes=[0],
+    layout="cow",
 )
-def test_engine_equals_oracle(ops_a, ops_b, replays, moves, cuts, crashes) -> None:
-    check(ops_a, ops_b, replays, moves, cuts, crashes)
+@example(  # MOR: updates and deletes appended as logs, a crash, then compaction
+    ops_a=[("insert", 0, 1), ("insert", 1, 2), ("update", 0, 3), ("delete", 1, 0),
+           ("toast", 0, 4), ("insert", 1, 5), ("update", 1, 6), ("delete", 0, 0)],
+    ops_b=[], replays=[(2, 2, 5)], moves=[], cuts=[1], crashes=[3], layout="mor-3-logs",
+)
+def test_engine_equals_oracle(ops_a, ops_b, replays, moves, cuts, crashes, layout) -> None:
+    check(ops_a, ops_b, replays, moves, cuts, crashes, layout)

@@ -1,0 +1,247 @@
+"""Hudi log files of a Merge-on-Read file slice: one file per delta commit.
+
+A log file sits next to its slice's base file and is named
+``.<fileId>_<baseInstant>.log.<version>_<writeToken>``. It is a sequence of blocks;
+this module writes (and reads back, for the merge's own use) the two block types a
+CDC replica needs:
+
+* a **parquet data block**: the upserted rows, a complete parquet file as the content;
+* a **delete block**: the deleted record keys, an Avro ``HoodieDeleteRecordList``.
+
+Block layout (log format version 1, as Hudi 0.x/1.x write it and hudi-rs reads it)::
+
+    "#HUDI#"                    magic
+    int64   block size          (everything after this field)
+    int32   format version = 1
+    int32   block type          (1 delete, 5 parquet data)
+    header  int32 count, then per entry int32 key, int32 length, UTF-8 bytes
+    int64   content length
+    bytes   content
+    footer  int32 count = 0
+    int64   total block length  (from the magic to here, excluding this field)
+
+All integers are big-endian. Header keys: 0 instant time, 2 schema (Avro JSON).
+
+Delete records carry ``orderingVal = 0`` (a long): readers then order a delete against
+a row by commit time alone, which is what we need since the writer has already put
+every key's events in source order before writing.
+
+Each delta commit writes new log files and never appends to existing ones, so rolling
+back a failed commit means deleting its files: the write token's middle part is the
+delta commit's instant (``<task>-<instant>-<attempt>``), which is how
+:meth:`engine.hudi.table.HudiTable.rollback_pending` finds them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import HudiError
+
+MAGIC = b"#HUDI#"
+LOG_FORMAT_VERSION = 1
+DELETE_BLOCK_CONTENT_VERSION = 3
+BLOCK_DELETE = 1
+BLOCK_PARQUET = 5
+HEADER_INSTANT_TIME = 0
+HEADER_SCHEMA = 2
+
+LOG_FILE_RE = re.compile(r"\.([^_]+)_(\d{17}|\d{14})\.log\.(\d+)_(\d+)-(\d+)-(\d+)\Z")
+
+
+@dataclass(frozen=True)
+class LogFileName:
+    """The parts of a log file name."""
+
+    file_id: str
+    base_instant: str
+    version: int
+    task: int
+    instant: str  # the delta commit that wrote the file (middle of the write token)
+    attempt: int = 0
+
+    @property
+    def name(self) -> str:
+        """The file name (no directory)."""
+        return (
+            f".{self.file_id}_{self.base_instant}.log.{self.version}"
+            f"_{self.task}-{self.instant}-{self.attempt}"
+        )
+
+    @classmethod
+    def parse(cls, name: str) -> LogFileName | None:
+        """Parse a log file name; None if ``name`` is not one this module writes."""
+        m = LOG_FILE_RE.match(name)
+        if not m:
+            return None
+        return cls(m[1], m[2], int(m[3]), int(m[4]), m[5], int(m[6]))
+
+
+def _metadata(entries: dict[int, str]) -> bytes:
+    out = [struct.pack(">i", len(entries))]
+    for key, value in entries.items():
+        raw = value.encode("utf-8")
+        out.append(struct.pack(">ii", key, len(raw)))
+        out.append(raw)
+    return b"".join(out)
+
+
+def _block(block_type: int, header: dict[int, str], content: bytes) -> bytes:
+    head = _metadata(header)
+    footer = _metadata({})
+    body = b"".join(
+        [
+            struct.pack(">ii", LOG_FORMAT_VERSION, block_type),
+            head,
+            struct.pack(">q", len(content)),
+            content,
+            footer,
+        ]
+    )
+    # "block size" counts everything after it, the trailing total length included.
+    size = len(body) + 8
+    block = MAGIC + struct.pack(">q", size) + body
+    return block + struct.pack(">q", len(block))
+
+
+def _zigzag_varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+# One HoodieDeleteRecord after its key: partitionPath = union branch 1 (string) "",
+# orderingVal = union branch 2 (long) 0.
+_DELETE_TAIL = b"\x02\x00" + b"\x04\x00"
+
+
+def _delete_content(keys: list[str]) -> bytes:
+    """Avro binary ``HoodieDeleteRecordList`` framed as a version-3 delete block."""
+    parts = [_zigzag_varint(len(keys))] if keys else []
+    for key in keys:
+        raw = key.encode("utf-8")
+        parts.append(b"\x02" + _zigzag_varint(len(raw)) + raw + _DELETE_TAIL)
+    parts.append(b"\x00")  # end of the array
+    datum = b"".join(parts)
+    return struct.pack(">ii", DELETE_BLOCK_CONTENT_VERSION, len(datum)) + datum
+
+
+def encode_log_file(
+    instant: str, avro_schema: str, upserts: pa.Table | None, deleted_keys: list[str]
+) -> bytes:
+    """Return the bytes of one delta commit's log file: data block, then delete block.
+
+    Args:
+        instant: The delta commit's instant.
+        avro_schema: The table's Avro schema JSON (with ``_hoodie_*`` fields).
+        upserts: Rows with the full base-file schema, or None.
+        deleted_keys: Record keys deleted by this commit.
+    """
+    blocks = []
+    if upserts is not None and upserts.num_rows:
+        buf = io.BytesIO()
+        pq.write_table(upserts, buf, compression="snappy")
+        header = {HEADER_INSTANT_TIME: instant, HEADER_SCHEMA: avro_schema}
+        blocks.append(_block(BLOCK_PARQUET, header, buf.getvalue()))
+    if deleted_keys:
+        header = {HEADER_INSTANT_TIME: instant}
+        blocks.append(_block(BLOCK_DELETE, header, _delete_content(deleted_keys)))
+    return b"".join(blocks)
+
+
+@dataclass
+class LogBlock:
+    """One block read back: its instant and either rows or deleted keys."""
+
+    instant: str
+    rows: pa.Table | None = None
+    deleted_keys: list[str] | None = None
+
+
+def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = z = 0
+    while True:
+        b = buf[i]
+        i += 1
+        z |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), i
+
+
+def _decode_delete_keys(content: bytes) -> list[str]:
+    _version, length = struct.unpack_from(">ii", content, 0)
+    buf = content[8 : 8 + length]
+    keys: list[str] = []
+    i = 0
+    while True:
+        count, i = _read_varint(buf, i)
+        if count == 0:
+            return keys
+        if count < 0:
+            count = -count
+            _, i = _read_varint(buf, i)  # block byte size
+        for _ in range(count):
+            branch, i = _read_varint(buf, i)
+            if branch == 1:
+                n, i = _read_varint(buf, i)
+                keys.append(buf[i : i + n].decode("utf-8"))
+                i += n
+            branch, i = _read_varint(buf, i)  # partitionPath
+            if branch == 1:
+                n, i = _read_varint(buf, i)
+                i += n
+            branch, i = _read_varint(buf, i)  # orderingVal: we only write long 0
+            if branch != 0:
+                if branch != 2:
+                    raise HudiError(f"unsupported delete orderingVal type (union branch {branch})")
+                _, i = _read_varint(buf, i)
+
+
+def read_log_file(path: Path, columns: list[str] | None = None) -> Iterator[LogBlock]:
+    """Yield the data and delete blocks of a log file written by :func:`encode_log_file`."""
+    data = Path(path).read_bytes()
+    i = 0
+    while i < len(data):
+        if data[i : i + 6] != MAGIC:
+            raise HudiError(f"{path}: no log block magic at byte {i}")
+        i += 6 + 8
+        _fmt, block_type = struct.unpack_from(">ii", data, i)
+        i += 8
+        (n,) = struct.unpack_from(">i", data, i)
+        i += 4
+        header: dict[int, str] = {}
+        for _ in range(n):
+            key, length = struct.unpack_from(">ii", data, i)
+            i += 8
+            header[key] = data[i : i + length].decode("utf-8")
+            i += length
+        (length,) = struct.unpack_from(">q", data, i)
+        i += 8
+        content = data[i : i + length]
+        i += length
+        (n,) = struct.unpack_from(">i", data, i)
+        i += 4
+        for _ in range(n):
+            _key, flen = struct.unpack_from(">ii", data, i)
+            i += 8 + flen
+        i += 8  # total block length
+        instant = header.get(HEADER_INSTANT_TIME, "")
+        if block_type == BLOCK_PARQUET:
+            yield LogBlock(instant, rows=pq.read_table(pa.py_buffer(content), columns=columns))
+        elif block_type == BLOCK_DELETE:
+            yield LogBlock(instant, deleted_keys=_decode_delete_keys(content))
+        else:
+            raise HudiError(f"{path}: unsupported log block type {block_type}")
