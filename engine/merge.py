@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from engine import faults, tombstones
 from engine.hudi.log_file import encode_log_file, read_log_file
+from engine.hudi.schema import reader_schema
 from engine.model import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
@@ -547,7 +548,9 @@ def read_slice(
                     pc.invert(pc.is_in(rows.column(HOODIE_RECORD_KEY), value_set=gone))
                 )
             if fresh is not None and fresh.num_rows:
-                rows = pa.concat_tables([rows, fresh], promote_options="permissive")
+                if fresh.schema != rows.schema:
+                    fresh = fresh.cast(rows.schema)  # log blocks hold hudi-rs's types
+                rows = pa.concat_tables([rows, fresh])
     return rows
 
 
@@ -604,6 +607,8 @@ def execute_task(task: FileGroupTask) -> FileGroupResult:
         )
     if task.append and task.prev_file:
         upserts = result.upserts
+        if upserts is not None:
+            upserts = upserts.cast(reader_schema(upserts.schema))
         data = encode_log_file(task.instant, task.avro_schema, upserts, result.deleted_keys)
         size = _write_atomic(data, table_path / task.file_name)
         num_writes = upserts.num_rows if upserts is not None else 0

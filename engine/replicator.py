@@ -65,6 +65,8 @@ from engine.source import KafkaSource
 from engine.transactions import TransactionTracker, apply_cuts, data_collection
 
 PRECOMBINE = POS
+#: Base files below this size count as this size for the log-size compaction trigger.
+COMPACTION_MIN_BASE_BYTES = 4 << 20
 TRUNCATE_KEY = "cdcctl.truncate.pos"
 MAX_TS_KEY = "cdcctl.source.max_ts"
 TOPIC_KEY = "cdcctl.source.topic"
@@ -855,14 +857,17 @@ class Replicator:
         Merge-on-Read appends while the slice's schema is the batch's and its logs are
         small; it compacts (rewrites the base file) once they reach
         ``hudi.compaction_max_log_files`` files or ``hudi.compaction_max_log_ratio`` of
-        the base file's size.
+        the base file's size (small base files count as ``COMPACTION_MIN_BASE_BYTES``:
+        rewriting them is cheap either way, and per-file overhead would otherwise make
+        every small group compact on every batch).
         """
         if not table.is_mor or current is None:
             return False
         cfg = self.cfg.hudi
         if len(current.log_files) >= cfg.compaction_max_log_files:
             return False
-        if current.log_size > cfg.compaction_max_log_ratio * max(current.base_size, 1):
+        base = max(current.base_size, COMPACTION_MIN_BASE_BYTES)
+        if current.log_size > cfg.compaction_max_log_ratio * base:
             return False
         return table.schema_at(current.instant) == schema
 

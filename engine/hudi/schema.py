@@ -108,6 +108,31 @@ def _avro_type(t: pa.DataType, name_path: str) -> Any:
     )
 
 
+def reader_type(t: pa.DataType) -> pa.DataType:
+    """Return the Arrow type hudi-rs gives a column of type ``t`` (third column above).
+
+    Base files may hold the exact types (hudi-rs casts them), but the rows of a log data
+    block must already have these types: hudi-rs refuses to re-tag naive timestamps or
+    widen integers there.
+    """
+    if pa.types.is_int8(t) or pa.types.is_int16(t):
+        return pa.int32()
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_timestamp(t) and t.tz is None:
+        return pa.timestamp(t.unit, "UTC")
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(reader_type(t.value_type)))
+    return t
+
+
+def reader_schema(schema: pa.Schema) -> pa.Schema:
+    """Return ``schema`` with every column typed as hudi-rs reads it (:func:`reader_type`)."""
+    return pa.schema([f.with_type(reader_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
 def avro_schema(arrow_schema: pa.Schema, table_name: str) -> dict[str, Any]:
     """Return the Avro writer schema of a data schema, as a JSON-ready dict.
 

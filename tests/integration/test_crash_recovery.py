@@ -17,6 +17,7 @@ import pytest
 
 from engine.broker import produce_messages
 from engine.demo_workload import InventoryWorkload
+from engine.hudi.log_file import LogFileName
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
@@ -74,6 +75,17 @@ def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path
     assert_replicas_match(target, fold(messages))
 
 
+def _files_of(path: Path, instant: str) -> list[Path]:
+    """Data files an instant wrote: base files end with it, log files carry it in the token."""
+    return [
+        f for f in path.iterdir()
+        if f.name.endswith(f"_{instant}.parquet") or (LogFileName.parse(f.name) or _NO).instant == instant
+    ]
+
+
+_NO = LogFileName("", "", 0, 0, "")
+
+
 def test_unfinished_instant_is_invisible_and_rolled_back(broker, topic_prefix: str, tmp_path: Path) -> None:
     messages = list(InventoryWorkload(seed=9, prefix=topic_prefix, schemas=True).events(6_000))
     topics = sorted({t for t, _, _ in messages})
@@ -99,7 +111,7 @@ def test_unfinished_instant_is_invisible_and_rolled_back(broker, topic_prefix: s
     assert pending, "the crash should leave an unfinished instant"
     by_topic = {t: [m for m in messages if m[0] == t] for t in topics}
     for topic, (path, instant, rows) in pending.items():
-        assert list(path.glob(f"*_{instant}.parquet")), "its base files were written"
+        assert _files_of(path, instant), "its data files were written"
         checkpoint = HudiTable.open(path).checkpoint()
         applied = int(checkpoint.rsplit(":", 1)[1]) if checkpoint else 0
         expected = fold(by_topic[topic][:applied]).get(topic, {})
@@ -107,7 +119,7 @@ def test_unfinished_instant_is_invisible_and_rolled_back(broker, topic_prefix: s
     final = run_cli("start", "--config", str(config), "--until-caught-up")
     assert final.returncode == 0, final.stderr
     for topic, (path, instant, _) in pending.items():
-        assert not list(path.glob(f"*_{instant}.parquet"))
+        assert not _files_of(path, instant)
         assert instant not in HudiTable.open(path).pending_instants()
         assert instant not in HudiTable.open(path).completed_instants()
     assert_replicas_match(target, fold(messages))
