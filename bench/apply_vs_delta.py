@@ -1,11 +1,13 @@
 """Apply benchmark: the engine's merge+commit vs delta-rs MERGE, same change sets, one run.
 
 Usage:  .venv/bin/python bench/apply_vs_delta.py [--rows 2000000] [--changes 1000,10000,200000]
+            [--repeat 3] [--table-type MERGE_ON_READ|COPY_ON_WRITE]
 
 A table of ``--rows`` rows is built once per engine (Hudi via the engine, Delta via
 ``write_deltalake``); then each deduplicated change set (80% updates, 10% inserts, 10%
-deletes, keys uniform over the table) is applied by both, in the same order. Decoding
-is not measured: the engine gets the decoded change batch, delta-rs gets the same rows.
+deletes, keys uniform over the table) is applied by both, in the same order, ``--repeat``
+times (fresh keys each time; the median is printed, with the range). Decoding is not
+measured: the engine gets the decoded change batch, delta-rs gets the same rows.
 A benchmark, not a test: it asserts nothing.
 """
 
@@ -56,13 +58,19 @@ def change_batch(ids: np.ndarray, ops: np.ndarray, pos0: int, rng: np.random.Gen
     )
 
 
-def in_process_replicator(root: Path, buckets: int, clean_retain_commits: int = 10) -> Replicator:
+def in_process_replicator(
+    root: Path, buckets: int, clean_retain_commits: int = 10, table_type: str = "MERGE_ON_READ"
+) -> Replicator:
     """A replicator writing under ``root``, merging with a local Spark session (no Kafka)."""
     cfg = config_from_dict(
         {
             "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
             "target": {"path": str(root / "lake")},
-            "hudi": {"num_buckets": buckets, "clean_retain_commits": clean_retain_commits},
+            "hudi": {
+                "num_buckets": buckets,
+                "clean_retain_commits": clean_retain_commits,
+                "table_type": table_type,
+            },
             "replicator": {"work_dir": str(root / "work")},
         }
     )
@@ -80,6 +88,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--changes", default="1000,10000,200000")
     ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--table-type", default="MERGE_ON_READ", choices=["MERGE_ON_READ", "COPY_ON_WRITE"])
     args = ap.parse_args()
     from deltalake import DeltaTable, write_deltalake
 
@@ -87,7 +97,7 @@ def main() -> None:
     print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        rep = in_process_replicator(root, args.buckets)
+        rep = in_process_replicator(root, args.buckets, table_type=args.table_type)
         base = change_batch(np.arange(args.rows), np.full(args.rows, "r"), 0, rng)
         t0 = time.perf_counter()
         rep.merge_batch(TOPIC, base, ["id"], {0: args.rows})
@@ -97,10 +107,12 @@ def main() -> None:
         write_deltalake(delta_path, delta_rows(base).drop_columns(["op"]))
         delta_load = time.perf_counter() - t0
         print(f"table: {args.rows:,} rows; initial load: engine {hudi_load:.2f}s, "
-              f"delta-rs {delta_load:.2f}s ({args.buckets} buckets)")
+              f"delta-rs {delta_load:.2f}s ({args.buckets} buckets, {args.table_type})")
         next_id, pos = args.rows, args.rows
-        print(f"{'changes':>9} {'engine s':>9} {'delta-rs s':>11} {'delta/engine':>13}")
+        print(f"{'changes':>9} {'engine s (range)':>20} {'delta-rs s (range)':>20} {'delta/engine':>13}")
         for size in (int(x) for x in args.changes.split(",")):
+          engine_times, delta_times = [], []
+          for _ in range(args.repeat):
             kinds = rng.choice(["u", "c", "d"], size, p=[0.8, 0.1, 0.1])
             existing = rng.choice(next_id, size, replace=False)
             ids = np.where(kinds == "c", np.arange(next_id, next_id + size), existing)
@@ -109,7 +121,7 @@ def main() -> None:
             pos += size
             t0 = time.perf_counter()
             rep.merge_batch(TOPIC, batch, ["id"], {0: pos})
-            engine_s = time.perf_counter() - t0
+            engine_times.append(time.perf_counter() - t0)
             source = delta_rows(batch)
             t0 = time.perf_counter()
             (
@@ -126,8 +138,13 @@ def main() -> None:
                 )
                 .execute()
             )
-            delta_s = time.perf_counter() - t0
-            print(f"{size:>9,} {engine_s:>9.2f} {delta_s:>11.2f} {delta_s / engine_s:>12.2f}x")
+            delta_times.append(time.perf_counter() - t0)
+          engine_s, delta_s = float(np.median(engine_times)), float(np.median(delta_times))
+          print(
+              f"{size:>9,} {engine_s:>6.2f} ({min(engine_times):.2f}-{max(engine_times):.2f})"
+              f"{delta_s:>9.2f} ({min(delta_times):.2f}-{max(delta_times):.2f})"
+              f" {delta_s / engine_s:>12.2f}x"
+          )
 
 
 if __name__ == "__main__":

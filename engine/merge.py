@@ -148,6 +148,17 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([_column_or_null(table, f) for f in schema], schema=schema)
 
 
+def repeat_string(value: str, n: int) -> pa.Array:
+    """A string array of ``n`` copies of ``value``, built from buffers (no Python objects)."""
+    raw = value.encode("utf-8")
+    offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32)[: n + 1]
+    if not raw:
+        offsets = np.zeros(n + 1, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
+    )
+
+
 def file_schema(data_schema: pa.Schema) -> pa.Schema:
     """Full base-file schema: the five Hudi meta columns, then the data columns."""
     meta = [pa.field(name, pa.string()) for name in HOODIE_META_COLUMNS]
@@ -299,7 +310,7 @@ def merge_file_group(
         carried = carried.set_column(
             carried.schema.get_field_index(HOODIE_FILE_NAME),
             HOODIE_FILE_NAME,
-            pa.array(np.full(carried.num_rows, file_name, dtype=object), pa.string()),
+            repeat_string(file_name, carried.num_rows),
         )
         parts.append(carried)
     if upserts is not None and upserts.num_rows:
@@ -307,11 +318,11 @@ def merge_file_group(
         record_index = pa.array(np.arange(carried.num_rows, carried.num_rows + n)).cast(pa.string())
         seqno = pc.binary_join_element_wise(f"{instant}_{task_partition}_", record_index, "")
         meta = {
-            HOODIE_COMMIT_TIME: pa.array(np.full(n, instant, dtype=object), pa.string()),
+            HOODIE_COMMIT_TIME: repeat_string(instant, n),
             HOODIE_COMMIT_SEQNO: seqno,
             HOODIE_RECORD_KEY: upserts.column(KEY).cast(pa.string()),
-            HOODIE_PARTITION_PATH: pa.array(np.full(n, "", dtype=object), pa.string()),
-            HOODIE_FILE_NAME: pa.array(np.full(n, file_name, dtype=object), pa.string()),
+            HOODIE_PARTITION_PATH: repeat_string("", n),
+            HOODIE_FILE_NAME: repeat_string(file_name, n),
         }
         columns = [meta[f.name] if f.name in meta else _column_or_null(upserts, f) for f in schema]
         fresh_rows = pa.Table.from_arrays(columns, schema=schema)
@@ -338,7 +349,11 @@ def _decide(
     ctl = pl.from_arrow(events.select([KEY, OP, POS, POS_SUB, PARTITION, OFFSET]))
     assert isinstance(ctl, pl.DataFrame)
     ctl = ctl.with_row_index("_i").sort([KEY, PARTITION, OFFSET])
-    if ctl[POS].null_count():
+    # Sorted by key, repeats are neighbours. Without repeats (the common case of a
+    # deduplicated or sparse batch) the per-key window work below is skipped.
+    keys = ctl[KEY]
+    repeats = ctl.height > 1 and bool((keys.slice(1) == keys.slice(0, ctl.height - 1)).any())
+    if repeats and ctl[POS].null_count():
         ctl = ctl.with_columns(
             pl.col(POS).forward_fill().over([KEY, PARTITION]),
             pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
@@ -361,7 +376,10 @@ def _decide(
     floor_value = _combined_value(floor)
     if floor_value is not None:
         prior = pl.max_horizontal(prior, pl.lit(floor_value, pl.Int128))
-    ctl = ctl.with_columns(pl.col("_c").cum_max().shift(1).over(KEY).alias(_PREV))
+    if repeats:
+        ctl = ctl.with_columns(pl.col("_c").cum_max().shift(1).over(KEY).alias(_PREV))
+    else:
+        ctl = ctl.with_columns(pl.lit(None, pl.Int128).alias(_PREV))
     ctl = ctl.with_columns(
         _late=(pl.col("_c").is_not_null() & (pl.col("_c") <= prior)).fill_null(False)
     )
@@ -369,8 +387,12 @@ def _decide(
     kept = ctl.filter(~pl.col("_late")).with_columns(
         pl.col("_c").fill_null(_combined_value((UNKNOWN_POS, 0)))
     )
-    winners_ctl = kept.sort([KEY, "_c", PARTITION, OFFSET]).unique(
-        subset=[KEY], keep="last", maintain_order=True
+    winners_ctl = (
+        kept.sort([KEY, "_c", PARTITION, OFFSET]).unique(
+            subset=[KEY], keep="last", maintain_order=True
+        )
+        if repeats
+        else kept
     )
     winners = events.take(winners_ctl["_i"].to_arrow())
     pos = winners_ctl[POS].to_arrow().cast(pa.int64())
@@ -486,6 +508,8 @@ class FileGroupTask:
     append: bool = False
     #: Avro schema JSON of the rows (the log data block's header), for appends.
     avro_schema: str = ""
+    #: Estimated cost (bytes to read and write), for packing tasks into Spark partitions.
+    weight: int = 0
 
 
 @dataclass
@@ -628,3 +652,24 @@ def execute_task(task: FileGroupTask) -> FileGroupResult:
         counts=result.counts,
         base_file=base_file,
     )
+
+
+def execute_tasks(tasks: list[FileGroupTask]) -> list[FileGroupResult]:
+    """Run several file-group merges one after another: one Spark task's share of a batch."""
+    return [execute_task(task) for task in tasks]
+
+
+def pack_tasks(tasks: list[FileGroupTask], slots: int) -> list[list[int]]:
+    """Split task indices into at most ``slots`` bins of similar total weight.
+
+    Every Spark task costs tens of milliseconds of scheduling and Python-worker round
+    trips, so a batch runs one Spark task per core, each merging a balanced share of
+    the touched file groups (longest first, each to the least loaded bin).
+    """
+    bins: list[list[int]] = [[] for _ in range(max(1, min(slots, len(tasks))))]
+    loads = [0] * len(bins)
+    for i in sorted(range(len(tasks)), key=lambda i: -tasks[i].weight):
+        j = loads.index(min(loads))
+        bins[j].append(i)
+        loads[j] += max(tasks[i].weight, 1)
+    return [b for b in bins if b]

@@ -45,8 +45,9 @@ from engine.merge import (
     FileGroupTask,
     MergeCounts,
     MergeOptions,
-    execute_task,
+    execute_tasks,
     file_schema,
+    pack_tasks,
 )
 from engine.model import (
     KEY,
@@ -601,11 +602,16 @@ class Replicator:
     def _run_job(self, pending: _Pending) -> None:
         try:
             spark = self._spark_session()
-            pending.results = (
-                spark.sparkContext.parallelize(pending.tasks, len(pending.tasks))
-                .map(execute_task)
-                .collect()
-            )
+            tasks = pending.tasks
+            bins = pack_tasks(tasks, spark.sparkContext.defaultParallelism)
+            shares = [[tasks[i] for i in b] for b in bins]
+            done = spark.sparkContext.parallelize(shares, len(shares)).map(execute_tasks).collect()
+            results: list[FileGroupResult | None] = [None] * len(tasks)
+            for b, share_results in zip(bins, done, strict=True):
+                for i, result in zip(b, share_results, strict=True):
+                    results[i] = result
+            pending.results = [r for r in results if r is not None]
+            assert len(pending.results) == len(tasks)
         except BaseException as exc:  # noqa: BLE001 - re-raised by _finish in the main thread
             pending.error = exc
 
@@ -847,9 +853,17 @@ class Replicator:
                     state_instant=current_slice.state_instant if current_slice else None,
                     append=append,
                     avro_schema=avro,
+                    weight=self._task_weight(current_slice, chunks.get(b), append),
                 )
             )
         return plan, tasks
+
+    @staticmethod
+    def _task_weight(current: FileSlice | None, events: pa.Table | None, append: bool) -> int:
+        """Rough bytes a task reads and writes: all of the slice for a rewrite, about the
+        key and position columns of it for an append, plus its events."""
+        stored = current.base_size + current.log_size if current else 0
+        return (stored // 8 if append else stored) + (events.nbytes if events is not None else 0)
 
     def _appends(self, table: HudiTable, current: FileSlice | None, schema: pa.Schema) -> bool:
         """Whether a touched file group gets a log file (else a new base file).

@@ -152,7 +152,9 @@ def encode_log_file(
     blocks = []
     if upserts is not None and upserts.num_rows:
         buf = io.BytesIO()
-        pq.write_table(upserts, buf, compression="snappy")
+        # Statistics and dictionaries of per-row unique columns cost time and buy a
+        # reader nothing here: a log block is always read whole.
+        pq.write_table(upserts, buf, compression="snappy", write_statistics=False)
         header = {HEADER_INSTANT_TIME: instant, HEADER_SCHEMA: avro_schema}
         blocks.append(_block(BLOCK_PARQUET, header, buf.getvalue()))
     if deleted_keys:
@@ -184,6 +186,34 @@ def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
 def _decode_delete_keys(content: bytes) -> list[str]:
     _version, length = struct.unpack_from(">ii", content, 0)
     buf = content[8 : 8 + length]
+    fast = _decode_own_delete_keys(buf)
+    return fast if fast is not None else _decode_delete_keys_generic(buf)
+
+
+def _decode_own_delete_keys(buf: bytes) -> list[str] | None:
+    """Decode the list as this module writes it (one array block, keys under 64 bytes,
+    empty partition path, orderingVal long 0) without a varint call per field; None if
+    ``buf`` is shaped otherwise."""
+    count, i = _read_varint(buf, 0)
+    if count <= 0:
+        return [] if count == 0 and len(buf) == 1 else None
+    keys: list[str] = []
+    append = keys.append
+    end = len(buf)
+    for _ in range(count):
+        if i + 2 > end or buf[i] != 2 or buf[i + 1] >= 0x80:
+            return None
+        n = buf[i + 1] >> 1
+        start = i + 2
+        i = start + n
+        if buf[i : i + 4] != _DELETE_TAIL:
+            return None
+        append(buf[start:i].decode("utf-8"))
+        i += 4
+    return keys if buf[i:] == b"\x00" else None
+
+
+def _decode_delete_keys_generic(buf: bytes) -> list[str]:
     keys: list[str] = []
     i = 0
     while True:
