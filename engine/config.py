@@ -263,6 +263,8 @@ def render_config(
     hudi.add("num_buckets", num_buckets)
     hudi["num_buckets"].comment("bucket index size per table; fixed once a table exists")
     hudi.add("clean_retain_commits", 10)
+    hudi.add("table_type", "MERGE_ON_READ")
+    hudi["table_type"].comment("or COPY_ON_WRITE; fixed once a table exists")
     doc.add("hudi", hudi)
     rep = tomlkit.table()
     rep.add("max_batch_events", 100_000)

@@ -812,12 +812,13 @@ class Replicator:
         stage.mkdir(parents=True, exist_ok=True)
         schema_ipc = schema.serialize().to_pybytes()
         avro = avro_schema_json(file_schema(schema), table.name) if table.is_mor else ""
+        rewrite = self._rewrites(table, groups, touched, schema, truncate is not None)
         tasks = []
         for i, b in enumerate(touched):
             part = first_task + i
             current_slice = groups.get(b)
             file_id = current_slice.file_id if current_slice else bucket_file_id(b)
-            append = truncate is None and self._appends(table, current_slice, schema)
+            append = b not in rewrite
             if append:
                 assert current_slice is not None
                 version = 1 + max(
@@ -865,25 +866,47 @@ class Replicator:
         stored = current.base_size + current.log_size if current else 0
         return (stored // 8 if append else stored) + (events.nbytes if events is not None else 0)
 
-    def _appends(self, table: HudiTable, current: FileSlice | None, schema: pa.Schema) -> bool:
-        """Whether a touched file group gets a log file (else a new base file).
+    def _rewrites(
+        self,
+        table: HudiTable,
+        groups: dict[int, FileSlice],
+        touched: list[int],
+        schema: pa.Schema,
+        truncate: bool,
+    ) -> set[int]:
+        """The touched buckets that get a new base file; the others get a log file (MOR).
 
-        Merge-on-Read appends while the slice's schema is the batch's and its logs are
-        small; it compacts (rewrites the base file) once they reach
-        ``hudi.compaction_max_log_files`` files or ``hudi.compaction_max_log_ratio`` of
-        the base file's size (small base files count as ``COMPACTION_MIN_BASE_BYTES``:
-        rewriting them is cheap either way, and per-file overhead would otherwise make
-        every small group compact on every batch).
+        Copy-on-Write rewrites every touched group. Merge-on-Read must rewrite a group
+        without a slice, every group on a truncate, and a group whose base file has an
+        older schema (a log block has its base file's columns). It compacts a group once
+        its logs reach ``hudi.compaction_max_log_files`` files or
+        ``hudi.compaction_max_log_ratio`` of its base file (small base files count as
+        ``COMPACTION_MIN_BASE_BYTES``: rewriting them is cheap either way). Uniform keys
+        make every group due at once, so at most a quarter of the table's groups are
+        compacted per batch, fullest first, unless a group is twice over the file limit:
+        a batch's latency never includes a whole-table rewrite.
         """
-        if not table.is_mor or current is None:
-            return False
+        if not table.is_mor or truncate:
+            return set(touched)
         cfg = self.cfg.hudi
-        if len(current.log_files) >= cfg.compaction_max_log_files:
-            return False
-        base = max(current.base_size, COMPACTION_MIN_BASE_BYTES)
-        if current.log_size > cfg.compaction_max_log_ratio * base:
-            return False
-        return table.schema_at(current.instant) == schema
+        must, due = set(), []
+        for b in touched:
+            current = groups.get(b)
+            if current is None or table.schema_at(current.instant) != schema:
+                must.add(b)
+                continue
+            files = len(current.log_files)
+            fullness = max(
+                files / cfg.compaction_max_log_files,
+                current.log_size
+                / (cfg.compaction_max_log_ratio * max(current.base_size, COMPACTION_MIN_BASE_BYTES)),
+            )
+            if files >= 2 * cfg.compaction_max_log_files:
+                must.add(b)
+            elif fullness >= 1:
+                due.append((fullness, b))
+        budget = max(1, -(-len(groups) // 4))
+        return must | {b for _, b in sorted(due, reverse=True)[:budget]}
 
     def _merge_options(
         self, rt: TableRuntime, table: HudiTable, truncate: tuple[int, int] | None

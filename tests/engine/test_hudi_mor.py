@@ -196,18 +196,20 @@ def test_replicator_appends_logs_then_compacts(spark, tmp_path: Path) -> None:
     cuts = [first] + [first + (len(records) - first) * i // 6 for i in range(1, 7)]
     replicator = Replicator(cfg, spark=spark)
     path = tmp_path / "lake" / table_name_for_topic("srv.app.mor")
-    seen_logs: list[tuple[str, ...]] = []
+    logs_per_batch: list[list[int]] = []
     for lo, hi in zip([0, *cuts], cuts, strict=False):
         replicator.apply(records[lo:hi])
         table = HudiTable.open(path)
-        seen_logs.append(table.file_groups()[0].log_files)
+        groups = table.file_groups()
+        logs_per_batch.append([len(groups[b].log_files) for b in sorted(groups)])
         # Every intermediate state is what hudi-rs shows, and equals the oracle.
         expected = fold(msgs[:hi]).get("srv.app.mor", {})
         assert _replica(path) == expected  # TOAST notes resolved from base or log rows
     assert table.is_mor
     assert {a for a in (p.name.split(".", 1)[1] for p in (path / ".hoodie").glob("*.*commit"))} == {"deltacommit"}
-    lengths = [len(x) for x in seen_logs]
-    assert lengths == [0, 1, 2, 3, 0, 1, 2], lengths  # three logs, then compaction
+    # Both groups get logs; a group is compacted after its third log, one group per batch
+    # (a quarter of the groups, at least one): the second appends once more, then waits its turn.
+    assert logs_per_batch == [[0, 0], [1, 1], [2, 2], [3, 3], [4, 0], [0, 1], [1, 2]], logs_per_batch
     stats = replicator.tables["srv.app.mor"].stats
     assert stats.updates > 0 and stats.deletes > 0
 
