@@ -32,8 +32,10 @@ Rules (README "How changes are applied"):
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -551,7 +553,7 @@ def read_slice(
     """
     if base_file is None:
         return None
-    rows = pq.read_table(base_file, columns=columns)
+    rows = _FILE_CACHE.get(base_file, columns, lambda: pq.read_table(base_file, columns=columns))
 
     def only_keys(table: pa.Table) -> pa.Table:
         if keys is None:
@@ -560,7 +562,8 @@ def read_slice(
 
     rows = only_keys(rows)
     for log in log_files:
-        for block in read_log_file(Path(log), columns=columns):
+        blocks = _FILE_CACHE.get(log, columns, lambda: list(read_log_file(Path(log), columns=columns)))
+        for block in blocks:
             if block.rows is not None:
                 fresh = only_keys(block.rows)
                 gone = fresh.column(HOODIE_RECORD_KEY)
@@ -576,6 +579,54 @@ def read_slice(
                     fresh = fresh.cast(rows.schema)  # log blocks hold hudi-rs's types
                 rows = pa.concat_tables([rows, fresh])
     return rows
+
+
+class _ColumnCache:
+    """Columns of data files already read by this (reused Spark worker) process.
+
+    Base and log files are immutable: a name is never written twice, since it carries
+    the instant that wrote it and instants only grow. So an append's reads of a slice's
+    key and position columns can be served from memory in later batches. Entries are
+    keyed by path, size and mtime and evicted oldest first beyond ``limit`` bytes; only
+    column subsets are cached (full reads are compactions, which replace the slice).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.entries: dict[tuple, tuple[Any, int]] = {}
+
+    def get(self, path: str | Path, columns: list[str] | None, load: Callable[[], Any]) -> Any:
+        if columns is None or self.limit <= 0:
+            return load()
+        st = os.stat(path)
+        key = (str(path), st.st_size, st.st_mtime_ns, tuple(columns))
+        hit = self.entries.pop(key, None)
+        if hit is not None:
+            self.entries[key] = hit  # most recently used last
+            return hit[0]
+        value = load()
+        size = _nbytes(value)
+        self.entries[key] = (value, size)
+        self.used += size
+        while self.used > self.limit and len(self.entries) > 1:
+            oldest = next(iter(self.entries))
+            self.used -= self.entries.pop(oldest)[1]
+        return value
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, pa.Table):
+        return value.nbytes
+    return sum(
+        (b.rows.nbytes if b.rows is not None else 0)
+        + sum(len(k) + 49 for k in (b.deleted_keys or ()))
+        for b in value
+    )
+
+
+#: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
+_FILE_CACHE = _ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
 
 
 def _write_atomic(data: bytes, path: Path) -> int:

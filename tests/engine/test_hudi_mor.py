@@ -218,3 +218,36 @@ def _replica(path: Path) -> dict[str, dict]:
     from tests.integration.replicas import read_replica
 
     return read_replica(path)
+
+
+def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
+    from engine.merge import _ColumnCache
+
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"f{i}.parquet"
+        pq.write_table(pa.table({"_hoodie_record_key": [str(i)] * 1000}), path)
+        paths.append(path)
+    loads: list[str] = []
+
+    def loader(path: Path):
+        def load():
+            loads.append(path.name)
+            return pq.read_table(path, columns=["_hoodie_record_key"])
+        return load
+
+    one = pq.read_table(paths[0]).nbytes
+    cache = _ColumnCache(limit=2 * one)
+    cols = ["_hoodie_record_key"]
+    assert cache.get(paths[0], cols, loader(paths[0])).num_rows == 1000
+    cache.get(paths[0], cols, loader(paths[0]))
+    assert loads == ["f0.parquet"]  # served from memory
+    cache.get(paths[0], None, loader(paths[0]))
+    assert loads == ["f0.parquet"] * 2  # full reads are never cached
+    cache.get(paths[1], cols, loader(paths[1]))
+    cache.get(paths[2], cols, loader(paths[2]))  # over the limit: f0, the oldest, goes
+    assert cache.used <= 2 * one
+    cache.get(paths[0], cols, loader(paths[0]))
+    assert loads[-1] == "f0.parquet" and len(loads) == 5
+    pq.write_table(pa.table({"_hoodie_record_key": ["x"]}), paths[0])  # a changed file
+    assert cache.get(paths[0], cols, loader(paths[0])).num_rows == 1
