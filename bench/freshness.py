@@ -52,7 +52,7 @@ class Watcher(threading.Thread):
                 hoodie = self.target / table_name_for_topic(topic) / ".hoodie"
                 if not hoodie.is_dir():
                     continue
-                for path in hoodie.glob("*.commit"):
+                for path in hoodie.glob("*.*commit"):  # commit, deltacommit (MOR)
                     if path in self._seen:
                         continue
                     self._seen.add(path)
