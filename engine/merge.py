@@ -153,9 +153,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def repeat_string(value: str, n: int) -> pa.Array:
     """A string array of ``n`` copies of ``value``, built from buffers (no Python objects)."""
     raw = value.encode("utf-8")
-    offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32)[: n + 1]
-    if not raw:
-        offsets = np.zeros(n + 1, dtype=np.int32)
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
     return pa.Array.from_buffers(
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
     )
