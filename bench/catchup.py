@@ -1,6 +1,6 @@
 """Catch-up benchmark: N Debezium events already in the broker, replicated from scratch.
 
-Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--schemas]
+Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--schemas] [--repeat N]
 
 Workload per size N (issue 4): the demo inventory tables, 10% snapshot reads, then 60%
 updates, 20% inserts, 10% deletes (each delete followed by its tombstone, counted as a
@@ -9,7 +9,9 @@ message) of N messages in total.
 Prints the machine, events/s end to end, seconds per batch, peak RSS of the whole
 replicator process tree (Python driver + Spark JVM + Python workers), and the raw
 consume rate of the same topics (no decoding) measured in the same run, as a ratio.
-A benchmark, not a test: it asserts nothing.
+With ``--repeat N`` each size runs N times (a fresh broker and target each time) and
+the medians of the end-to-end rate and of the ratio close the size's output: on a
+shared VM single runs vary by ±15%. A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -115,15 +118,25 @@ def main() -> None:
     ap.add_argument("--schemas", action="store_true", help="JsonConverter schemas.enable=true")
     ap.add_argument("--batch", type=int, default=100_000, help="replicator.max_batch_events")
     ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per size (medians printed)")
     args = ap.parse_args()
 
     print(f"machine: {machine()}")
     for size in (int(x) for x in args.events.split(",")):
         print(f"\n=== {size:,} events ===")
-        run_one(size, args)
+        runs = [run_one(size, args) for _ in range(args.repeat)]
+        if len(runs) > 1:
+            rates = sorted(r[0] for r in runs)
+            ratios = sorted(r[1] for r in runs)
+            print(
+                f"\nmedian of {len(runs)} runs: {statistics.median(rates):,.0f} events/s end to end "
+                f"(runs {rates[0]:,.0f}-{rates[-1]:,.0f}), ratio {statistics.median(ratios):.3f} "
+                f"(runs {ratios[0]:.3f}-{ratios[-1]:.3f})"
+            )
 
 
-def run_one(events: int, args: argparse.Namespace) -> None:
+def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
+    """One run from an empty broker and target; returns (events/s end to end, ratio)."""
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         workload = InventoryWorkload(seed=1, prefix="bench", schemas=args.schemas)
         t0 = time.perf_counter()
@@ -189,6 +202,7 @@ def run_one(events: int, args: argparse.Namespace) -> None:
             if line.startswith("batch "):
                 print("  " + line)
         print(stdout.strip())
+        return produced / wall, (produced / wall) / (produced / raw_s)
 
 
 

@@ -23,14 +23,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from confluent_kafka import Message
 
 from engine import faults, tombstones
 from engine.config import Config
@@ -256,17 +258,35 @@ def _inherit_tail(keyed: pa.Table, tail: dict[int, list]) -> pa.Table:
     return keyed
 
 
+def _next_offsets(parts: list[int], offs: list[int]) -> dict[int, int]:
+    """Per partition, the offset after the last message read."""
+    distinct = set(parts)
+    if len(distinct) == 1:
+        return {parts[0]: max(offs) + 1}
+    part_array, off_array = np.asarray(parts), np.asarray(offs, dtype=np.int64)
+    return {p: int(off_array[part_array == p].max()) + 1 for p in sorted(distinct)}
+
+
 def _group_by_topic(messages: Sequence[Record]) -> dict[str, tuple[list, list, list, list]]:
     """Keys, values, partitions and offsets per topic, in consumption order.
 
-    Built with comprehensions and C-level gathers: at a million messages per few seconds
-    a per-message Python loop with appends is a measurable share of the batch.
+    Built with C-level maps and gathers: at a million messages per few seconds a
+    per-message Python loop is a measurable share of the batch.
     """
-    topics = [m.topic() for m in messages]
-    keys = [m.key() for m in messages]
-    values = [m.value() for m in messages]
-    parts = [m.partition() for m in messages]
-    offs = [m.offset() for m in messages]
+    cls = type(messages[0]) if messages else Message
+    if cls is Message:  # unbound C methods mapped over the batch: no per-message bytecode
+        topic, key, value, partition, offset = (
+            Message.topic, Message.key, Message.value, Message.partition, Message.offset
+        )
+    else:  # any other Record (tests, tools)
+        topic, key, value, partition, offset = (
+            methodcaller(n) for n in ("topic", "key", "value", "partition", "offset")
+        )
+    topics = list(map(topic, messages))
+    keys = list(map(key, messages))
+    values = list(map(value, messages))
+    parts = list(map(partition, messages))
+    offs = list(map(offset, messages))
     names = set(topics)
     if len(names) == 1:
         return {topics[0]: (keys, values, parts, offs)}  # type: ignore[dict-item]
@@ -306,13 +326,13 @@ class Replicator:
         self._batch_no = 0
         self._last_refresh = 0.0
         self._spark = spark
-        self._spark_thread: threading.Thread | None = None
-        self._spark_error: BaseException | None = None
+        self._spark_boot: Future[Any] | None = None
         self.source: KafkaSource | None = None
         self.deadletter_dir = self.work / "deadletter"
         self.transactions = TransactionTracker()
         self._pending: _Pending | None = None
         self._goal: dict[tuple[str, int], int] | None = None
+        self._goal_probe: Future[dict[tuple[str, int], int]] | None = None
         #: next offset read (decoded, maybe not yet committed) per partition
         self._consumed: dict[tuple[str, int], int] = {}
 
@@ -323,29 +343,18 @@ class Replicator:
 
     def _start_spark(self) -> None:
         """Start Spark in the background: the JVM boots while Kafka is read and decoded."""
-        if self._spark is not None or self._spark_thread is not None:
+        if self._spark is not None or self._spark_boot is not None:
             return
-        from engine.spark import get_spark, warm_up
+        from engine.spark import start_in_background
 
-        def boot() -> None:
-            try:
-                self._spark = get_spark(
-                    self.cfg.spark.master, self.cfg.spark.driver_memory, self.cfg.spark.options
-                )
-                warm_up(self._spark)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
-                self._spark_error = exc
+        spark = self.cfg.spark
+        self._spark_boot = start_in_background(spark.master, spark.driver_memory, spark.options)
 
-        self._spark_thread = threading.Thread(target=boot, name="spark-start", daemon=True)
-        self._spark_thread.start()
-
-    def _spark_session(self) -> Any:
+    def _spark_context(self) -> Any:
         if self._spark is None:
             self._start_spark()
-            assert self._spark_thread is not None
-            self._spark_thread.join()
-            if self._spark_error is not None:
-                raise self._spark_error
+            assert self._spark_boot is not None
+            self._spark = self._spark_boot.result()
         return self._spark
 
     def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
@@ -358,14 +367,19 @@ class Replicator:
         self._start_spark()
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
-        goal = self.source.exact_end_offsets(self.source.assigned) if until_caught_up else None
-        self._goal = goal
+        # The end offsets to catch up to are probed by a second consumer (~0.7 s) while
+        # the first batch is read; until they are known the replicator is not caught up.
+        probe, self._goal, self._goal_probe = None, None, None
+        if until_caught_up:
+            probe = ThreadPoolExecutor(1, thread_name_prefix="end-offsets")
+            self._goal_probe = probe.submit(self.source.exact_end_offsets, self.source.assigned)
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self.request_stop)
             signal.signal(signal.SIGTERM, self.request_stop)
         try:
             while not self._stop:
+                goal = self._known_goal()
                 if goal is not None and self._pending is None and self._caught_up(goal):
                     break
                 if max_batches is not None and self._batch_no >= max_batches:
@@ -379,7 +393,15 @@ class Replicator:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+            if probe is not None:
+                probe.shutdown(wait=True)
             self.source.close()
+
+    def _known_goal(self) -> dict[tuple[str, int], int] | None:
+        """The end offsets to catch up to, once probed (a probe error is raised here)."""
+        if self._goal is None and self._goal_probe is not None and self._goal_probe.done():
+            self._goal = self._goal_probe.result()
+        return self._goal
 
     def _caught_up(self, goal: dict[tuple[str, int], int], *, read: bool = False) -> bool:
         """Every live goal partition is committed (or, with ``read``, read) to its end."""
@@ -470,7 +492,8 @@ class Replicator:
         """
         assert self.source is not None
         started = time.monotonic()
-        goal_reached = self._goal is not None and self._caught_up(self._goal, read=True)
+        goal = self._known_goal()
+        goal_reached = goal is not None and self._caught_up(goal, read=True)
         messages = [] if goal_reached else self.source.poll(
             self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
         )
@@ -525,10 +548,7 @@ class Replicator:
             rt = self.tables.get(topic) or self._open_table(topic)
             if rt is None or rt.state == TableState.FAILING:
                 continue
-            read_to: dict[int, int] = {}
-            for p, o in zip(parts, offs, strict=True):
-                if o + 1 > read_to.get(p, 0):
-                    read_to[p] = o + 1
+            read_to = _next_offsets(parts, offs)
             t0 = time.monotonic()
             result = decode_debezium_json(topic, keys, values, parts, offs)
             del keys, values
@@ -601,17 +621,17 @@ class Replicator:
 
     def _run_job(self, pending: _Pending) -> None:
         try:
-            spark = self._spark_session()
+            spark = self._spark_context()
             tasks = pending.tasks
-            bins = pack_tasks(tasks, spark.sparkContext.defaultParallelism)
+            bins = pack_tasks(tasks, spark.defaultParallelism)
             shares = [[tasks[i] for i in b] for b in bins]
-            done = spark.sparkContext.parallelize(shares, len(shares)).map(execute_tasks).collect()
+            done = spark.parallelize(shares, len(shares)).map(execute_tasks).collect()
             results: list[FileGroupResult | None] = [None] * len(tasks)
             for b, share_results in zip(bins, done, strict=True):
                 for i, result in zip(b, share_results, strict=True):
                     results[i] = result
-            pending.results = [r for r in results if r is not None]
-            assert len(pending.results) == len(tasks)
+            assert all(r is not None for r in results)
+            pending.results = results  # type: ignore[assignment]
         except BaseException as exc:  # noqa: BLE001 - re-raised by _finish in the main thread
             pending.error = exc
 
@@ -766,7 +786,11 @@ class Replicator:
                 )
                 truncate = pairs[-1] if pairs else None
                 rt.stats.truncates += len(pairs)
-            keyed = _inherit_tail(batch.filter(pc.is_valid(batch.column(KEY))), rt.tail)
+            if batch.column(KEY).null_count:
+                keyed = batch.filter(pc.is_valid(batch.column(KEY)))  # truncates
+            else:
+                keyed = batch
+            keyed = _inherit_tail(keyed, rt.tail)
             ts = pc.max(batch.column(SOURCE_TS)).as_py()
             if ts is not None:
                 rt.max_source_ts = max(ts, rt.max_source_ts or 0)

@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from engine.hudi import parquet
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
 
 INSTANT = "_cdc_instant"
@@ -53,14 +53,14 @@ def read(path: str | Path | None) -> pa.Table:
     """The tombstones of a slice (empty when it has none)."""
     if path is None or not Path(path).exists():
         return SCHEMA.empty_table()
-    return pq.read_table(path).cast(SCHEMA)
+    return parquet.read_table(path).cast(SCHEMA)
 
 
 def write(table: pa.Table, path: Path) -> None:
     """Write a sidecar atomically (staged under a name readers never pick up)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table.cast(SCHEMA), tmp, compression="snappy")
+    parquet.write_table(table.cast(SCHEMA), tmp)
     os.replace(tmp, path)
 
 

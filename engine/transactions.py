@@ -113,9 +113,13 @@ class TransactionTracker:
         warnings = []
         for p, cut in list(cuts.items()):
             in_part = offs[parts == p]
-            if cut == int(in_part.min()) and len(in_part) >= max_events:
-                # Nothing would be applied and the batch is all this transaction: it
-                # cannot fit, so waiting would never end.
+            if cut != int(in_part.min()) or len(in_part) < max_events:
+                continue
+            held = {ids[i] for i in np.flatnonzero((parts == p) & (offs >= cut))}
+            if len(held) == 1:
+                # Nothing would be applied and the batch is all one transaction: it
+                # cannot fit, so waiting would never end. (Several unfinished ones
+                # only mean their END records have not been read yet: they wait.)
                 del cuts[p]
                 warnings.append(
                     f"a transaction in partition {p} is larger than "

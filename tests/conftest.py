@@ -40,7 +40,7 @@ def topic_prefix(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local SparkSession for every in-process test of the session (startup costs seconds)."""
+    """One local SparkContext for every in-process test of the session (startup costs seconds)."""
     from engine.spark import get_spark, stop_spark
 
     session = get_spark("local[2]", "1g")

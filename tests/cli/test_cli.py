@@ -41,6 +41,9 @@ def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
     r = run_cli("start", "--config", str(cfg), "--until-caught-up", timeout=120)
     assert r.returncode == 3, r.stderr
     assert "cannot reach Kafka" in r.stderr and "Traceback" not in r.stderr
+    assert "Broker transport failure" in r.stderr and "KafkaError{" not in r.stderr
+    # librdkafka's own retry lines ("%3|...|FAIL|...") go to a logger, not the terminal.
+    assert not [line for line in r.stderr.splitlines() if line.startswith("%")], r.stderr
 
 
 def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:

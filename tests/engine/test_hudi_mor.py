@@ -11,10 +11,18 @@ import hudi
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine.config import config_from_dict
 from engine.hudi.bucket_index import bucket_file_id
-from engine.hudi.log_file import LogFileName, encode_log_file, read_log_file
+from engine.hudi.log_file import (
+    LogFileName,
+    _delete_content,
+    _delete_records,
+    encode_log_file,
+    read_log_file,
+)
 from engine.hudi.schema import avro_schema_json, conform
 from engine.hudi.table import HudiTable, WriteStat, base_file_name
 from engine.merge import file_schema, read_slice
@@ -113,6 +121,16 @@ def test_log_file_round_trip(tmp_path: Path) -> None:
     parsed = LogFileName.parse(path.name)
     assert parsed == LogFileName(FID, "20250101000000000", 1, 0, "20250101000000001")
     assert LogFileName.parse(".x_1.log.1_0-1-0") is None  # not a 17-digit base instant
+
+
+@given(st.lists(st.text(max_size=40), max_size=30), st.integers(0, 3))
+def test_delete_block_built_with_arrays_equals_one_key_at_a_time(keys: list[str], skip: int) -> None:
+    """Both encoders write the same Avro bytes (long keys take the per-key path)."""
+    array = pa.array(["pad"] * skip + keys, pa.string()).slice(skip)  # a non-zero offset
+    expected = _delete_content(keys)
+    assert _delete_content(array) == expected
+    assert _delete_content(pa.chunked_array([array], pa.string())) == expected
+    assert _delete_records(keys) in expected
 
 
 def test_slices_with_logs_read_by_hudi_rs(tmp_path: Path) -> None:

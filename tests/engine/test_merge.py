@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
+
+import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from engine.merge import UNKNOWN_POS, MergeOptions, merge_file_group
-from engine.model import STREAMED_BIT
+from engine.merge import (
+    UNKNOWN_POS,
+    MergeOptions,
+    _K,
+    _combined,
+    _fill_positions_forward,
+    _sort_by_key,
+    _with_previous_max_rank,
+    merge_file_group,
+)
+from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB, STREAMED_BIT
 
 DATA = pa.schema(
     [
@@ -119,7 +133,8 @@ def test_carry_over_keeps_meta_of_untouched_rows() -> None:
     new, _ = apply(first, events([("2", "u", S + 3, 0, 2, "b2")]), "20250101000000002")
     rows = {r["_hoodie_record_key"]: r for r in new.to_pylist()}
     assert rows["1"]["_hoodie_commit_time"] == "20250101000000001"
-    assert rows["1"]["_hoodie_commit_seqno"] == first.to_pylist()[0]["_hoodie_commit_seqno"]
+    before = {r["_hoodie_record_key"]: r for r in first.to_pylist()}
+    assert rows["1"]["_hoodie_commit_seqno"] == before["1"]["_hoodie_commit_seqno"]
     assert rows["2"]["_hoodie_commit_time"] == "20250101000000002"
     assert rows["2"]["_hoodie_commit_seqno"].startswith("20250101000000002_0_")
     assert {r["_hoodie_file_name"] for r in rows.values()} == {
@@ -207,3 +222,69 @@ def test_lone_tombstone_keeps_existing_tombstone() -> None:
     # stored tombstone (position S+20) must survive so a late update stays dropped.
     _, _ = apply(empty, events([("1", "x", None, 0, 2, None)]), "20250101000000003", tombs=tombs)
     assert LAST_TOMBS[0].column("_cdc_pos").to_pylist() == [S + 20]
+
+
+# -- run-based helpers against the per-key window formulation they replace ----------------
+
+_run_rows = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "ключ"]),  # key
+        st.integers(0, 2),  # partition
+        st.one_of(st.none(), st.integers(-3, 3)),  # position
+        st.one_of(st.none(), st.integers(0, 2)),  # position sub-part
+    ),
+    max_size=40,
+)
+
+
+def _run_frame(rows: list[tuple[str, int, int | None, int | None]]) -> pl.DataFrame:
+    frame = pl.DataFrame(
+        {
+            KEY: [r[0] for r in rows],
+            PARTITION: [r[1] for r in rows],
+            OFFSET: list(range(len(rows))),
+            POS: [r[2] for r in rows],
+            POS_SUB: [r[3] for r in rows],
+        },
+        schema={KEY: pl.String, PARTITION: pl.Int32, OFFSET: pl.Int64, POS: pl.Int64, POS_SUB: pl.Int64},
+    )
+    return _sort_by_key(frame)
+
+
+@given(_run_rows)
+def test_events_sort_into_one_run_per_key_even_when_hashes_collide(rows: list) -> None:
+    frame = pl.DataFrame(
+        {KEY: [r[0] for r in rows], PARTITION: [r[1] for r in rows], OFFSET: list(range(len(rows)))},
+        schema={KEY: pl.String, PARTITION: pl.Int32, OFFSET: pl.Int64},
+    )
+    by_length = (lambda key: key.str.len_bytes().cast(pl.UInt64),)  # "a", "b", "c" collide
+    for hashed in (_sort_by_key(frame), _sort_by_key(frame, *by_length)):
+        assert hashed.height == frame.height
+        # Each key is one run, in (partition, offset) order, and _K tells the runs apart.
+        runs = [(k, g) for k, g in itertools.groupby(zip(hashed[KEY], hashed[_K]), key=lambda x: x[0])]
+        assert len(runs) == frame[KEY].n_unique()
+        assert hashed.group_by(_K).agg(pl.col(KEY).n_unique())[KEY].max() in (None, 1)
+        for key in set(frame[KEY]):
+            part = hashed.filter(pl.col(KEY) == key).select(PARTITION, OFFSET).rows()
+            assert part == sorted(part)
+
+
+@given(_run_rows)
+def test_forward_fill_by_runs_equals_per_key_partition_window(rows: list) -> None:
+    frame = _run_frame(rows)
+    expected = frame.with_columns(
+        pl.col(POS).forward_fill().over([KEY, PARTITION]),
+        pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
+    )
+    assert _fill_positions_forward(frame).equals(expected)
+
+
+@given(_run_rows)
+def test_previous_max_by_runs_equals_per_key_window(rows: list) -> None:
+    frame = _run_frame(rows).with_columns(_c=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
+    window = frame.with_columns(_prev=pl.col("_c").cum_max().shift(1).over(KEY))
+    ranked = _with_previous_max_rank(frame)
+    # The previous maximum, where there is one, is the value of that rank.
+    values = dict(zip(ranked["_rank"].to_list(), ranked["_c"].to_list(), strict=True))
+    got = [None if r is None else values[r] for r in ranked["_prev_rank"].to_list()]
+    assert got == window["_prev"].to_list()

@@ -1,0 +1,113 @@
+"""The Spark driver JVM: light flags, and a class-data archive that Spark really maps.
+
+Runs real JVMs in subprocesses (the archive is written when a JVM exits, so it cannot be
+built inside the test session's own Spark).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = textwrap.dedent(
+    """
+    import sys
+    from engine.spark import _java_options, class_archive, get_spark
+    log = sys.argv[1]
+    print(class_archive())
+    spark = get_spark(options={"spark.driver.extraJavaOptions": _java_options(f"-Xlog:class+load=info:file={log}")})
+    assert spark.parallelize(range(10), 2).map(lambda x: x * 2).sum() == 90
+    """
+)
+
+
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _classes_from_archive(log: Path) -> tuple[int, int]:
+    lines = log.read_text().splitlines()
+    top = sum("shared objects file (top)" in line for line in lines)
+    return top, len(lines)
+
+
+def test_built_archive_is_mapped_by_spark(tmp_path: Path) -> None:
+    env = {**os.environ, "CDCCTL_CACHE_DIR": str(tmp_path / "cache")}
+
+    before = _run(env, "-c", PROBE, str(tmp_path / "before.log"))
+    assert before.returncode == 0, before.stderr
+    archive = Path(before.stdout.splitlines()[0])
+    assert not archive.exists()
+    top, total = _classes_from_archive(tmp_path / "before.log")
+    assert top == 0 and total > 1000
+
+    built = _run(env, "-m", "engine.spark", "build-class-archive")
+    assert built.returncode == 0, built.stderr
+    assert archive.is_file(), built.stdout
+    assert not list(archive.parent.glob("*.tmp")), "the temporary archive was left behind"
+
+    after = _run(env, "-c", PROBE, str(tmp_path / "after.log"))
+    assert after.returncode == 0, after.stderr
+    top, total = _classes_from_archive(tmp_path / "after.log")
+    # Most of Spark's classes now come from the archive instead of the jars.
+    assert top > 0.5 * total, (top, total)
+
+
+def test_damaged_archive_is_never_installed(tmp_path: Path) -> None:
+    """A truncated archive crashes the JVM, so the build checks before it moves one in."""
+    env = {**os.environ, "CDCCTL_CACHE_DIR": str(tmp_path / "cache")}
+    code = textwrap.dedent(
+        """
+        import subprocess
+        import engine.spark as s
+        real_run = subprocess.run
+        def run(cmd, *a, **k):
+            if any(str(c).startswith("-XX:SharedArchiveFile=") for c in cmd):
+                archive = [c for c in cmd if str(c).startswith("-XX:SharedArchiveFile=")][0].split("=", 1)[1]
+                with open(archive, "r+b") as f:
+                    f.truncate(100_000)
+            return real_run(cmd, *a, **k)
+        s.subprocess.run = run
+        try:
+            s.build_class_archive()
+        except s.EnvironmentProblem as e:
+            print("refused:", e)
+        print("exists:", s.class_archive().exists())
+        """
+    )
+    out = _run(env, "-c", code)
+    assert out.returncode == 0, out.stderr
+    assert "refused: could not build the Spark class archive" in out.stdout
+    assert "exists: False" in out.stdout
+    assert not list((tmp_path / "cache").glob("*")), "nothing may be left in the cache"
+    assert not list(ROOT.glob("hs_err_pid*.log")), "the crashed check JVM left a report behind"
+
+
+def test_worker_daemon_ends_quietly_when_the_jvm_is_gone() -> None:
+    """A JVM that exits mid-task closes the workers' sockets; Spark's daemon would print
+    a BrokenPipeError traceback under the CLI's error message. Other errors still raise."""
+    from engine.spark_daemon import _quiet_when_the_jvm_is_gone
+
+    def closed(sock: object, authenticated: bool) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def reset(sock: object, authenticated: bool) -> int:
+        raise ConnectionResetError(104, "reset")
+
+    def broken(sock: object, authenticated: bool) -> int:
+        raise ValueError("a real bug")
+
+    assert _quiet_when_the_jvm_is_gone(closed)(None, True) == 1
+    assert _quiet_when_the_jvm_is_gone(reset)(None, True) == 1
+    assert _quiet_when_the_jvm_is_gone(lambda s, a: 0)(None, True) == 0
+    with pytest.raises(ValueError):
+        _quiet_when_the_jvm_is_gone(broken)(None, True)
