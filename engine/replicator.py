@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import gc
 import json
 import os
 import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
@@ -256,6 +258,26 @@ def _inherit_tail(keyed: pa.Table, tail: dict[int, list]) -> pa.Table:
         else:
             tail.pop(part, None)
     return keyed
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a batch is consumed and grouped.
+
+    librdkafka's Message objects are GC-tracked; the 100k of a batch made the collector
+    run a full collection about once per batch, each walking every live object
+    (measured in the 1M-event catch-up: 12 full collections, ~0.8 s of the driver's main
+    thread). Messages hold no reference cycles and are freed by reference counting
+    before the collector resumes, so it has nothing of theirs to find.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _next_offsets(parts: list[int], offs: list[int]) -> dict[int, int]:
@@ -494,16 +516,19 @@ class Replicator:
         started = time.monotonic()
         goal = self._known_goal()
         goal_reached = goal is not None and self._caught_up(goal, read=True)
-        messages = [] if goal_reached else self.source.poll(
-            self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
-        )
+        count, grouped = 0, {}
+        if not goal_reached:
+            with _collector_paused():
+                messages = self.source.poll(
+                    self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
+                )
+                count = len(messages)
+                grouped = _group_by_topic(messages)
+                del messages  # the raw messages (and librdkafka's buffers) are freed here
         prepared = None
-        if messages:
+        if count:
             faults.maybe_crash("consumed")
             self.transactions.observe(self.source.poll_transactions())
-            count = len(messages)
-            grouped = _group_by_topic(messages)
-            del messages  # the raw messages (and librdkafka's buffers) are not needed now
             prepared = self._prepare(grouped, count, started)
             if prepared.rewind:
                 self.source.seek(prepared.rewind)

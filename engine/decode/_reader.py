@@ -18,7 +18,7 @@ import decimal
 import json
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -104,6 +104,38 @@ def _timestamps_as_strings(t: pa.DataType) -> pa.DataType:
     return t
 
 
+#: Bytes of a buffer whose inferred types seed :func:`envelope_retry_schema`.
+_SAMPLE_BYTES = 1 << 20
+
+
+def envelope_retry_schema(buf: bytes | pa.Buffer) -> pa.Schema | None:
+    """Parse schema for schemaless envelopes whose full inference failed.
+
+    pyarrow 26 cannot infer ``before`` when it is null in the first blocks of a buffer
+    and an object later (a snapshot or inserts followed by updates): it types the
+    object's string members as ``timestamp[s]`` and fails with "JSON conversion to
+    struct<...> is not supported". Debezium's ``before`` and ``after`` share one row
+    type, so both get the type inferred for ``after`` from the buffer's first ~1 MiB
+    (one reader block: no cross-block promotion); members first seen later are still
+    inferred. Returns None when the sample has no object ``after``.
+    """
+    head = memoryview(buf)[:_SAMPLE_BYTES]
+    end = len(head) if len(head) < _SAMPLE_BYTES else bytes(head).rfind(b"\n")
+    if end <= 0:
+        return None
+    sample = bytes(head[:end])
+    try:
+        inferred = pj.read_json(
+            pa.BufferReader(sample), read_options=pj.ReadOptions(block_size=len(sample) + 1)
+        ).schema
+    except _READ_ERRORS:
+        return None
+    if "after" not in inferred.names or not pa.types.is_struct(inferred.field("after").type):
+        return None
+    row = _timestamps_as_strings(inferred.field("after").type)
+    return pa.schema([pa.field("before", row), pa.field("after", row)])
+
+
 def avro_rendering_hint(obj: Any) -> str | None:
     """Reason text if ``obj`` looks like Avro's JSON rendering of an envelope."""
     if not isinstance(obj, dict):
@@ -161,6 +193,9 @@ class BulkReader:
         use_threads: Let Arrow parse blocks in parallel.
         probes: ``(variant, probe)`` pairs: a read with ``variant`` only counts if
             ``probe`` also parses the buffer (guards the NUMERIC-decimal variant).
+        retry_schema: Inferring readers only: called with the buffer when every variant
+            failed; an explicit schema it returns (members not in it are still inferred)
+            is tried once before the read is given up.
     """
 
     def __init__(
@@ -173,6 +208,7 @@ class BulkReader:
         exact_numbers: bool = False,
         use_threads: bool = True,
         probes: list[tuple[pa.Schema, pa.Schema]] | None = None,
+        retry_schema: Callable[[bytes | pa.Buffer], pa.Schema | None] | None = None,
     ) -> None:
         self.variants = variants
         self.probes = {id(schema): probe for schema, probe in probes or []}
@@ -183,6 +219,7 @@ class BulkReader:
         if exact_numbers:
             self.loads_kwargs["parse_float"] = decimal.Decimal
         self.use_threads = use_threads
+        self.retry_schema = retry_schema
 
     # -- single buffer -------------------------------------------------------------------
 
@@ -229,7 +266,7 @@ class BulkReader:
             block = max(block, size + 1)
         problem = "no parse schema"
         error_rows: list[int | None] = []
-        for k, schema in enumerate(self.variants):
+        for k, schema in enumerate(self._attempts(buf)):
             try:
                 table = self._read_one(buf, schema, block)
                 if self.infer and any(_has_timestamp(f.type) for f in table.schema):
@@ -268,13 +305,21 @@ class BulkReader:
                     match = _ERROR_ROW.search(str(exc))
                     error_rows.append(int(match.group(1)) if match and one_block else None)
                     continue
-            if k:
+            if 0 < k < len(self.variants):
                 self.variants.insert(0, self.variants.pop(k))
             return table
         # Every variant failed; the furthest error row is the first record none can read.
         rows_known = [r for r in error_rows if r is not None]
         located = max(rows_known) if rows_known and len(rows_known) == len(error_rows) else None
         raise ReadFailed(problem, located)
+
+    def _attempts(self, buf: bytes | pa.Buffer) -> Iterator[pa.Schema | None]:
+        """The parse schemas to try, in order: the variants, then the retry schema."""
+        yield from list(self.variants)
+        if self.infer and self.retry_schema is not None:
+            schema = self.retry_schema(buf)
+            if schema is not None:
+                yield schema
 
     # -- a whole group -------------------------------------------------------------------
 

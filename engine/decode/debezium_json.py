@@ -64,6 +64,7 @@ from engine.decode._reader import (
     BulkReader,
     Piece,
     avro_rendering_hint,
+    envelope_retry_schema,
     merge_pieces,
 )
 from engine.decode._split import Group, Split, split_records, split_slow
@@ -403,7 +404,12 @@ def _value_plan(fp: str | None, schema: dict | None) -> _ValuePlan:
     if fp is None or schema is None:
         # Full inference: measured faster than an explicit partial schema plus inference,
         # and the envelope members are checked defensively afterwards anyway.
-        reader = BulkReader([None], infer=True, py_build=_schemaless_value_build)
+        reader = BulkReader(
+            [None],
+            infer=True,
+            py_build=_schemaless_value_build,
+            retry_schema=envelope_retry_schema,
+        )
         return _ValuePlan("envelope", reader=reader, after=None)
 
     def build() -> _ValuePlan:

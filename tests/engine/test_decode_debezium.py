@@ -822,6 +822,37 @@ def test_schemaless_iso_strings_stay_strings() -> None:
     assert field_type(result, "at") == pa.string()
 
 
+def test_schemaless_before_first_seen_after_many_nulls_stays_on_the_bulk_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inserts (before = null) filling the first reader blocks, then updates with a
+    before image: pyarrow 26's inference fails on that buffer ("JSON conversion to
+    struct<... timestamp[s] ...>"), which used to send the whole group down the
+    per-record scan. It must decode in bulk, with the same rows."""
+    from engine.decode._reader import BulkReader
+
+    def no_scan(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("fell back to the per-record scan")
+
+    inserts, updates = 30_000, 2_000  # > 2 blocks of 4 MiB of inserts
+    row = lambda i, v: {"id": i, "name": f"customer number {i}", "note": v}  # noqa: E731
+    values = [wire(pg_envelope("c", row(i, "a"), lsn=1000 + i)) for i in range(inserts)]
+    values += [
+        wire(pg_envelope("u", row(i, "b"), lsn=90_000 + i, before=row(i, "a")))
+        for i in range(updates)
+    ]
+    keys = [wire({"id": i}) for i in range(inserts)] + [wire({"id": i}) for i in range(updates)]
+    assert sum(map(len, values[:inserts])) > 2 * (4 << 20)
+    monkeypatch.setattr(BulkReader, "_scan", no_scan)
+    result = decode(keys, values)
+    assert not result.bad
+    out = rows(result)
+    assert len(out) == inserts + updates
+    assert [r["note"] for r in out[inserts - 2 : inserts + 2]] == ["a", "a", "b", "b"]
+    assert field_type(result, "name") == pa.string()
+    assert out[-1]["name"] == f"customer number {updates - 1}"
+
+
 def test_composite_keys() -> None:
     key_schema = {
         "type": "struct",
