@@ -111,3 +111,26 @@ def test_worker_daemon_ends_quietly_when_the_jvm_is_gone() -> None:
     assert _quiet_when_the_jvm_is_gone(lambda s, a: 0)(None, True) == 0
     with pytest.raises(ValueError):
         _quiet_when_the_jvm_is_gone(broken)(None, True)
+
+
+def test_user_jvm_options_are_added_to_the_engines(tmp_path: Path) -> None:
+    """``spark.driver.extraJavaOptions`` from the config is appended, so the engine's
+    light-JVM flags and logging setup stay; the JVM's output goes to the given log."""
+    probe = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from engine.spark import get_spark
+        spark = get_spark(options={"spark.driver.extraJavaOptions": "-Dcdcctl.probe=yes"},
+                          log_path=Path(sys.argv[1]))
+        bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        print("\\n".join(bean.getInputArguments()))
+        """
+    )
+    log = tmp_path / "work" / "spark.log"
+    run = _run(dict(os.environ), "-c", probe, str(log))
+    assert run.returncode == 0, run.stderr
+    args = run.stdout.splitlines()
+    assert "-Dcdcctl.probe=yes" in args and "-XX:TieredStopAtLevel=1" in args
+    assert any(a.startswith("-Dlog4j2.configurationFile=") for a in args)
+    assert "incubator" in log.read_text() and "incubator" not in run.stderr

@@ -43,6 +43,9 @@ def test_100k_events_three_tables_in_two_runs(broker, topic_prefix: str, tmp_pat
     first = run_cli("start", "--config", str(config), "--until-caught-up")
     assert first.returncode == 0, first.stderr
     assert_replicas_match(target, fold(messages[:half]))
+    # The JVM's own output goes to the work directory's log, not the terminal.
+    spark_log = target.parent / "work" / "spark.log"
+    assert "incubator" in spark_log.read_text() and "incubator" not in first.stderr
 
     produce_messages(broker.bootstrap_servers, messages[half:])
     second = run_cli("start", "--config", str(config), "--until-caught-up")
@@ -55,3 +58,24 @@ def test_100k_events_three_tables_in_two_runs(broker, topic_prefix: str, tmp_pat
         table = HudiTable.open(target / table_name_for_topic(topic))
         assert len(table.completed_instants()) >= 2
         assert table.checkpoint() == f"{topic},0:{per_topic[topic]}"
+
+
+def test_spark_that_cannot_start_is_one_clear_error(broker, topic_prefix: str, tmp_path: Path) -> None:
+    """A JVM that refuses to start (here: a heap size it cannot parse) is reported in
+    one line with the log that holds its output, not as a py4j traceback."""
+    messages = list(InventoryWorkload(seed=3, prefix=topic_prefix).events(200))
+    topics = sorted({t for t, _, _ in messages})
+    broker.create_topics(topics)
+    produce_messages(broker.bootstrap_servers, messages)
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.", target
+    )
+    with config.open("a") as f:
+        f.write('[spark]\ndriver_memory = "12zz"\n')
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=120)
+    assert run.returncode == 3, run.stderr
+    spark_log = target.parent / "work" / "spark.log"
+    assert "error: Spark's JVM did not start" in run.stderr
+    assert str(spark_log) in run.stderr and "Traceback" not in run.stderr
+    assert "12zz" in spark_log.read_text()
