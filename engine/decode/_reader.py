@@ -119,11 +119,11 @@ def envelope_retry_schema(buf: bytes | pa.Buffer) -> pa.Schema | None:
     (one reader block: no cross-block promotion); members first seen later are still
     inferred. Returns None when the sample has no object ``after``.
     """
-    head = memoryview(buf)[:_SAMPLE_BYTES]
-    end = len(head) if len(head) < _SAMPLE_BYTES else bytes(head).rfind(b"\n")
-    if end <= 0:
+    sample = bytes(memoryview(buf)[:_SAMPLE_BYTES])
+    if len(sample) == _SAMPLE_BYTES:  # cut at the last whole record
+        sample = sample[: max(sample.rfind(b"\n"), 0)]
+    if not sample:
         return None
-    sample = bytes(head[:end])
     try:
         inferred = pj.read_json(
             pa.BufferReader(sample), read_options=pj.ReadOptions(block_size=len(sample) + 1)

@@ -1706,3 +1706,16 @@ def test_base64_decimal_that_looks_numeric_is_not_read_as_a_number() -> None:
     assert not result.bad, result.bad
     expected = Decimal(int.from_bytes(base64.b64decode("1234"), "big", signed=True)).scaleb(-2)
     assert [r["price"] for r in rows(result)] == [Decimal("12.50"), expected, Decimal("7.00")]
+
+
+def test_envelope_retry_schema_mirrors_after_and_declines_what_it_cannot_read() -> None:
+    from engine.decode._reader import envelope_retry_schema
+
+    line = wire(pg_envelope("c", {"id": 1, "at": "2024-01-15T08:30:00Z"}))
+    schema = envelope_retry_schema(b"\n".join([line] * 3))
+    assert schema is not None and schema.names == ["before", "after"]
+    assert schema.field("before").type == schema.field("after").type
+    assert schema.field("after").type.field("at").type == pa.string()  # never a guessed timestamp
+    assert envelope_retry_schema(b'{"op":"c"}') is None  # no row image to copy
+    huge = wire(pg_envelope("c", {"id": 1, "blob": "x" * (2 << 20)}))
+    assert envelope_retry_schema(huge + b"\n" + line) is None  # no whole record in the sample
