@@ -71,7 +71,9 @@ class Watcher(threading.Thread):
         return max((o for _, o in self.commits[topic]), default=0)
 
 
-def run_rate(rate: int, seconds: float, bootstrap: str, prefix: str, root: Path) -> str:
+def run_rate(
+    rate: int, seconds: float, bootstrap: str, prefix: str, root: Path, log_dir: Path | None
+) -> str:
     workload = InventoryWorkload(seed=rate, prefix=prefix)
     warmup = list(workload.snapshot(customers=2000, products=200, orders=2000))
     stream = list(workload.stream(int(rate * seconds)))
@@ -86,10 +88,14 @@ def run_rate(rate: int, seconds: float, bootstrap: str, prefix: str, root: Path)
     )
     watcher = Watcher(target, topics)
     watcher.start()
+    # The replicator's own lines (one per batch) go to a file: an unread pipe would fill
+    # up and block it on a long run.
+    log_path = (log_dir or root) / f"replicator-{rate}.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
     )
     warm = {t: sum(1 for m in warmup if m[0] == t) for t in topics}
@@ -97,7 +103,7 @@ def run_rate(rate: int, seconds: float, bootstrap: str, prefix: str, root: Path)
     while any(watcher.applied(t) < warm[t] for t in topics):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            return f"{rate:>7,}/s  replicator did not start: {proc.stderr.read()[-500:]}"
+            return f"{rate:>7,}/s  replicator did not start: {log_path.read_text()[-500:]}"
         time.sleep(0.1)
 
     produced: dict[str, list[float]] = {t: [] for t in topics}
@@ -129,6 +135,7 @@ def run_rate(rate: int, seconds: float, bootstrap: str, prefix: str, root: Path)
         time.sleep(0.1)
     proc.terminate()
     proc.wait(timeout=60)
+    log.close()
     watcher.stop.set()
 
     latencies = []
@@ -153,13 +160,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rates", default="1000,5000,20000")
     ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--log-dir", type=Path, help="keep each run's replicator output here")
     args = ap.parse_args()
+    if args.log_dir:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{args.seconds:.0f} s per rate; freshness = commit visible - produced")
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         for rate in (int(r) for r in args.rates.split(",")):
-            print(run_rate(rate, args.seconds, broker.bootstrap_servers, f"fresh{rate}", Path(tmp)),
-                  flush=True)
+            line = run_rate(
+                rate, args.seconds, broker.bootstrap_servers, f"fresh{rate}", Path(tmp), args.log_dir
+            )
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from engine import faults, tombstones
 from engine.hudi import parquet
-from engine.hudi.log_file import encode_log_file, read_log_file
+from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
 from engine.hudi.schema import reader_schema
 from engine.model import (
     HOODIE_COMMIT_SEQNO,
@@ -702,20 +702,35 @@ class _ColumnCache:
     def get(self, path: str | Path, columns: list[str] | None, load: Callable[[], Any]) -> Any:
         if columns is None or self.limit <= 0:
             return load()
-        st = os.stat(path)
-        key = (str(path), st.st_size, st.st_mtime_ns, tuple(columns))
+        key = self._key(path, columns)
         hit = self.entries.pop(key, None)
         if hit is not None:
             self.entries[key] = hit  # most recently used last
             return hit[0]
         value = load()
+        self._insert(key, value)
+        return value
+
+    def put(self, path: str | Path, columns: list[str], value: Any) -> None:
+        """Remember what reading ``columns`` of the just-written ``path`` would return."""
+        if self.limit > 0:
+            self._insert(self._key(path, columns), value)
+
+    @staticmethod
+    def _key(path: str | Path, columns: list[str]) -> tuple:
+        st = os.stat(path)
+        return (str(path), st.st_size, st.st_mtime_ns, tuple(columns))
+
+    def _insert(self, key: tuple, value: Any) -> None:
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
         size = _nbytes(value)
         self.entries[key] = (value, size)
         self.used += size
         while self.used > self.limit and len(self.entries) > 1:
             oldest = next(iter(self.entries))
             self.used -= self.entries.pop(oldest)[1]
-        return value
 
 
 def _nbytes(value: Any) -> int:
@@ -728,6 +743,9 @@ def _nbytes(value: Any) -> int:
     )
 
 
+#: The stored columns an append reads (whole rows only when TOAST values must be filled).
+APPEND_COLUMNS = [HOODIE_RECORD_KEY, POS, POS_SUB]
+
 #: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
 _FILE_CACHE = _ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
 
@@ -737,6 +755,19 @@ def _write_atomic(data: bytes, path: Path) -> int:
     tmp.write_bytes(data)
     os.replace(tmp, path)
     return len(data)
+
+
+def written_blocks(
+    instant: str, upserts: pa.Table | None, deleted_keys: pa.Array | pa.ChunkedArray
+) -> list[LogBlock]:
+    """What ``read_log_file(path, APPEND_COLUMNS)`` yields for the log file that
+    ``encode_log_file(instant, ..., upserts, deleted_keys)`` wrote, without reading it."""
+    blocks = []
+    if upserts is not None and upserts.num_rows:
+        blocks.append(LogBlock(instant, rows=upserts.select(APPEND_COLUMNS).combine_chunks()))
+    if len(deleted_keys):
+        blocks.append(LogBlock(instant, deleted_keys=deleted_keys.to_pylist()))
+    return blocks
 
 
 def execute_task(task: FileGroupTask) -> FileGroupResult:
@@ -755,7 +786,7 @@ def execute_task(task: FileGroupTask) -> FileGroupResult:
         keys = events.column(KEY) if events is not None else pa.array([], pa.string())
         columns = None
         if events is None or not _has_toast(events, task.options.toast_placeholder):
-            columns = [HOODIE_RECORD_KEY, POS, POS_SUB]
+            columns = APPEND_COLUMNS
         old = read_slice(task.prev_file, logs, keys=keys, columns=columns)
     else:
         old = read_slice(task.prev_file, logs)
@@ -791,10 +822,21 @@ def execute_task(task: FileGroupTask) -> FileGroupResult:
             upserts = upserts.cast(reader_schema(upserts.schema))
         data = encode_log_file(task.instant, task.avro_schema, upserts, result.deleted_keys)
         size = _write_atomic(data, table_path / task.file_name)
+        # The next batches' appends read these columns of this (immutable) file: keep them.
+        _FILE_CACHE.put(
+            table_path / task.file_name,
+            APPEND_COLUMNS,
+            written_blocks(task.instant, upserts, result.deleted_keys),
+        )
         num_writes = upserts.num_rows if upserts is not None else 0
         base_file = Path(task.prev_file).name
     else:
         size = write_base_file(result.rows, table_path / task.file_name)
+        _FILE_CACHE.put(
+            table_path / task.file_name,
+            APPEND_COLUMNS,
+            result.rows.select(APPEND_COLUMNS).combine_chunks(),
+        )
         num_writes = result.rows.num_rows
         base_file = None
     faults.maybe_crash("task_written", pid=task.driver_pid or None)

@@ -269,3 +269,31 @@ def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
     assert loads[-1] == "f0.parquet" and len(loads) == 5
     pq.write_table(pa.table({"_hoodie_record_key": ["x"]}), paths[0])  # a changed file
     assert cache.get(paths[0], cols, loader(paths[0])).num_rows == 1
+
+
+def test_columns_kept_at_write_equal_a_read_of_the_file(tmp_path: Path) -> None:
+    """The merge keeps the key and position columns of each log file it writes (the next
+    appends read them); they must be exactly what reading the file gives."""
+    from engine.hudi.schema import reader_schema
+    from engine.merge import APPEND_COLUMNS, written_blocks
+
+    name = "log"
+    upserts = rows("001", name, {i: (f"n{i}", 10 * i) for i in range(1, 300)})
+    upserts = upserts.append_column("_cdc_pos_sub", pa.array(range(299), pa.int64()))
+    upserts = upserts.cast(reader_schema(upserts.schema))
+    cases = [
+        (upserts, pa.array(["900", "901"])),
+        (upserts, pa.array([], pa.string())),
+        (None, pa.array(["7"])),
+        (upserts.slice(0, 0), pa.array(["8", "9"])),
+    ]
+    schema_json = avro_schema_json(upserts.schema, "t")
+    for i, (data, deleted) in enumerate(cases):
+        path = tmp_path / f"{i}.log"
+        path.write_bytes(encode_log_file("001", schema_json, data, deleted))
+        read = list(read_log_file(path, columns=APPEND_COLUMNS))
+        kept = written_blocks("001", data, deleted)
+        assert [(b.instant, b.deleted_keys) for b in kept] == [
+            (b.instant, b.deleted_keys) for b in read
+        ]
+        assert [b.rows for b in kept] == [b.rows for b in read]  # types and values
