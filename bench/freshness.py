@@ -1,6 +1,6 @@
 """Freshness benchmark: steady producer -> live `cdcctl start` -> commit visible.
 
-Usage:  .venv/bin/python bench/freshness.py [--rates 1000,5000,20000] [--seconds 120]
+Usage:  .venv/bin/python bench/freshness.py [--rates 1000,5000,20000] [--seconds 120] [--buckets 8]
 
 For each rate, a fresh replicator (`cdcctl start`, no --until-caught-up) runs against
 the embedded broker; after it has committed a warm-up snapshot, a producer writes
@@ -72,7 +72,13 @@ class Watcher(threading.Thread):
 
 
 def run_rate(
-    rate: int, seconds: float, bootstrap: str, prefix: str, root: Path, log_dir: Path | None
+    rate: int,
+    seconds: float,
+    bootstrap: str,
+    prefix: str,
+    root: Path,
+    log_dir: Path | None,
+    buckets: int,
 ) -> str:
     workload = InventoryWorkload(seed=rate, prefix=prefix)
     warmup = list(workload.snapshot(customers=2000, products=200, orders=2000))
@@ -83,7 +89,7 @@ def run_rate(
     config = root / f"cdcctl-{rate}.toml"
     config.write_text(
         f'[source]\nbootstrap_servers = "{bootstrap}"\ntopics = "^{prefix}\\\\."\n'
-        f'[target]\npath = "{target}"\n'
+        f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {buckets}\n'
         f'[replicator]\nmax_batch_seconds = 0.25\nwork_dir = "{root / f"work-{rate}"}"\n'
     )
     watcher = Watcher(target, topics)
@@ -161,6 +167,7 @@ def main() -> None:
     ap.add_argument("--rates", default="1000,5000,20000")
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--log-dir", type=Path, help="keep each run's replicator output here")
+    ap.add_argument("--buckets", type=int, default=8, help="hudi.num_buckets of the tables")
     args = ap.parse_args()
     if args.log_dir:
         args.log_dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +176,13 @@ def main() -> None:
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         for rate in (int(r) for r in args.rates.split(",")):
             line = run_rate(
-                rate, args.seconds, broker.bootstrap_servers, f"fresh{rate}", Path(tmp), args.log_dir
+                rate,
+                args.seconds,
+                broker.bootstrap_servers,
+                f"fresh{rate}",
+                Path(tmp),
+                args.log_dir,
+                args.buckets,
             )
             print(line, flush=True)
 
