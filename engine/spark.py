@@ -178,8 +178,9 @@ def _gateway_logging_to(conf: Any, log_path: Path) -> Any:
         try:
             return launch_gateway(conf, {"stdout": log, "stderr": subprocess.STDOUT})
         except Exception as exc:  # noqa: BLE001 - PySpark raises several types here
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise EnvironmentProblem(
-                f"Spark's JVM did not start ({str(exc).splitlines()[0]})",
+                f"Spark's JVM did not start ({reason})",
                 hint=f"its output is in {log_path}",
             ) from None
 

@@ -60,7 +60,9 @@ def test_100k_events_three_tables_in_two_runs(broker, topic_prefix: str, tmp_pat
         assert table.checkpoint() == f"{topic},0:{per_topic[topic]}"
 
 
-def test_spark_that_cannot_start_is_one_clear_error(broker, topic_prefix: str, tmp_path: Path) -> None:
+def test_spark_that_cannot_start_is_one_clear_error(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
     """A JVM that refuses to start (here: a heap size it cannot parse) is reported in
     one line with the log that holds its output, not as a py4j traceback."""
     messages = list(InventoryWorkload(seed=3, prefix=topic_prefix).events(200))
