@@ -109,6 +109,8 @@ def run_rate(
     while any(watcher.applied(t) < warm[t] for t in topics):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
+            proc.wait()
+            log.close()
             return f"{rate:>7,}/s  replicator did not start: {log_path.read_text()[-500:]}"
         time.sleep(0.1)
 

@@ -96,12 +96,9 @@ def start(
 ) -> None:
     """Run the replicator (Ctrl-C stops it cleanly after the batch in flight)."""
     cfg = load_config(config)
-    from engine.spark import SPARK_LOG, start_in_background
+    from engine.spark import start_for
 
-    # The JVM boots while the engine is imported and the first batch is read.
-    start_in_background(
-        cfg.spark.master, cfg.spark.driver_memory, cfg.spark.options, cfg.work_path() / SPARK_LOG
-    )
+    start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
     from engine.replicator import BatchReport, Replicator
 
     live = sys.stderr.isatty()

@@ -580,7 +580,8 @@ class FileGroupTask:
     state_instant: str | None = None
     #: Append a log file (Merge-on-Read) instead of rewriting the base file.
     append: bool = False
-    #: Avro schema JSON of the rows (the log data block's header), for appends.
+    #: Avro schema JSON of the rows (the log data block's header); set for every task of a
+    #: Merge-on-Read table, empty for Copy-on-Write.
     avro_schema: str = ""
     #: Estimated cost (bytes to read and write), for packing tasks into Spark partitions.
     weight: int = 0
@@ -832,11 +833,12 @@ def execute_task(task: FileGroupTask) -> FileGroupResult:
         base_file = Path(task.prev_file).name
     else:
         size = write_base_file(result.rows, table_path / task.file_name)
-        _FILE_CACHE.put(
-            table_path / task.file_name,
-            APPEND_COLUMNS,
-            result.rows.select(APPEND_COLUMNS).combine_chunks(),
-        )
+        if task.avro_schema:  # Merge-on-Read only: the next batches append and read these
+            _FILE_CACHE.put(
+                table_path / task.file_name,
+                APPEND_COLUMNS,
+                result.rows.select(APPEND_COLUMNS).combine_chunks(),
+            )
         num_writes = result.rows.num_rows
         base_file = None
     faults.maybe_crash("task_written", pid=task.driver_pid or None)

@@ -367,12 +367,9 @@ class Replicator:
         """Start Spark in the background: the JVM boots while Kafka is read and decoded."""
         if self._spark is not None or self._spark_boot is not None:
             return
-        from engine.spark import SPARK_LOG, start_in_background
+        from engine.spark import start_for
 
-        spark = self.cfg.spark
-        self._spark_boot = start_in_background(
-            spark.master, spark.driver_memory, spark.options, self.work / SPARK_LOG
-        )
+        self._spark_boot = start_for(self.cfg)
 
     def _spark_context(self) -> Any:
         if self._spark is None:

@@ -19,7 +19,14 @@ import re
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from engine.config import SourceConfig
 from engine.errors import SourceError
@@ -81,7 +88,9 @@ def _watermarks(
                 TopicPartition(topic, part), timeout=TIMEOUT_S, cached=cached
             )
         except KafkaException as exc:
-            raise SourceError(f"cannot read end offsets of {topic}[{part}]: {kafka_reason(exc)}") from None
+            raise SourceError(
+                f"cannot read end offsets of {topic}[{part}]: {kafka_reason(exc)}"
+            ) from None
         out[(topic, part)] = high
     return out
 
@@ -96,7 +105,9 @@ class KafkaSource:
         try:
             self._consumer = Consumer(consumer_settings(cfg, batch_size))
         except KafkaException as exc:
-            raise SourceError(f"cannot create a Kafka consumer: {kafka_reason(exc)}", hint="check source.*") from None
+            raise SourceError(
+                f"cannot create a Kafka consumer: {kafka_reason(exc)}", hint="check source.*"
+            ) from None
         self._assigned: set[tuple[str, int]] = set()
         # Transaction-metadata topics are read ahead by their own consumer, so their END
         # records are known before the data they describe is cut into batches.
@@ -172,7 +183,9 @@ class KafkaSource:
             try:
                 self._consumer.seek(TopicPartition(topic, part, offset))
             except KafkaException as exc:
-                raise SourceError(f"cannot rewind {topic}[{part}] to {offset}: {kafka_reason(exc)}") from None
+                raise SourceError(
+                    f"cannot rewind {topic}[{part}] to {offset}: {kafka_reason(exc)}"
+                ) from None
 
     def unassign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Stop consuming partitions (a table that failed)."""

@@ -29,6 +29,8 @@ from engine.errors import EnvironmentProblem
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
+    from engine.config import Config
+
 MIN_JAVA = 17
 _context: SparkContext | None = None
 _booting: Future[SparkContext] | None = None
@@ -236,6 +238,15 @@ def start_in_background(
             threading.Thread(target=boot, name="spark-start", daemon=True).start()
             _booting = booting
         return _booting
+
+
+def start_for(cfg: Config) -> Future[SparkContext]:
+    """:func:`start_in_background` with a replicator config's Spark settings, the JVM's
+    output going to ``spark.log`` in its work directory."""
+    spark = cfg.spark
+    return start_in_background(
+        spark.master, spark.driver_memory, spark.options, cfg.work_path() / SPARK_LOG
+    )
 
 
 def stop_spark() -> None:
