@@ -34,8 +34,8 @@ from confluent_kafka import Consumer, TopicPartition
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.broker import EmbeddedBroker, produce_messages  # noqa: E402
-from engine.demo_workload import InventoryWorkload  # noqa: E402
+from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
+from engine.playground.workload import InventoryWorkload  # noqa: E402
 
 
 #: Of the streamed part (90% of the messages): 60% / 20% / 10% of the whole.

@@ -1,32 +1,47 @@
-"""cdcctl's headless engine: config, Kafka source, Debezium decoding, merge, Hudi writer.
+"""cdcctl's headless engine: Debezium topics in Kafka -> Apache Hudi tables.
 
-The CLI (``cdcctl``) and the dashboard (``tui``) are thin layers over the names exported
-here. Importing this package has no side effects and pulls in neither Typer, Textual nor
-Rich.
+The stages, in data-flow order, are packages: ``source`` (Kafka), ``decode`` (message
+formats -> change batches), ``replicator`` (the loop, planning, compaction policy),
+``merge`` (the fold, run in Spark tasks), ``hudi`` (the table format behind one writer
+interface), ``state`` (per-table states and counters). ``spark`` starts the local
+SparkContext; ``playground`` (embedded broker, demo workload, crash injector) serves the
+demo and the tests. See docs/architecture.md.
+
+The CLI (``cdcctl``) and the dashboard (``tui``) use only the names exported here.
+Importing this package has no side effects and pulls in neither Typer, Textual nor Rich;
+names are imported on first use, so that a Spark worker importing ``engine.merge`` does
+not load pydantic for the config (~0.25 s per process).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.config import Config, load_config, render_config
+    from engine.config import SUPPORTED_FORMATS, Config, config_from_dict, load_config, render_config
     from engine.errors import (
         CdcError,
         ConfigError,
         DecodeError,
         EnvironmentProblem,
         HudiError,
+        QueryError,
         SchemaEvolutionError,
         SourceError,
         TableNameError,
     )
+    from engine.playground.demo import DemoReport, run_demo
+    from engine.query import list_tables, query, read_table
+    from engine.replicator import BatchReport, Replicator
+    from engine.spark import check_java, start_for
+    from engine.state import TableCounters, TableState, TableStatus
 
-#: Where each exported name lives. Names are imported on first use, so that importing a
-#: submodule (a Spark worker imports ``engine.merge``) does not load pydantic for the
-#: config (~0.25 s per process).
+#: Where each exported name lives.
 _EXPORTS = {
+    "SUPPORTED_FORMATS": "engine.config",
     "Config": "engine.config",
+    "config_from_dict": "engine.config",
     "load_config": "engine.config",
     "render_config": "engine.config",
     "CdcError": "engine.errors",
@@ -34,30 +49,29 @@ _EXPORTS = {
     "DecodeError": "engine.errors",
     "EnvironmentProblem": "engine.errors",
     "HudiError": "engine.errors",
+    "QueryError": "engine.errors",
     "SchemaEvolutionError": "engine.errors",
     "SourceError": "engine.errors",
     "TableNameError": "engine.errors",
+    "DemoReport": "engine.playground.demo",
+    "run_demo": "engine.playground.demo",
+    "list_tables": "engine.query",
+    "query": "engine.query",
+    "read_table": "engine.query",
+    "BatchReport": "engine.replicator",
+    "Replicator": "engine.replicator",
+    "check_java": "engine.spark",
+    "start_for": "engine.spark",
+    "TableCounters": "engine.state",
+    "TableState": "engine.state",
+    "TableStatus": "engine.state",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'engine' has no attribute {name!r}")
 
 
-__all__ = [
-    "CdcError",
-    "Config",
-    "ConfigError",
-    "DecodeError",
-    "EnvironmentProblem",
-    "HudiError",
-    "SchemaEvolutionError",
-    "SourceError",
-    "TableNameError",
-    "load_config",
-    "render_config",
-]
+__all__ = sorted(_EXPORTS)

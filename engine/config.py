@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -196,14 +197,67 @@ def _problems(exc: ValidationError) -> list[tuple[str, str, str]]:
     return problems
 
 
-def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> Config:
-    """Validate a config mapping, reporting every problem at once."""
+def _folder_problem(path: Path) -> tuple[str, str] | None:
+    """Why ``path`` cannot be (or become) a folder the replicator writes to, with the fix.
+
+    An existing folder must accept a new file (tried: permission bits say nothing for
+    root, a read-only mount says it only on write); a missing one is created later, so
+    its nearest existing ancestor must be a folder that accepts one.
+    """
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file, not a folder", "point it at a folder (created if missing)"
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return (
+            f"{path} cannot be created: {probe} is a file",
+            "point it at a folder (created if missing)",
+        )
     try:
-        return Config.model_validate(data)
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        where = "" if probe == path else f" ({probe}, where it would be created)"
+        return (
+            f"{path} is not writable{where}: {exc.strerror or exc}",
+            "choose a folder this user can write, or fix its permissions",
+        )
+    return None
+
+
+def _path_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Problems with the folders the config names (target, work folder)."""
+    base = Path(str(data.get("base_dir") or "."))
+    folders = {
+        "target.path": (data.get("target") or {}).get("path"),
+        "replicator.work_dir": (data.get("replicator") or {}).get("work_dir", ".cdcctl"),
+    }
+    problems = []
+    for key, value in folders.items():
+        if isinstance(value, str) and value:
+            problem = _folder_problem((base / value).resolve())
+            if problem is not None:
+                problems.append((key, *problem))
+    return problems
+
+
+def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> Config:
+    """Validate a config mapping, reporting every problem at once.
+
+    Besides the values themselves, the target and work folders must be folders this
+    user can write (or create): a file there is refused before anything runs.
+    """
+    problems = []
+    config = None
+    try:
+        config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(
-            f"{source_name} is not a valid cdcctl config", problems=_problems(exc)
-        ) from None
+        problems = _problems(exc)
+    problems += _path_problems(data)
+    if problems or config is None:
+        raise ConfigError(f"{source_name} is not a valid cdcctl config", problems=problems)
+    return config
 
 
 def load_config(path: str | Path, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
@@ -242,8 +296,13 @@ def render_config(
     target: str,
     fmt: str = "debezium-json",
     num_buckets: int = 8,
+    base_dir: Path | None = None,
 ) -> str:
-    """The annotated TOML `cdcctl init` writes (validated before it is returned)."""
+    """The annotated TOML `cdcctl init` writes (validated before it is returned).
+
+    ``base_dir`` is the folder the file will be written to: relative paths in it are
+    relative to that folder, and are checked there.
+    """
     doc = tomlkit.document()
     doc.add(tomlkit.comment("cdcctl replicator configuration (see README: Configuration)"))
     doc.add(tomlkit.comment("Secrets never go here: use source.sasl_password_env or _file."))
@@ -276,5 +335,7 @@ def render_config(
     spark.add("driver_memory", "1g")
     doc.add("spark", spark)
     text = tomlkit.dumps(doc)
-    config_from_dict(tomllib.loads(text), source_name="the generated config")
+    data = tomllib.loads(text)
+    data["base_dir"] = str(base_dir or Path.cwd())
+    config_from_dict(data, source_name="the generated config")
     return text

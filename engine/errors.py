@@ -73,3 +73,7 @@ class HudiError(CdcError):
 
 class TableNameError(CdcError):
     """A topic cannot be mapped to a safe table name inside the target folder."""
+
+
+class QueryError(CdcError):
+    """A query over the replicas failed (bad SQL, unknown table)."""

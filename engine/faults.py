@@ -1,34 +1,24 @@
-"""Deterministic crash injection for the crash-recovery tests.
+"""Named fault points: where the crash tests may stop the engine, and nothing else.
 
-``CDCCTL_CRASH_AT=point[:n]`` makes the process SIGKILL itself the n-th time (default 1)
-it passes the named point. Unset (the normal case) it costs one dict lookup. Points:
-``consumed`` (batch read, nothing written), ``task_written`` (inside a Spark task, after
-its base file is written: the task kills the driver, so some files of the instant exist
-and others do not), ``files_written`` (all base files written, no commit),
-``before_commit``, ``after_commit`` (one table committed, others maybe not).
+The engine calls :func:`point` at the moments that matter for exactly-once recovery
+(``consumed``, ``task_written``, ``files_written``, ``before_commit``, ``after_commit``).
+Normally that is one environment lookup and nothing happens. The injector itself — what
+a point does when a test asks for a crash there — lives apart from the engine, in
+:mod:`engine.playground.faults`, and is loaded only when ``CDCCTL_CRASH_AT`` is set.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 
-_hits: dict[str, int] = {}
-
-
-def _target() -> tuple[str, int] | None:
-    spec = os.environ.get("CDCCTL_CRASH_AT")
-    if not spec:
-        return None
-    point, _, n = spec.partition(":")
-    return point, int(n or 1)
+#: The environment variable that arms the injector (see engine.playground.faults).
+CRASH_AT_ENV = "CDCCTL_CRASH_AT"
 
 
-def maybe_crash(point: str, pid: int | None = None) -> None:
-    """SIGKILL ``pid`` (default: this process) if the configured crash point is reached."""
-    target = _target()
-    if target is None or target[0] != point:
+def point(name: str, pid: int | None = None) -> None:
+    """Mark a fault point; ``pid`` is the process a crash there should kill (default: this one)."""
+    if not os.environ.get(CRASH_AT_ENV):
         return
-    _hits[point] = _hits.get(point, 0) + 1
-    if _hits[point] >= target[1]:
-        os.kill(pid or os.getpid(), signal.SIGKILL)
+    from engine.playground import faults  # only under test: the injector is not engine code
+
+    faults.reached(name, pid)

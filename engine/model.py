@@ -55,17 +55,3 @@ ROW_POS: Final = "_cdc_pos"
 ROW_POS_SUB: Final = "_cdc_pos_sub"
 ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
 REPLICA_CDC_COLUMNS: Final = (ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS)
-
-# Hudi meta columns, in file order.
-HOODIE_COMMIT_TIME: Final = "_hoodie_commit_time"
-HOODIE_COMMIT_SEQNO: Final = "_hoodie_commit_seqno"
-HOODIE_RECORD_KEY: Final = "_hoodie_record_key"
-HOODIE_PARTITION_PATH: Final = "_hoodie_partition_path"
-HOODIE_FILE_NAME: Final = "_hoodie_file_name"
-HOODIE_META_COLUMNS: Final = (
-    HOODIE_COMMIT_TIME,
-    HOODIE_COMMIT_SEQNO,
-    HOODIE_RECORD_KEY,
-    HOODIE_PARTITION_PATH,
-    HOODIE_FILE_NAME,
-)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.broker import EmbeddedBroker
+from engine.playground.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

@@ -295,7 +295,7 @@ def test_decoded_values_match_what_pyarrow_returns() -> None:
 
 
 def test_both_shapes_of_the_demo_workload_fold_alike() -> None:
-    from engine.demo_workload import InventoryWorkload
+    from engine.playground.workload import InventoryWorkload
 
     wrapped = fold(InventoryWorkload(seed=9, schemas=True).events(30_000))
     workload = InventoryWorkload(seed=9)

@@ -34,14 +34,35 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 
 from engine.errors import HudiError
 
+# Hudi meta columns, in file order (format doc section 6): every base file and log data
+# block starts with them.
+HOODIE_COMMIT_TIME: Final = "_hoodie_commit_time"
+HOODIE_COMMIT_SEQNO: Final = "_hoodie_commit_seqno"
+HOODIE_RECORD_KEY: Final = "_hoodie_record_key"
+HOODIE_PARTITION_PATH: Final = "_hoodie_partition_path"
+HOODIE_FILE_NAME: Final = "_hoodie_file_name"
+HOODIE_META_COLUMNS: Final = (
+    HOODIE_COMMIT_TIME,
+    HOODIE_COMMIT_SEQNO,
+    HOODIE_RECORD_KEY,
+    HOODIE_PARTITION_PATH,
+    HOODIE_FILE_NAME,
+)
+
 # Avro names (record, field, fixed); apache-avro in hudi-rs rejects anything else.
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def file_schema(data_schema: pa.Schema) -> pa.Schema:
+    """Full base-file schema: the five Hudi meta columns (strings), then the data columns."""
+    meta = [pa.field(name, pa.string()) for name in HOODIE_META_COLUMNS]
+    return pa.schema(meta + list(data_schema))
 
 
 def decimal_fixed_size(precision: int) -> int:

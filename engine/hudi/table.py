@@ -30,18 +30,19 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import zlib
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from engine.errors import HudiError
+from engine.files import atomic_write, fsync_dir, fsync_file
 from engine.hudi import options as o
+from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import bucket_of_file_id
+from engine.hudi.commit import PARTITION_PATH, WriteStat, to_json_bytes
+from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
 from engine.hudi.log_file import LogFileName
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, avro_schema_json
@@ -49,143 +50,6 @@ from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, avro_
 HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = "hoodie.properties"
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
-#: Relative partition path of a non-partitioned table (section 5.2).
-PARTITION_PATH = ""
-
-# Write actions whose instants carry data files (section 3.2): COW writes the first two,
-# MOR the last two.
-_WRITE_ACTIONS = ("commit", "replacecommit", "deltacommit")
-_INSTANT_RE = re.compile(r"(\d{17}|\d{14})(?:\.(.+))?\Z")
-_BASE_FILE_RE = re.compile(r"([^_]+)_(\d+-\d+-\d+)_(\d{17}|\d{14})\.parquet\Z")
-_INSTANT_FORMAT = "%Y%m%d%H%M%S"
-
-
-# --------------------------------------------------------------------------- files
-
-
-def base_file_name(file_id: str, write_token: str, instant: str) -> str:
-    """Return the name of a base file (section 4.1): ``<fileId>_<token>_<instant>.parquet``.
-
-    Args:
-        file_id: File group id, e.g. from ``bucket_file_id``; must not contain ``_``.
-        write_token: Three decimal integers ``"a-b-c"``, e.g. ``"0-1-0"``.
-        instant: The 17-digit instant of the commit writing the file.
-
-    Returns:
-        The file name (no directory).
-    """
-    name = f"{file_id}_{write_token}_{instant}.parquet"
-    if not _BASE_FILE_RE.match(name):
-        raise HudiError(f"invalid base file name parts: {file_id!r}, {write_token!r}, {instant!r}")
-    return name
-
-
-@dataclass(frozen=True)
-class FileSlice:
-    """The current committed version of a file group: a base file and its log files.
-
-    ``log_files`` are the committed log files of the slice (MOR only), oldest first;
-    ``latest_instant`` is the newest instant that wrote any of them.
-    """
-
-    file_id: str
-    instant: str
-    path: Path
-    file_name: str
-    log_files: tuple[str, ...] = ()
-    latest_instant: str = ""
-    base_size: int = 0
-    log_size: int = 0
-
-    @property
-    def state_instant(self) -> str:
-        """The instant of the slice's newest file (base or log)."""
-        return self.latest_instant or self.instant
-
-
-@dataclass
-class WriteStat:
-    """Write statistics of one base file written by a commit (section 7.1)."""
-
-    file_id: str
-    path: str  # relative to the table base path
-    prev_commit: str  # base instant of the replaced slice, or the string "null"
-    num_writes: int  # rows in the new file
-    num_deletes: int
-    num_update_writes: int
-    num_inserts: int
-    total_write_bytes: int
-    file_size_in_bytes: int
-    partition_path: str = PARTITION_PATH
-    #: For a log file (MOR): its slice's base file name; None for a base file.
-    base_file: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the stat as Jackson writes ``HoodieWriteStat`` (all fields Spark writes).
-
-        Returns:
-            A JSON-ready dict.
-        """
-        return {
-            "fileId": self.file_id,
-            "path": self.path,
-            "cdcStats": None,
-            "prevCommit": self.prev_commit,
-            "numWrites": self.num_writes,
-            "numDeletes": self.num_deletes,
-            "numUpdateWrites": self.num_update_writes,
-            "numInserts": self.num_inserts,
-            "totalWriteBytes": self.total_write_bytes,
-            "totalWriteErrors": 0,
-            "tempPath": None,
-            "partitionPath": self.partition_path,
-            "totalLogRecords": 0,
-            "totalLogFilesCompacted": 0,
-            "totalLogSizeCompacted": 0,
-            "totalUpdatedRecordsCompacted": 0,
-            "totalLogBlocks": 0,
-            "totalCorruptLogBlock": 0,
-            "totalRollbackBlocks": 0,
-            "fileSizeInBytes": self.file_size_in_bytes,
-            "minEventTime": None,
-            "maxEventTime": None,
-            "runtimeStats": {"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 0},
-        } | (
-            # HoodieDeltaWriteStat: readers rebuild file slices from these (incremental).
-            {"baseFile": self.base_file, "logFiles": [self.path], "logVersion": 1, "logOffset": 0}
-            if self.base_file is not None
-            else {}
-        )
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename or unlink in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes, tmp_dir: Path | None = None) -> None:
-    """Write ``path`` so that readers see either nothing/the old file or all of ``data``.
-
-    The temporary file lives in ``tmp_dir`` (default: next to ``path``) and never ends
-    with ``.parquet``, since readers choke on foreign parquet files (section 5.3).
-    """
-    tmp_dir = tmp_dir or path.parent
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def _parse_properties(text: str) -> dict[str, str]:
@@ -205,51 +69,6 @@ def _parse_properties(text: str) -> dict[str, str]:
 def _table_checksum(name: str, database: str = "") -> str:
     """Return ``hoodie.table.checksum``: CRC32 of ``"<database>.<table>"`` (section 2.2)."""
     return str(zlib.crc32(f"{database}.{name}".encode()))
-
-
-def _instant_plus_1ms(instant: str) -> str:
-    """Return the instant 1 ms after ``instant`` (14-digit instants count as .000)."""
-    dt = datetime.strptime(instant[:14], _INSTANT_FORMAT) + timedelta(
-        milliseconds=int(instant[14:] or "0") + 1
-    )
-    return dt.strftime(_INSTANT_FORMAT) + f"{dt.microsecond // 1000:03d}"
-
-
-# --------------------------------------------------------------------------- timeline
-
-
-@dataclass
-class _Timeline:
-    """One listing of ``.hoodie/``: which instants exist in which state."""
-
-    completed: dict[str, str]  # instant -> action (write actions only)
-    pending: dict[str, list[str]]  # instant -> its requested/inflight file names
-    latest: str  # greatest instant of any action and state, "" if none
-
-
-def _scan_timeline(hoodie: Path) -> _Timeline:
-    completed: dict[str, str] = {}
-    pending: dict[str, list[str]] = {}
-    latest = ""
-    with os.scandir(hoodie) as entries:
-        for entry in entries:
-            m = _INSTANT_RE.match(entry.name)
-            if not m:
-                continue
-            instant, rest = m.group(1), m.group(2) or ""
-            # Java compares instants as strings, so the string max is the timeline max.
-            latest = max(latest, instant)
-            if rest in _WRITE_ACTIONS:
-                completed[instant] = rest
-            elif rest == "inflight" or rest.rsplit(".", 1)[0] in _WRITE_ACTIONS:
-                # "T.inflight" is the inflight state of a commit in layout 1 (section 3.2).
-                pending.setdefault(instant, []).append(entry.name)
-    for instant in completed:
-        pending.pop(instant, None)
-    return _Timeline(completed, pending, latest)
-
-
-# --------------------------------------------------------------------------- table
 
 
 class HudiTable:
@@ -345,7 +164,7 @@ class HudiTable:
         ):
             (hoodie / sub).mkdir(parents=True, exist_ok=True)
         text = "".join(f"{k}={v}\n" for k, v in props.items())
-        _atomic_write(hoodie / PROPERTIES_FILE, text.encode("ascii"))
+        atomic_write(hoodie / PROPERTIES_FILE, text.encode("ascii"))
         return cls(base_path, props)
 
     @classmethod
@@ -419,10 +238,6 @@ class HudiTable:
         """The action of an ordinary write: ``commit`` (COW) or ``deltacommit`` (MOR)."""
         return "deltacommit" if self.is_mor else "commit"
 
-    def _inflight_name(self, instant: str, action: str) -> str:
-        # Layout 1 names a commit's inflight state "T.inflight" (section 3.2).
-        return f"{instant}.inflight" if action == "commit" else f"{instant}.{action}.inflight"
-
     @property
     def precombine_field(self) -> str:
         """The ordering column."""
@@ -442,11 +257,11 @@ class HudiTable:
 
     def completed_instants(self) -> list[str]:
         """Return the completed commit/deltacommit/replacecommit instants, oldest first."""
-        return sorted(_scan_timeline(self._hoodie).completed)
+        return sorted(tl.scan(self._hoodie).completed)
 
     def pending_instants(self) -> list[str]:
         """Return write instants that have requested/inflight files but no completed file."""
-        return sorted(_scan_timeline(self._hoodie).pending)
+        return sorted(tl.scan(self._hoodie).pending)
 
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         """Return the parsed JSON of a completed commit or replacecommit.
@@ -463,7 +278,7 @@ class HudiTable:
         cached = self._metadata_cache.get(instant)
         if cached is not None:
             return cached
-        for action in _WRITE_ACTIONS:
+        for action in tl.WRITE_ACTIONS:
             path = self._hoodie / f"{instant}.{action}"
             try:
                 meta = json.loads(path.read_bytes())
@@ -524,11 +339,10 @@ class HudiTable:
         Returns:
             A 17-digit instant.
         """
-        now = datetime.now(UTC)
-        candidate = now.strftime(_INSTANT_FORMAT) + f"{now.microsecond // 1000:03d}"
-        floor = max(_scan_timeline(self._hoodie).latest, self._last_instant)
+        candidate = tl.now_instant()
+        floor = max(tl.scan(self._hoodie).latest, self._last_instant)
         if candidate <= floor:
-            candidate = _instant_plus_1ms(floor)
+            candidate = tl.instant_plus_1ms(floor)
         self._last_instant = candidate
         return candidate
 
@@ -554,8 +368,8 @@ class HudiTable:
         Raises:
             HudiError: If the instant is not newer than every instant of the timeline.
         """
-        timeline = _scan_timeline(self._hoodie)
-        if not _INSTANT_RE.match(instant) or instant <= timeline.latest:
+        timeline = tl.scan(self._hoodie)
+        if not tl.INSTANT_RE.match(instant) or instant <= timeline.latest:
             raise HudiError(
                 f"instant {instant} is not newer than the timeline's latest {timeline.latest}",
                 "take instants from HudiTable.new_instant_time()",
@@ -576,11 +390,11 @@ class HudiTable:
         if replace:
             inflight["partitionToReplaceFileIds"] = {}
         requested = f"{instant}.{action}.requested"
-        inflight_name = self._inflight_name(instant, action)
+        inflight_name = tl.inflight_name(instant, action)
         # An empty requested file is what Spark writes for commits, and Java accepts it
         # for replacecommits of non-clustering operations.
-        _atomic_write(self._hoodie / requested, b"", self._temp)
-        _atomic_write(self._hoodie / inflight_name, _to_json_bytes(inflight), self._temp)
+        atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp)
+        atomic_write(self._hoodie / inflight_name, to_json_bytes(inflight), tmp_dir=self._temp)
         self._last_instant = max(self._last_instant, instant)
 
     def base_file_path(self, file_name: str) -> Path:
@@ -618,9 +432,9 @@ class HudiTable:
                 metadata would change the number of buckets.
         """
         action = self.write_action if replaced_file_ids is None else "replacecommit"
-        timeline = _scan_timeline(self._hoodie)
+        timeline = tl.scan(self._hoodie)
         started = timeline.pending.get(instant, [])
-        inflight_name = self._inflight_name(instant, action)
+        inflight_name = tl.inflight_name(instant, action)
         if inflight_name not in started:
             raise HudiError(
                 f"instant {instant} has no {inflight_name}",
@@ -655,29 +469,21 @@ class HudiTable:
 
         # Data must be durable before the commit that makes it visible.
         for stat in write_stats:
-            self._fsync_file(self.base_path / stat.path)
+            path = self.base_path / stat.path
+            if not path.is_file():
+                raise HudiError(f"write stat names a missing data file {path}")
+            fsync_file(path)
         marker = self.base_path / PARTITION_METADATA_FILE
         if not marker.exists():
             text = f"#partition metadata\ncommitTime={instant}\npartitionDepth=0\n"
-            _atomic_write(marker, text.encode("ascii"))
+            atomic_write(marker, text.encode("ascii"))
         if write_stats:
-            _fsync_dir(self.base_path)
+            fsync_dir(self.base_path)
 
         tmp_dir = self._temp / instant
-        _atomic_write(self._hoodie / f"{instant}.{action}", _to_json_bytes(metadata), tmp_dir)
+        atomic_write(self._hoodie / f"{instant}.{action}", to_json_bytes(metadata), tmp_dir=tmp_dir)
         self._metadata_cache[instant] = metadata
         shutil.rmtree(tmp_dir, ignore_errors=True)
-
-    @staticmethod
-    def _fsync_file(path: Path) -> None:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            raise HudiError(f"write stat names a missing data file {path}") from None
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # ----------------------------------------------------------------- file slices
 
@@ -688,7 +494,7 @@ class HudiTable:
             for entry in entries:
                 name = entry.name
                 if name.endswith(".parquet"):
-                    m = _BASE_FILE_RE.match(name)
+                    m = BASE_FILE_RE.match(name)
                     if not m:
                         # hudi-rs fails every read on such a file (section 5.3): say so here.
                         raise HudiError(
@@ -702,7 +508,7 @@ class HudiTable:
                         logs.append((log, entry.stat().st_size))
         return bases, logs
 
-    def _replaced_file_ids(self, timeline: _Timeline, upto: str | None = None) -> set[str]:
+    def _replaced_file_ids(self, timeline: tl.Timeline, upto: str | None = None) -> set[str]:
         """Return file ids replaced by completed replacecommits (at or before ``upto``)."""
         replaced: set[str] = set()
         for instant, action in timeline.completed.items():
@@ -713,7 +519,7 @@ class HudiTable:
         return replaced
 
     def _committed_slices(
-        self, timeline: _Timeline
+        self, timeline: tl.Timeline
     ) -> tuple[dict[str, list[tuple[str, str, int]]], list[tuple[LogFileName, int]]]:
         """Return file id -> committed ``(instant, name, size)`` base slices, oldest first,
         and the committed log files."""
@@ -722,7 +528,7 @@ class HudiTable:
         # archive old instants). hudi-rs 0.5.0 starts that timeline at the earliest
         # commit/replacecommit/deltacommit in ANY state (probed: an old pending instant
         # hides archived slices). We follow it so the merge builds on what readers show.
-        first = min([*timeline.completed, *timeline.pending], default="")
+        first = timeline.first
         bases, logs = self._list_data_files()
         groups: dict[str, list[tuple[str, str, int]]] = {}
         for file_id, instant, name, size in bases:
@@ -760,7 +566,7 @@ class HudiTable:
             HudiError: On a foreign parquet file, a non-bucket file id, or two live file
                 groups in one bucket.
         """
-        timeline = _scan_timeline(self._hoodie)
+        timeline = tl.scan(self._hoodie)
         replaced = self._replaced_file_ids(timeline)
         groups, logs = self._committed_slices(timeline)
         logs_of: dict[tuple[str, str], list[tuple[LogFileName, int]]] = {}
@@ -802,7 +608,7 @@ class HudiTable:
         Returns:
             The rolled-back instants, oldest first.
         """
-        timeline = _scan_timeline(self._hoodie)
+        timeline = tl.scan(self._hoodie)
         if not timeline.pending:
             return []
         files, logs = self._list_data_files()
@@ -819,14 +625,14 @@ class HudiTable:
                 and _parse_properties(marker.read_text()).get("commitTime") == instant
             ):
                 marker.unlink()  # the failed write created the partition (12.3 step 1)
-            _fsync_dir(self.base_path)
+            fsync_dir(self.base_path)
             # Inflight before requested: an interrupted rollback still shows the instant
             # as pending (requested), so the next start rolls it back again.
             for name in sorted(timeline.pending[instant], key=lambda n: n.endswith(".requested")):
                 (self._hoodie / name).unlink(missing_ok=True)
             shutil.rmtree(self._temp / instant, ignore_errors=True)
             self._last_instant = max(self._last_instant, instant)
-        _fsync_dir(self._hoodie)
+        fsync_dir(self._hoodie)
         return sorted(timeline.pending)
 
     def clean(self, retain_commits: int) -> list[Path]:
@@ -845,7 +651,7 @@ class HudiTable:
         """
         if retain_commits < 1:
             raise HudiError(f"retain_commits must be at least 1, got {retain_commits}")
-        timeline = _scan_timeline(self._hoodie)
+        timeline = tl.scan(self._hoodie)
         completed = sorted(timeline.completed)
         if len(completed) <= retain_commits:
             return []
@@ -869,10 +675,6 @@ class HudiTable:
                     path.unlink(missing_ok=True)
                     deleted.append(path)
         if deleted:
-            _fsync_dir(self.base_path)
+            fsync_dir(self.base_path)
         return deleted
 
-
-def _to_json_bytes(obj: Any) -> bytes:
-    """Serialize commit metadata as UTF-8 JSON, as Jackson would read it back."""
-    return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")

@@ -14,7 +14,8 @@ def test_init_writes_a_valid_config(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert 'bootstrap_servers = "127.0.0.1:9092"' in text and "[target]" in text
-    again = run_cli("init", "--bootstrap-servers", "h:1", "--topics", "x", "--output", str(out))
+    again = run_cli("init", "--bootstrap-servers", "h:1", "--topics", "x", "--target", "t",
+                    "--output", str(out))
     assert again.returncode == 2 and "already exists" in again.stderr
 
 

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-import engine.broker as broker_module
-from engine.broker import CONSUMER_FETCH_CONFIG, EmbeddedBroker, produce_messages
+import engine.playground.broker as broker_module
+from engine.playground.broker import CONSUMER_FETCH_CONFIG, EmbeddedBroker, produce_messages
 from engine.errors import EnvironmentProblem
 
 pytestmark = pytest.mark.kafka
@@ -166,7 +166,7 @@ def test_broker_dies_with_a_killed_parent(tmp_path: Path) -> None:
             f"""
             import sys, time
             sys.path.insert(0, {str(ROOT)!r})
-            from engine.broker import EmbeddedBroker
+            from engine.playground.broker import EmbeddedBroker
             broker = EmbeddedBroker().start()
             print(broker.pid, flush=True)
             time.sleep(60)

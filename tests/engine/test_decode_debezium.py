@@ -829,7 +829,7 @@ def test_schemaless_before_first_seen_after_many_nulls_stays_on_the_bulk_path(
     before image: pyarrow 26's inference fails on that buffer ("JSON conversion to
     struct<... timestamp[s] ...>"), which used to send the whole group down the
     per-record scan. It must decode in bulk, with the same rows."""
-    from engine.decode._reader import BulkReader
+    from engine.decode.debezium_json.reader import BulkReader
 
     def no_scan(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("fell back to the per-record scan")
@@ -1709,7 +1709,7 @@ def test_base64_decimal_that_looks_numeric_is_not_read_as_a_number() -> None:
 
 
 def test_envelope_retry_schema_mirrors_after_and_declines_what_it_cannot_read() -> None:
-    from engine.decode._reader import envelope_retry_schema
+    from engine.decode.debezium_json.reader import envelope_retry_schema
 
     line = wire(pg_envelope("c", {"id": 1, "at": "2024-01-15T08:30:00Z"}))
     schema = envelope_retry_schema(b"\n".join([line] * 3))

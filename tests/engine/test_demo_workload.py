@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.demo_workload import DEFAULT_MIX, TABLES, InventoryWorkload, _decimal_base64
+from engine.playground.workload import DEFAULT_MIX, TABLES, InventoryWorkload, _decimal_base64
 
 SOURCE_FIELDS = [
     "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "ts_us", "ts_ns",

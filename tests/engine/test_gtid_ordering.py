@@ -10,7 +10,7 @@ import pytest
 
 from engine.config import config_from_dict
 from engine.model import GTID, POS, POS_SUB, STREAMED_BIT
-from engine.ordering import gtid_positions
+from engine.decode.gtid import gtid_positions
 from engine.replicator import Replicator
 from tests.engine.test_properties import Msg
 from tests.integration.replicas import read_replica

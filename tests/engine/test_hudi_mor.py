@@ -24,8 +24,11 @@ from engine.hudi.log_file import (
     read_log_file,
 )
 from engine.hudi.schema import avro_schema_json, conform
-from engine.hudi.table import HudiTable, WriteStat, base_file_name
-from engine.merge import file_schema, read_slice
+from engine.hudi.commit import WriteStat
+from engine.hudi.file_slice import base_file_name
+from engine.hudi.table import HudiTable
+from engine.hudi.file_slice import read_slice
+from engine.hudi.schema import file_schema
 from engine.naming import table_name_for_topic
 from engine.replicator import Replicator
 from tests import builders
@@ -228,8 +231,8 @@ def test_replicator_appends_logs_then_compacts(spark, tmp_path: Path) -> None:
     # Both groups get logs; a group is compacted after its third log, one group per batch
     # (a quarter of the groups, at least one): the second appends once more, then waits its turn.
     assert logs_per_batch == [[0, 0], [1, 1], [2, 2], [3, 3], [4, 0], [0, 1], [1, 2]], logs_per_batch
-    stats = replicator.tables["srv.app.mor"].stats
-    assert stats.updates > 0 and stats.deletes > 0
+    counters = replicator.tables["srv.app.mor"].counters
+    assert counters.updates > 0 and counters.deletes > 0
 
 
 def _replica(path: Path) -> dict[str, dict]:
@@ -239,7 +242,7 @@ def _replica(path: Path) -> dict[str, dict]:
 
 
 def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
-    from engine.merge import _ColumnCache
+    from engine.hudi.file_slice import ColumnCache
 
     paths = []
     for i in range(3):
@@ -255,7 +258,7 @@ def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
         return load
 
     one = pq.read_table(paths[0]).nbytes
-    cache = _ColumnCache(limit=2 * one)
+    cache = ColumnCache(limit=2 * one)
     cols = ["_hoodie_record_key"]
     assert cache.get(paths[0], cols, loader(paths[0])).num_rows == 1000
     cache.get(paths[0], cols, loader(paths[0]))
@@ -275,7 +278,8 @@ def test_columns_kept_at_write_equal_a_read_of_the_file(tmp_path: Path) -> None:
     """The merge keeps the key and position columns of each log file it writes (the next
     appends read them); they must be exactly what reading the file gives."""
     from engine.hudi.schema import reader_schema
-    from engine.merge import APPEND_COLUMNS, written_blocks
+    from engine.hudi.file_slice import written_blocks
+    from engine.merge.task import APPEND_COLUMNS
 
     name = "log"
     upserts = rows("001", name, {i: (f"n{i}", 10 * i) for i in range(1, 300)})
@@ -292,7 +296,7 @@ def test_columns_kept_at_write_equal_a_read_of_the_file(tmp_path: Path) -> None:
         path = tmp_path / f"{i}.log"
         path.write_bytes(encode_log_file("001", schema_json, data, deleted))
         read = list(read_log_file(path, columns=APPEND_COLUMNS))
-        kept = written_blocks("001", data, deleted)
+        kept = written_blocks("001", data, deleted, APPEND_COLUMNS)
         assert [(b.instant, b.deleted_keys) for b in kept] == [
             (b.instant, b.deleted_keys) for b in read
         ]

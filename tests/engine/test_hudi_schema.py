@@ -22,8 +22,10 @@ from engine.hudi.schema import (
     conform,
     decimal_fixed_size,
 )
-from engine.hudi.table import HudiTable, WriteStat, base_file_name
-from engine.model import HOODIE_META_COLUMNS
+from engine.hudi.commit import WriteStat
+from engine.hudi.file_slice import base_file_name
+from engine.hudi.table import HudiTable
+from engine.hudi.schema import HOODIE_META_COLUMNS
 
 UTC = dt.UTC
 

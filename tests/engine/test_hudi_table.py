@@ -21,9 +21,12 @@ import pytest
 from engine.errors import HudiError
 from engine.hudi import options as o
 from engine.hudi import table as table_module
+from engine.hudi import timeline as timeline_module
 from engine.hudi.bucket_index import bucket_file_id, bucket_id
-from engine.hudi.table import HudiTable, WriteStat, base_file_name
-from engine.model import (
+from engine.hudi.commit import WriteStat
+from engine.hudi.file_slice import base_file_name
+from engine.hudi.table import HudiTable
+from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
     HOODIE_FILE_NAME,
@@ -456,7 +459,7 @@ def test_instant_time_strictly_increasing(tmp_path: Path, monkeypatch: pytest.Mo
         def now(cls, tz: Any = None) -> datetime:  # noqa: ANN401 - mirrors datetime.now
             return cls.now_value
 
-    monkeypatch.setattr(table_module, "datetime", FrozenClock)
+    monkeypatch.setattr(timeline_module, "datetime", FrozenClock)
     first = table.new_instant_time()
     second = table.new_instant_time()  # same millisecond
     assert first == "20250101120000123"

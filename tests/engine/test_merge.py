@@ -10,16 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.merge import (
-    UNKNOWN_POS,
-    MergeOptions,
-    _K,
-    _combined,
-    _fill_positions_forward,
-    _sort_by_key,
-    _with_previous_max_rank,
-    merge_file_group,
+from engine.hudi.file_slice import base_rows
+from engine.merge.positions import (
+    KEY_GROUP,
+    combined,
+    fill_positions_forward,
+    sort_by_key,
+    with_previous_max_rank,
 )
+from engine.merge.rules import UNKNOWN_POS, MergeOptions, merge_file_group
 from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB, STREAMED_BIT
 
 DATA = pa.schema(
@@ -59,17 +58,16 @@ def events(rows: list[tuple]) -> pa.Table:
 def apply(old, evs, instant="20250101000000001", tombs=None, **options):
     """Merge and return (rows, counts); the result's tombstones go to LAST_TOMBS."""
     result = merge_file_group(
-        old,
-        evs,
-        instant=instant,
-        file_name=f"f-0_0-1-0_{instant}.parquet",
-        task_partition=0,
-        data_schema=DATA,
-        old_tombstones=tombs,
+        old, evs, instant=instant, data_schema=DATA, old_tombstones=tombs,
         options=MergeOptions(**options),
     )
     LAST_TOMBS[0] = result.tombstones
-    return result.rows, result.counts
+    # The base file the Hudi writer would write from the fold's result.
+    rows = base_rows(
+        result.carried, result.upserts, "_cdc_key", instant=instant, task_partition=0,
+        file_name=f"f-0_0-1-0_{instant}.parquet", data_schema=DATA,
+    )
+    return rows, result.counts
 
 
 LAST_TOMBS: list = [None]
@@ -248,7 +246,7 @@ def _run_frame(rows: list[tuple[str, int, int | None, int | None]]) -> pl.DataFr
         },
         schema={KEY: pl.String, PARTITION: pl.Int32, OFFSET: pl.Int64, POS: pl.Int64, POS_SUB: pl.Int64},
     )
-    return _sort_by_key(frame)
+    return sort_by_key(frame)
 
 
 @given(_run_rows)
@@ -258,12 +256,12 @@ def test_events_sort_into_one_run_per_key_even_when_hashes_collide(rows: list) -
         schema={KEY: pl.String, PARTITION: pl.Int32, OFFSET: pl.Int64},
     )
     by_length = (lambda key: key.str.len_bytes().cast(pl.UInt64),)  # "a", "b", "c" collide
-    for hashed in (_sort_by_key(frame), _sort_by_key(frame, *by_length)):
+    for hashed in (sort_by_key(frame), sort_by_key(frame, *by_length)):
         assert hashed.height == frame.height
-        # Each key is one run, in (partition, offset) order, and _K tells the runs apart.
-        runs = [(k, g) for k, g in itertools.groupby(zip(hashed[KEY], hashed[_K]), key=lambda x: x[0])]
+        # Each key is one run, in (partition, offset) order, and KEY_GROUP tells the runs apart.
+        runs = [(k, g) for k, g in itertools.groupby(zip(hashed[KEY], hashed[KEY_GROUP]), key=lambda x: x[0])]
         assert len(runs) == frame[KEY].n_unique()
-        assert hashed.group_by(_K).agg(pl.col(KEY).n_unique())[KEY].max() in (None, 1)
+        assert hashed.group_by(KEY_GROUP).agg(pl.col(KEY).n_unique())[KEY].max() in (None, 1)
         for key in set(frame[KEY]):
             part = hashed.filter(pl.col(KEY) == key).select(PARTITION, OFFSET).rows()
             assert part == sorted(part)
@@ -276,14 +274,14 @@ def test_forward_fill_by_runs_equals_per_key_partition_window(rows: list) -> Non
         pl.col(POS).forward_fill().over([KEY, PARTITION]),
         pl.col(POS_SUB).forward_fill().over([KEY, PARTITION]),
     )
-    assert _fill_positions_forward(frame).equals(expected)
+    assert fill_positions_forward(frame).equals(expected)
 
 
 @given(_run_rows)
 def test_previous_max_by_runs_equals_per_key_window(rows: list) -> None:
-    frame = _run_frame(rows).with_columns(_c=_combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
+    frame = _run_frame(rows).with_columns(_c=combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
     window = frame.with_columns(_prev=pl.col("_c").cum_max().shift(1).over(KEY))
-    ranked = _with_previous_max_rank(frame)
+    ranked = with_previous_max_rank(frame)
     # The previous maximum, where there is one, is the value of that rank.
     values = dict(zip(ranked["_rank"].to_list(), ranked["_c"].to_list(), strict=True))
     got = [None if r is None else values[r] for r in ranked["_prev_rank"].to_list()]

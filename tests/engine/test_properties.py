@@ -194,8 +194,8 @@ def replicate(
         batch = []
         size = cuts[step % len(cuts)]
         for topic, recs in records.items():
-            rt = replicator.tables.get(topic) or replicator._open_table(topic)
-            start = rt.committed.get(0, 0) if rt else 0
+            rt = replicator.tables.get(topic)
+            start = rt.progress.committed.get(0, 0) if rt else 0
             batch.extend(recs[start : start + size])
         if not batch:
             return target

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = textwrap.dedent(
     """
     import sys
-    from engine.spark import _java_options, class_archive, get_spark
+    from engine.spark import get_spark
+    from engine.spark.archive import class_archive
+    from engine.spark.session import _java_options
     log = sys.argv[1]
     print(class_archive())
     spark = get_spark(options={"spark.driver.extraJavaOptions": _java_options(f"-Xlog:class+load=info:file={log}")})
@@ -68,7 +70,7 @@ def test_damaged_archive_is_never_installed(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
         import subprocess
-        import engine.spark as s
+        import engine.spark.archive as s
         real_run = subprocess.run
         def run(cmd, *a, **k):
             if any(str(c).startswith("-XX:SharedArchiveFile=") for c in cmd):
@@ -95,7 +97,7 @@ def test_damaged_archive_is_never_installed(tmp_path: Path) -> None:
 def test_worker_daemon_ends_quietly_when_the_jvm_is_gone() -> None:
     """A JVM that exits mid-task closes the workers' sockets; Spark's daemon would print
     a BrokenPipeError traceback under the CLI's error message. Other errors still raise."""
-    from engine.spark_daemon import _quiet_when_the_jvm_is_gone
+    from engine.spark.daemon import _quiet_when_the_jvm_is_gone
 
     def closed(sock: object, authenticated: bool) -> int:
         raise BrokenPipeError(32, "Broken pipe")

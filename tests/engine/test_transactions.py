@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 
 from engine.model import OFFSET, PARTITION, TX_ID
-from engine.transactions import TransactionTracker, apply_cuts
+from engine.source.transactions import TransactionTracker, apply_cuts
 
 
 def batch(tx_ids: list[str | None], partition: int = 0, first_offset: int = 100) -> pa.Table:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker import produce_messages
-from engine.demo_workload import InventoryWorkload
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
 from engine.hudi.log_file import LogFileName
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker import produce_messages
-from engine.demo_workload import InventoryWorkload
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config

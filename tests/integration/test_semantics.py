@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker import produce_messages
-from engine.demo_workload import InventoryWorkload
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
 from engine.naming import table_name_for_topic
 from tests import builders
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config

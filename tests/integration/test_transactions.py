@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from engine.broker import produce_messages
+from engine.playground.broker import produce_messages
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from tests import builders

@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pj
 
-from engine.decode._connect import FieldError
-from engine.decode._split import Group
+from engine.decode.debezium_json.connect import FieldError
+from engine.decode.debezium_json.split import Group
 
 #: Ranges at most this long are examined record by record.
 _LEAF = 16
@@ -174,7 +174,7 @@ def merge_pieces(pieces: list[Piece]) -> list[Piece]:
 class BulkReader:
     """Parses the payloads of one group into Arrow tables.
 
-    Precondition (guaranteed by :mod:`engine.decode._split`): every payload is one line
+    Precondition (guaranteed by :mod:`.split`): every payload is one line
     that starts with ``{`` (after optional blanks). Besides keeping rows aligned with
     records, this protects the process: pyarrow 26's JSON reader segfaults when a block
     starts with a top-level ``null``.

@@ -19,11 +19,11 @@ created at least ``hudi.clean_retain_commits`` commits ago.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 
+from engine.files import atomic_write
 from engine.hudi import parquet
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
 
@@ -49,19 +49,18 @@ def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:
     return folder(table_path) / f"{file_id}_{instant}.parquet"
 
 
-def read(path: str | Path | None) -> pa.Table:
-    """The tombstones of a slice (empty when it has none)."""
-    if path is None or not Path(path).exists():
-        return SCHEMA.empty_table()
-    return parquet.read_table(path).cast(SCHEMA)
+def read(path: Path) -> pa.Table | None:
+    """The tombstones of a slice (None when it has no sidecar)."""
+    try:
+        return parquet.read_table(path).cast(SCHEMA)
+    except FileNotFoundError:
+        return None
 
 
 def write(table: pa.Table, path: Path) -> None:
-    """Write a sidecar atomically (staged under a name readers never pick up)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name("." + path.name + ".tmp")
-    parquet.write_table(table.cast(SCHEMA), tmp)
-    os.replace(tmp, path)
+    """Write a sidecar atomically and durably (staged under a name readers never pick up)."""
+    rows = table.cast(SCHEMA)
+    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp))
 
 
 def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:

@@ -17,7 +17,7 @@ rejects (one odd message must not poison a block) and for types the Arrow JSON r
 cannot read (maps). Because it produces the *wire* representation, the same vectorised
 ``convert`` runs afterwards, so both paths give identical results.
 
-Type decisions (see also the module docstring of :mod:`engine.decode.debezium_json`):
+Type decisions (see also the module docstring of :mod:`.decoder`):
 
 * ``int8`` and ``int16`` become int32: Hudi's Avro schema has no narrower integer, so int32
   avoids a type change when the batch meets the table schema.

@@ -12,13 +12,11 @@ them: Spark starts in ~1.7 s instead of ~4.5 s, on ~2 CPU-s instead of ~8.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -74,31 +72,14 @@ def check_java() -> str:
     return out.splitlines()[0] if out else f"java {major}"
 
 
-def class_archive() -> Path:
-    """Where the class-data archive for this Java and this Spark lives (it may not exist).
-
-    The name carries a digest of the Java binary, its version and Spark's jars, so an
-    upgrade of either simply looks for (and, at the next setup, builds) a new archive.
-    """
-    import pyspark
-
-    java = _java_binary() or "java"
-    jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    parts = [os.path.realpath(shutil.which(java) or java), check_java(), pyspark.__version__]
-    digest = hashlib.sha256("\n".join([*parts, *listing]).encode()).hexdigest()[:16]
-    base = os.environ.get("CDCCTL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cdcctl"
-    )
-    return Path(base) / f"spark-classes-{digest}.jsa"
-
-
 def _base_java_options() -> list[str]:
     log4j = Path(__file__).with_name("log4j2.properties")
     return [f"-Dlog4j2.configurationFile=file:{log4j}", *JVM_OPTIONS]
 
 
 def _java_options(extra: str = "") -> str:
+    from engine.spark.archive import class_archive
+
     options = _base_java_options()
     archive = class_archive()
     if archive.is_file():
@@ -150,7 +131,7 @@ def _start(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.python.worker.reuse": "true",
-        "spark.python.daemon.module": "engine.spark_daemon",
+        "spark.python.daemon.module": "engine.spark.daemon",
         # The JVM talks to Python workers over Unix sockets: over loopback TCP each job
         # with Python tasks waited ~40 ms on delayed ACKs (a 1-task job: 65 -> 18 ms).
         "spark.python.unix.domain.socket.enabled": "true",
@@ -189,9 +170,9 @@ def _gateway_logging_to(conf: Any, log_path: Path) -> Any:
 
 def _warm_worker(_: object) -> int:
     # Importing the merge stack once per Python worker moves ~2 s off the first batch.
-    import engine.merge
+    from engine.merge.job import freeze_imported_objects
 
-    engine.merge.freeze_imported_objects()
+    freeze_imported_objects()
     return os.getpid()
 
 
@@ -256,58 +237,3 @@ def stop_spark() -> None:
         _context.stop()
         _context = None
     _booting = None
-
-
-def build_class_archive() -> Path:
-    """Build the class-data archive for this Java and Spark (setup runs this; ~15 s).
-
-    A JVM started with ``-XX:ArchiveClassesAtExit`` runs a few representative jobs and
-    writes the classes it loaded when it exits. The archive is written under a temporary
-    name, checked by starting a JVM on it (a damaged archive crashes the JVM), and only
-    then moved into place, so a concurrent or interrupted build never leaves a bad one.
-    """
-    target = class_archive()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    os.unlink(tmp_name)  # the JVM creates it at exit
-    tmp = Path(tmp_name)
-    options = " ".join(
-        [*_base_java_options(), f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds*=off"]
-    )
-    try:
-        context = _start("local[2]", "1g", {}, options)
-        warm_up(context).join()
-        for _ in range(3):
-            context.parallelize(range(4), 2).map(_warm_worker).collect()
-        proc = context._gateway.proc  # type: ignore[attr-defined]
-        context.stop()
-        context._gateway.shutdown()  # type: ignore[attr-defined]
-        proc.stdin.close()  # the gateway JVM exits when its stdin closes, dumping the archive
-        proc.wait(timeout=300)
-        with tempfile.TemporaryDirectory() as scratch:  # a crash report goes there
-            check = subprocess.run(
-                [_java_binary() or "java", f"-XX:SharedArchiveFile={tmp}", "-Xlog:cds*=off",
-                 f"-XX:ErrorFile={scratch}/hs_err_%p.log", "-version"],
-                capture_output=True, timeout=60, cwd=scratch,
-            )
-        if not tmp.is_file() or check.returncode != 0:
-            raise EnvironmentProblem(
-                f"could not build the Spark class archive at {target}",
-                hint="Spark still works without it, only its start-up is slower",
-            )
-        os.replace(tmp, target)
-        return target
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-if __name__ == "__main__":
-    # Setup's entry point: build the archive unless this Java and Spark already have one.
-    if sys.argv[1:] != ["build-class-archive"]:
-        sys.exit("usage: python -m engine.spark build-class-archive")
-    try:
-        path = class_archive()
-        print(f"spark class archive: {path if path.is_file() else build_class_archive()}")
-    except EnvironmentProblem as problem:
-        print(f"spark class archive: not built ({problem})")

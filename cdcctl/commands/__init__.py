@@ -1,0 +1,1 @@
+"""One module per command; each registers its function on the app in :mod:`cdcctl.main`."""

@@ -1,0 +1,75 @@
+"""``cdcctl init``: write a validated, commented config file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import engine
+from cdcctl.console import err
+
+#: The flags every config needs, with the prompt asked on a terminal and its suggestion.
+_REQUIRED = {
+    "bootstrap_servers": ("Kafka bootstrap servers (host:port[,host:port])", "127.0.0.1:9092"),
+    "topics": ("Topic pattern (regular expression)", None),
+    "target": ("Folder for the Hudi tables", "./lake"),
+}
+
+
+def init(
+    bootstrap_servers: Annotated[
+        str | None,
+        typer.Option(metavar="HOST:PORT", help="Kafka bootstrap servers, host:port[,host:port]"),
+    ] = None,
+    topics: Annotated[
+        str | None, typer.Option(metavar="REGEX", help="regular expression over topic names")
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(metavar="DIR", help="folder that holds the Hudi tables (relative: to the config file)"),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", metavar="FORMAT", help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)}"
+        ),
+    ] = "debezium-json",
+    num_buckets: Annotated[int, typer.Option(metavar="N", help="bucket index size per table")] = 8,
+    output: Annotated[Path, typer.Option(metavar="FILE", help="config file to write")] = Path(
+        "cdcctl.toml"
+    ),
+    force: Annotated[bool, typer.Option("--force", help="overwrite an existing file")] = False,
+) -> None:
+    """Write a replicator config file.
+
+    On a terminal, missing values are asked for; without one, every missing flag is an
+    error (exit 2), named in one message.
+    """
+    values = {"bootstrap_servers": bootstrap_servers, "topics": topics, "target": target}
+    if sys.stdin.isatty():
+        for name, (prompt, default) in _REQUIRED.items():
+            if not values[name]:
+                values[name] = typer.prompt(prompt, default=default)
+    missing = [f"--{name.replace('_', '-')}" for name, value in values.items() if not value]
+    if missing:
+        raise engine.ConfigError(
+            f"missing {', '.join(missing)}",
+            hint="pass them as flags, e.g. cdcctl init --bootstrap-servers kafka:9092 "
+            "--topics '^dbserver1\\.inventory\\.' --target ./lake",
+        )
+    if output.exists() and not force:
+        raise engine.ConfigError(f"{output} already exists", hint="use --force to overwrite it")
+    text = engine.render_config(
+        bootstrap_servers=str(values["bootstrap_servers"]),
+        topics=str(values["topics"]),
+        target=str(values["target"]),
+        fmt=fmt,
+        num_buckets=num_buckets,
+        base_dir=output.resolve().parent,
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    err.print(f"wrote {output}; next: cdcctl start --config {output}", markup=False)

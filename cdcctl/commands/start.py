@@ -1,0 +1,70 @@
+"""``cdcctl start``: run the replicator."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import engine
+from cdcctl import exit_codes
+from cdcctl.console import err, print_rows
+
+ConfigOpt = Annotated[
+    Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
+]
+
+_COUNTERS = ("inserts", "updates", "deletes", "truncates", "late", "bad", "commits")
+
+
+def _progress_line(report: engine.BatchReport) -> str:
+    tables = ", ".join(
+        f"{name} +{c['inserts']}/~{c['updates']}/-{c['deletes']}"
+        for name, c in sorted(report.tables.items())
+    )
+    rate = report.messages / max(report.seconds, 1e-9)
+    phases = " ".join(f"{k} {v:.2f}s" for k, v in report.phases.items())
+    return (
+        f"batch {report.number}: {report.messages} msgs in {report.seconds:.2f}s "
+        f"({rate:,.0f}/s), lag {report.lag_messages} | {tables} | {phases}"
+    )
+
+
+def start(
+    config: ConfigOpt = Path("cdcctl.toml"),
+    until_caught_up: Annotated[
+        bool,
+        typer.Option(
+            "--until-caught-up",
+            help="exit 0 once every topic is applied up to its end offset at start",
+        ),
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="print the final per-table summary as JSON")
+    ] = False,
+) -> None:
+    """Run the replicator (Ctrl-C or SIGTERM stops it after the batch in flight)."""
+    cfg = engine.load_config(config)
+    engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
+    replicator = engine.Replicator(
+        cfg, on_batch=lambda report: err.print(_progress_line(report), markup=False)
+    )
+    if sys.stderr.isatty():
+        err.print(
+            f"replicating {cfg.source.topics} -> {cfg.target_path()} (Ctrl-C to stop)",
+            markup=False,
+        )
+    replicator.run(until_caught_up=until_caught_up)
+    status = replicator.status()
+    if json_out:
+        print(json.dumps([s.to_dict() for s in status], indent=2))
+    else:
+        rows = [[s.table, s.state.value, *(getattr(s.counters, k) for k in _COUNTERS)] for s in status]
+        print_rows(None, ["table", "state", *_COUNTERS], rows)
+    failing = replicator.failing()
+    for s in failing:
+        err.print(f"FAILING {s.table}: {s.error}", style="red", markup=False)
+    exit_codes.exit_now(exit_codes.RUNTIME if failing else exit_codes.OK)

@@ -1,0 +1,57 @@
+"""Where cdcctl writes: data on stdout, diagnostics on stderr, engine logs to stderr.
+
+stdout carries only data (tables, JSON) so that output can be piped; everything else —
+progress, the engine's log lines, errors — goes to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+# Piped output is not squeezed to 80 columns (tables would be truncated).
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+class _EngineLogHandler(logging.Handler):
+    """Engine log records as plain lines on stderr ("warning: ..." for warnings)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.levelno >= logging.ERROR:
+                message = f"error: {message}"
+            elif record.levelno >= logging.WARNING:
+                message = f"warning: {message}"
+            err.print(message, markup=False)
+        except Exception:  # noqa: BLE001 - logging must never break the command
+            self.handleError(record)
+
+
+def configure_logging(verbose: bool) -> None:
+    """Send the engine's ``cdcctl`` logger tree to stderr.
+
+    librdkafka's own lines (``cdcctl.kafka``: one per failed connection attempt, every
+    few milliseconds while a broker is down) are shown only with ``--verbose``: the
+    engine reports broker problems itself, once, with what to do.
+    """
+    root = logging.getLogger("cdcctl")
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(_EngineLogHandler())
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+    logging.getLogger("cdcctl.kafka").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+
+
+def print_rows(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    """A table of rows on stdout."""
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    out.print(table)

@@ -1,0 +1,249 @@
+"""Bulk decoder of Debezium change events serialized with Kafka Connect's JsonConverter.
+
+:func:`decode_debezium_json` turns the records of one topic from one micro-batch into a
+change batch (see :mod:`engine.model`): one row per row-level event with the control
+columns followed by the typed ``after`` image.
+
+How it stays fast: records never become one Python dict each. The JsonConverter wrapper
+is stripped with byte operations (:mod:`.split`), the payloads of one Connect schema are
+joined and parsed by one ``pyarrow.json.read_json`` call with an explicit schema
+(:mod:`.reader`), envelopes become columns in :mod:`.envelope` and record keys in
+:mod:`.keys`, and logical types and positions are computed with vectorised Arrow kernels
+(:mod:`.connect`, :mod:`engine.decode.positions`). Python per-record work only happens for records that
+need it (odd layouts, invalid JSON, non-row records on a table topic).
+
+Robustness: a record that is not valid JSON, not a Debezium envelope, or holds a value
+that does not fit its schema is returned in :attr:`DecodeResult.bad` with its Kafka
+coordinates; it never aborts or silently shrinks the batch. Valid records that are not row
+changes (logical decoding messages ``op=m``, heartbeats, transaction BEGIN/END, MySQL
+schema changes) are counted in :attr:`DecodeResult.ignored`. Every input record ends up
+in exactly one of: a batch row, ``bad``, ``ignored``.
+
+Edge-case decisions:
+
+* Tombstones (null value, the legacy ``{"schema":null,"payload":null}``, or the JSON text
+  ``null``) become rows with ``_cdc_op = "x"``, the record's key, null positions and null
+  row columns.
+* Truncates (``op = "t"``) become rows with a null ``_cdc_key`` and null row columns.
+* Deletes carry the key fields of the *record key* in the row columns (other columns
+  null): ``before`` of a REPLICA IDENTITY DEFAULT delete holds placeholders, never data.
+* ``_cdc_key`` is built from the JSON values of the record key as they are on the wire
+  (integers in decimal, strings as-is, booleans ``true``/``false``), so it is identical
+  with and without ``schemas.enable`` and never depends on logical-type rendering.
+  Composite keys use Hudi's complex-key layout ``f1:v1,f2:v2`` with ``__null__`` and
+  ``__empty__`` for null and empty parts. A scalar (non-object) key is its own text.
+* ``_cdc_source_ts_ms`` is ``source.ts_ms``; 0.x records without it fall back to
+  ``ts_usec`` / ``ts_sec``.
+* Avro-JSON renderings (``{"string": "false"}`` union wrappers) and flattened rows written
+  by the ``ExtractNewRecordState`` SMT are *bad*, not ignored: they carry row data but
+  no trustworthy envelope (op, position), so dropping them silently would lose changes.
+* Without a schema nothing is guessed: types are what JSON says (int64, float64, bool,
+  string, nested); Arrow's habit of turning ISO-looking strings into timestamps is undone.
+  If records of one batch disagree on a column's JSON type, that column becomes text
+  (noted in :attr:`DecodeResult.notes`) rather than losing records.
+* Type mapping with a schema: see :mod:`.connect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.decode.debezium_json.common import (
+    IDX,
+    KEY_SET,
+    KEY_TEXT,
+    RESERVED,
+    Ctx,
+    concat,
+    str_scalar,
+)
+from engine.decode.debezium_json.envelope import decode_values, tombstone_rows
+from engine.decode.debezium_json.keys import Keys, decode_keys
+from engine.decode.debezium_json.split import split_records, split_slow
+from engine.decode.positions import MYSQL_HINTS, POSTGRES_HINTS
+from engine.decode.result import BadMessage, DecodeResult
+from engine.model import GTID, KEY, OFFSET, OP, PARTITION, POS, POS_SUB, SOURCE_TS, TX_ID
+
+__all__ = ["decode_debezium_json"]
+
+
+def _fill_delete_keys(
+    batch: pa.Table, keys: pa.Table, key_fields: list[str], notes: list[str]
+) -> pa.Table:
+    """Put the record-key fields into the row columns of delete events."""
+    is_delete = pc.fill_null(pc.equal(batch.column(OP), str_scalar("d")), False)
+    if not pc.any(is_delete).as_py():
+        return batch
+    for name in key_fields:
+        if name in RESERVED or name not in keys.column_names:
+            continue
+        key_col = keys.column(name)
+        i = batch.schema.get_field_index(name)
+        if i < 0:
+            filled = pc.if_else(is_delete, key_col, pa.nulls(len(key_col), key_col.type))
+            batch = batch.append_column(pa.field(name, key_col.type), filled)
+            continue
+        row_col = batch.column(i)
+        target = row_col.type
+        if pa.types.is_null(target):
+            target = key_col.type
+            row_col = pa.nulls(len(row_col), target)
+        try:
+            key_col = key_col.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            notes.append(f"key field {name!r} ({key_col.type}) does not fit column type {target}")
+            continue
+        filled = pc.if_else(is_delete, key_col, row_col)
+        batch = batch.set_column(i, pa.field(name, target), filled)
+    return batch
+
+
+def _assemble(
+    tables: list[pa.Table],
+    keys: Keys,
+    partitions: Sequence[int],
+    offsets: Sequence[int],
+    ctx: Ctx,
+    *,
+    sort: bool,
+) -> pa.Table | None:
+    """Join the pieces in consumption order and add key, partition and offset columns."""
+    if not tables:
+        return None
+    batch = concat(tables, ctx.notes)
+    if sort or len(tables) > 1:
+        batch = batch.take(pc.sort_indices(batch.column(IDX)))
+    idx = batch.column(IDX)
+
+    # Row events and tombstones with an undecodable key cannot be applied: quarantine.
+    if keys.bad:
+        key_bad = pc.is_in(idx, value_set=pa.array(sorted(keys.bad), pa.int64()))
+        if pc.any(key_bad).as_py():
+            for i in pc.filter(idx, key_bad).to_pylist():
+                ctx.bad[i] = keys.bad[i]
+            batch = batch.filter(pc.invert(key_bad))
+            idx = batch.column(IDX)
+    if batch.num_rows == 0:
+        return None
+
+    if keys.table is None:
+        key_rows = pa.table({KEY_TEXT: pa.nulls(batch.num_rows, pa.string())})
+    elif keys.identity:
+        key_rows = keys.table.take(idx)
+    else:
+        key_rows = keys.table.take(pc.index_in(idx, value_set=keys.table.column(IDX)))
+    if KEY_SET in key_rows.column_names:
+        used = pc.unique(pc.drop_null(key_rows.column(KEY_SET))).to_pylist()
+        keys.used_sets = [keys.field_sets[i] for i in sorted(used)]
+
+    row_names = [name for name in batch.column_names if name not in RESERVED]
+    batch = _fill_delete_keys(batch, key_rows, keys.fields, ctx.notes)
+    row_names += [
+        name for name in batch.column_names if name not in RESERVED and name not in row_names
+    ]
+
+    key_text = key_rows.column(KEY_TEXT)
+    is_truncate = pc.fill_null(pc.equal(batch.column(OP), str_scalar("t")), False)
+    if pc.any(is_truncate).as_py():
+        # A truncate concerns the whole table, never one record key.
+        key_text = pc.if_else(is_truncate, pa.scalar(None, pa.string()), key_text)
+    out = pa.table(
+        {
+            KEY: key_text,
+            OP: batch.column(OP),
+            POS: batch.column(POS),
+            POS_SUB: batch.column(POS_SUB),
+            SOURCE_TS: batch.column(SOURCE_TS),
+            PARTITION: pa.array(partitions, pa.int32()).take(idx),
+            OFFSET: pa.array(offsets, pa.int64()).take(idx),
+            TX_ID: batch.column(TX_ID),
+            GTID: batch.column(GTID),
+        }
+    )
+    for name in row_names:
+        out = out.append_column(batch.schema.field(name), batch.column(name))
+    return out
+
+
+def _normalize_hint(hint: str | None) -> str | None:
+    if hint is None:
+        return None
+    lowered = hint.lower()
+    if lowered in POSTGRES_HINTS:
+        return "postgresql"
+    if lowered in MYSQL_HINTS:
+        return "mysql"
+    raise ValueError(f"unknown connector_hint {hint!r}; use 'postgresql' or 'mysql'")
+
+
+def decode_debezium_json(
+    topic: str,
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    partitions: Sequence[int],
+    offsets: Sequence[int],
+    *,
+    connector_hint: str | None = None,
+) -> DecodeResult:
+    """Decode the JsonConverter records of one topic from one micro-batch.
+
+    Pure function: the result depends only on the arguments (schemas are cached per
+    process, but only as an optimisation).
+
+    Args:
+        topic: The Kafka topic (reported with bad records; heartbeat detection).
+        keys: Raw record keys (None for a null key), in consumption order.
+        values: Raw record values (None for a tombstone), aligned with ``keys``.
+        partitions: Kafka partition of each record.
+        offsets: Kafka offset of each record.
+        connector_hint: ``"postgresql"`` or ``"mysql"`` to force the position encoding;
+            by default it is detected per record from ``source.connector`` (and from
+            ``source.file`` for 0.x MySQL records, which lack ``connector``).
+
+    Returns:
+        The change batch, the key fields, the bad records and the ignored count.
+
+    Raises:
+        ValueError: The input sequences differ in length, or the hint is unknown.
+    """
+    n = len(values)
+    if not len(keys) == len(partitions) == len(offsets) == n:
+        raise ValueError("keys, values, partitions and offsets must have the same length")
+    ctx = Ctx(topic, _normalize_hint(connector_hint))
+    if n == 0:
+        return DecodeResult(None, [], [], 0)
+
+    decode_values(split_records(values, "value"), ctx)
+    if ctx.reroute:
+        ctx.rerouting = True
+        decode_values(split_slow(values, sorted(ctx.reroute), "value"), ctx)
+    if ctx.tombstones:
+        ctx.tables.append(tombstone_rows(sorted(ctx.tombstones)))
+
+    keys_info = decode_keys(split_records(keys, "key"), n, ctx)
+    sort = ctx.groups > 1 or bool(ctx.tombstones)
+    batch = _assemble(ctx.tables, keys_info, partitions, offsets, ctx, sort=sort)
+
+    bad = [
+        BadMessage(
+            topic,
+            int(partitions[i]),
+            int(offsets[i]),
+            None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
+            None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
+            reason,
+        )
+        for i, reason in sorted(ctx.bad.items())
+    ]
+    return DecodeResult(
+        batch,
+        keys_info.fields,
+        bad,
+        ctx.ignored,
+        ctx.fingerprints,
+        keys_info.used_sets,
+        ctx.notes,
+    )

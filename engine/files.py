@@ -1,0 +1,78 @@
+"""Durable, atomic file writes: the one way the engine replaces a file.
+
+Readers (hudi-rs, Java Hudi, the merge of the next batch) must see either the old file
+or the whole new one, and after a crash or power loss a file that a commit names must
+exist in full. So every write goes to a temporary name in the same folder, is flushed
+and fsynced, renamed into place, and the folder is fsynced so the rename itself is
+durable. Temporary names start with ``.`` and end with ``.tmp``: Hudi readers skip
+hidden files, and never mistake a half-written ``.parquet`` for a data file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+#: What :func:`atomic_write` writes: the bytes, or a function that writes the file at the
+#: (temporary) path it is given, e.g. a Parquet writer.
+Content = bytes | Callable[[Path], None]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the renames and unlinks done in folder ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file written earlier (by another process) to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(
+    path: Path, content: Content, *, tmp_dir: Path | None = None, sync_dir: bool = True
+) -> int:
+    """Replace ``path`` with ``content`` so that readers see all of it or none of it.
+
+    Args:
+        path: The file to write (its folder must exist unless ``tmp_dir`` is given).
+        content: Bytes, or a callable that writes the whole file at the path it is given.
+        tmp_dir: Where the temporary file is staged (default: next to ``path``); must be
+            on the same file system. Created if missing.
+        sync_dir: Also fsync ``path``'s folder (skip only when the caller syncs the
+            folder once after several writes).
+
+    Returns:
+        The size of the written file in bytes.
+    """
+    path = Path(path)
+    stage = tmp_dir or path.parent
+    stage.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=stage, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if isinstance(content, bytes):
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            os.close(fd)
+            content(Path(tmp))
+            fsync_file(Path(tmp))
+        size = os.stat(tmp).st_size
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+    return size

@@ -1,0 +1,503 @@
+"""File slices: naming, reading and writing the files of one file group.
+
+A bucket-indexed table has one file group per bucket. Its current state is the latest
+committed *file slice*: a base file ``<fileId>_<token>_<instant>.parquet`` and, in a
+Merge-on-Read table, the log files appended to it since (``engine.hudi.log_file``).
+
+The driver plans each write of a batch as a :class:`SliceWrite`
+(:meth:`engine.hudi.writer.HudiWriter.plan_writes`); inside a Spark task the merge then
+uses it to read the group's current rows (:meth:`SliceWrite.read`) and delete tombstones,
+and to write the new base or log file and tombstone sidecar (:meth:`SliceWrite.write`).
+The :class:`SliceResult` it returns is what the commit's write stats are built from.
+Nothing outside this package builds a file name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import HudiError
+from engine.files import atomic_write
+from engine.hudi import parquet, tombstones
+from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
+from engine.hudi.schema import (
+    HOODIE_COMMIT_SEQNO,
+    HOODIE_COMMIT_TIME,
+    HOODIE_FILE_NAME,
+    HOODIE_PARTITION_PATH,
+    HOODIE_RECORD_KEY,
+    file_schema,
+    reader_schema,
+)
+
+BASE_FILE_RE = re.compile(r"([^_]+)_(\d+-\d+-\d+)_(\d{17}|\d{14})\.parquet\Z")
+
+
+def base_file_name(file_id: str, write_token: str, instant: str) -> str:
+    """Return the name of a base file (section 4.1): ``<fileId>_<token>_<instant>.parquet``.
+
+    Args:
+        file_id: File group id, e.g. from ``bucket_file_id``; must not contain ``_``.
+        write_token: Three decimal integers ``"a-b-c"``, e.g. ``"0-1-0"``.
+        instant: The 17-digit instant of the commit writing the file.
+
+    Returns:
+        The file name (no directory).
+    """
+    name = f"{file_id}_{write_token}_{instant}.parquet"
+    if not BASE_FILE_RE.match(name):
+        raise HudiError(f"invalid base file name parts: {file_id!r}, {write_token!r}, {instant!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """The current committed version of a file group: a base file and its log files.
+
+    ``log_files`` are the committed log files of the slice (MOR only), oldest first;
+    ``latest_instant`` is the newest instant that wrote any of them.
+    """
+
+    file_id: str
+    instant: str
+    path: Path
+    file_name: str
+    log_files: tuple[str, ...] = ()
+    latest_instant: str = ""
+    base_size: int = 0
+    log_size: int = 0
+
+    @property
+    def state_instant(self) -> str:
+        """The instant of the slice's newest file (base or log)."""
+        return self.latest_instant or self.instant
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def only_keys(table: pa.Table, keys: pa.Array | pa.ChunkedArray | None) -> pa.Table:
+    """The rows of a stored table whose record key is one of ``keys`` (all for None)."""
+    if keys is None:
+        return table
+    return table.filter(pc.is_in(table.column(HOODIE_RECORD_KEY), value_set=keys))
+
+
+class ColumnCache:
+    """Columns of data files already read by this (reused Spark worker) process.
+
+    Base and log files are immutable: a name is never written twice, since it carries
+    the instant that wrote it and instants only grow. So an append's reads of a slice's
+    key and position columns can be served from memory in later batches. Entries are
+    keyed by path, size and mtime and evicted oldest first beyond ``limit`` bytes; only
+    column subsets are cached (full reads are compactions, which replace the slice).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
+
+    def get(self, path: str | Path, columns: list[str] | None, load: Callable[[], Any]) -> Any:
+        """The cached value for these columns of ``path``, else ``load()`` (then cached)."""
+        if columns is None or self.limit <= 0:
+            return load()
+        key = self._key(path, columns)
+        hit = self.entries.pop(key, None)
+        if hit is not None:
+            self.entries[key] = hit  # most recently used last
+            return hit[0]
+        value = load()
+        self._insert(key, value)
+        return value
+
+    def put(self, path: str | Path, columns: list[str], value: Any) -> None:
+        """Remember what reading ``columns`` of the just-written ``path`` would return."""
+        if self.limit > 0:
+            self._insert(self._key(path, columns), value)
+
+    @staticmethod
+    def _key(path: str | Path, columns: list[str]) -> tuple[Any, ...]:
+        st = os.stat(path)
+        return (str(path), st.st_size, st.st_mtime_ns, tuple(columns))
+
+    def _insert(self, key: tuple[Any, ...], value: Any) -> None:
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
+        size = _nbytes(value)
+        self.entries[key] = (value, size)
+        self.used += size
+        while self.used > self.limit and len(self.entries) > 1:
+            oldest = next(iter(self.entries))
+            self.used -= self.entries.pop(oldest)[1]
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, pa.Table):
+        return value.nbytes
+    return sum(
+        (b.rows.nbytes if b.rows is not None else 0)
+        + sum(len(k) + 49 for k in (b.deleted_keys or ()))
+        for b in value
+    )
+
+
+#: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
+FILE_CACHE = ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
+
+
+def read_slice(
+    base_file: str | Path | None,
+    log_files: Sequence[str] = (),
+    *,
+    keys: pa.Array | pa.ChunkedArray | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table | None:
+    """The live rows of a file slice: its base file with its log files applied in order.
+
+    Args:
+        base_file: The slice's base file, or None for a new group.
+        log_files: Paths of its committed log files, oldest first.
+        keys: Only rows with these record keys (None: all rows).
+        columns: Only these columns (None: all); must include ``_hoodie_record_key``.
+    """
+    if base_file is None:
+        return None
+    base = base_file
+    rows = FILE_CACHE.get(base, columns, lambda: parquet.read_table(base, columns))
+    # Every version of a key, in write order: base rows, then each log's data rows and
+    # delete markers. The live rows are the keys' last versions that are not deletes:
+    # one pass over all of them instead of one filter of the whole slice per log block.
+    parts = [rows]
+    deletes: list[tuple[int, list[str]]] = []  # (versions before the marker, keys)
+    written = rows.num_rows
+    for log in log_files:
+        blocks = FILE_CACHE.get(
+            log, columns, lambda log=log: list(read_log_file(Path(log), columns=columns))
+        )
+        for block in blocks:
+            if block.rows is not None and block.rows.num_rows:
+                fresh = block.rows
+                if fresh.schema != rows.schema:
+                    fresh = fresh.cast(rows.schema)  # log blocks hold hudi-rs's types
+                parts.append(fresh)
+                written += fresh.num_rows
+            elif block.rows is None and block.deleted_keys:
+                deletes.append((written, block.deleted_keys))
+    if len(parts) == 1 and not deletes:
+        return only_keys(rows, keys)
+    every = pa.concat_tables(parts) if len(parts) > 1 else rows
+    index = np.arange(every.num_rows, dtype=np.int64)
+    key = "_key"
+    frames = [
+        pl.DataFrame(
+            {
+                key: every.column(HOODIE_RECORD_KEY).cast(pa.string()),
+                "_v": pa.array(index),
+                "_order": pa.array(index * 2),
+            }
+        )
+    ]
+    for at, marked in deletes:
+        # A delete marker sorts between the rows written before it (order 2 * index)
+        # and those written after; _v -1: no row.
+        frames.append(
+            pl.DataFrame(
+                {
+                    key: pa.array(marked, pa.string()),
+                    "_v": pa.array(np.full(len(marked), -1, np.int64)),
+                    "_order": pa.array(np.full(len(marked), 2 * at - 1, np.int64)),
+                }
+            )
+        )
+    versions = pl.concat(frames) if len(frames) > 1 else frames[0]
+    if keys is not None:
+        versions = versions.filter(
+            pl.col(key).is_in(pl.Series(pa.chunked_array(keys).cast(pa.string())).implode())
+        )
+    last = versions.sort("_order").unique(subset=[key], keep="last")
+    take = np.sort(last.filter(pl.col("_v") >= 0)["_v"].to_numpy())
+    return every.take(pa.array(take))
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def repeat_string(value: str, n: int) -> pa.Array:
+    """A string array of ``n`` copies of ``value``, built from buffers (no Python objects)."""
+    raw = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
+    )
+
+
+def _column_or_null(table: pa.Table, fld: pa.Field) -> pa.Array | pa.ChunkedArray:
+    if fld.name in table.column_names:
+        col = table.column(fld.name)
+        return col if col.type == fld.type else col.cast(fld.type)
+    return pa.nulls(table.num_rows, fld.type)
+
+
+def stamp_rows(
+    upserts: pa.Table,
+    key_column: str,
+    *,
+    instant: str,
+    task_partition: int,
+    file_name: str,
+    first_index: int,
+    data_schema: pa.Schema,
+) -> pa.Table:
+    """New rows in the file schema: Hudi's meta columns, then ``data_schema``'s columns.
+
+    ``_hoodie_commit_seqno`` is ``<instant>_<task partition>_<index>``, the index
+    counting from ``first_index`` (the rows written before them in the same file).
+    """
+    n = upserts.num_rows
+    record_index = pa.array(np.arange(first_index, first_index + n)).cast(pa.string())
+    meta = {
+        HOODIE_COMMIT_TIME: repeat_string(instant, n),
+        HOODIE_COMMIT_SEQNO: pc.binary_join_element_wise(
+            f"{instant}_{task_partition}_", record_index, ""
+        ),
+        HOODIE_RECORD_KEY: upserts.column(key_column).cast(pa.string()),
+        HOODIE_PARTITION_PATH: repeat_string("", n),
+        HOODIE_FILE_NAME: repeat_string(file_name, n),
+    }
+    schema = file_schema(data_schema)
+    columns = [meta[f.name] if f.name in meta else _column_or_null(upserts, f) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def base_rows(
+    carried: pa.Table,
+    upserts: pa.Table | None,
+    key_column: str,
+    *,
+    instant: str,
+    task_partition: int,
+    file_name: str,
+    data_schema: pa.Schema,
+) -> pa.Table:
+    """The rows of a new base file: stored rows carried over, then the new rows.
+
+    Carried rows keep their commit time and sequence number (they did not change);
+    only ``_hoodie_file_name`` names the new file.
+    """
+    parts = []
+    if carried.num_rows:
+        parts.append(
+            carried.set_column(
+                carried.schema.get_field_index(HOODIE_FILE_NAME),
+                HOODIE_FILE_NAME,
+                repeat_string(file_name, carried.num_rows),
+            )
+        )
+    if upserts is not None and upserts.num_rows:
+        parts.append(
+            stamp_rows(
+                upserts,
+                key_column,
+                instant=instant,
+                task_partition=task_partition,
+                file_name=file_name,
+                first_index=carried.num_rows,
+                data_schema=data_schema,
+            )
+        )
+    if not parts:
+        return file_schema(data_schema).empty_table()
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def written_blocks(
+    instant: str, upserts: pa.Table | None, deleted_keys: pa.Array | pa.ChunkedArray,
+    columns: list[str],
+) -> list[LogBlock]:
+    """What ``read_log_file(path, columns)`` yields for the log file that
+    ``encode_log_file(instant, ..., upserts, deleted_keys)`` wrote, without reading it."""
+    blocks = []
+    if upserts is not None and upserts.num_rows:
+        blocks.append(LogBlock(instant, rows=upserts.select(columns).combine_chunks()))
+    if len(deleted_keys):
+        blocks.append(LogBlock(instant, deleted_keys=deleted_keys.to_pylist()))
+    return blocks
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """How a write changed the group's rows (they go into the commit's write stats)."""
+
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+
+@dataclass
+class SliceResult:
+    """What one planned write did: the input of the commit's write stats."""
+
+    bucket: int
+    file_id: str
+    file_name: str | None  # None: nothing changed, no new file was written
+    prev_commit: str
+    num_writes: int
+    file_size: int
+    counts: RowCounts = RowCounts()
+    base_file: str | None = None  # set when file_name is a log file of this base file
+
+
+@dataclass(frozen=True)
+class SliceWrite:
+    """One file group's write in one instant, planned by the driver (picklable).
+
+    ``append`` writes a log file onto the current slice (Merge-on-Read); otherwise a new
+    base file starts a new slice (Copy-on-Write, a new group, or a compaction).
+    """
+
+    table_path: str
+    instant: str
+    bucket: int
+    file_id: str
+    #: The new base file (rewrite) or log file (append), no directory.
+    file_name: str
+    #: Spark task partition writing the file (part of every new row's sequence number).
+    task_partition: int
+    #: The current slice's base file (absolute path) and instant; None for a new group.
+    base_file: str | None = None
+    base_instant: str | None = None
+    #: Committed log files of the current slice, oldest first (Merge-on-Read).
+    log_files: tuple[str, ...] = ()
+    #: Newest instant that wrote the current slice: names its tombstone sidecar.
+    state_instant: str | None = None
+    append: bool = False
+    #: Avro schema JSON of the rows (a log data block's header); set for every write of
+    #: a Merge-on-Read table, empty for Copy-on-Write.
+    avro_schema: str = ""
+
+    @property
+    def is_mor(self) -> bool:
+        """Whether the table is Merge-on-Read (its files are read back by columns later)."""
+        return bool(self.avro_schema)
+
+    def read(
+        self, keys: pa.Array | pa.ChunkedArray | None = None, columns: list[str] | None = None
+    ) -> pa.Table | None:
+        """The group's current live rows (None for a new group); see :func:`read_slice`."""
+        table = Path(self.table_path)
+        logs = [str(table / name) for name in self.log_files]
+        return read_slice(self.base_file, logs, keys=keys, columns=columns)
+
+    def read_tombstones(self) -> pa.Table | None:
+        """The group's current delete tombstones (None when it has none)."""
+        if not self.state_instant:
+            return None
+        return tombstones.read(
+            tombstones.sidecar_path(Path(self.table_path), self.file_id, self.state_instant)
+        )
+
+    def unchanged(self) -> SliceResult:
+        """The result of a write that found nothing to change: no file is written."""
+        return SliceResult(self.bucket, self.file_id, None, self.base_instant or "null", 0, 0)
+
+    def write(
+        self,
+        *,
+        carried: pa.Table,
+        upserts: pa.Table | None,
+        deleted_keys: pa.Array | pa.ChunkedArray,
+        tombs: pa.Table | None,
+        key_column: str,
+        data_schema: pa.Schema,
+        counts: RowCounts,
+        cache_columns: list[str] | None = None,
+    ) -> SliceResult:
+        """Write the group's new file and tombstone sidecar; return what was written.
+
+        Args:
+            carried: Stored rows kept as they are (file schema; empty for an append).
+            upserts: New row images (``key_column`` holds the record key), or None.
+            deleted_keys: Record keys of stored rows deleted (a log's delete block).
+            tombs: The group's delete tombstones after the write (None: it has none).
+            key_column: The column of ``upserts`` holding the record key.
+            data_schema: The table's data schema.
+            counts: Inserts, updates and deletes, for the write stats.
+            cache_columns: Columns the next batches will read of the new file: kept in
+                this worker's cache (Merge-on-Read only; files are immutable).
+        """
+        table = Path(self.table_path)
+        if tombs is not None:
+            tombstones.write(
+                tombs, tombstones.sidecar_path(table, self.file_id, self.instant)
+            )
+        path = table / self.file_name
+        if self.append:
+            if self.base_file is None:
+                raise HudiError(f"cannot append to file group {self.file_id}: it has no slice")
+            rows = None
+            if upserts is not None and upserts.num_rows:
+                rows = stamp_rows(
+                    upserts,
+                    key_column,
+                    instant=self.instant,
+                    task_partition=self.task_partition,
+                    file_name=self.file_name,
+                    first_index=0,
+                    data_schema=data_schema,
+                )
+                rows = rows.cast(reader_schema(rows.schema))
+            data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
+            size = atomic_write(path, data)
+            if cache_columns:
+                FILE_CACHE.put(
+                    path, cache_columns, written_blocks(self.instant, rows, deleted_keys, cache_columns)
+                )
+            num_writes = rows.num_rows if rows is not None else 0
+            base_file: str | None = Path(self.base_file).name
+        else:
+            rows = base_rows(
+                carried,
+                upserts,
+                key_column,
+                instant=self.instant,
+                task_partition=self.task_partition,
+                file_name=self.file_name,
+                data_schema=data_schema,
+            )
+            size = write_base_file(rows, path)
+            if cache_columns and self.is_mor:
+                FILE_CACHE.put(path, cache_columns, rows.select(cache_columns).combine_chunks())
+            num_writes = rows.num_rows
+            base_file = None
+        return SliceResult(
+            bucket=self.bucket,
+            file_id=self.file_id,
+            file_name=self.file_name,
+            prev_commit=self.base_instant or "null",
+            num_writes=num_writes,
+            file_size=size,
+            counts=counts,
+            base_file=base_file,
+        )
+
+
+def write_base_file(rows: pa.Table, path: Path) -> int:
+    """Write a base file atomically and durably; return its size."""
+    return atomic_write(
+        path, lambda tmp: parquet.write_table(rows, tmp, statistics=[HOODIE_RECORD_KEY])
+    )

@@ -1,0 +1,77 @@
+"""The timeline of a table: instant files in ``.hoodie/`` (table version 6, layout 1).
+
+An instant is a 17-digit UTC time ``yyyyMMddHHmmssSSS`` (older tables may have 14
+digits). Each write action (``commit`` for Copy-on-Write, ``deltacommit`` for
+Merge-on-Read, ``replacecommit`` for truncates written as overwrites) goes through the
+states requested -> inflight -> completed, one file per state (format doc section 3).
+Java compares instants as strings, so the string order is the timeline order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+#: Write actions whose instants carry data files (section 3.2): COW writes the first two,
+#: MOR the last two.
+WRITE_ACTIONS = ("commit", "replacecommit", "deltacommit")
+INSTANT_RE = re.compile(r"(\d{17}|\d{14})(?:\.(.+))?\Z")
+_INSTANT_FORMAT = "%Y%m%d%H%M%S"
+
+
+@dataclass
+class Timeline:
+    """One listing of ``.hoodie/``: which instants exist in which state."""
+
+    completed: dict[str, str]  # instant -> action (write actions only)
+    pending: dict[str, list[str]]  # instant -> its requested/inflight file names
+    latest: str  # greatest instant of any action and state, "" if none
+
+    @property
+    def first(self) -> str:
+        """The earliest write instant in any state ("" if none): older slices are archived."""
+        return min([*self.completed, *self.pending], default="")
+
+
+def scan(hoodie: Path) -> Timeline:
+    """List the instants of a table's ``.hoodie`` folder."""
+    completed: dict[str, str] = {}
+    pending: dict[str, list[str]] = {}
+    latest = ""
+    with os.scandir(hoodie) as entries:
+        for entry in entries:
+            m = INSTANT_RE.match(entry.name)
+            if not m:
+                continue
+            instant, rest = m.group(1), m.group(2) or ""
+            latest = max(latest, instant)
+            if rest in WRITE_ACTIONS:
+                completed[instant] = rest
+            elif rest == "inflight" or rest.rsplit(".", 1)[0] in WRITE_ACTIONS:
+                # "T.inflight" is the inflight state of a commit in layout 1 (section 3.2).
+                pending.setdefault(instant, []).append(entry.name)
+    for instant in completed:
+        pending.pop(instant, None)
+    return Timeline(completed, pending, latest)
+
+
+def now_instant() -> str:
+    """The current UTC time as a 17-digit instant."""
+    now = datetime.now(UTC)
+    return now.strftime(_INSTANT_FORMAT) + f"{now.microsecond // 1000:03d}"
+
+
+def instant_plus_1ms(instant: str) -> str:
+    """Return the instant 1 ms after ``instant`` (14-digit instants count as .000)."""
+    dt = datetime.strptime(instant[:14], _INSTANT_FORMAT) + timedelta(
+        milliseconds=int(instant[14:] or "0") + 1
+    )
+    return dt.strftime(_INSTANT_FORMAT) + f"{dt.microsecond // 1000:03d}"
+
+
+def inflight_name(instant: str, action: str) -> str:
+    """The inflight file of an instant: layout 1 names a commit's ``T.inflight`` (3.2)."""
+    return f"{instant}.inflight" if action == "commit" else f"{instant}.{action}.inflight"

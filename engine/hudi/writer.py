@@ -1,0 +1,263 @@
+"""The narrow writer interface: everything the replicator does to a Hudi table.
+
+:class:`HudiWriter` is one process's writer of one table. Its life::
+
+    writer = HudiWriter.open(path)            # or HudiWriter.create(path, ...)
+    writer.recover()                          # roll back unfinished instants (start-up)
+    offsets = writer.checkpoint(topic)        # where the source resumes
+    instant = writer.begin()                  # requested + inflight
+    writes = writer.plan_writes(instant, touched, rewrite, schema, first_task)
+    ... each SliceWrite is executed by a merge task (read, fold, SliceWrite.write) ...
+    writer.commit(instant, results, schema, topic, offsets, extra)   # visible, with checkpoint
+    writer.clean(retain_commits)              # now and then
+
+Only this package names Hudi files or builds write stats; the rest of the engine sees
+buckets, :class:`FileSlice` summaries (for the compaction policy), :class:`SliceWrite`
+plans and :class:`SliceResult` outcomes. An official Hudi writer could stand behind the
+same calls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from engine.hudi import options as o
+from engine.hudi import tombstones
+from engine.hudi.bucket_index import bucket_file_id, bucket_ids
+from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
+from engine.hudi.file_slice import FileSlice, SliceResult, SliceWrite, base_file_name
+from engine.hudi.log_file import LogFileName
+from engine.hudi.schema import avro_schema_json, file_schema
+from engine.hudi.table import HudiTable
+
+
+class HudiWriter:
+    """The writer of one non-partitioned, bucket-indexed table (COW or MOR, version 6)."""
+
+    def __init__(self, table: HudiTable) -> None:
+        self.table = table
+
+    # ----------------------------------------------------------------- open / create
+
+    @staticmethod
+    def exists(path: Path) -> bool:
+        """Whether ``path`` holds a Hudi table."""
+        return HudiTable.exists(path)
+
+    @classmethod
+    def open(cls, path: Path) -> HudiWriter:
+        """Open an existing table (see :meth:`HudiTable.open` for what is refused)."""
+        return cls(HudiTable.open(path))
+
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        *,
+        name: str,
+        record_key_fields: list[str],
+        ordering_field: str,
+        num_buckets: int,
+        schema: pa.Schema,
+        table_type: str,
+    ) -> HudiWriter:
+        """Create an empty table in ``path`` (created if missing)."""
+        path.mkdir(parents=True, exist_ok=True)
+        table = HudiTable.create(
+            path,
+            name,
+            record_key_fields,
+            ordering_field,
+            num_buckets,
+            schema,
+            table_type=table_type,
+        )
+        return cls(table)
+
+    def recover(self) -> list[str]:
+        """Undo what a crashed writer left: unfinished instants (with their files), their
+        tombstone sidecars and staged temporary files. Returns the rolled-back instants."""
+        rolled = self.table.rollback_pending()
+        for entry in os.scandir(self.path):
+            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                Path(entry.path).unlink(missing_ok=True)
+        self._sweep_tombstones()
+        return rolled
+
+    # ----------------------------------------------------------------- what it holds
+
+    @property
+    def path(self) -> Path:
+        """The table folder."""
+        return self.table.base_path
+
+    @property
+    def name(self) -> str:
+        """The table name."""
+        return self.table.name
+
+    @property
+    def record_key_fields(self) -> list[str]:
+        """Record key columns, in key order."""
+        return self.table.record_key_fields
+
+    @property
+    def num_buckets(self) -> int:
+        """Buckets of the bucket index (fixed for the table's life)."""
+        return self.table.num_buckets
+
+    @property
+    def is_mor(self) -> bool:
+        """Whether the table is Merge-on-Read."""
+        return self.table.is_mor
+
+    def schema(self) -> pa.Schema | None:
+        """The data schema of the newest commit (else the create schema)."""
+        return self.table.arrow_schema()
+
+    def schema_at(self, instant: str) -> pa.Schema | None:
+        """The data schema a completed instant wrote with (None if unknown)."""
+        return self.table.schema_at(instant)
+
+    def completed_instants(self) -> list[str]:
+        """Completed write instants, oldest first."""
+        return self.table.completed_instants()
+
+    def checkpoint(self, topic: str) -> dict[int, int]:
+        """The next offset per partition of ``topic`` recorded by the newest commit."""
+        return parse_checkpoint(self.table.checkpoint(), topic)
+
+    def extra_metadata(self) -> dict[str, str]:
+        """The newest commit's extra metadata (the engine's own keys live there too)."""
+        return self.table.latest_extra_metadata()
+
+    def file_groups(self) -> dict[int, FileSlice]:
+        """The latest committed slice of every live file group, by bucket."""
+        return self.table.file_groups()
+
+    def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
+        return bucket_ids(keys, self.num_buckets)
+
+    # ----------------------------------------------------------------- writing
+
+    def begin(self) -> str:
+        """Start a write instant (requested + inflight) and return it."""
+        instant = self.table.new_instant_time()
+        self.table.start_commit(instant)
+        return instant
+
+    def plan_writes(
+        self,
+        instant: str,
+        groups: dict[int, FileSlice],
+        touched: list[int],
+        rewrite: set[int],
+        schema: pa.Schema,
+        first_task: int,
+    ) -> list[SliceWrite]:
+        """One :class:`SliceWrite` per touched bucket, in ``touched`` order.
+
+        Args:
+            instant: The instant from :meth:`begin`.
+            groups: :meth:`file_groups` as read when planning.
+            touched: Buckets written by this instant.
+            rewrite: Those of them that get a new base file; the others get a log file
+                (Merge-on-Read only; every bucket without a slice must be in it).
+            schema: The data schema of the instant.
+            first_task: Task partition number of the first write (numbers are unique
+                within an instant across tables' writes sharing one Spark job).
+        """
+        avro = avro_schema_json(file_schema(schema), self.name) if self.is_mor else ""
+        writes = []
+        for i, bucket in enumerate(touched):
+            part = first_task + i
+            current = groups.get(bucket)
+            file_id = current.file_id if current else bucket_file_id(bucket)
+            append = bucket not in rewrite
+            if append:
+                if current is None:
+                    raise ValueError(f"bucket {bucket} has no slice to append to")
+                version = 1 + max(
+                    (_log_version(name) for name in current.log_files), default=0
+                )
+                name = LogFileName(file_id, current.instant, version, part, instant).name
+            else:
+                name = base_file_name(file_id, f"{part}-1-0", instant)
+            writes.append(
+                SliceWrite(
+                    table_path=str(self.path),
+                    instant=instant,
+                    bucket=bucket,
+                    file_id=file_id,
+                    file_name=name,
+                    task_partition=part,
+                    base_file=str(current.path) if current else None,
+                    base_instant=current.instant if current else None,
+                    log_files=current.log_files if current else (),
+                    state_instant=current.state_instant if current else None,
+                    append=append,
+                    avro_schema=avro,
+                )
+            )
+        return writes
+
+    def commit(
+        self,
+        instant: str,
+        results: list[SliceResult],
+        schema: pa.Schema,
+        topic: str,
+        offsets: dict[int, int],
+        extra: dict[str, str],
+    ) -> None:
+        """Complete ``instant``: its files and the source checkpoint become visible at once.
+
+        Args:
+            instant: From :meth:`begin`.
+            results: What each planned write did (unchanged groups wrote nothing).
+            schema: The data schema of the instant.
+            topic: The source topic, and ``offsets`` the next offset per partition: the
+                checkpoint a restart resumes from.
+            extra: More extra-metadata entries to keep with the commit.
+        """
+        stats = [
+            WriteStat(
+                file_id=r.file_id,
+                path=r.file_name,
+                prev_commit=r.prev_commit,
+                num_writes=r.num_writes,
+                num_deletes=r.counts.deletes,
+                num_update_writes=r.counts.updates,
+                num_inserts=r.counts.inserts,
+                total_write_bytes=r.file_size,
+                file_size_in_bytes=r.file_size,
+                base_file=r.base_file,
+            )
+            for r in results
+            if r.file_name
+        ]
+        metadata = {o.CHECKPOINT_KEY: format_checkpoint(topic, offsets), **extra}
+        self.table.commit(instant, stats, schema, metadata)
+
+    def clean(self, retain_commits: int) -> list[Path]:
+        """Delete slices no query at the newest ``retain_commits`` commits needs, and the
+        tombstone sidecars of slices that are gone."""
+        deleted = self.table.clean(retain_commits)
+        self._sweep_tombstones()
+        return deleted
+
+    def _sweep_tombstones(self) -> None:
+        live = {(fs.file_id, fs.state_instant) for fs in self.file_groups().values()}
+        tombstones.sweep(self.path, live)
+
+
+def _log_version(name: str) -> int:
+    parsed = LogFileName.parse(name)
+    if parsed is None:
+        raise ValueError(f"{name!r} is not a log file name")
+    return parsed.version

@@ -1,0 +1,336 @@
+"""The fold: one file group's stored rows and tombstones + a batch's events -> new state.
+
+:func:`merge_file_group` is pure: Arrow tables in, Arrow tables out, no file I/O (the
+task in :mod:`engine.merge.task` reads and writes through the Hudi package). Given the
+group's live rows (all of them, or for an append only those of the batch's keys), its
+delete tombstones and the batch's events for the group, it decides per event whether it
+is late, folds the rest per key in source order, resolves TOAST placeholders and returns
+which stored rows stay, the winning upserts, the deleted keys and the new tombstones.
+Everything is vectorised Arrow/Polars work: no row ever becomes a Python object.
+
+Rules (README "How changes are applied"):
+
+* Positions compare as ``(_cdc_pos, _cdc_pos_sub)``; ties break on Kafka partition and
+  offset. Tombstones, and events without a source position, take the position of the
+  event before them for the same key in the same partition
+  (:func:`engine.merge.positions.inherit_positions`); when there is none they are
+  applied unconditionally.
+* An event is *late* when its position is not newer than the newest position already
+  seen for its key: earlier in the batch, in the stored row, in the key's delete
+  tombstone, or the table's last truncate. Late events change nothing and are counted.
+* Per key the newest remaining event wins: r/c/u upsert its row image, d and tombstones
+  delete the row and leave a tombstone.
+* A truncate at position T removes every stored row and tombstone older than T; events
+  of the batch older than T are dropped (they happened before it).
+* A TOAST placeholder means "unchanged": the value comes from the previous event of the
+  key in the batch, else from the stored row; a row never seen keeps null (counted).
+* Carry-over: untouched stored rows are returned as they are (the Hudi writer keeps
+  their commit time and sequence number).
+"""
+
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.hudi import HOODIE_RECORD_KEY, tombstones
+from engine.hudi.file_slice import only_keys
+from engine.hudi.schema import file_schema
+from engine.merge.positions import (
+    KEY_GROUP,
+    Tail,
+    combined,
+    combined_value,
+    inherit_positions,
+    sort_by_key,
+    with_previous_max_rank,
+)
+from engine.merge.toast import DEFAULT_TOAST, has_toast, resolve_toast
+from engine.model import (
+    KEY,
+    OFFSET,
+    OP,
+    OP_CREATE,
+    OP_READ,
+    OP_TOMBSTONE,
+    OP_UPDATE,
+    PARTITION,
+    POS,
+    POS_SUB,
+    SOURCE_TS,
+)
+
+#: Position of an event whose source position is unknown (before any other).
+UNKNOWN_POS = -(2**63)
+UPSERT_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE])
+
+
+@dataclass
+class MergeCounts:
+    """What one file-group merge did."""
+
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    late: int = 0  # events not newer than what the table already had for their key
+    toast_unresolved: int = 0  # TOAST placeholders with no earlier value anywhere
+    carried: int = 0
+    truncated: int = 0  # stored rows removed by a truncate
+
+    def add(self, other: MergeCounts) -> None:
+        """Accumulate another group's counts."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(frozen=True)
+class MergeOptions:
+    """Table-level inputs of every task of one batch."""
+
+    #: Position of the newest truncate in this batch: older rows/events are gone.
+    truncate: tuple[int, int] | None = None
+    #: Position of the table's last truncate in earlier commits: older events are late.
+    floor: tuple[int, int] | None = None
+    toast_placeholder: str = DEFAULT_TOAST
+    #: Tombstones with a source time below this (ms) may expire...
+    tombstone_min_ts: int | None = None
+    #: ...if they were created at or before this instant.
+    tombstone_keep_after: str | None = None
+    #: Each partition's last applied keyed event of earlier batches (position inheritance).
+    tails: tuple[Tail, ...] = ()
+
+
+@dataclass
+class MergeResult:
+    """A file group's new state, and what was done."""
+
+    #: Stored rows that stay as they are (empty for an append, which rewrites none).
+    carried: pa.Table
+    #: The batch's winning upserts: the events' row images (record key in ``_cdc_key``).
+    upserts: pa.Table | None
+    #: Keys whose stored row the batch deleted (a Merge-on-Read log's delete block).
+    deleted_keys: pa.Array
+    tombstones: pa.Table
+    counts: MergeCounts = field(default_factory=MergeCounts)
+    changed: bool = False
+
+
+def _newer_than(pos: pa.ChunkedArray, sub: pa.ChunkedArray, pair: tuple[int, int]) -> pa.Array:
+    """pos/sub > pair, lexicographically; null positions count as older."""
+    gt = pc.or_(
+        pc.greater(pos, pair[0]), pc.and_(pc.equal(pos, pair[0]), pc.greater(sub, pair[1]))
+    )
+    return pc.fill_null(gt, False)
+
+
+def _column_or_null(table: pa.Table, fld: pa.Field) -> pa.Array | pa.ChunkedArray:
+    if fld.name in table.column_names:
+        col = table.column(fld.name)
+        return col if col.type == fld.type else col.cast(fld.type)
+    return pa.nulls(table.num_rows, fld.type)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Select and cast ``table``'s columns to ``schema`` (missing columns become null)."""
+    return pa.Table.from_arrays([_column_or_null(table, f) for f in schema], schema=schema)
+
+
+def _stored(old: pa.Table | None, data_schema: pa.Schema) -> pa.Table:
+    """Stored rows in the table's current file schema (columns added since are null)."""
+    schema = file_schema(data_schema)
+    return _conform(old, schema) if old is not None else schema.empty_table()
+
+
+def merge_file_group(
+    old: pa.Table | None,
+    events: pa.Table | None,
+    *,
+    instant: str,
+    data_schema: pa.Schema,
+    old_tombstones: pa.Table | None = None,
+    options: MergeOptions | None = None,
+    old_has_only_batch_keys: bool = False,
+) -> MergeResult:
+    """Apply a bucket's events to its stored rows and tombstones.
+
+    Args:
+        old: rows of the current base file, or None for a new group.
+        events: this bucket's change-batch rows (control columns + row image), or None.
+        instant: the commit instant being written (recorded with new tombstones).
+        data_schema: the table's data schema (source columns + replica CDC columns).
+        old_tombstones: the group's current delete tombstones.
+        options: truncate, floor, TOAST placeholder and tombstone retention.
+        old_has_only_batch_keys: ``old`` was read for the batch's keys only (an append):
+            it need not be filtered by them again, and no stored row is carried over.
+    """
+    opts = options or MergeOptions()
+    counts = MergeCounts()
+    old = _stored(old, data_schema)
+    tombs = (
+        old_tombstones.cast(tombstones.SCHEMA)
+        if old_tombstones is not None
+        else tombstones.SCHEMA.empty_table()
+    )
+    changed = False
+    if opts.truncate is not None:
+        keep = _newer_than(old.column(POS), old.column(POS_SUB), opts.truncate)
+        counts.truncated = old.num_rows - (pc.sum(keep).as_py() or 0)
+        changed = counts.truncated > 0 or tombs.num_rows > 0
+        old = old.filter(keep)
+        tombs = tombs.filter(_newer_than(tombs.column(POS), tombs.column(POS_SUB), opts.truncate))
+    floor = opts.floor
+    if opts.truncate is not None and (floor is None or opts.truncate > floor):
+        floor = opts.truncate
+
+    winners = history = None
+    deleted_keys = pa.array([], pa.string())
+    if events is not None and events.num_rows:
+        events = events.filter(pc.is_valid(events.column(KEY)))
+        if opts.truncate is not None and events.num_rows:
+            # Events before the truncate happened before it: superseded, not late.
+            known = pc.is_valid(events.column(POS))
+            newer = _newer_than(events.column(POS), events.column(POS_SUB), opts.truncate)
+            events = events.filter(pc.or_(pc.invert(known), newer))
+        if events.num_rows:
+            winners, history = _decide(
+                events, old, tombs, floor, opts, counts, old_has_only_batch_keys
+            )
+
+    old_keys = old.column(HOODIE_RECORD_KEY)
+    upserts: pa.Table | None = None
+    # An append writes only the batch's changes: the stored rows are not carried over.
+    carried = old.slice(0, 0) if old_has_only_batch_keys else old
+    new_tombs = tombs
+    if winners is not None and winners.num_rows:
+        changed = True
+        idx = pc.index_in(winners.column(KEY), value_set=old_keys)
+        exists = pc.is_valid(idx)
+        is_upsert = pc.is_in(winners.column(OP), value_set=UPSERT_OPS)
+        counts.inserts = pc.sum(pc.and_(is_upsert, pc.invert(exists))).as_py() or 0
+        counts.updates = pc.sum(pc.and_(is_upsert, exists)).as_py() or 0
+        is_delete = pc.invert(is_upsert)
+        counts.deletes = pc.sum(pc.and_(is_delete, exists)).as_py() or 0
+        deleted_keys = winners.filter(pc.and_(is_delete, exists)).column(KEY).cast(pa.string())
+        if not old_has_only_batch_keys:
+            carried = old.filter(pc.invert(pc.is_in(old_keys, value_set=winners.column(KEY))))
+        upserts = winners.filter(is_upsert)
+        if history is not None:
+            upserts = resolve_toast(upserts, history, old, opts.toast_placeholder, counts)
+        deleted = winners.filter(pc.and_(is_delete, pc.is_valid(winners.column(POS))))
+        fresh = pa.table(
+            {
+                KEY: deleted.column(KEY).cast(pa.string()),
+                POS: deleted.column(POS),
+                POS_SUB: deleted.column(POS_SUB),
+                SOURCE_TS: deleted.column(SOURCE_TS),
+                tombstones.INSTANT: pa.array([instant] * deleted.num_rows, pa.string()),
+            },
+            schema=tombstones.SCHEMA,
+        )
+        survivors = tombs.filter(pc.invert(pc.is_in(tombs.column(KEY), value_set=winners.column(KEY))))
+        new_tombs = pa.concat_tables([survivors, fresh])
+    if opts.tombstone_min_ts is not None and opts.tombstone_keep_after is not None and new_tombs.num_rows:
+        expired = pc.and_(
+            pc.fill_null(pc.less(new_tombs.column(SOURCE_TS), opts.tombstone_min_ts), True),
+            pc.less_equal(new_tombs.column(tombstones.INSTANT), opts.tombstone_keep_after),
+        )
+        if pc.any(expired).as_py():
+            new_tombs = new_tombs.filter(pc.invert(expired))
+            changed = True
+
+    counts.carried = carried.num_rows
+    return MergeResult(carried, upserts, deleted_keys, new_tombs, counts, changed)
+
+
+def _decide(
+    events: pa.Table,
+    old: pa.Table,
+    tombs: pa.Table,
+    floor: tuple[int, int] | None,
+    opts: MergeOptions,
+    counts: MergeCounts,
+    old_has_only_batch_keys: bool = False,
+) -> tuple[pa.Table, pa.Table | None]:
+    """Drop late events and fold the rest per key.
+
+    Returns the winners (positions filled) and, when any winner carries a TOAST
+    placeholder, the kept events in (key, position) order for resolving it.
+    """
+    ctl = pl.from_arrow(events.select([KEY, OP, POS, POS_SUB, PARTITION, OFFSET]))
+    assert isinstance(ctl, pl.DataFrame)
+    ctl = sort_by_key(ctl.with_row_index("_i"))
+    # Sorted by key, repeats are neighbours. Without repeats (the common case of a
+    # deduplicated or sparse batch) the per-key window work below is skipped.
+    keys = ctl[KEY_GROUP]
+    repeats = ctl.height > 1 and bool((keys.slice(1) == keys.slice(0, ctl.height - 1)).any())
+    ctl = inherit_positions(ctl, opts.tails, repeats=repeats)
+    ctl = ctl.with_columns(_c=combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
+    # Only the batch's keys matter: filter the stored rows before building frames.
+    batch_keys = events.column(KEY)
+    stored = _stored_positions(
+        old if old_has_only_batch_keys else only_keys(old, batch_keys),
+        tombs.filter(pc.is_in(tombs.column(KEY), value_set=batch_keys)) if tombs.num_rows else tombs,
+    )
+    # Late: at or below the key's stored position, the truncate floor, or an earlier
+    # event of the same key in this batch (null comparisons are "not late").
+    late = pl.lit(False)
+    if stored is not None:
+        ctl = ctl.join(
+            stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left"
+        )
+        late = late | (pl.col("_c") <= pl.col("_stored"))
+    floor_value = combined_value(floor)
+    if floor_value is not None:
+        late = late | (pl.col("_c") <= pl.lit(floor_value, pl.Int128))
+    if repeats:
+        ctl = with_previous_max_rank(ctl)
+        late = late | (pl.col("_rank") <= pl.col("_prev_rank"))
+    ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
+    counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
+    kept = ctl.filter(~pl.col("_late")).with_columns(
+        pl.col("_c").fill_null(combined_value((UNKNOWN_POS, 0)))
+    )
+    winners_ctl = (
+        kept.sort([KEY_GROUP, "_c", PARTITION, OFFSET]).unique(
+            subset=[KEY_GROUP], keep="last", maintain_order=True
+        )
+        if repeats
+        else kept
+    )
+    winners = events.take(winners_ctl["_i"].to_arrow())
+    pos = winners_ctl[POS].to_arrow().cast(pa.int64())
+    sub = pc.if_else(pc.is_valid(pos), winners_ctl[POS_SUB].to_arrow().cast(pa.int64()), None)
+    # An event without a known position keeps the stored row's (or tombstone's) position.
+    if stored is not None and pos.null_count:
+        found = pl.from_arrow(winners.select([KEY])).join(
+            stored.select(KEY, POS, POS_SUB), on=KEY, how="left", maintain_order="left"
+        )
+        assert isinstance(found, pl.DataFrame)
+        pos = pc.coalesce(pos, found[POS].to_arrow().cast(pa.int64()))
+        sub = pc.coalesce(sub, found[POS_SUB].to_arrow().cast(pa.int64()))
+    winners = winners.set_column(winners.schema.get_field_index(POS), POS, pos)
+    winners = winners.set_column(winners.schema.get_field_index(POS_SUB), POS_SUB, sub)
+    if not has_toast(winners, opts.toast_placeholder):
+        return winners, None
+    order = kept.sort([KEY, "_c", PARTITION, OFFSET])  # by the key itself: see resolve_toast
+    return winners, events.take(order["_i"].to_arrow())
+
+
+def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:
+    """Per stored key (live row or tombstone) its position, also as one Int128."""
+    frames = []
+    for table, key_col in ((old, HOODIE_RECORD_KEY), (tombs, KEY)):
+        if table.num_rows:
+            frame = pl.from_arrow(table.select([key_col, POS, POS_SUB]))
+            assert isinstance(frame, pl.DataFrame)
+            frames.append(frame.rename({key_col: KEY}))
+    if not frames:
+        return None
+    stored = pl.concat(frames).filter(pl.col(POS).is_not_null())
+    stored = stored.with_columns(_stored=combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)))
+    return stored.sort("_stored").unique(subset=[KEY], keep="last")

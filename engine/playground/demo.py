@@ -1,0 +1,129 @@
+"""``cdcctl demo``: an embedded broker, a realistic Debezium workload, a replication run.
+
+The demo starts a Kafka-compatible broker on a free loopback port, writes the inventory
+workload (:mod:`engine.playground.workload`) to it as Debezium's JsonConverter would,
+replicates it into Hudi tables until caught up, and queries the replicas with DuckDB.
+With ``keep`` it then leaves the broker running with a config file next to the
+replicas, and goes on writing a trickle of live changes, so that ``cdcctl start`` and
+``cdcctl query`` can be tried against it until the demo is stopped (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from engine.config import config_from_dict, render_config
+from engine.playground.broker import EmbeddedBroker, produce_messages
+from engine.playground.workload import InventoryWorkload
+from engine.query import list_tables, query
+from engine.replicator import BatchReport, Replicator
+
+SAMPLE_SQL = (
+    "SELECT o.status, count(*) AS orders, sum(o.quantity) AS items, "
+    "sum(o.quantity * p.price) AS revenue "
+    "FROM inventory_orders o JOIN inventory_products p ON p.id = o.product_id "
+    "GROUP BY o.status ORDER BY orders DESC"
+)
+TOPICS = r"^dbserver1\.inventory\."
+#: Name of the config file ``keep`` writes next to the replicas.
+CONFIG_NAME = "cdcctl.toml"
+
+
+@dataclass
+class DemoReport:
+    """What the demo did."""
+
+    target: Path
+    events: int
+    seconds: float
+    row_counts: dict[str, int]
+    sample_sql: str
+    sample: pa.Table
+    #: With ``keep``: the broker's address and the config file written for ``cdcctl start``.
+    bootstrap_servers: str = ""
+    config: Path | None = None
+
+
+def run_demo(
+    events: int = 50_000,
+    target: Path | None = None,
+    on_batch: Callable[[BatchReport], None] | None = None,
+    *,
+    keep: bool = False,
+    live_rate: int = 50,
+    on_ready: Callable[[DemoReport], None] | None = None,
+) -> DemoReport:
+    """Start a broker, write the workload, replicate it to ``target``, query it.
+
+    Args:
+        events: Debezium messages to write before replicating.
+        target: Folder of the replicas (default: a temporary folder); relative paths are
+            relative to the current directory.
+        on_batch: Called with each batch's report.
+        keep: After the run, keep the broker running, write ``cdcctl.toml`` next to the
+            replicas, call ``on_ready`` and write ``live_rate`` changes per second until
+            interrupted (Ctrl-C).
+        live_rate: Live changes per second while kept.
+        on_ready: Called once the kept demo is ready for ``cdcctl start``.
+    """
+    target = (target or Path(tempfile.mkdtemp(prefix="cdcctl-demo-")) / "lake").resolve()
+    folder = target.parent
+    with EmbeddedBroker() as broker:
+        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True)
+        topics = [f"dbserver1.inventory.{t}" for t in ("customers", "products", "orders")]
+        broker.create_topics(topics)
+        produced = produce_messages(broker.bootstrap_servers, workload.events(events))
+        cfg = config_from_dict(
+            {
+                "source": {"bootstrap_servers": broker.bootstrap_servers, "topics": TOPICS},
+                "target": {"path": str(target)},
+                "replicator": {"work_dir": str(folder / ".cdcctl")},
+            }
+        )
+        started = time.monotonic()
+        Replicator(cfg, on_batch=on_batch).run(until_caught_up=True)
+        seconds = time.monotonic() - started
+        counts = {
+            name: query(target, f'SELECT count(*) FROM "{name}"').column(0)[0].as_py()
+            for name in list_tables(target)
+        }
+        report = DemoReport(
+            target, produced, seconds, counts, SAMPLE_SQL, query(target, SAMPLE_SQL)
+        )
+        if keep:
+            report.bootstrap_servers = broker.bootstrap_servers
+            report.config = _write_config(folder, broker.bootstrap_servers, target)
+            if on_ready is not None:
+                on_ready(report)
+            try:
+                _write_live_changes(broker.bootstrap_servers, workload, live_rate)
+            except KeyboardInterrupt:
+                pass
+    return report
+
+
+def _write_config(folder: Path, bootstrap_servers: str, target: Path) -> Path:
+    """The config ``cdcctl start`` uses against the kept demo (paths relative to it)."""
+    text = render_config(
+        bootstrap_servers=bootstrap_servers,
+        topics=TOPICS,
+        target=str(target.relative_to(folder)),
+        base_dir=folder,
+    )
+    path = folder / CONFIG_NAME
+    path.write_text(text)
+    return path
+
+
+def _write_live_changes(bootstrap: str, workload: InventoryWorkload, rate: int) -> None:
+    """Write ``rate`` changes per second (inserts, updates, deletes) until interrupted."""
+    while True:
+        tick = time.monotonic()
+        produce_messages(bootstrap, workload.stream(rate), create_topics=False)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))

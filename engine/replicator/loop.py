@@ -1,0 +1,476 @@
+"""The replication loop: poll -> decode -> plan -> merge -> commit -> report, and nothing else.
+
+Exactly once: a batch becomes visible only when a table's completed commit appears, and
+that commit carries the Kafka positions that produced it. On start every table rolls
+back instants that never completed and the consumer is positioned at each table's own
+checkpoint. Kafka group offsets are committed after the Hudi commits, for lag tools only.
+
+One micro-batch commits one instant per table that received messages. All file groups
+of all tables touched by the batch are merged in a single Spark job. Batches are
+pipelined: batch N+1 is polled and decoded while Spark merges batch N, and N is
+committed before N+1 is planned (planning reads the file slices N wrote). The stages
+live in their packages: :mod:`engine.source`, :mod:`engine.decode`,
+:mod:`engine.replicator.planning`, :mod:`engine.merge`, :mod:`engine.hudi`.
+:meth:`Replicator.apply` runs one batch from given messages (no Kafka), which is how the
+property tests drive the real engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from engine import faults
+from engine.config import Config
+from engine.decode import decoder_for
+from engine.decode.gtid import gtid_positions
+from engine.errors import HudiError, SchemaEvolutionError, TableNameError
+from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
+from engine.replicator.deadletter import DeadLetters
+from engine.replicator.planning import TablePlan, plan_table
+from engine.replicator.tables import Tables, TableRuntime
+from engine.source import (
+    KafkaSource,
+    Record,
+    TopicRecords,
+    TransactionTracker,
+    apply_cuts,
+    collector_paused,
+    data_collection,
+    group_by_topic,
+)
+from engine.source.records import next_offsets
+from engine.state import TableState, TableStatus
+
+log = logging.getLogger("cdcctl.replicator")
+
+#: Every this many commits of a table, old file slices are cleaned.
+CLEAN_EVERY_COMMITS = 10
+
+
+@dataclass
+class BatchReport:
+    """What one micro-batch did (printed by the CLI, asserted on by tests)."""
+
+    number: int
+    messages: int
+    seconds: float
+    tables: dict[str, dict[str, int]]
+    lag_messages: int = 0
+    #: seconds spent per phase: poll, decode, stage, merge (Spark job), commit
+    phases: dict[str, float] = field(default_factory=dict)
+    #: partitions to re-read from an offset (events held back to keep transactions whole)
+    rewind: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class _Decoded:
+    """One table's decoded share of a batch."""
+
+    rt: TableRuntime
+    batch: pa.Table | None
+    key_fields: list[str]
+    #: Next offset per partition after what this batch applies.
+    read_to: dict[int, int]
+
+
+@dataclass
+class _Prepared:
+    """A decoded batch waiting to be planned."""
+
+    count: int
+    started: float
+    tables: list[_Decoded] = field(default_factory=list)
+    rewind: dict[tuple[str, int], int] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Pending:
+    """A planned batch whose Spark job may still be running."""
+
+    prepared: _Prepared
+    number: int = 0
+    plans: list[TablePlan] = field(default_factory=list)
+    results: list[TaskResult] = field(default_factory=list)
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+    merge_started: float = 0.0
+
+    @property
+    def tasks(self) -> list[MergeTask]:
+        return [t for plan in self.plans for t in plan.tasks]
+
+
+class Replicator:
+    """Runs micro-batches until stopped or, with ``until_caught_up``, caught up."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        spark: Any = None,
+    ) -> None:
+        self.cfg = config
+        self.target = config.target_path()
+        self.work = config.work_path()
+        self.staging = self.work / "staging"
+        self.on_batch = on_batch
+        self.tables = Tables(config, self.staging)
+        self.dead_letters = DeadLetters(self.work / "deadletter")
+        self.transactions = TransactionTracker()
+        self.decode = decoder_for(config.source.format)
+        self.source: KafkaSource | None = None
+        self._stop = False
+        self._batch_no = 0
+        self._last_refresh = 0.0
+        self._spark = spark
+        self._spark_boot: Future[Any] | None = None
+        self._pending: _Pending | None = None
+        self._goal: dict[tuple[str, int], int] | None = None
+        self._goal_probe: Future[dict[tuple[str, int], int]] | None = None
+        #: next offset read (decoded, maybe not yet committed) per partition
+        self._consumed: dict[tuple[str, int], int] = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+    def request_stop(self, *_args: Any) -> None:
+        """Stop after the batch in flight (signal handler)."""
+        self._stop = True
+
+    def _start_spark(self) -> None:
+        """Start Spark in the background: the JVM boots while Kafka is read and decoded."""
+        if self._spark is not None or self._spark_boot is not None:
+            return
+        from engine.spark import start_for
+
+        self._spark_boot = start_for(self.cfg)
+
+    def _spark_context(self) -> Any:
+        if self._spark is None:
+            self._start_spark()
+            if self._spark_boot is None:
+                raise RuntimeError("Spark was not started")
+            self._spark = self._spark_boot.result()
+        return self._spark
+
+    def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
+        """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
+        self.target.mkdir(parents=True, exist_ok=True)
+        self.work.mkdir(parents=True, exist_ok=True)
+        from engine.spark import check_java
+
+        check_java()  # fail fast, in one line, before anything else starts
+        self._start_spark()
+        source = self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
+        self._refresh_topics()
+        # The end offsets to catch up to are probed by a second consumer (~0.7 s) while
+        # the first batch is read; until they are known the replicator is not caught up.
+        probe, self._goal, self._goal_probe = None, None, None
+        if until_caught_up:
+            probe = ThreadPoolExecutor(1, thread_name_prefix="end-offsets")
+            self._goal_probe = probe.submit(source.exact_end_offsets, source.assigned)
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, self.request_stop)
+            signal.signal(signal.SIGTERM, self.request_stop)
+        try:
+            while not self._stop:
+                goal = self._known_goal()
+                if goal is not None and self._pending is None and self._caught_up(goal):
+                    break
+                if max_batches is not None and self._batch_no >= max_batches:
+                    break
+                if time.monotonic() - self._last_refresh > self.cfg.replicator.topic_refresh_seconds:
+                    self._refresh_topics()
+                self._run_batch(source)
+            if self._pending is not None:  # the batch in flight is finished, never dropped
+                pending, self._pending = self._pending, None
+                self._report(self._finish(pending))
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            if probe is not None:
+                probe.shutdown(wait=True)
+            source.close()
+
+    def _known_goal(self) -> dict[tuple[str, int], int] | None:
+        """The end offsets to catch up to, once probed (a probe error is raised here)."""
+        if self._goal is None and self._goal_probe is not None and self._goal_probe.done():
+            self._goal = self._goal_probe.result()
+        return self._goal
+
+    def _caught_up(self, goal: dict[tuple[str, int], int], *, read: bool = False) -> bool:
+        """Every live goal partition is committed (or, with ``read``, read) to its end."""
+        for (topic, part), end in goal.items():
+            rt = self.tables.by_topic.get(topic)
+            if rt is None or rt.state == TableState.FAILING:
+                continue
+            position = rt.progress.committed.get(part, 0)
+            if read:
+                position = self._consumed.get((topic, part), position)
+            if position < end:
+                return False
+        return True
+
+    # -- topics and tables -------------------------------------------------------------
+    def _refresh_topics(self) -> None:
+        if self.source is None:
+            raise RuntimeError("the replicator is not running")
+        self._last_refresh = time.monotonic()
+        positions: dict[tuple[str, int], int | None] = {}
+        data_topics = self.source.discover()
+        self.source.assign_transactions(self.source.transaction_topics(data_topics))
+        for topic, parts in data_topics.items():
+            rt = self.tables.get(topic)
+            if rt is None or rt.state == TableState.FAILING:
+                continue
+            for part in parts:
+                if part not in rt.partitions:
+                    rt.partitions.append(part)
+                    positions[(topic, part)] = rt.progress.committed.get(part)
+        self.source.assign(positions)
+
+    def _fail(self, rt: TableRuntime, error: str) -> None:
+        rt.state, rt.error = TableState.FAILING, error
+        log.error("%s: FAILING: %s", rt.name, error)
+        if self.source is not None:
+            self.source.unassign([(rt.topic, p) for p in rt.partitions])
+
+    # -- one micro-batch -------------------------------------------------------------------
+    def _run_batch(self, source: KafkaSource) -> None:
+        """Poll and decode the next batch while Spark merges the previous one."""
+        started = time.monotonic()
+        goal = self._known_goal()
+        goal_reached = goal is not None and self._caught_up(goal, read=True)
+        count, grouped = 0, {}
+        if not goal_reached:
+            with collector_paused():
+                messages = source.poll(
+                    self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
+                )
+                count = len(messages)
+                grouped = group_by_topic(messages)
+                del messages  # the raw messages (and librdkafka's buffers) are freed here
+        prepared = None
+        if count:
+            faults.point("consumed")
+            self.transactions.observe(source.poll_transactions())
+            prepared = self._prepare(grouped, count, started)
+            if prepared.rewind:
+                source.seek(prepared.rewind)
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._report(self._finish(pending))
+        if prepared is not None:
+            self._pending = self._launch(prepared, background=True)
+
+    def _report(self, report: BatchReport) -> None:
+        if self.source is None:
+            raise RuntimeError("the replicator is not running")
+        tables = self.tables.by_topic
+        group_offsets = {
+            (rt.topic, p): o for rt in tables.values() for p, o in rt.progress.committed.items()
+        }
+        self.source.commit_group_offsets(group_offsets)
+        ends = self.source.end_offsets(self.source.assigned, cached=True)
+        report.lag_messages = sum(
+            max(0, end - tables[t].progress.committed.get(p, 0))
+            for (t, p), end in ends.items()
+            if t in tables and end >= 0
+        )
+        if self.on_batch:
+            self.on_batch(report)
+
+    def apply(self, messages: Sequence[Record], *, started: float | None = None) -> BatchReport:
+        """Decode, merge and commit one micro-batch of messages; return what it did."""
+        started = time.monotonic() if started is None else started
+        prepared = self._prepare(group_by_topic(messages), len(messages), started)
+        return self._finish(self._launch(prepared, background=False))
+
+    def _prepare(self, grouped: dict[str, TopicRecords], count: int, started: float) -> _Prepared:
+        """Decode every topic of a batch and cut it at unfinished transactions."""
+        prepared = _Prepared(count=count, started=started)
+        prepared.phases["poll"] = time.monotonic() - started
+        for topic in [t for t in grouped if t.endswith(".transaction")]:
+            self.transactions.observe(grouped.pop(topic)[1])
+        for topic in list(grouped):
+            # Popped so each topic's raw bytes are freed as soon as it is decoded.
+            keys, values, parts, offs = grouped.pop(topic)
+            rt = self.tables.get(topic)
+            if rt is None or rt.state == TableState.FAILING:
+                continue
+            read_to = next_offsets(parts, offs)
+            t0 = time.monotonic()
+            result = self.decode(topic, keys, values, parts, offs)
+            del keys, values
+            prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
+            rt.counters.ignored += result.ignored
+            batch = result.batch
+            if batch is not None and self.cfg.source.mysql_gtid_ordering:
+                batch = gtid_positions(batch, rt.progress.gtid_lineages)
+            cuts: dict[int, int] = {}
+            if batch is not None:
+                cuts, warnings = self.transactions.cuts(
+                    batch, data_collection(topic), self.cfg.replicator.max_batch_events
+                )
+                for warning in warnings:
+                    log.warning("%s: %s", rt.name, warning)
+                if cuts:
+                    batch = apply_cuts(batch, cuts)
+                    for p, cut in cuts.items():
+                        read_to[p] = cut
+                        prepared.rewind[(topic, p)] = cut
+            for p, o in read_to.items():
+                self._consumed[(topic, p)] = o
+            bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
+            if bad:
+                path = self.dead_letters.quarantine(rt.name, bad)
+                rt.counters.bad += len(bad)
+                log.warning("%s: quarantined %d bad message(s) to %s", rt.name, len(bad), path)
+                limit = self.cfg.replicator.max_bad_fraction
+                if len(bad) > limit * len(offs):
+                    self._fail(
+                        rt,
+                        f"{len(bad)} of {len(offs)} messages in one batch could not be decoded "
+                        f"(more than replicator.max_bad_fraction = {limit}); they are in {path}",
+                    )
+                    continue
+            prepared.tables.append(_Decoded(rt, batch, result.key_fields, read_to))
+        return prepared
+
+    def _launch(self, prepared: _Prepared, *, background: bool) -> _Pending:
+        """Plan every table (after the previous batch committed) and start the Spark job."""
+        self._batch_no += 1
+        pending = _Pending(prepared=prepared, number=self._batch_no)
+        first_task = 0
+        for decoded in prepared.tables:
+            rt = decoded.rt
+            if rt.state == TableState.FAILING:
+                continue
+            offsets = {**rt.progress.committed, **decoded.read_to}
+            if offsets == rt.progress.committed:
+                continue  # everything was held back: nothing to commit yet
+            t0 = time.monotonic()
+            try:
+                plan = plan_table(
+                    self.cfg, rt, decoded.batch, decoded.key_fields, first_task, offsets,
+                    self.staging,
+                )
+            except (SchemaEvolutionError, HudiError) as exc:
+                self._fail(rt, str(exc))
+                continue
+            prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0
+            if plan is None:  # nothing applicable and no table yet: nothing to commit
+                rt.progress.committed = offsets
+                continue
+            pending.plans.append(plan)
+            first_task += len(plan.tasks)
+        pending.merge_started = time.monotonic()
+        if pending.tasks:
+            if background:
+                pending.thread = threading.Thread(
+                    target=self._run_job, args=(pending,), name="spark-merge", daemon=True
+                )
+                pending.thread.start()
+            else:
+                self._run_job(pending)
+        return pending
+
+    def _run_job(self, pending: _Pending) -> None:
+        try:
+            pending.results = run_merge_job(self._spark_context(), pending.tasks)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by _finish in the main thread
+            pending.error = exc
+
+    def _finish(self, pending: _Pending) -> BatchReport:
+        """Wait for the merge, then commit every table of the batch."""
+        if pending.thread is not None:
+            pending.thread.join()
+        if pending.error is not None:
+            raise pending.error
+        phases = pending.prepared.phases
+        phases["merge"] = time.monotonic() - pending.merge_started
+        faults.point("files_written")
+        t0 = time.monotonic()
+        results = iter(pending.results)
+        tables = {}
+        for plan in pending.plans:
+            tables[plan.rt.name] = self._commit(plan, [next(results) for _ in plan.tasks])
+        phases["commit"] = time.monotonic() - t0
+        return BatchReport(
+            number=pending.number,
+            messages=pending.prepared.count,
+            seconds=time.monotonic() - pending.prepared.started,
+            tables=tables,
+            phases=phases,
+            rewind=pending.prepared.rewind,
+        )
+
+    def merge_batch(
+        self, topic: str, batch: pa.Table, key_fields: list[str], offsets: dict[int, int]
+    ) -> dict[str, int]:
+        """Merge and commit one already-decoded change batch into a table.
+
+        The apply path without Kafka and decoding: what benchmarks of the merge use.
+        """
+        rt = self.tables.get(topic)
+        if rt is None:
+            raise TableNameError(f"topic {topic!r} is not replicated")
+        prepared = _Prepared(count=batch.num_rows, started=time.monotonic())
+        prepared.tables.append(_Decoded(rt, batch, key_fields, offsets))
+        return self._finish(self._launch(prepared, background=False)).tables.get(rt.name, {})
+
+    def _commit(self, plan: TablePlan, results: list[TaskResult]) -> dict[str, int]:
+        rt, writer = plan.rt, plan.rt.writer
+        if writer is None:
+            raise RuntimeError(f"{rt.name}: a planned table has no writer")
+        total = MergeCounts()
+        for r in results:
+            total.add(r.counts)
+        faults.point("before_commit")
+        writer.commit(
+            plan.instant,
+            [r.slice for r in results],
+            plan.schema,
+            rt.topic,
+            plan.offsets,
+            plan.extra,
+        )
+        faults.point("after_commit")
+        shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
+        rt.progress.committed = plan.offsets
+        c = rt.counters
+        c.inserts += total.inserts
+        c.updates += total.updates
+        c.deletes += total.deletes
+        c.late += total.late
+        c.toast_unresolved += total.toast_unresolved
+        c.commits += 1
+        if c.commits % CLEAN_EVERY_COMMITS == 0:
+            writer.clean(self.cfg.hudi.clean_retain_commits)
+        return {
+            "inserts": total.inserts,
+            "updates": total.updates,
+            "deletes": total.deletes,
+            "late": total.late,
+            "truncated": total.truncated,
+            "toast_unresolved": total.toast_unresolved,
+        }
+
+    def failing(self) -> list[TableStatus]:
+        """Tables that stopped replicating, with their errors."""
+        return [rt.status() for rt in self.tables if rt.state == TableState.FAILING]
+
+    def status(self) -> list[TableStatus]:
+        """A snapshot of every table's state and counters."""
+        return [rt.status() for rt in self.tables]

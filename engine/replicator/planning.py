@@ -1,0 +1,201 @@
+"""Planning one table's share of a batch: instant, touched file groups, merge tasks.
+
+In: the table's decoded change batch (after transaction cuts) and the offsets it reads
+to. Out: a :class:`TablePlan`: a started instant, the data schema after evolution, the
+extra metadata its commit will carry, and one :class:`~engine.merge.MergeTask` per
+touched file group, whose events are staged as an Arrow IPC file in the work folder.
+Keys map to buckets with Hudi's hashing; a truncate touches every group.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.config import Config
+from engine.errors import SchemaEvolutionError
+from engine.hudi import FileSlice, HudiWriter
+from engine.merge import MergeOptions, MergeTask, evolve_schema
+from engine.merge.positions import Tail
+from engine.model import KEY, OP, OP_TRUNCATE, POS, POS_SUB, SOURCE_TS
+from engine.replicator.compaction import choose_rewrites
+from engine.replicator.tables import TableRuntime
+
+#: The table's ordering (precombine) field: the source position of each row.
+ORDERING_FIELD = POS
+
+
+@dataclass
+class TablePlan:
+    """One table's instant in a batch, ready for the merge job and then the commit."""
+
+    rt: TableRuntime
+    instant: str
+    #: The checkpoint the commit records: next offset per partition.
+    offsets: dict[int, int]
+    schema: pa.Schema
+    extra: dict[str, str]
+    tasks: list[MergeTask]
+
+
+def _truncate_position(batch: pa.Table) -> tuple[tuple[int, int] | None, int]:
+    """The newest truncate's position in the batch, and how many truncates it holds."""
+    is_truncate = pc.equal(batch.column(OP), OP_TRUNCATE)
+    if not pc.any(is_truncate).as_py():
+        return None, 0
+    rows = batch.filter(is_truncate).select([POS, POS_SUB])
+    pairs = sorted(
+        (p, s or 0)
+        for p, s in zip(*(c.to_pylist() for c in rows.columns), strict=True)
+        if p is not None
+    )
+    return (pairs[-1] if pairs else None), len(pairs)
+
+
+def _split_by_bucket(writer: HudiWriter, keyed: pa.Table) -> dict[int, pa.Table]:
+    """The keyed events of each bucket, in their original order."""
+    chunks: dict[int, pa.Table] = {}
+    if keyed.num_rows == 0:
+        return chunks
+    buckets = writer.bucket_ids(keyed.column(KEY))
+    order = np.argsort(buckets, kind="stable")
+    sorted_buckets = buckets[order]
+    keyed = keyed.take(pa.array(order))
+    present = np.unique(sorted_buckets)
+    starts = np.searchsorted(sorted_buckets, present, side="left")
+    ends = np.searchsorted(sorted_buckets, present, side="right")
+    for b, lo, hi in zip(present.tolist(), starts, ends, strict=True):
+        chunks[b] = keyed.slice(int(lo), int(hi - lo))
+    return chunks
+
+
+def _task_weight(current: FileSlice | None, events: pa.Table | None, append: bool) -> int:
+    """Rough bytes a task reads and writes: all of the slice for a rewrite, about the key
+    and position columns of it for an append, plus its events."""
+    stored = current.base_size + current.log_size if current else 0
+    return (stored // 8 if append else stored) + (events.nbytes if events is not None else 0)
+
+
+def _merge_options(
+    cfg: Config,
+    rt: TableRuntime,
+    writer: HudiWriter,
+    truncate: tuple[int, int] | None,
+    tails: tuple[Tail, ...],
+) -> MergeOptions:
+    min_ts = keep_after = None
+    retain = cfg.hudi.clean_retain_commits
+    completed = writer.completed_instants()
+    progress = rt.progress
+    if progress.max_source_ts is not None and len(completed) >= retain:
+        retention_ms = int(cfg.replicator.tombstone_retention_hours * 3_600_000)
+        min_ts = progress.max_source_ts - retention_ms
+        keep_after = completed[-retain]
+    return MergeOptions(
+        truncate=truncate,
+        floor=progress.floor,
+        toast_placeholder=cfg.source.toast_placeholder,
+        tombstone_min_ts=min_ts,
+        tombstone_keep_after=keep_after,
+        tails=tails,
+    )
+
+
+def plan_table(
+    cfg: Config,
+    rt: TableRuntime,
+    batch: pa.Table | None,
+    key_fields: list[str],
+    first_task: int,
+    offsets: dict[int, int],
+    staging: Path,
+) -> TablePlan | None:
+    """Create or open the table, start an instant and stage one task per touched group.
+
+    Returns None when there is nothing to commit and no table yet (a batch of only
+    ignored or held-back records before the table's first row).
+
+    Raises:
+        SchemaEvolutionError: The batch's schema or key cannot be applied to the table.
+    """
+    has_rows = batch is not None and batch.num_rows > 0
+    if rt.writer is None:
+        if batch is None or not has_rows or not key_fields:
+            return None
+        rt.writer = HudiWriter.create(
+            rt.path,
+            name=rt.name,
+            record_key_fields=key_fields,
+            ordering_field=ORDERING_FIELD,
+            num_buckets=cfg.hudi.num_buckets,
+            schema=evolve_schema(None, batch.schema),
+            table_type=cfg.hudi.table_type,
+        )
+    writer = rt.writer
+    if has_rows and key_fields and list(key_fields) != list(writer.record_key_fields):
+        raise SchemaEvolutionError(
+            f"the primary key changed from ({', '.join(writer.record_key_fields)}) to "
+            f"({', '.join(key_fields)})",
+            hint=f"a key change redefines the table: move {rt.path} away and restart "
+            "to rebuild it from the topic",
+        )
+    current = writer.schema()
+    schema = evolve_schema(current, batch.schema) if batch is not None and has_rows else current
+    if schema is None:
+        raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
+    progress = rt.progress
+    truncate = None
+    keyed = None
+    tails = progress.tails()  # as of the previous batch: what this batch's events inherit
+    if batch is not None and has_rows:
+        truncate, truncates = _truncate_position(batch)
+        rt.counters.truncates += truncates
+        keyed = batch.filter(pc.is_valid(batch.column(KEY))) if batch.column(KEY).null_count else batch
+        progress.record_tails(keyed)
+        ts = pc.max(batch.column(SOURCE_TS)).as_py()
+        if ts is not None:
+            progress.max_source_ts = max(ts, progress.max_source_ts or 0)
+            rt.counters.last_source_ts_ms = progress.max_source_ts
+    floor_after = progress.floor
+    if truncate is not None and (floor_after is None or truncate > floor_after):
+        floor_after = truncate
+    extra = progress.extra(rt.topic, floor_after)
+    instant = writer.begin()
+    options = _merge_options(cfg, rt, writer, truncate, tails)
+    progress.floor = floor_after
+    plan = TablePlan(rt, instant, offsets, schema, extra, [])
+    groups = writer.file_groups()
+    chunks = _split_by_bucket(writer, keyed) if keyed is not None else {}
+    # Which buckets get a task: those with events, and every group on a truncate.
+    touched = sorted(set(chunks) | (set(groups) if truncate is not None else set()))
+    if not touched:
+        return plan
+    stage = staging / rt.name / instant
+    stage.mkdir(parents=True, exist_ok=True)
+    schema_ipc = schema.serialize().to_pybytes()
+    rewrite = choose_rewrites(writer, groups, touched, schema, truncate is not None, cfg.hudi)
+    writes = writer.plan_writes(instant, groups, touched, rewrite, schema, first_task)
+    for write in writes:
+        events_file = None
+        chunk = chunks.get(write.bucket)
+        if chunk is not None:
+            events_file = stage / f"bucket-{write.bucket:08d}.arrow"
+            with pa.OSFile(str(events_file), "wb") as sink:
+                with pa.ipc.new_file(sink, chunk.schema) as ipc:
+                    ipc.write_table(chunk)
+        plan.tasks.append(
+            MergeTask(
+                slice=write,
+                events_file=str(events_file) if events_file else None,
+                data_schema_ipc=schema_ipc,
+                options=options,
+                driver_pid=os.getpid(),
+                weight=_task_weight(groups.get(write.bucket), chunk, write.append),
+            )
+        )
+    return plan

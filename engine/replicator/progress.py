@@ -1,0 +1,100 @@
+"""A table's progress through its topic, kept in every Hudi commit it makes.
+
+Besides the streamer checkpoint (the Kafka positions, written by the Hudi writer), each
+commit carries the engine's own bookkeeping in its extra metadata, so that a restart
+continues exactly where the last commit left off: the position of the newest truncate
+(older events are late), the newest source time seen (tombstone retention), each
+partition's last applied keyed event (a tombstone opening the next batch inherits its
+position: :mod:`engine.merge.positions`) and the GTID lineages in the order first seen
+(:mod:`engine.decode.gtid`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from engine.hudi import HudiWriter
+from engine.merge.positions import Tail
+from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB
+
+TRUNCATE_KEY = "cdcctl.truncate.pos"
+MAX_TS_KEY = "cdcctl.source.max_ts"
+TOPIC_KEY = "cdcctl.source.topic"
+TAIL_KEY = "cdcctl.partition.tail"
+GTID_KEY = "cdcctl.gtid.lineages"
+
+
+@dataclass
+class TableProgress:
+    """Where a table stands, as of its newest commit (then updated batch by batch)."""
+
+    #: Next offset to consume per partition, as committed to Hudi.
+    committed: dict[int, int] = field(default_factory=dict)
+    #: Position of the table's newest truncate (older events are late).
+    floor: tuple[int, int] | None = None
+    max_source_ts: int | None = None
+    #: Partition -> [offset, key, pos, pos_sub] of the last keyed event applied.
+    tail: dict[int, list] = field(default_factory=dict)
+    #: GTID origins in the order first seen.
+    gtid_lineages: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
+        """The progress recorded by the table's newest commit."""
+        extra = writer.extra_metadata()
+        floor = None
+        if extra.get(TRUNCATE_KEY):
+            pos, _, sub = extra[TRUNCATE_KEY].partition(":")
+            floor = (int(pos), int(sub))
+        return cls(
+            committed=writer.checkpoint(topic),
+            floor=floor,
+            max_source_ts=int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None,
+            tail={int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()},
+            gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),
+        )
+
+    def extra(self, topic: str, floor: tuple[int, int] | None) -> dict[str, str]:
+        """The extra metadata of the next commit (``floor``: the truncate floor after it)."""
+        extra = {TOPIC_KEY: topic}
+        if floor is not None:
+            extra[TRUNCATE_KEY] = f"{floor[0]}:{floor[1]}"
+        if self.max_source_ts is not None:
+            extra[MAX_TS_KEY] = str(self.max_source_ts)
+        if self.tail:
+            extra[TAIL_KEY] = json.dumps(self.tail, separators=(",", ":"))
+        if self.gtid_lineages:
+            extra[GTID_KEY] = json.dumps(self.gtid_lineages, separators=(",", ":"))
+        return extra
+
+    def tails(self) -> tuple[Tail, ...]:
+        """Each partition's last applied keyed event, for position inheritance."""
+        return tuple((p, key, pos, sub) for p, (_, key, pos, sub) in sorted(self.tail.items()))
+
+    def record_tails(self, keyed: pa.Table) -> None:
+        """Remember each partition's last keyed event of a batch (when it has a position).
+
+        A partition whose last event has no position of its own (a tombstone) forgets its
+        tail: the next batch's events of that key come after the tombstone's delete.
+        """
+        if keyed.num_rows == 0:
+            return
+        parts = keyed.column(PARTITION).to_numpy()
+        offs = keyed.column(OFFSET).to_numpy()
+        for part in np.unique(parts).tolist():
+            idx = np.nonzero(parts == part)[0]
+            last = int(idx[np.argmax(offs[idx])])
+            row_pos = keyed.column(POS)[last].as_py()
+            if row_pos is not None:
+                self.tail[part] = [
+                    int(offs[last]),
+                    keyed.column(KEY)[last].as_py(),
+                    row_pos,
+                    keyed.column(POS_SUB)[last].as_py() or 0,
+                ]
+            else:
+                self.tail.pop(part, None)

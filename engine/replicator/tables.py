@@ -1,0 +1,99 @@
+"""The replicator's tables: one per selected topic, opened (and recovered) on first sight.
+
+A topic maps to a table name and folder (:mod:`engine.naming`); ``source.include_tables``
+and ``exclude_tables`` select by that name. Opening an existing table rolls back what a
+crashed run left and loads its progress from the newest commit; a new table's folder is
+created with its first batch. Two topics mapping to one name: the second one's table is
+FAILING with a message, never a shared folder.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.config import Config
+from engine.errors import TableNameError
+from engine.hudi import HudiWriter
+from engine.naming import table_name_for_topic, table_path
+from engine.replicator.progress import TableProgress
+from engine.state import TableCounters, TableState, TableStatus
+
+log = logging.getLogger("cdcctl.replicator")
+
+
+@dataclass
+class TableRuntime:
+    """What the replicator knows about one topic/table."""
+
+    topic: str
+    name: str
+    path: Path
+    writer: HudiWriter | None = None
+    partitions: list[int] = field(default_factory=list)
+    progress: TableProgress = field(default_factory=TableProgress)
+    state: TableState = TableState.REPLICATING
+    error: str | None = None
+    counters: TableCounters = field(default_factory=TableCounters)
+
+    def status(self) -> TableStatus:
+        """A snapshot of the table's state and counters."""
+        return TableStatus(self.name, self.topic, self.state, self.error, self.counters)
+
+
+class Tables:
+    """Every table the replicator has seen, by topic."""
+
+    def __init__(self, config: Config, staging: Path) -> None:
+        self.cfg = config
+        self.target = config.target_path()
+        self.staging = staging
+        self.by_topic: dict[str, TableRuntime] = {}
+        self._names: dict[str, str] = {}
+
+    def get(self, topic: str) -> TableRuntime | None:
+        """The table of a topic: opened on first sight; None when the topic is not replicated."""
+        return self.by_topic.get(topic) or self._open(topic)
+
+    def __iter__(self) -> Iterator[TableRuntime]:
+        return iter(self.by_topic.values())
+
+    def __getitem__(self, topic: str) -> TableRuntime:
+        return self.by_topic[topic]
+
+    def _selected(self, name: str) -> bool:
+        src = self.cfg.source
+        if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):
+            return False
+        return not any(fnmatch.fnmatchcase(name, p) for p in src.exclude_tables)
+
+    def _open(self, topic: str) -> TableRuntime | None:
+        try:
+            name = table_name_for_topic(topic)
+            path = table_path(self.target, name)
+        except TableNameError as exc:
+            log.warning("skipping topic %r: %s", topic, exc.message)
+            return None
+        if not self._selected(name):
+            return None
+        if name in self._names and self._names[name] != topic:
+            error = f"table name {name!r} is already used by topic {self._names[name]!r}"
+            rt = TableRuntime(topic, name, path, state=TableState.FAILING, error=error)
+            self.by_topic[topic] = rt
+            log.error("%s", error)
+            return rt
+        self._names[name] = topic
+        rt = TableRuntime(topic, name, path)
+        if HudiWriter.exists(path):
+            rt.writer = HudiWriter.open(path)
+            rolled = rt.writer.recover()
+            if rolled:
+                log.info("%s: rolled back unfinished instants %s", name, ", ".join(rolled))
+            rt.progress = TableProgress.load(rt.writer, topic)
+        shutil.rmtree(self.staging / name, ignore_errors=True)
+        self.by_topic[topic] = rt
+        return rt

@@ -1,0 +1,59 @@
+"""The vocabulary of replication state: a table's state, its counters, its status."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class TableState(StrEnum):
+    """Where a table stands (the names operators of AWS DMS and Flink CDC know)."""
+
+    SNAPSHOTTING = "SNAPSHOTTING"
+    REPLICATING = "REPLICATING"
+    PAUSED = "PAUSED"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+
+
+@dataclass
+class TableCounters:
+    """Counters of one table since the replicator started."""
+
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    truncates: int = 0
+    #: Events not newer than what the table held for their key: dropped.
+    late: int = 0
+    #: TOAST placeholders with no earlier value anywhere (the column stays null).
+    toast_unresolved: int = 0
+    #: Undecodable messages quarantined to the dead letters.
+    bad: int = 0
+    #: Valid messages that are not row changes (heartbeats, transaction markers, ...).
+    ignored: int = 0
+    commits: int = 0
+    #: Source commit time (ms) of the newest event applied.
+    last_source_ts_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """A snapshot of one table: what the CLI prints and ``--json`` emits."""
+
+    table: str
+    topic: str
+    state: TableState
+    error: str | None = None
+    counters: TableCounters = field(default_factory=TableCounters)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A flat JSON-ready dict: table, topic, state, error, then every counter."""
+        return {
+            "table": self.table,
+            "topic": self.topic,
+            "state": self.state.value,
+            "error": self.error,
+            **asdict(self.counters),
+        }
