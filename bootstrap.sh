@@ -21,17 +21,18 @@ if ! java_ok; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 
+py_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
+  # Probe quietly: version-manager shims (pyenv) exist on PATH but fail loudly when unset.
   for cand in python3.13 python3.12 python3.11 python3; do
-    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-      PY="$cand"; break
-    fi
+    if command -v "$cand" >/dev/null 2>&1 && py_ok "$cand"; then PY="$cand"; break; fi
   done
 fi
-[ -n "$PY" ] || { echo "bootstrap: Python 3.11+ is required" >&2; exit 2; }
+[ -n "$PY" ] || { echo "bootstrap: Python 3.11+ is required (set PYTHON=/path/to/python3.11+)" >&2; exit 2; }
 if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv 2>/dev/null || {
+  echo "bootstrap: creating .venv with $PY" >&2
+  "$PY" -m venv .venv >/dev/null 2>&1 || {
     echo "bootstrap: installing python3-venv" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
@@ -41,12 +42,17 @@ fi
 extras=""; [ "$what" = "test" ] && extras="[test]"
 stamp=".venv/.installed$extras"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".$extras"
+  echo "bootstrap: installing cdcctl$extras into .venv (log: .venv/install.log)" >&2
+  if ! { .venv/bin/python -m pip install --upgrade pip \
+         && .venv/bin/python -m pip install -e ".$extras"; } >.venv/install.log 2>&1; then
+    tail -n 30 .venv/install.log >&2
+    echo "bootstrap: installing failed; the whole log is in .venv/install.log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 # Spark's classes as a class-data archive for this Java (~15 s once; Spark then starts ~3 s sooner).
-.venv/bin/python -m engine.spark build-class-archive 2>/dev/null || true
+.venv/bin/python -m engine.spark build-class-archive || true
 
 case "$what" in
   demo) exec .venv/bin/cdcctl demo "$@" ;;

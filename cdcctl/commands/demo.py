@@ -57,7 +57,11 @@ def demo(
         ),
     ] = False,
 ) -> None:
-    """Run an embedded broker, write an inventory workload, replicate it and query it."""
+    """Replicate a generated workload end to end.
+
+    Runs an embedded broker, writes an inventory workload of Debezium events, replicates
+    it into Hudi tables and queries them.
+    """
     if keep and target is None:
         target = Path("cdcctl-demo") / "lake"
     err.print(

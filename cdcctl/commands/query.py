@@ -13,7 +13,7 @@ from cdcctl.console import print_rows
 
 
 def query(
-    sql: Annotated[str, typer.Argument(metavar="SQL", help="the query; tables by replica name")],
+    sql: Annotated[str, typer.Argument(metavar="SQL", hidden=True)],  # described above
     config: Annotated[
         Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
     ] = Path("cdcctl.toml"),
@@ -21,8 +21,9 @@ def query(
         bool, typer.Option("--json", help="print the rows as a JSON array of objects")
     ] = False,
 ) -> None:
-    """Run SQL over the newest committed state of every replica under target.path.
+    """Query the replicas with SQL (DuckDB).
 
+    SQL reads the newest committed state of every replica under target.path.
     Each replica is a table named after it (e.g. inventory_customers), with its real
     column types. A bad query or an unknown table is one error line (exit 1).
     """

@@ -46,7 +46,11 @@ def start(
         bool, typer.Option("--json", help="print the final per-table summary as JSON")
     ] = False,
 ) -> None:
-    """Run the replicator (Ctrl-C or SIGTERM stops it after the batch in flight)."""
+    """Run the replicator.
+
+    Ctrl-C or SIGTERM stops it after the batch in flight; a restart resumes from the
+    last commit, exactly once.
+    """
     cfg = engine.load_config(config)
     engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
     replicator = engine.Replicator(

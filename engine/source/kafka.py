@@ -33,6 +33,10 @@ from engine.errors import SourceError
 
 #: Operations on the broker wait at most this long before the error is reported.
 TIMEOUT_S = 15.0
+#: The first contact gives up sooner: an unreachable broker is reported within seconds.
+FIRST_CONTACT_S = 6.0
+
+log = logging.getLogger("cdcctl.source")
 
 
 # librdkafka's own log lines (e.g. one "Connect ... failed" line every few ms while a
@@ -114,6 +118,7 @@ class KafkaSource:
         self._tx_settings = {**consumer_settings(cfg, 10_000), "group.id": cfg.group_id + "-tx"}
         self._tx_consumer: Consumer | None = None
         self._tx_assigned: set[tuple[str, int]] = set()
+        self._reached = False
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is selected by the include/exclude patterns."""
@@ -131,13 +136,20 @@ class KafkaSource:
         return {name: parts for name, parts in self._topics().items() if name in wanted}
 
     def _topics(self) -> dict[str, list[int]]:
+        timeout = TIMEOUT_S
+        if not self._reached:
+            log.info("connecting to Kafka at %s (source.bootstrap_servers)", self._cfg.bootstrap_servers)
+            timeout = FIRST_CONTACT_S
         try:
-            meta = self._consumer.list_topics(timeout=TIMEOUT_S)
+            meta = self._consumer.list_topics(timeout=timeout)
         except KafkaException as exc:
+            waited = "" if self._reached else f" within {timeout:.0f} s"
             raise SourceError(
-                f"cannot reach Kafka at {self._cfg.bootstrap_servers}: {kafka_reason(exc)}",
+                f"cannot reach Kafka at {self._cfg.bootstrap_servers}{waited}: "
+                f"{kafka_reason(exc)}",
                 hint="check source.bootstrap_servers and that the broker is running",
             ) from None
+        self._reached = True
         return {name: sorted(t.partitions) for name, t in meta.topics.items() if t.error is None}
 
     def assign(self, positions: dict[tuple[str, int], int | None]) -> None:

@@ -1,7 +1,7 @@
 """Tests of the bulk Debezium JSON decoder (engine/decode/debezium_json.py).
 
-The conformance samples live in ``/work/shared/debezium-samples`` (override with
-``CDC_DEBEZIUM_SAMPLES``); each holds one record as ``topic``/``key``/``value``. The
+The conformance samples live in ``../shared/debezium-samples`` next to the repository
+(override with ``CDC_DEBEZIUM_SAMPLES``); the suite fails, not skips, without them. Each holds one record as ``topic``/``key``/``value``. The
 ``*-legacy.json`` recordings keep the Connect schemas next to the data, so they are wrapped
 here the way the JsonConverter would write them. Records are serialized compactly, like
 the JsonConverter does.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,9 @@ from hypothesis import strategies as st
 
 from engine.decode import BadMessage, DecodeResult, decode_debezium_json
 from engine.model import CONTROL_COLUMNS, STREAMED_BIT
+from tests.samples import debezium_samples
 
-SAMPLES = Path(os.environ.get("CDC_DEBEZIUM_SAMPLES", "/work/shared/debezium-samples"))
+SAMPLES = debezium_samples()
 UTC = dt.UTC
 BIT = STREAMED_BIT
 MYSQL_FILE3 = 3 << 32  # mysql-bin.000003
@@ -50,7 +50,7 @@ def wrap(schema: Any, payload: Any) -> dict:
 def load(name: str) -> dict:
     path = SAMPLES / name
     if not path.exists():
-        pytest.skip(f"sample {path} not available")
+        pytest.fail(f"sample {name} is classified in this file but missing from {SAMPLES}")
     return json.loads(path.read_text())
 
 
@@ -150,8 +150,6 @@ BAD_SAMPLES = {
 
 
 def test_every_sample_is_classified() -> None:
-    if not SAMPLES.exists():
-        pytest.skip("samples not available")
     names = {p.name for p in SAMPLES.glob("*.json")}
     known = ROW_SAMPLES | TOMBSTONE_SAMPLES | IGNORED_SAMPLES | set(BAD_SAMPLES)
     assert names == known

@@ -35,15 +35,25 @@ def write_config(path: Path, bootstrap: str, topics: str, target: Path, **replic
     return path
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `cdcctl` in a child process (so it can be SIGKILLed like the real thing)."""
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    prefix: list[str] | None = None,
+) -> subprocess.CompletedProcess:
+    """Run `cdcctl` in a child process (so it can be SIGKILLed like the real thing).
+
+    ``prefix`` runs it under another program (e.g. ``setpriv`` to drop privileges).
+    """
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "cdcctl", *args],
+        [*(prefix or []), sys.executable, "-m", "cdcctl", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env=full_env,
+        cwd=cwd,
     )
 
 

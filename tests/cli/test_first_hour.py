@@ -1,0 +1,197 @@
+"""A newcomer's first hour, through the real CLI in child processes.
+
+Each test is one thing a new user tried that once failed: relative paths, a target that
+is a file or unwritable, an unreachable broker, ``--version`` and ``--help``, ``init``
+without a terminal, and the kept demo followed by ``start`` and ``query``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.replicas import read_replica, run_cli
+
+COMMANDS = ("init", "start", "demo", "query")
+
+
+def _config(path: Path, target: str, servers: str = "127.0.0.1:1") -> Path:
+    path.write_text(
+        f'[source]\nbootstrap_servers = "{servers}"\ntopics = "x"\n[target]\npath = "{target}"\n'
+    )
+    return path
+
+
+def test_version_prints_the_package_version() -> None:
+    r = run_cli("--version")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"cdcctl \d+\.\d+\.\d+\S*\n", r.stdout), r.stdout
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_is_plain_text(command: str | None) -> None:
+    r = run_cli(*([command] if command else []), "--help")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "Usage:" in text
+    # No type labels ("<bool>", "TEXT", "INTEGER") and no rich box drawing in plain help.
+    for noise in ("<bool>", "<str>", "<int>", "<path>", " TEXT", " INTEGER", "╭", "│"):
+        assert noise not in text, f"{noise!r} in help:\n{text}"
+    if command is None:
+        for name in COMMANDS:
+            assert re.search(rf"^\s+{name}\s+\S", text, re.M), f"{name} missing:\n{text}"
+        assert "--version" in text
+        commands = text.split("Commands:")[1]
+        assert not re.search(r"\.\.\.$", commands, re.M), f"a summary is truncated:\n{text}"
+
+
+def test_init_without_a_terminal_names_every_missing_flag(tmp_path: Path) -> None:
+    out = tmp_path / "c.toml"
+    r = run_cli("init", "--output", str(out))
+    assert r.returncode == 2
+    for flag in ("--bootstrap-servers", "--topics", "--target"):
+        assert flag in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+    some = run_cli("init", "--topics", "x", "--output", str(out))
+    assert some.returncode == 2 and "--topics" not in some.stderr.split("\n")[0]
+    assert "--bootstrap-servers" in some.stderr and "--target" in some.stderr
+
+
+def test_target_that_is_a_file_is_a_config_error_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "lake").write_text("not a folder")
+    cfg = _config(tmp_path / "c.toml", "lake")
+    started = time.monotonic()
+    r = run_cli("start", "--config", str(cfg))
+    assert r.returncode == 2, r.stderr
+    assert "target.path" in r.stderr and "is a file" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    # Refused before anything ran: no broker contact, no work folder, in seconds.
+    assert "connecting to Kafka" not in r.stderr
+    assert not (tmp_path / ".cdcctl").exists()
+    assert time.monotonic() - started < 20
+
+
+def test_target_inside_a_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("")
+    cfg = _config(tmp_path / "c.toml", "blocker/lake")
+    r = run_cli("start", "--config", str(cfg))
+    assert r.returncode == 2, r.stderr
+    assert "target.path" in r.stderr and "Traceback" not in r.stderr
+
+
+def _unprivileged() -> list[str]:
+    """A prefix that runs a command without the right to write into others' folders.
+
+    Root writes everywhere; dropping the capabilities that let it ignore permissions
+    (util-linux ``setpriv``) makes a read-only folder read-only for the CLI too.
+    """
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+
+
+def test_unwritable_target_is_a_config_error(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    lake.chmod(0o555)
+    try:
+        cfg = _config(tmp_path / "c.toml", "lake")
+        r = run_cli("start", "--config", str(cfg), prefix=_unprivileged())
+    finally:
+        lake.chmod(0o755)
+    assert r.returncode == 2, r.stderr
+    assert "target.path" in r.stderr and "not writable" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unreachable_broker_is_reported_within_ten_seconds(tmp_path: Path) -> None:
+    cfg = _config(tmp_path / "c.toml", "lake", servers="127.0.0.1:1")
+    started = time.monotonic()
+    r = run_cli("start", "--config", str(cfg), timeout=120)
+    elapsed = time.monotonic() - started
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.splitlines()
+    # First it says what it tries, then what failed and what to check.
+    assert lines[0] == "connecting to Kafka at 127.0.0.1:1 (source.bootstrap_servers)", lines
+    assert lines[1].startswith("error: cannot reach Kafka at 127.0.0.1:1"), lines
+    assert "source.bootstrap_servers" in lines[2], lines
+    assert elapsed < 10, f"the unreachable broker took {elapsed:.1f}s to report"
+
+
+def test_demo_with_a_relative_target(tmp_path: Path) -> None:
+    r = run_cli("demo", "--events", "3000", "--target", "./demolake", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    for table in ("inventory_customers", "inventory_orders", "inventory_products"):
+        assert (tmp_path / "demolake" / table / ".hoodie" / "hoodie.properties").is_file()
+        assert read_replica(tmp_path / "demolake" / table), table
+    # Nothing leaked out of the working folder: the work state sits next to the replicas.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cdcctl", "demolake"]
+
+
+def _wait_for(proc: subprocess.Popen, needle: str, seconds: float) -> str:
+    """The child's stderr up to the first line containing ``needle``."""
+    assert proc.stderr is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return "".join(seen)
+    proc.kill()
+    raise AssertionError(f"{needle!r} never came:\n{''.join(seen)}")
+
+
+def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "demo", "--keep", "--events", "3000"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        told = _wait_for(demo, "Ctrl-C here stops the demo", 300)
+        cfg = tmp_path / "cdcctl-demo" / "cdcctl.toml"
+        assert f"cdcctl start --config {cfg}" in told, told
+        assert cfg.is_file()
+        time.sleep(2)  # a few live changes arrive after the demo's own run
+
+        started = run_cli("start", "--config", str(cfg), "--until-caught-up", "--json",
+                          timeout=300)
+        assert started.returncode == 0, started.stderr
+        status = {s["table"]: s for s in json.loads(started.stdout)}
+        assert set(status) == {"inventory_customers", "inventory_orders", "inventory_products"}
+        assert all(s["state"] == "REPLICATING" for s in status.values()), status
+        applied = sum(s["inserts"] + s["updates"] + s["deletes"] for s in status.values())
+        assert applied > 0, "the live changes were not replicated"
+
+        q = run_cli("query", "--config", str(cfg), "--json",
+                    "SELECT count(*) AS n FROM inventory_orders")
+        assert q.returncode == 0, q.stderr
+        lake = tmp_path / "cdcctl-demo" / "lake"
+        assert json.loads(q.stdout) == [{"n": len(read_replica(lake / "inventory_orders"))}]
+
+        bad = run_cli("query", "--config", str(cfg), "SELECT nope FROM inventory_orders")
+        assert bad.returncode == 1
+        assert bad.stderr.startswith("error: ") and "nope" in bad.stderr
+        assert "Traceback" not in bad.stderr
+    finally:
+        demo.send_signal(signal.SIGINT)
+        try:
+            demo.wait(60)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            raise
+    assert demo.returncode == 0, demo.stderr.read() if demo.stderr else ""
