@@ -2,6 +2,7 @@
 # Fresh machine -> running demo or test suite.
 #   ./bootstrap.sh demo   install everything, then run `cdcctl demo`
 #   ./bootstrap.sh test   install everything (with test extras), then run the whole suite
+#   ./bootstrap.sh lint   install the test extras, then ruff, mypy and the import contracts
 # Installs Java 17 from Debian when no Java 17+ is found, creates .venv with Python 3.11+,
 # and installs cdcctl into it. Safe to re-run: every step is skipped when already done.
 set -euo pipefail
@@ -39,7 +40,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
   }
 fi
-extras=""; [ "$what" = "test" ] && extras="[test]"
+extras=""; case "$what" in test|lint) extras="[test]" ;; esac
 stamp=".venv/.installed$extras"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "bootstrap: installing cdcctl$extras into .venv (log: .venv/install.log)" >&2
@@ -52,11 +53,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 # Spark's classes as a class-data archive for this Java (~15 s once; Spark then starts ~3 s sooner).
-.venv/bin/python -m engine.spark build-class-archive || true
+[ "$what" = "lint" ] || .venv/bin/python -m engine.spark build-class-archive || true
 
 case "$what" in
   demo) exec .venv/bin/cdcctl demo "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;
+  lint)
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    .venv/bin/mypy
+    .venv/bin/lint-imports
+    ;;
   install) echo "installed: .venv/bin/cdcctl" ;;
-  *) echo "usage: ./bootstrap.sh demo|test|install" >&2; exit 2 ;;
+  *) echo "usage: ./bootstrap.sh demo|test|lint|install" >&2; exit 2 ;;
 esac

@@ -89,7 +89,9 @@ def main() -> None:
     ap.add_argument("--changes", default="1000,10000,200000")
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--table-type", default="MERGE_ON_READ", choices=["MERGE_ON_READ", "COPY_ON_WRITE"])
+    ap.add_argument(
+        "--table-type", default="MERGE_ON_READ", choices=["MERGE_ON_READ", "COPY_ON_WRITE"]
+    )
     args = ap.parse_args()
     from deltalake import DeltaTable, write_deltalake
 
@@ -106,45 +108,50 @@ def main() -> None:
         t0 = time.perf_counter()
         write_deltalake(delta_path, delta_rows(base).drop_columns(["op"]))
         delta_load = time.perf_counter() - t0
-        print(f"table: {args.rows:,} rows; initial load: engine {hudi_load:.2f}s, "
-              f"delta-rs {delta_load:.2f}s ({args.buckets} buckets, {args.table_type})")
+        print(
+            f"table: {args.rows:,} rows; initial load: engine {hudi_load:.2f}s, "
+            f"delta-rs {delta_load:.2f}s ({args.buckets} buckets, {args.table_type})"
+        )
         next_id, pos = args.rows, args.rows
-        print(f"{'changes':>9} {'engine s (range)':>20} {'delta-rs s (range)':>20} {'delta/engine':>13}")
+        print(
+            f"{'changes':>9} {'engine s (range)':>20} {'delta-rs s (range)':>20} "
+            f"{'delta/engine':>13}"
+        )
         for size in (int(x) for x in args.changes.split(",")):
-          engine_times, delta_times = [], []
-          for _ in range(args.repeat):
-            kinds = rng.choice(["u", "c", "d"], size, p=[0.8, 0.1, 0.1])
-            existing = rng.choice(next_id, size, replace=False)
-            ids = np.where(kinds == "c", np.arange(next_id, next_id + size), existing)
-            next_id += size
-            batch = change_batch(ids, kinds, pos, rng)
-            pos += size
-            t0 = time.perf_counter()
-            rep.merge_batch(TOPIC, batch, ["id"], {0: pos})
-            engine_times.append(time.perf_counter() - t0)
-            source = delta_rows(batch)
-            t0 = time.perf_counter()
-            (
-                DeltaTable(delta_path)
-                .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
-                .when_matched_delete(predicate="s.op = 'd'")
-                .when_matched_update(
-                    {c: f"s.{c}" for c in ("name", "qty", "price", "status")},
-                    predicate="s.op != 'd'",
+            engine_times, delta_times = [], []
+            for _ in range(args.repeat):
+                kinds = rng.choice(["u", "c", "d"], size, p=[0.8, 0.1, 0.1])
+                existing = rng.choice(next_id, size, replace=False)
+                ids = np.where(kinds == "c", np.arange(next_id, next_id + size), existing)
+                next_id += size
+                batch = change_batch(ids, kinds, pos, rng)
+                pos += size
+                t0 = time.perf_counter()
+                rep.merge_batch(TOPIC, batch, ["id"], {0: pos})
+                engine_times.append(time.perf_counter() - t0)
+                source = delta_rows(batch)
+                t0 = time.perf_counter()
+                (
+                    DeltaTable(delta_path)
+                    .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+                    .when_matched_delete(predicate="s.op = 'd'")
+                    .when_matched_update(
+                        {c: f"s.{c}" for c in ("name", "qty", "price", "status")},
+                        predicate="s.op != 'd'",
+                    )
+                    .when_not_matched_insert(
+                        {c: f"s.{c}" for c in ("id", "name", "qty", "price", "status")},
+                        predicate="s.op != 'd'",
+                    )
+                    .execute()
                 )
-                .when_not_matched_insert(
-                    {c: f"s.{c}" for c in ("id", "name", "qty", "price", "status")},
-                    predicate="s.op != 'd'",
-                )
-                .execute()
+                delta_times.append(time.perf_counter() - t0)
+            engine_s, delta_s = float(np.median(engine_times)), float(np.median(delta_times))
+            print(
+                f"{size:>9,} {engine_s:>6.2f} ({min(engine_times):.2f}-{max(engine_times):.2f})"
+                f"{delta_s:>9.2f} ({min(delta_times):.2f}-{max(delta_times):.2f})"
+                f" {delta_s / engine_s:>12.2f}x"
             )
-            delta_times.append(time.perf_counter() - t0)
-          engine_s, delta_s = float(np.median(engine_times)), float(np.median(delta_times))
-          print(
-              f"{size:>9,} {engine_s:>6.2f} ({min(engine_times):.2f}-{max(engine_times):.2f})"
-              f"{delta_s:>9.2f} ({min(delta_times):.2f}-{max(delta_times):.2f})"
-              f" {delta_s / engine_s:>12.2f}x"
-          )
 
 
 if __name__ == "__main__":

@@ -37,14 +37,16 @@ sys.path.insert(0, str(ROOT))
 from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
 
-
 #: Of the streamed part (90% of the messages): 60% / 20% / 10% of the whole.
 MIX = {"update": 0.6, "insert": 0.2, "delete": 0.1}
 
 
 def machine() -> str:
     mem = psutil.virtual_memory().total / 2**30
-    return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores {mem:.0f} GiB, Python {platform.python_version()}"
+    return (
+        f"{platform.node()} {platform.machine()} {os.cpu_count()} cores {mem:.0f} GiB, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def raw_consume(bootstrap: str, topics: list[str], expected: int) -> float:
@@ -89,8 +91,11 @@ class PeakRss:
                 for p in procs:
                     try:
                         rss = p.memory_info().rss
-                        name = "jvm" if p.name() == "java" else (
-                            "driver" if p.pid == self.root.pid else "python workers")
+                        name = (
+                            "jvm"
+                            if p.name() == "java"
+                            else ("driver" if p.pid == self.root.pid else "python workers")
+                        )
                     except psutil.Error:
                         continue
                     total += rss
@@ -129,7 +134,8 @@ def main() -> None:
             rates = sorted(r[0] for r in runs)
             ratios = sorted(r[1] for r in runs)
             print(
-                f"\nmedian of {len(runs)} runs: {statistics.median(rates):,.0f} events/s end to end "
+                f"\nmedian of {len(runs)} runs: "
+                f"{statistics.median(rates):,.0f} events/s end to end "
                 f"(runs {rates[0]:,.0f}-{rates[-1]:,.0f}), ratio {statistics.median(ratios):.3f} "
                 f"(runs {ratios[0]:.3f}-{ratios[-1]:.3f})"
             )
@@ -189,22 +195,28 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
                 f"poll->commit (batches overlap) mean {busy / len(batches):.2f}s, "
                 f"max {max(batches):.2f}s"
             )
-        print(f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}")
+        print(
+            f"ratio:       end-to-end / raw consume = {(produced / wall) / (produced / raw_s):.3f}"
+        )
         parts = ", ".join(f"{k} {v / 2**20:,.0f}" for k, v in sorted(rss.breakdown.items()))
         cpu: dict[str, float] = {}
         for name, seconds in rss.cpu.values():
             cpu[name] = cpu.get(name, 0.0) + seconds
-        print("CPU seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
-              + f" (total {sum(cpu.values()):.1f} on {os.cpu_count()} cores)")
-        print(f"peak RSS:    {peak / 2**20:,.0f} MiB (driver + JVM + Python workers; at peak: {parts} MiB)")
+        print(
+            "CPU seconds: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
+            + f" (total {sum(cpu.values()):.1f} on {os.cpu_count()} cores)"
+        )
+        print(
+            f"peak RSS:    {peak / 2**20:,.0f} MiB "
+            f"(driver + JVM + Python workers; at peak: {parts} MiB)"
+        )
         print("batches (per-phase seconds):")
         for line in stderr.splitlines():
             if line.startswith("batch "):
                 print("  " + line)
         print(stdout.strip())
         return produced / wall, (produced / wall) / (produced / raw_s)
-
-
 
 
 if __name__ == "__main__":

@@ -31,9 +31,9 @@ from confluent_kafka import Producer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.naming import table_name_for_topic  # noqa: E402
 from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
-from engine.naming import table_name_for_topic  # noqa: E402
 
 
 class Watcher(threading.Thread):

@@ -31,19 +31,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from apply_vs_delta import TOPIC, change_batch, in_process_replicator  # noqa: E402
 
 
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", default="1,2,5,10", help="table sizes in millions of rows")
     ap.add_argument("--changes", type=int, default=10_000)
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--batches", type=int, default=5)
-    ap.add_argument("--table-type", default="MERGE_ON_READ", choices=["MERGE_ON_READ", "COPY_ON_WRITE"])
+    ap.add_argument(
+        "--table-type", default="MERGE_ON_READ", choices=["MERGE_ON_READ", "COPY_ON_WRITE"]
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(2)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"{args.buckets} buckets, {args.table_type}; {args.changes:,} updates per timed batch, "
-          f"{args.batches} batches per pattern")
+    print(
+        f"{args.buckets} buckets, {args.table_type}; {args.changes:,} updates per timed batch, "
+        f"{args.batches} batches per pattern"
+    )
     print(f"{'rows':>12} {'uniform median / max s':>24} {'hot median / max s':>20}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

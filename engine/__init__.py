@@ -19,7 +19,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.config import SUPPORTED_FORMATS, Config, config_from_dict, load_config, render_config
+    from engine.config import (
+        SUPPORTED_FORMATS,
+        Config,
+        config_from_dict,
+        load_config,
+        render_config,
+    )
     from engine.errors import (
         CdcError,
         ConfigError,

@@ -106,7 +106,9 @@ class SourceConfig(_Section):
         if self.sasl_password_file:
             path = Path(self.sasl_password_file)
             if not path.is_file():
-                raise ConfigError(f"secret file {path} does not exist", hint="create it or fix the path")
+                raise ConfigError(
+                    f"secret file {path} does not exist", hint="create it or fix the path"
+                )
             return SecretStr(path.read_text().strip())
         return None
 

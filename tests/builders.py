@@ -22,8 +22,11 @@ def value_schema(columns: Sequence[Column]) -> dict:
         field("sequence", "string"),
         field("txId", "int64"),
     ]
-    tx = [field("id", "string", False), field("total_order", "int64", False),
-          field("data_collection_order", "int64", False)]
+    tx = [
+        field("id", "string", False),
+        field("total_order", "int64", False),
+        field("data_collection_order", "int64", False),
+    ]
     return {
         "type": "struct",
         "name": "srv.app.t.Envelope",
@@ -40,7 +43,12 @@ def value_schema(columns: Sequence[Column]) -> dict:
 
 
 def key(k: int, name: str = "id") -> bytes:
-    schema = {"type": "struct", "name": "K", "optional": False, "fields": [field(name, "int32", False)]}
+    schema = {
+        "type": "struct",
+        "name": "K",
+        "optional": False,
+        "fields": [field(name, "int32", False)],
+    }
     return json.dumps({"schema": schema, "payload": {name: k}}).encode()
 
 

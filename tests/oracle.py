@@ -41,7 +41,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -119,7 +119,7 @@ def _variable_scale_decimal(value: Any, params: Mapping[str, str]) -> Decimal:
 
 
 def _zoned(value: Any, params: Mapping[str, str]) -> datetime:
-    return datetime.fromisoformat(value).astimezone(timezone.utc)
+    return datetime.fromisoformat(value).astimezone(UTC)
 
 
 def _time_of_day(unit_us: float) -> Callable[[Any, Mapping[str, str]], Any]:

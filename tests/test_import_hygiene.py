@@ -19,3 +19,11 @@ def test_engine_imports_no_front_end() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_every_configurable_format_has_a_decoder() -> None:
+    # config validation accepts SUPPORTED_FORMATS; the decode stage registers DECODERS.
+    from engine.config import SUPPORTED_FORMATS
+    from engine.decode import DECODERS
+
+    assert set(DECODERS) == set(SUPPORTED_FORMATS)

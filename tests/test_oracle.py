@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import Any
 
@@ -37,10 +37,18 @@ def event(
         "before": before,
         "after": row,
         "source": {
-            "version": "2.7.3.Final", "connector": "postgresql", "name": "srv",
-            "ts_ms": 1_700_000_000_000, "snapshot": snapshot, "db": "db",
-            "sequence": json.dumps([None, str(lsn)]), "schema": "public",
-            "table": topic.rsplit(".", 1)[1], "txId": 1, "lsn": lsn, "xmin": None,
+            "version": "2.7.3.Final",
+            "connector": "postgresql",
+            "name": "srv",
+            "ts_ms": 1_700_000_000_000,
+            "snapshot": snapshot,
+            "db": "db",
+            "sequence": json.dumps([None, str(lsn)]),
+            "schema": "public",
+            "table": topic.rsplit(".", 1)[1],
+            "txId": 1,
+            "lsn": lsn,
+            "xmin": None,
         },  # fmt: skip
         "transaction": None,
         "op": op,
@@ -193,7 +201,8 @@ def _wrapped(
     }
     wrapped_key = {
         "schema": {
-            "type": "struct", "fields": [{"type": "int32", "optional": False, "field": "id"}],
+            "type": "struct",
+            "fields": [{"type": "int32", "optional": False, "field": "id"}],
         },  # fmt: skip
         "payload": {"id": after["id"]},
     }
@@ -232,7 +241,7 @@ def test_decoding_with_schemas() -> None:
         "price": Decimal("1234.56"),
         "refund": Decimal("-0.01"),
         "created": datetime(1969, 12, 31, 0, 0),
-        "updated": datetime(2024, 1, 15, 8, 30, 0, 120000, tzinfo=timezone.utc),
+        "updated": datetime(2024, 1, 15, 8, 30, 0, 120000, tzinfo=UTC),
         "day": date(2024, 1, 15),
         "at": time(1, 2, 3, 1),
         "status": "B",
@@ -254,7 +263,7 @@ def test_decoding_schemaless_needs_type_hints() -> None:
     assert raw["price"] == "AeJA"  # no types: the JSON value as it is
     typed = fold(messages, types=INVENTORY_TYPES)["shop.inventory.products"]["101"]
     assert typed["price"] == Decimal("1234.56")
-    assert typed["updated_at"] == datetime(2024, 1, 15, 8, 30, tzinfo=timezone.utc)
+    assert typed["updated_at"] == datetime(2024, 1, 15, 8, 30, tzinfo=UTC)
     assert fold(messages, types=inventory_types("shop")) == fold(messages, types=INVENTORY_TYPES)
     decimal = "org.apache.kafka.connect.data.Decimal"
     assert decode_column("AA==", decimal, {"scale": "3"}) == Decimal("0.000")
@@ -266,9 +275,15 @@ def test_decoded_values_match_what_pyarrow_returns() -> None:
     row = fold(
         [
             event(
-                "c", 1, 10,
-                {"price": "AeJA", "created_at": 1_705_307_400_123_456,
-                 "updated_at": "2024-01-15T08:30:00.5Z", "order_date": 19737},
+                "c",
+                1,
+                10,
+                {
+                    "price": "AeJA",
+                    "created_at": 1_705_307_400_123_456,
+                    "updated_at": "2024-01-15T08:30:00.5Z",
+                    "order_date": 19737,
+                },
                 topic="x.inventory.mixed",
             )
         ],  # fmt: skip

@@ -19,7 +19,9 @@ def _print_results(report: engine.DemoReport) -> None:
     )
     out.print(f"replicated {report.events:,} events in {report.seconds:.1f}s", markup=False)
     sample = report.sample
-    print_rows(report.sample_sql, sample.column_names, [list(r.values()) for r in sample.to_pylist()])
+    print_rows(
+        report.sample_sql, sample.column_names, [list(r.values()) for r in sample.to_pylist()]
+    )
 
 
 def _print_next_steps(report: engine.DemoReport) -> None:

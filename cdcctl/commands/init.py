@@ -29,12 +29,16 @@ def init(
     ] = None,
     target: Annotated[
         str | None,
-        typer.Option(metavar="DIR", help="folder that holds the Hudi tables (relative: to the config file)"),
+        typer.Option(
+            metavar="DIR", help="folder that holds the Hudi tables (relative: to the config file)"
+        ),
     ] = None,
     fmt: Annotated[
         str,
         typer.Option(
-            "--format", metavar="FORMAT", help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)}"
+            "--format",
+            metavar="FORMAT",
+            help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)}",
         ),
     ] = "debezium-json",
     num_buckets: Annotated[int, typer.Option(metavar="N", help="bucket index size per table")] = 8,

@@ -33,4 +33,3 @@ def query(
         print(json.dumps(result.to_pylist(), default=str, indent=2))
     else:
         print_rows(None, result.column_names, [list(r.values()) for r in result.to_pylist()])
-

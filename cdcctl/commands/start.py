@@ -66,7 +66,9 @@ def start(
     if json_out:
         print(json.dumps([s.to_dict() for s in status], indent=2))
     else:
-        rows = [[s.table, s.state.value, *(getattr(s.counters, k) for k in _COUNTERS)] for s in status]
+        rows = [
+            [s.table, s.state.value, *(getattr(s.counters, k) for k in _COUNTERS)] for s in status
+        ]
         print_rows(None, ["table", "state", *_COUNTERS], rows)
     failing = replicator.failing()
     for s in failing:

@@ -36,4 +36,11 @@ def decoder_for(fmt: str) -> Decoder:
         raise ValueError(f"no decoder for format {fmt!r}") from None
 
 
-__all__ = ["DECODERS", "BadMessage", "DecodeResult", "Decoder", "decode_debezium_json", "decoder_for"]
+__all__ = [
+    "DECODERS",
+    "BadMessage",
+    "DecodeResult",
+    "Decoder",
+    "decode_debezium_json",
+    "decoder_for",
+]

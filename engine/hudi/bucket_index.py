@@ -127,8 +127,8 @@ def _bucket_ids_chunk(arr: pa.Array, num_buckets: int) -> np.ndarray:
 
     _, offsets_buf, data_buf = arr.buffers()
     offset_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[arr.offset : arr.offset + n + 1]
-    offsets = offsets.astype(np.int64)
+    raw_offsets = np.frombuffer(offsets_buf, dtype=offset_type)[arr.offset : arr.offset + n + 1]
+    offsets = raw_offsets.astype(np.int64)
     start, stop = int(offsets[0]), int(offsets[-1])
     data = (
         np.frombuffer(data_buf, dtype=np.uint8)[start:stop]

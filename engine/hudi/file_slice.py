@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,10 @@ def _nbytes(value: Any) -> int:
 FILE_CACHE = ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
 
 
+def _read_blocks(path: str, columns: list[str] | None) -> list[LogBlock]:
+    return list(read_log_file(Path(path), columns=columns))
+
+
 def read_slice(
     base_file: str | Path | None,
     log_files: Sequence[str] = (),
@@ -183,9 +188,7 @@ def read_slice(
     deletes: list[tuple[int, list[str]]] = []  # (versions before the marker, keys)
     written = rows.num_rows
     for log in log_files:
-        blocks = FILE_CACHE.get(
-            log, columns, lambda log=log: list(read_log_file(Path(log), columns=columns))
-        )
+        blocks = FILE_CACHE.get(log, columns, partial(_read_blocks, log, columns))
         for block in blocks:
             if block.rows is not None and block.rows.num_rows:
                 fresh = block.rows
@@ -323,7 +326,9 @@ def base_rows(
 
 
 def written_blocks(
-    instant: str, upserts: pa.Table | None, deleted_keys: pa.Array | pa.ChunkedArray,
+    instant: str,
+    upserts: pa.Table | None,
+    deleted_keys: pa.Array | pa.ChunkedArray,
     columns: list[str],
 ) -> list[LogBlock]:
     """What ``read_log_file(path, columns)`` yields for the log file that
@@ -442,9 +447,7 @@ class SliceWrite:
         """
         table = Path(self.table_path)
         if tombs is not None:
-            tombstones.write(
-                tombs, tombstones.sidecar_path(table, self.file_id, self.instant)
-            )
+            tombstones.write(tombs, tombstones.sidecar_path(table, self.file_id, self.instant))
         path = table / self.file_name
         if self.append:
             if self.base_file is None:
@@ -465,7 +468,9 @@ class SliceWrite:
             size = atomic_write(path, data)
             if cache_columns:
                 FILE_CACHE.put(
-                    path, cache_columns, written_blocks(self.instant, rows, deleted_keys, cache_columns)
+                    path,
+                    cache_columns,
+                    written_blocks(self.instant, rows, deleted_keys, cache_columns),
                 )
             num_writes = rows.num_rows if rows is not None else 0
             base_file: str | None = Path(self.base_file).name

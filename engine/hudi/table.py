@@ -127,7 +127,9 @@ class HudiTable:
         if num_buckets <= 0:
             raise HudiError(f"number of buckets must be positive, got {num_buckets}")
         if table_type not in o.TABLE_TYPES:
-            raise HudiError(f"table type must be one of {', '.join(o.TABLE_TYPES)}, got {table_type!r}")
+            raise HudiError(
+                f"table type must be one of {', '.join(o.TABLE_TYPES)}, got {table_type!r}"
+            )
         create_schema = avro_schema_json(arrow_schema, name)  # also validates names/types
 
         props = {
@@ -487,7 +489,9 @@ class HudiTable:
 
     # ----------------------------------------------------------------- file slices
 
-    def _list_data_files(self) -> tuple[list[tuple[str, str, str, int]], list[tuple[LogFileName, int]]]:
+    def _list_data_files(
+        self,
+    ) -> tuple[list[tuple[str, str, str, int]], list[tuple[LogFileName, int]]]:
         """Return every base file ``(file_id, instant, name, size)`` and log file of the table."""
         bases, logs = [], []
         with os.scandir(self.base_path) as entries:
@@ -677,4 +681,3 @@ class HudiTable:
         if deleted:
             fsync_dir(self.base_path)
         return deleted
-

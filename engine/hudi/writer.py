@@ -182,9 +182,7 @@ class HudiWriter:
             if append:
                 if current is None:
                     raise ValueError(f"bucket {bucket} has no slice to append to")
-                version = 1 + max(
-                    (_log_version(name) for name in current.log_files), default=0
-                )
+                version = 1 + max((_log_version(name) for name in current.log_files), default=0)
                 name = LogFileName(file_id, current.instant, version, part, instant).name
             else:
                 name = base_file_name(file_id, f"{part}-1-0", instant)

@@ -49,7 +49,9 @@ def sort_by_key(
     share a hash. That is checked exactly (equal-hash neighbours must have equal keys);
     otherwise the batch is sorted and grouped by the key strings.
     """
-    hashed = ctl.with_columns(key_hash(pl.col(KEY)).alias(KEY_GROUP)).sort([KEY_GROUP, PARTITION, OFFSET])
+    hashed = ctl.with_columns(key_hash(pl.col(KEY)).alias(KEY_GROUP)).sort(
+        [KEY_GROUP, PARTITION, OFFSET]
+    )
     if hashed.height < 2:
         return hashed
     same_hash = hashed[KEY_GROUP].slice(1) == hashed[KEY_GROUP].slice(0, hashed.height - 1)
@@ -75,7 +77,9 @@ def fill_positions_forward(ctl: pl.DataFrame) -> pl.DataFrame:
     the same run. Run boundaries replace a per-group window (several times faster).
     """
     row = pl.int_range(pl.len(), dtype=pl.Int64)
-    ctl = ctl.with_columns(_start=pl.when(key_starts([KEY_GROUP, PARTITION])).then(row).forward_fill())
+    ctl = ctl.with_columns(
+        _start=pl.when(key_starts([KEY_GROUP, PARTITION])).then(row).forward_fill()
+    )
     filled = []
     for name in (POS, POS_SUB):
         seen_at = pl.when(pl.col(name).is_not_null()).then(row).forward_fill()
@@ -149,4 +153,3 @@ def with_previous_max_rank(ctl: pl.DataFrame) -> pl.DataFrame:
     offset = pl.col("_rank") + run * stride
     previous = offset.cum_max().shift(1) - run * stride
     return ctl.with_columns(_prev_rank=pl.when(start).then(None).otherwise(previous))
-

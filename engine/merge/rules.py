@@ -28,10 +28,8 @@ Rules (README "How changes are applied"):
   their commit time and sequence number).
 """
 
-
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -122,9 +120,7 @@ class MergeResult:
 
 def _newer_than(pos: pa.ChunkedArray, sub: pa.ChunkedArray, pair: tuple[int, int]) -> pa.Array:
     """pos/sub > pair, lexicographically; null positions count as older."""
-    gt = pc.or_(
-        pc.greater(pos, pair[0]), pc.and_(pc.equal(pos, pair[0]), pc.greater(sub, pair[1]))
-    )
+    gt = pc.or_(pc.greater(pos, pair[0]), pc.and_(pc.equal(pos, pair[0]), pc.greater(sub, pair[1])))
     return pc.fill_null(gt, False)
 
 
@@ -232,9 +228,15 @@ def merge_file_group(
             },
             schema=tombstones.SCHEMA,
         )
-        survivors = tombs.filter(pc.invert(pc.is_in(tombs.column(KEY), value_set=winners.column(KEY))))
+        survivors = tombs.filter(
+            pc.invert(pc.is_in(tombs.column(KEY), value_set=winners.column(KEY)))
+        )
         new_tombs = pa.concat_tables([survivors, fresh])
-    if opts.tombstone_min_ts is not None and opts.tombstone_keep_after is not None and new_tombs.num_rows:
+    if (
+        opts.tombstone_min_ts is not None
+        and opts.tombstone_keep_after is not None
+        and new_tombs.num_rows
+    ):
         expired = pc.and_(
             pc.fill_null(pc.less(new_tombs.column(SOURCE_TS), opts.tombstone_min_ts), True),
             pc.less_equal(new_tombs.column(tombstones.INSTANT), opts.tombstone_keep_after),
@@ -261,8 +263,7 @@ def _decide(
     Returns the winners (positions filled) and, when any winner carries a TOAST
     placeholder, the kept events in (key, position) order for resolving it.
     """
-    ctl = pl.from_arrow(events.select([KEY, OP, POS, POS_SUB, PARTITION, OFFSET]))
-    assert isinstance(ctl, pl.DataFrame)
+    ctl = pl.DataFrame(events.select([KEY, OP, POS, POS_SUB, PARTITION, OFFSET]))
     ctl = sort_by_key(ctl.with_row_index("_i"))
     # Sorted by key, repeats are neighbours. Without repeats (the common case of a
     # deduplicated or sparse batch) the per-key window work below is skipped.
@@ -274,15 +275,15 @@ def _decide(
     batch_keys = events.column(KEY)
     stored = _stored_positions(
         old if old_has_only_batch_keys else only_keys(old, batch_keys),
-        tombs.filter(pc.is_in(tombs.column(KEY), value_set=batch_keys)) if tombs.num_rows else tombs,
+        tombs.filter(pc.is_in(tombs.column(KEY), value_set=batch_keys))
+        if tombs.num_rows
+        else tombs,
     )
     # Late: at or below the key's stored position, the truncate floor, or an earlier
     # event of the same key in this batch (null comparisons are "not late").
     late = pl.lit(False)
     if stored is not None:
-        ctl = ctl.join(
-            stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left"
-        )
+        ctl = ctl.join(stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left")
         late = late | (pl.col("_c") <= pl.col("_stored"))
     floor_value = combined_value(floor)
     if floor_value is not None:
@@ -307,10 +308,9 @@ def _decide(
     sub = pc.if_else(pc.is_valid(pos), winners_ctl[POS_SUB].to_arrow().cast(pa.int64()), None)
     # An event without a known position keeps the stored row's (or tombstone's) position.
     if stored is not None and pos.null_count:
-        found = pl.from_arrow(winners.select([KEY])).join(
+        found = pl.DataFrame(winners.select([KEY])).join(
             stored.select(KEY, POS, POS_SUB), on=KEY, how="left", maintain_order="left"
         )
-        assert isinstance(found, pl.DataFrame)
         pos = pc.coalesce(pos, found[POS].to_arrow().cast(pa.int64()))
         sub = pc.coalesce(sub, found[POS_SUB].to_arrow().cast(pa.int64()))
     winners = winners.set_column(winners.schema.get_field_index(POS), POS, pos)
@@ -326,8 +326,7 @@ def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:
     frames = []
     for table, key_col in ((old, HOODIE_RECORD_KEY), (tombs, KEY)):
         if table.num_rows:
-            frame = pl.from_arrow(table.select([key_col, POS, POS_SUB]))
-            assert isinstance(frame, pl.DataFrame)
+            frame = pl.DataFrame(table.select([key_col, POS, POS_SUB]))
             frames.append(frame.rename({key_col: KEY}))
     if not frames:
         return None

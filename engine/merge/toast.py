@@ -98,7 +98,8 @@ def resolve_toast(
         if mask is None or not pc.any(mask).as_py():
             continue
         hist_mask = toast_mask(history.column(name), placeholder)
-        assert hist_mask is not None
+        if hist_mask is None:  # same column type as the winners: cannot happen
+            raise RuntimeError(f"TOAST history of {name} has type {history.column(name).type}")
         hist_ok = ~np.asarray(hist_mask.to_numpy(zero_copy_only=False), dtype=bool)
         source = np.full(len(upserts), -1, dtype=np.int64)
         for r in np.nonzero(mask.to_numpy(zero_copy_only=False))[0]:

@@ -235,13 +235,13 @@ class EmbeddedBroker:
                     f"the broker binary {binary} is not executable", _INSTALL_HINT
                 )
             self._log_dir = tempfile.TemporaryDirectory(prefix="cdcctl-broker-")
-            self.log_path = Path(self._log_dir.name) / "tansu.log"
+            log_path = self.log_path = Path(self._log_dir.name) / "tansu.log"
             atexit.register(self.stop)
             last_problem = ""
             for attempt in range(1, self._port_attempts + 1):
                 port = _free_port()
-                self._spawn(binary, port)
-                outcome = self._wait_ready(port)
+                proc = self._proc = self._spawn(binary, port, log_path)
+                outcome = self._wait_ready(proc, port)
                 if outcome == "ready":
                     self.port = port
                     log.debug("embedded broker ready on port %d (pid %d)", port, self.pid)
@@ -261,15 +261,14 @@ class EmbeddedBroker:
                 "(`tansu broker --help`)",
             )
 
-    def _spawn(self, binary: str, port: int) -> None:
+    def _spawn(self, binary: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
         url = f"tcp://127.0.0.1:{port}"
-        assert self.log_path is not None
         # A file, not a pipe: nobody reads the broker's output while it runs, and a full
         # pipe would block it. Truncated per attempt, so it only tells about this one.
-        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in _terminate
+        self._log_file = open(log_path, "wb")  # noqa: SIM115 - closed in _terminate
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
-        self._proc = subprocess.Popen(
+        return subprocess.Popen(
             [
                 binary,
                 "broker",
@@ -292,15 +291,14 @@ class EmbeddedBroker:
             preexec_fn=_die_with_parent_hook(),
         )
 
-    def _wait_ready(self, port: int) -> str:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], port: int) -> str:
         """Poll until the broker serves metadata; return "ready", "port-taken" or "failed"."""
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self._start_timeout
         delay = 0.005
         while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 # tansu exits (with status 0!) after a panic when the bind fails.
                 text = self.log_path.read_text("utf-8", "replace") if self.log_path else ""
                 taken = "AddrInUse" in text or "ddress in use" in text
@@ -332,7 +330,7 @@ class EmbeddedBroker:
                 # is about to exit.
                 time.sleep(delay)
                 continue
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 continue
             self._admin = admin
             return "ready"
@@ -471,7 +469,7 @@ def _create_topics(admin: Any, names: Sequence[str], partitions: int, timeout: f
         # A failed future keeps its exception, whose traceback keeps this frame and the
         # caller's frames alive: a reference cycle that would pin the caller's Kafka
         # clients (and their open connections) until the next garbage collection.
-        futures = future = None  # type: ignore[assignment]
+        futures = future = None
 
 
 def produce_messages(

@@ -153,9 +153,7 @@ _LAST_J: Final = tuple(_json_str(n) for n in _LAST_NAMES)
 _FIRST_SLUG: Final = tuple(_slug(n) for n in _FIRST_NAMES)
 _LAST_SLUG: Final = tuple(_slug(n) for n in _LAST_NAMES)
 _PRODUCT_NAMES_J: Final = tuple(
-    _json_str(f"{adjective} {noun}")
-    for adjective in _PRODUCT_ADJECTIVES
-    for noun in _PRODUCT_NOUNS
+    _json_str(f"{adjective} {noun}") for adjective in _PRODUCT_ADJECTIVES for noun in _PRODUCT_NOUNS
 )
 _DESCRIPTIONS_J: Final = tuple(_json_str(d) for d in _DESCRIPTIONS)
 _STATUS_J: Final = tuple(_json_str(s) for s in _ENUM_STATUS)
@@ -747,9 +745,7 @@ class InventoryWorkload:
         source_head = self._source_head
         tail = self._tail
         lsn = _SNAPSHOT_LSN
-        source_rest = (
-            f',"db":"{DATABASE}","sequence":"[null,\\"{lsn}\\"]",'
-        )
+        source_rest = f',"db":"{DATABASE}","sequence":"[null,\\"{lsn}\\"]",'
         total = sum(sizes)
         produced = 0
         row_json = {
@@ -838,8 +834,7 @@ class InventoryWorkload:
                 f'"sequence":"[\\"{prev_commit}\\",\\"'
             )
             source_b = (
-                f'\\"]","ts_us":{commit_us},"ts_ns":{commit_us}000,"schema":"{SCHEMA}",'
-                '"table":"'
+                f'\\"]","ts_us":{commit_us},"ts_ns":{commit_us}000,"schema":"{SCHEMA}","table":"'
             )
             source_c = f'","txId":{txid},"lsn":'
             # The connector sees the transaction a little after its commit; its clock
@@ -929,14 +924,13 @@ class InventoryWorkload:
             self._last_commit_lsn = self._lsn
 
 
-def _normalize_mix(mix: Mapping[str, Any] | None) -> list[tuple[float, int, int]]:
+def _normalize_mix(spec: Mapping[str, Any] | None) -> list[tuple[float, int, int]]:
     """Turn a mix into cumulative thresholds ``(upper bound, table index, op index)``.
 
     A uniform draw ``r`` selects the first entry whose bound exceeds it, which is what
     ``bisect`` (right) over the bounds finds.
     """
-    if mix is None:
-        mix = DEFAULT_MIX
+    mix: Mapping[str, Any] = DEFAULT_MIX if spec is None else spec
     pairs: list[tuple[float, int, int]] = []
     if set(mix) <= set(_OPS):
         # One split of operations for every table, tables weighted like the default.

@@ -37,7 +37,7 @@ from engine.errors import HudiError, SchemaEvolutionError, TableNameError
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.replicator.deadletter import DeadLetters
 from engine.replicator.planning import TablePlan, plan_table
-from engine.replicator.tables import Tables, TableRuntime
+from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
     KafkaSource,
     Record,
@@ -190,7 +190,10 @@ class Replicator:
                     break
                 if max_batches is not None and self._batch_no >= max_batches:
                     break
-                if time.monotonic() - self._last_refresh > self.cfg.replicator.topic_refresh_seconds:
+                if (
+                    time.monotonic() - self._last_refresh
+                    > self.cfg.replicator.topic_refresh_seconds
+                ):
                     self._refresh_topics()
                 self._run_batch(source)
             if self._pending is not None:  # the batch in flight is finished, never dropped
@@ -363,7 +366,12 @@ class Replicator:
             t0 = time.monotonic()
             try:
                 plan = plan_table(
-                    self.cfg, rt, decoded.batch, decoded.key_fields, first_task, offsets,
+                    self.cfg,
+                    rt,
+                    decoded.batch,
+                    decoded.key_fields,
+                    first_task,
+                    offsets,
                     self.staging,
                 )
             except (SchemaEvolutionError, HudiError) as exc:

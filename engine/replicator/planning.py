@@ -155,7 +155,9 @@ def plan_table(
     if batch is not None and has_rows:
         truncate, truncates = _truncate_position(batch)
         rt.counters.truncates += truncates
-        keyed = batch.filter(pc.is_valid(batch.column(KEY))) if batch.column(KEY).null_count else batch
+        keyed = (
+            batch.filter(pc.is_valid(batch.column(KEY))) if batch.column(KEY).null_count else batch
+        )
         progress.record_tails(keyed)
         ts = pc.max(batch.column(SOURCE_TS)).as_py()
         if ts is not None:

@@ -138,15 +138,16 @@ class KafkaSource:
     def _topics(self) -> dict[str, list[int]]:
         timeout = TIMEOUT_S
         if not self._reached:
-            log.info("connecting to Kafka at %s (source.bootstrap_servers)", self._cfg.bootstrap_servers)
+            log.info(
+                "connecting to Kafka at %s (source.bootstrap_servers)", self._cfg.bootstrap_servers
+            )
             timeout = FIRST_CONTACT_S
         try:
             meta = self._consumer.list_topics(timeout=timeout)
         except KafkaException as exc:
             waited = "" if self._reached else f" within {timeout:.0f} s"
             raise SourceError(
-                f"cannot reach Kafka at {self._cfg.bootstrap_servers}{waited}: "
-                f"{kafka_reason(exc)}",
+                f"cannot reach Kafka at {self._cfg.bootstrap_servers}{waited}: {kafka_reason(exc)}",
                 hint="check source.bootstrap_servers and that the broker is running",
             ) from None
         self._reached = True
@@ -234,10 +235,11 @@ class KafkaSource:
                 # last record batches (delivered together with their first message).
                 msgs = probe.consume(100_000, 0.5 if waiting else 0.05)
                 for m in msgs:
-                    if m.error() is None:
-                        tp = (m.topic(), m.partition())
+                    topic, part, offset = m.topic(), m.partition(), m.offset()
+                    if m.error() is None and topic and part is not None and offset is not None:
+                        tp = (topic, part)
                         waiting.discard(tp)
-                        out[tp] = max(out[tp], m.offset() + 1)
+                        out[tp] = max(out[tp], offset + 1)
                 if not waiting and not msgs:
                     break
             return out

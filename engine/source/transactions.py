@@ -90,7 +90,9 @@ class TransactionTracker:
         """
         if batch.num_rows == 0 or batch.column(TX_ID).null_count == batch.num_rows:
             return {}, []
-        ids = [normalise_tx_id(t) if t is not None else None for t in batch.column(TX_ID).to_pylist()]
+        ids = [
+            normalise_tx_id(t) if t is not None else None for t in batch.column(TX_ID).to_pylist()
+        ]
         parts = batch.column(PARTITION).to_numpy()
         offs = batch.column(OFFSET).to_numpy()
         present: dict[str, int] = {}

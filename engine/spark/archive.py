@@ -59,24 +59,32 @@ def build_class_archive() -> Path:
     os.close(fd)
     os.unlink(tmp_name)  # the JVM creates it at exit
     tmp = Path(tmp_name)
-    options = " ".join(
-        [*_base_java_options(), f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds*=off"]
-    )
+    options = " ".join([*_base_java_options(), f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds*=off"])
     try:
         context = _start("local[2]", "1g", {}, options)
         warm_up(context).join()
         for _ in range(3):
             context.parallelize(range(4), 2).map(_warm_worker).collect()
-        proc = context._gateway.proc  # type: ignore[attr-defined]
+        gateway = context._gateway
+        if gateway is None:
+            raise EnvironmentProblem("Spark started without its Java gateway")
+        proc = gateway.proc
         context.stop()
-        context._gateway.shutdown()  # type: ignore[attr-defined]
+        gateway.shutdown()
         proc.stdin.close()  # the gateway JVM exits when its stdin closes, dumping the archive
         proc.wait(timeout=300)
         with tempfile.TemporaryDirectory() as scratch:  # a crash report goes there
             check = subprocess.run(
-                [_java_binary() or "java", f"-XX:SharedArchiveFile={tmp}", "-Xlog:cds*=off",
-                 f"-XX:ErrorFile={scratch}/hs_err_%p.log", "-version"],
-                capture_output=True, timeout=60, cwd=scratch,
+                [
+                    _java_binary() or "java",
+                    f"-XX:SharedArchiveFile={tmp}",
+                    "-Xlog:cds*=off",
+                    f"-XX:ErrorFile={scratch}/hs_err_%p.log",
+                    "-version",
+                ],
+                capture_output=True,
+                timeout=60,
+                cwd=scratch,
             )
         if not tmp.is_file() or check.returncode != 0:
             raise EnvironmentProblem(

@@ -24,19 +24,21 @@ def _without_spark_zips() -> None:
     spec = importlib.util.find_spec("pyspark")
     home = os.path.dirname(spec.origin) if spec and spec.origin else None
     # Only when the zips are the installed package's own copies (same version as the JVM).
-    if home is None or importlib.util.find_spec("py4j") is None or not all(
-        os.path.realpath(z).startswith(os.path.realpath(home) + os.sep) for z in zips
+    if (
+        home is None
+        or importlib.util.find_spec("py4j") is None
+        or not all(os.path.realpath(z).startswith(os.path.realpath(home) + os.sep) for z in zips)
     ):
         sys.path[:] = saved
 
 
-def _quiet_when_the_jvm_is_gone(worker):  # type: ignore[no-untyped-def]
+def _quiet_when_the_jvm_is_gone(worker):
     """Wrap Spark's per-connection worker: a JVM that exits (the driver finished or
     failed) closes the workers' sockets, and Spark's daemon would print a
     ``BrokenPipeError`` traceback for a worker that was still answering. Nothing is lost
     (the driver no longer waits for that answer), so the worker just ends."""
 
-    def worker_or_quiet_exit(sock, authenticated):  # type: ignore[no-untyped-def]
+    def worker_or_quiet_exit(sock, authenticated):
         try:
             return worker(sock, authenticated)
         except (BrokenPipeError, ConnectionResetError):

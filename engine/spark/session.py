@@ -55,9 +55,10 @@ def check_java() -> str:
     if java is None:
         raise EnvironmentProblem("no Java found: Spark needs Java 17 or newer", hint=hint)
     try:
-        out = _java_version.get(java) or subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30
-        ).stderr
+        out = (
+            _java_version.get(java)
+            or subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"Java at {java} does not run ({exc})", hint=hint) from None
     _java_version[java] = out

@@ -9,13 +9,23 @@ from tests.integration.replicas import run_cli
 
 def test_init_writes_a_valid_config(tmp_path: Path) -> None:
     out = tmp_path / "cdcctl.toml"
-    r = run_cli("init", "--bootstrap-servers", "127.0.0.1:9092", "--topics", r"^db\.inv\.",
-                "--target", "./lake", "--output", str(out))
+    r = run_cli(
+        "init",
+        "--bootstrap-servers",
+        "127.0.0.1:9092",
+        "--topics",
+        r"^db\.inv\.",
+        "--target",
+        "./lake",
+        "--output",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert 'bootstrap_servers = "127.0.0.1:9092"' in text and "[target]" in text
-    again = run_cli("init", "--bootstrap-servers", "h:1", "--topics", "x", "--target", "t",
-                    "--output", str(out))
+    again = run_cli(
+        "init", "--bootstrap-servers", "h:1", "--topics", "x", "--target", "t", "--output", str(out)
+    )
     assert again.returncode == 2 and "already exists" in again.stderr
 
 

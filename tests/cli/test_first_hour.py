@@ -168,8 +168,7 @@ def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
         assert cfg.is_file()
         time.sleep(2)  # a few live changes arrive after the demo's own run
 
-        started = run_cli("start", "--config", str(cfg), "--until-caught-up", "--json",
-                          timeout=300)
+        started = run_cli("start", "--config", str(cfg), "--until-caught-up", "--json", timeout=300)
         assert started.returncode == 0, started.stderr
         status = {s["table"]: s for s in json.loads(started.stdout)}
         assert set(status) == {"inventory_customers", "inventory_orders", "inventory_products"}
@@ -177,8 +176,9 @@ def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
         applied = sum(s["inserts"] + s["updates"] + s["deletes"] for s in status.values())
         assert applied > 0, "the live changes were not replicated"
 
-        q = run_cli("query", "--config", str(cfg), "--json",
-                    "SELECT count(*) AS n FROM inventory_orders")
+        q = run_cli(
+            "query", "--config", str(cfg), "--json", "SELECT count(*) AS n FROM inventory_orders"
+        )
         assert q.returncode == 0, q.stderr
         lake = tmp_path / "cdcctl-demo" / "lake"
         assert json.loads(q.stdout) == [{"n": len(read_replica(lake / "inventory_orders"))}]

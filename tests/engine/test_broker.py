@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 import engine.playground.broker as broker_module
-from engine.playground.broker import CONSUMER_FETCH_CONFIG, EmbeddedBroker, produce_messages
 from engine.errors import EnvironmentProblem
+from engine.playground.broker import CONSUMER_FETCH_CONFIG, EmbeddedBroker, produce_messages
 
 pytestmark = pytest.mark.kafka
 

@@ -1,10 +1,10 @@
-"""Tests of the bulk Debezium JSON decoder (engine/decode/debezium_json.py).
+"""Tests of the bulk Debezium JSON decoder (engine/decode/debezium_json/).
 
 The conformance samples live in ``../shared/debezium-samples`` next to the repository
-(override with ``CDC_DEBEZIUM_SAMPLES``); the suite fails, not skips, without them. Each holds one record as ``topic``/``key``/``value``. The
-``*-legacy.json`` recordings keep the Connect schemas next to the data, so they are wrapped
-here the way the JsonConverter would write them. Records are serialized compactly, like
-the JsonConverter does.
+(override with ``CDC_DEBEZIUM_SAMPLES``); the suite fails, not skips, without them. Each
+holds one record as ``topic``/``key``/``value``. The ``*-legacy.json`` recordings keep the
+Connect schemas next to the data, so they are wrapped here the way the JsonConverter would
+write them. Records are serialized compactly, like the JsonConverter does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import base64
 import datetime as dt
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa

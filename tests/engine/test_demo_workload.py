@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -373,7 +373,7 @@ def test_zoned_timestamps_are_utc_instants(sample) -> None:
             continue
         text = after["updated_at"]
         stamp = datetime.fromisoformat(text)
-        assert stamp.tzinfo is not None and stamp.astimezone(timezone.utc) == stamp
+        assert stamp.tzinfo is not None and stamp.astimezone(UTC) == stamp
         assert text.endswith("Z")
         seen_fractions.add(len(text[:-1].split(".")[1]) if "." in text else 0)
     # Like Java's ISO formatter: up to six digits, trailing zeros trimmed, none at all

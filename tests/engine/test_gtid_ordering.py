@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from engine.config import config_from_dict
-from engine.model import GTID, POS, POS_SUB, STREAMED_BIT
 from engine.decode.gtid import gtid_positions
+from engine.model import GTID, POS, POS_SUB, STREAMED_BIT
 from engine.replicator import Replicator
 from tests.engine.test_properties import Msg
 from tests.integration.replicas import read_replica
@@ -21,8 +21,16 @@ TOPIC = "dbserver1.shop.items"
 
 
 def _mysql(op: str, row: dict, file: str, pos: int, gtid: str | None) -> bytes:
-    source = {"connector": "mysql", "file": file, "pos": pos, "row": 0, "gtid": gtid,
-              "snapshot": "false", "server_id": 1, "ts_ms": 1_700_000_000_000}
+    source = {
+        "connector": "mysql",
+        "file": file,
+        "pos": pos,
+        "row": 0,
+        "gtid": gtid,
+        "snapshot": "false",
+        "server_id": 1,
+        "ts_ms": 1_700_000_000_000,
+    }
     return json.dumps({"before": None, "after": row, "source": source, "op": op}).encode()
 
 
@@ -46,8 +54,11 @@ def test_failover_applies_new_primary_only_with_gtid_ordering(
 ) -> None:
     cfg = config_from_dict(
         {
-            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".",
-                       "mysql_gtid_ordering": gtid},
+            "source": {
+                "bootstrap_servers": "127.0.0.1:1",
+                "topics": ".",
+                "mysql_gtid_ordering": gtid,
+            },
             "target": {"path": str(tmp_path / "lake")},
             "replicator": {"work_dir": str(tmp_path / "work")},
         }

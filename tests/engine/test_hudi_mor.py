@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from engine.config import config_from_dict
 from engine.hudi.bucket_index import bucket_file_id
+from engine.hudi.commit import WriteStat
+from engine.hudi.file_slice import base_file_name, read_slice
 from engine.hudi.log_file import (
     LogFileName,
     _delete_content,
@@ -23,12 +25,8 @@ from engine.hudi.log_file import (
     encode_log_file,
     read_log_file,
 )
-from engine.hudi.schema import avro_schema_json, conform
-from engine.hudi.commit import WriteStat
-from engine.hudi.file_slice import base_file_name
+from engine.hudi.schema import avro_schema_json, conform, file_schema
 from engine.hudi.table import HudiTable
-from engine.hudi.file_slice import read_slice
-from engine.hudi.schema import file_schema
 from engine.naming import table_name_for_topic
 from engine.replicator import Replicator
 from tests import builders
@@ -92,8 +90,18 @@ def append_log(
     (table.base_path / name).write_bytes(data)
     if commit:
         base = base_file_name(FID, "0-1-0", base_instant)
-        stat = WriteStat(FID, name, base_instant, len(upserts), len(deletes), 0, 0, len(data),
-                         len(data), base_file=base)
+        stat = WriteStat(
+            FID,
+            name,
+            base_instant,
+            len(upserts),
+            len(deletes),
+            0,
+            0,
+            len(data),
+            len(data),
+            base_file=base,
+        )
         table.commit(instant, [stat], SCHEMA, {})
     return instant, name
 
@@ -127,7 +135,9 @@ def test_log_file_round_trip(tmp_path: Path) -> None:
 
 
 @given(st.lists(st.text(max_size=40), max_size=30), st.integers(0, 3))
-def test_delete_block_built_with_arrays_equals_one_key_at_a_time(keys: list[str], skip: int) -> None:
+def test_delete_block_built_with_arrays_equals_one_key_at_a_time(
+    keys: list[str], skip: int
+) -> None:
     """Both encoders write the same Avro bytes (long keys take the per-key path)."""
     array = pa.array(["pad"] * skip + keys, pa.string()).slice(skip)  # a non-zero offset
     expected = _delete_content(keys)
@@ -150,9 +160,15 @@ def test_slices_with_logs_read_by_hudi_rs(tmp_path: Path) -> None:
     # The merge's own view of the slice agrees with hudi-rs.
     mine = read_slice(group.path, [str(table.base_path / n) for n in group.log_files])
     assert mine is not None
-    assert {r["_hoodie_record_key"]: (r["name"], r["_cdc_pos"]) for r in mine.to_pylist()} == expected
-    only = read_slice(group.path, [str(table.base_path / n) for n in group.log_files],
-                      keys=pa.array(["2", "3"]), columns=["_hoodie_record_key", "_cdc_pos"])
+    assert {
+        r["_hoodie_record_key"]: (r["name"], r["_cdc_pos"]) for r in mine.to_pylist()
+    } == expected
+    only = read_slice(
+        group.path,
+        [str(table.base_path / n) for n in group.log_files],
+        keys=pa.array(["2", "3"]),
+        columns=["_hoodie_record_key", "_cdc_pos"],
+    )
     assert only is not None and only.to_pylist() == [{"_hoodie_record_key": "2", "_cdc_pos": 30}]
 
 
@@ -188,7 +204,13 @@ def _stream(n_keys: int, rounds: int) -> list[tuple[str, bytes | None, bytes | N
     cols = [("id", "int32"), ("name", "string"), ("note", "string")]
     topic, lsn, out = "srv.app.mor", 100, []
     for k in range(n_keys):
-        out.append((topic, builders.key(k), builders.value("r", lsn, {"id": k, "name": "s", "note": "n"}, cols, snapshot=True)))
+        out.append(
+            (
+                topic,
+                builders.key(k),
+                builders.value("r", lsn, {"id": k, "name": "s", "note": "n"}, cols, snapshot=True),
+            )
+        )
     for r in range(rounds):
         for k in range(r % 3, n_keys, 3):
             lsn += 1
@@ -196,8 +218,14 @@ def _stream(n_keys: int, rounds: int) -> list[tuple[str, bytes | None, bytes | N
                 out.append((topic, builders.key(k), builders.value("d", lsn, None, cols)))
                 out.append((topic, builders.key(k), None))
             else:
-                row = {"id": k, "name": f"r{r}", "note": "__debezium_unavailable_value" if r % 2 else f"n{r}"}
-                out.append((topic, builders.key(k), builders.value("u" if r else "c", lsn, row, cols)))
+                row = {
+                    "id": k,
+                    "name": f"r{r}",
+                    "note": "__debezium_unavailable_value" if r % 2 else f"n{r}",
+                }
+                out.append(
+                    (topic, builders.key(k), builders.value("u" if r else "c", lsn, row, cols))
+                )
     return out
 
 
@@ -227,10 +255,14 @@ def test_replicator_appends_logs_then_compacts(spark, tmp_path: Path) -> None:
         expected = fold(msgs[:hi]).get("srv.app.mor", {})
         assert _replica(path) == expected  # TOAST notes resolved from base or log rows
     assert table.is_mor
-    assert {a for a in (p.name.split(".", 1)[1] for p in (path / ".hoodie").glob("*.*commit"))} == {"deltacommit"}
+    assert {a for a in (p.name.split(".", 1)[1] for p in (path / ".hoodie").glob("*.*commit"))} == {
+        "deltacommit"
+    }
     # Both groups get logs; a group is compacted after its third log, one group per batch
     # (a quarter of the groups, at least one): the second appends once more, then waits its turn.
-    assert logs_per_batch == [[0, 0], [1, 1], [2, 2], [3, 3], [4, 0], [0, 1], [1, 2]], logs_per_batch
+    assert logs_per_batch == [[0, 0], [1, 1], [2, 2], [3, 3], [4, 0], [0, 1], [1, 2]], (
+        logs_per_batch
+    )
     counters = replicator.tables["srv.app.mor"].counters
     assert counters.updates > 0 and counters.deletes > 0
 
@@ -255,6 +287,7 @@ def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
         def load():
             loads.append(path.name)
             return pq.read_table(path, columns=["_hoodie_record_key"])
+
         return load
 
     one = pq.read_table(paths[0]).nbytes
@@ -277,8 +310,8 @@ def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
 def test_columns_kept_at_write_equal_a_read_of_the_file(tmp_path: Path) -> None:
     """The merge keeps the key and position columns of each log file it writes (the next
     appends read them); they must be exactly what reading the file gives."""
-    from engine.hudi.schema import reader_schema
     from engine.hudi.file_slice import written_blocks
+    from engine.hudi.schema import reader_schema
     from engine.merge.task import APPEND_COLUMNS
 
     name = "log"

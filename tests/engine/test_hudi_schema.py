@@ -14,7 +14,10 @@ import pytest
 
 from engine.errors import HudiError
 from engine.hudi.bucket_index import bucket_file_id
+from engine.hudi.commit import WriteStat
+from engine.hudi.file_slice import base_file_name
 from engine.hudi.schema import (
+    HOODIE_META_COLUMNS,
     arrow_schema_from_b64,
     arrow_schema_to_b64,
     avro_schema,
@@ -22,10 +25,7 @@ from engine.hudi.schema import (
     conform,
     decimal_fixed_size,
 )
-from engine.hudi.commit import WriteStat
-from engine.hudi.file_slice import base_file_name
 from engine.hudi.table import HudiTable
-from engine.hudi.schema import HOODIE_META_COLUMNS
 
 UTC = dt.UTC
 

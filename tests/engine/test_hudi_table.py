@@ -25,7 +25,6 @@ from engine.hudi import timeline as timeline_module
 from engine.hudi.bucket_index import bucket_file_id, bucket_id
 from engine.hudi.commit import WriteStat
 from engine.hudi.file_slice import base_file_name
-from engine.hudi.table import HudiTable
 from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
@@ -33,6 +32,7 @@ from engine.hudi.schema import (
     HOODIE_PARTITION_PATH,
     HOODIE_RECORD_KEY,
 )
+from engine.hudi.table import HudiTable
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.int64())])
 NUM_BUCKETS = 4

@@ -58,14 +58,23 @@ def events(rows: list[tuple]) -> pa.Table:
 def apply(old, evs, instant="20250101000000001", tombs=None, **options):
     """Merge and return (rows, counts); the result's tombstones go to LAST_TOMBS."""
     result = merge_file_group(
-        old, evs, instant=instant, data_schema=DATA, old_tombstones=tombs,
+        old,
+        evs,
+        instant=instant,
+        data_schema=DATA,
+        old_tombstones=tombs,
         options=MergeOptions(**options),
     )
     LAST_TOMBS[0] = result.tombstones
     # The base file the Hudi writer would write from the fold's result.
     rows = base_rows(
-        result.carried, result.upserts, "_cdc_key", instant=instant, task_partition=0,
-        file_name=f"f-0_0-1-0_{instant}.parquet", data_schema=DATA,
+        result.carried,
+        result.upserts,
+        "_cdc_key",
+        instant=instant,
+        task_partition=0,
+        file_name=f"f-0_0-1-0_{instant}.parquet",
+        data_schema=DATA,
     )
     return rows, result.counts
 
@@ -171,18 +180,24 @@ def test_late_update_after_delete_is_dropped_by_tombstone() -> None:
     assert tombs.column("_cdc_key").to_pylist() == ["1"]
     empty, _ = apply(first, events([("1", "d", S + 20, 0, 1, None)]), "20250101000000002")
     # A late update (older than the delete) must not resurrect the row.
-    new, counts = apply(empty, events([("1", "u", S + 15, 0, 2, "zombie")]), "20250101000000003",
-                        tombs=tombs)
+    new, counts = apply(
+        empty, events([("1", "u", S + 15, 0, 2, "zombie")]), "20250101000000003", tombs=tombs
+    )
     assert as_dict(new) == {} and counts.late == 1
     # A genuine re-insert (newer) does, and clears the tombstone.
-    new, counts = apply(empty, events([("1", "c", S + 30, 0, 3, "back")]), "20250101000000004",
-                        tombs=tombs)
+    new, counts = apply(
+        empty, events([("1", "c", S + 30, 0, 3, "back")]), "20250101000000004", tombs=tombs
+    )
     assert as_dict(new) == {"1": "back"} and counts.inserts == 1
     assert LAST_TOMBS[0].num_rows == 0
 
 
 def test_late_counts_every_stale_event_in_a_replayed_window() -> None:
-    stream = [("1", "c", S + 1, 0, 0, "a"), ("1", "u", S + 2, 0, 1, "b"), ("1", "u", S + 3, 0, 2, "c")]
+    stream = [
+        ("1", "c", S + 1, 0, 0, "a"),
+        ("1", "u", S + 2, 0, 1, "b"),
+        ("1", "u", S + 3, 0, 2, "c"),
+    ]
     replay = [("1", "u", S + 2, 0, 3, "b"), ("1", "u", S + 3, 0, 4, "c")]
     new, counts = apply(None, events(stream + replay))
     assert as_dict(new) == {"1": "c"} and counts.late == 2
@@ -195,17 +210,26 @@ def test_truncate_empties_then_later_changes_apply() -> None:
     assert as_dict(new) == {"2": "after"}
     assert counts.truncated == 2 and counts.late == 0
     # Later, an event older than the truncate is late.
-    new2, counts = apply(new, events([("1", "u", S + 4, 0, 5, "zombie")]), "20250101000000003",
-                         floor=(S + 5, S + 5))
+    new2, counts = apply(
+        new, events([("1", "u", S + 4, 0, 5, "zombie")]), "20250101000000003", floor=(S + 5, S + 5)
+    )
     assert as_dict(new2) == {"2": "after"} and counts.late == 1
 
 
 def test_toast_placeholder_takes_previous_value() -> None:
     ph = "__debezium_unavailable_value"
-    first, _ = apply(None, events([("1", "c", S + 1, 0, 0, "big-text"), ("2", "c", S + 2, 0, 1, "x")]))
+    first, _ = apply(
+        None, events([("1", "c", S + 1, 0, 0, "big-text"), ("2", "c", S + 2, 0, 1, "x")])
+    )
     # In-batch predecessor wins over the stored value; stored value used otherwise.
-    evs = events([("1", "u", S + 3, 0, 2, "newer-text"), ("1", "u", S + 4, 0, 3, ph),
-                  ("2", "u", S + 5, 0, 4, ph), ("9", "u", S + 6, 0, 5, ph)])
+    evs = events(
+        [
+            ("1", "u", S + 3, 0, 2, "newer-text"),
+            ("1", "u", S + 4, 0, 3, ph),
+            ("2", "u", S + 5, 0, 4, ph),
+            ("9", "u", S + 6, 0, 5, ph),
+        ]
+    )
     new, counts = apply(first, evs, "20250101000000002")
     assert as_dict(new) == {"1": "newer-text", "2": "x", "9": None}
     assert counts.toast_unresolved == 1
@@ -244,7 +268,13 @@ def _run_frame(rows: list[tuple[str, int, int | None, int | None]]) -> pl.DataFr
             POS: [r[2] for r in rows],
             POS_SUB: [r[3] for r in rows],
         },
-        schema={KEY: pl.String, PARTITION: pl.Int32, OFFSET: pl.Int64, POS: pl.Int64, POS_SUB: pl.Int64},
+        schema={
+            KEY: pl.String,
+            PARTITION: pl.Int32,
+            OFFSET: pl.Int64,
+            POS: pl.Int64,
+            POS_SUB: pl.Int64,
+        },
     )
     return sort_by_key(frame)
 
@@ -252,14 +282,23 @@ def _run_frame(rows: list[tuple[str, int, int | None, int | None]]) -> pl.DataFr
 @given(_run_rows)
 def test_events_sort_into_one_run_per_key_even_when_hashes_collide(rows: list) -> None:
     frame = pl.DataFrame(
-        {KEY: [r[0] for r in rows], PARTITION: [r[1] for r in rows], OFFSET: list(range(len(rows)))},
+        {
+            KEY: [r[0] for r in rows],
+            PARTITION: [r[1] for r in rows],
+            OFFSET: list(range(len(rows))),
+        },
         schema={KEY: pl.String, PARTITION: pl.Int32, OFFSET: pl.Int64},
     )
     by_length = (lambda key: key.str.len_bytes().cast(pl.UInt64),)  # "a", "b", "c" collide
     for hashed in (sort_by_key(frame), sort_by_key(frame, *by_length)):
         assert hashed.height == frame.height
         # Each key is one run, in (partition, offset) order, and KEY_GROUP tells the runs apart.
-        runs = [(k, g) for k, g in itertools.groupby(zip(hashed[KEY], hashed[KEY_GROUP]), key=lambda x: x[0])]
+        runs = [
+            (k, g)
+            for k, g in itertools.groupby(
+                zip(hashed[KEY], hashed[KEY_GROUP], strict=True), key=lambda x: x[0]
+            )
+        ]
         assert len(runs) == frame[KEY].n_unique()
         assert hashed.group_by(KEY_GROUP).agg(pl.col(KEY).n_unique())[KEY].max() in (None, 1)
         for key in set(frame[KEY]):

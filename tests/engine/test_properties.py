@@ -65,17 +65,25 @@ def _key(k: int) -> bytes:
     return builders.key(k)
 
 
-def _value(op: str, lsn: int, after: dict | None, with_extra: bool, snapshot: bool = False) -> bytes:
+def _value(
+    op: str, lsn: int, after: dict | None, with_extra: bool, snapshot: bool = False
+) -> bytes:
     columns = EXTRA_COLUMNS if with_extra else BASE_COLUMNS
     return builders.value(op, lsn, after, columns, snapshot=snapshot)
 
 
 OPS = st.sampled_from(
-    ["insert"] * 4 + ["update"] * 5 + ["toast"] * 2 + ["delete"] * 2 + ["rekey", "truncate", "addcol"]
+    ["insert"] * 4
+    + ["update"] * 5
+    + ["toast"] * 2
+    + ["delete"] * 2
+    + ["rekey", "truncate", "addcol"]
 )
 
 
-def build_stream(topic: str, ops: list[tuple[str, int, int]]) -> list[tuple[str, bytes | None, bytes | None]]:
+def build_stream(
+    topic: str, ops: list[tuple[str, int, int]]
+) -> list[tuple[str, bytes | None, bytes | None]]:
     """Simulate the source table and emit Debezium messages in source order."""
     rows: dict[int, dict] = {}
     lsn, extra, out, next_id = 100, False, [], 1
@@ -185,7 +193,8 @@ def replicate(
         }
     )
     records = {
-        t: [Msg(t, k, v, i) for i, (_, k, v) in enumerate(msgs)] for t, msgs in msgs_by_topic.items()
+        t: [Msg(t, k, v, i) for i, (_, k, v) in enumerate(msgs)]
+        for t, msgs in msgs_by_topic.items()
     }
     replicator = Replicator(cfg, spark=SPARK[0])
     step = 0
@@ -254,7 +263,9 @@ ops_strategy = st.lists(st.tuples(OPS, st.integers(0, 50), st.integers(0, 1000))
 @given(
     ops_a=ops_strategy,
     ops_b=ops_strategy,
-    replays=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 10), st.integers(0, 300)), max_size=3),
+    replays=st.lists(
+        st.tuples(st.integers(0, 200), st.integers(0, 10), st.integers(0, 300)), max_size=3
+    ),
     moves=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 10)), max_size=3),
     cuts=st.lists(st.integers(1, 25), min_size=1, max_size=6),
     crashes=st.lists(st.integers(0, 8), max_size=2),
@@ -262,17 +273,39 @@ ops_strategy = st.lists(st.tuples(OPS, st.integers(0, 50), st.integers(0, 1000))
 )
 @example(  # delete, its tombstone in the next batch, then a late update of the same key
     ops_a=[("insert", 0, 1), ("delete", 3, 2), ("update", 0, 3)],
-    ops_b=[], replays=[(4, 1, 9)], moves=[], cuts=[5, 1, 2], crashes=[], layout="mor-3-logs",
+    ops_b=[],
+    replays=[(4, 1, 9)],
+    moves=[],
+    cuts=[5, 1, 2],
+    crashes=[],
+    layout="mor-3-logs",
 )
 @example(  # TOAST update right after insert in one batch, then truncate and re-insert
     ops_a=[("insert", 0, 1), ("toast", 3, 2), ("truncate", 0, 0), ("insert", 0, 4)],
-    ops_b=[("addcol", 0, 0), ("update", 1, 7)], replays=[], moves=[], cuts=[25], crashes=[0],
+    ops_b=[("addcol", 0, 0), ("update", 1, 7)],
+    replays=[],
+    moves=[],
+    cuts=[25],
+    crashes=[0],
     layout="cow",
 )
 @example(  # MOR: updates and deletes appended as logs, a crash, then compaction
-    ops_a=[("insert", 0, 1), ("insert", 1, 2), ("update", 0, 3), ("delete", 1, 0),
-           ("toast", 0, 4), ("insert", 1, 5), ("update", 1, 6), ("delete", 0, 0)],
-    ops_b=[], replays=[(2, 2, 5)], moves=[], cuts=[1], crashes=[3], layout="mor-3-logs",
+    ops_a=[
+        ("insert", 0, 1),
+        ("insert", 1, 2),
+        ("update", 0, 3),
+        ("delete", 1, 0),
+        ("toast", 0, 4),
+        ("insert", 1, 5),
+        ("update", 1, 6),
+        ("delete", 0, 0),
+    ],
+    ops_b=[],
+    replays=[(2, 2, 5)],
+    moves=[],
+    cuts=[1],
+    crashes=[3],
+    layout="mor-3-logs",
 )
 def test_engine_equals_oracle(ops_a, ops_b, replays, moves, cuts, crashes, layout) -> None:
     check(ops_a, ops_b, replays, moves, cuts, crashes, layout)

@@ -24,7 +24,8 @@ PROBE = textwrap.dedent(
     from engine.spark.session import _java_options
     log = sys.argv[1]
     print(class_archive())
-    spark = get_spark(options={"spark.driver.extraJavaOptions": _java_options(f"-Xlog:class+load=info:file={log}")})
+    java = _java_options(f"-Xlog:class+load=info:file={log}")
+    spark = get_spark(options={"spark.driver.extraJavaOptions": java})
     assert spark.parallelize(range(10), 2).map(lambda x: x * 2).sum() == 90
     """
 )
@@ -74,7 +75,8 @@ def test_damaged_archive_is_never_installed(tmp_path: Path) -> None:
         real_run = subprocess.run
         def run(cmd, *a, **k):
             if any(str(c).startswith("-XX:SharedArchiveFile=") for c in cmd):
-                archive = [c for c in cmd if str(c).startswith("-XX:SharedArchiveFile=")][0].split("=", 1)[1]
+                flag = next(c for c in cmd if str(c).startswith("-XX:SharedArchiveFile="))
+                archive = flag.split("=", 1)[1]
                 with open(archive, "r+b") as f:
                     f.truncate(100_000)
             return real_run(cmd, *a, **k)

@@ -14,7 +14,12 @@ from engine.hudi.schema import conform
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 
-META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_partition_path", "_hoodie_file_name")
+META = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
 
 
 def write_config(path: Path, bootstrap: str, topics: str, target: Path, **replicator) -> Path:
@@ -87,7 +92,9 @@ def assert_replicas_match(target: Path, expected: dict[str, dict[str, dict]]) ->
             f"{len(extra)} unexpected (e.g. {sorted(extra)[:5]})"
         )
         diffs = [k for k in rows if rows[k] != actual[k]]
-        assert not diffs, f"{topic}: {len(diffs)} rows differ, e.g. {diffs[0]}: " \
+        assert not diffs, (
+            f"{topic}: {len(diffs)} rows differ, e.g. {diffs[0]}: "
             f"expected {rows[diffs[0]]} got {actual[diffs[0]]}"
+        )
         counts[topic] = len(actual)
     return counts

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.playground.broker import produce_messages
-from engine.playground.workload import InventoryWorkload
 from engine.hudi.log_file import LogFileName
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
 from tests.oracle import fold
 
@@ -59,13 +59,18 @@ def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path
     by_topic = {t: [m for m in messages if m[0] == t] for t in topics}
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.",
-        target, max_batch_events=1_500, max_batch_seconds=0.5,
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_events=1_500,
+        max_batch_seconds=0.5,
     )
     killed = 0
     for point in CRASH_POINTS:
-        run = run_cli("start", "--config", str(config), "--until-caught-up",
-                      env={"CDCCTL_CRASH_AT": point})
+        run = run_cli(
+            "start", "--config", str(config), "--until-caught-up", env={"CDCCTL_CRASH_AT": point}
+        )
         assert run.returncode in (-signal.SIGKILL, 0), run.stderr
         killed += run.returncode == -signal.SIGKILL
         _state_matches_checkpoints(target, by_topic)
@@ -78,27 +83,39 @@ def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path
 def _files_of(path: Path, instant: str) -> list[Path]:
     """Data files an instant wrote: base files end with it, log files carry it in the token."""
     return [
-        f for f in path.iterdir()
-        if f.name.endswith(f"_{instant}.parquet") or (LogFileName.parse(f.name) or _NO).instant == instant
+        f
+        for f in path.iterdir()
+        if f.name.endswith(f"_{instant}.parquet")
+        or (LogFileName.parse(f.name) or _NO).instant == instant
     ]
 
 
 _NO = LogFileName("", "", 0, 0, "")
 
 
-def test_unfinished_instant_is_invisible_and_rolled_back(broker, topic_prefix: str, tmp_path: Path) -> None:
+def test_unfinished_instant_is_invisible_and_rolled_back(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
     messages = list(InventoryWorkload(seed=9, prefix=topic_prefix, schemas=True).events(6_000))
     topics = sorted({t for t, _, _ in messages})
     broker.create_topics(topics)
     produce_messages(broker.bootstrap_servers, messages)
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.",
-        target, max_batch_events=2_000,
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_events=2_000,
     )
     # Let one batch commit, then die after writing the next batch's files.
-    run = run_cli("start", "--config", str(config), "--until-caught-up",
-                  env={"CDCCTL_CRASH_AT": "files_written:2"})
+    run = run_cli(
+        "start",
+        "--config",
+        str(config),
+        "--until-caught-up",
+        env={"CDCCTL_CRASH_AT": "files_written:2"},
+    )
     assert run.returncode == -signal.SIGKILL
     pending = {}
     for topic in topics:
@@ -118,7 +135,7 @@ def test_unfinished_instant_is_invisible_and_rolled_back(broker, topic_prefix: s
         assert set(rows) == set(expected)  # hudi-rs does not see the unfinished instant
     final = run_cli("start", "--config", str(config), "--until-caught-up")
     assert final.returncode == 0, final.stderr
-    for topic, (path, instant, _) in pending.items():
+    for path, instant, _ in pending.values():
         assert not _files_of(path, instant)
         assert instant not in HudiTable.open(path).pending_instants()
         assert instant not in HudiTable.open(path).completed_instants()

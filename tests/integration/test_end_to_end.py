@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.playground.broker import produce_messages
-from engine.playground.workload import InventoryWorkload
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
 
@@ -34,8 +34,11 @@ def test_100k_events_three_tables_in_two_runs(broker, topic_prefix: str, tmp_pat
     broker.create_topics(topics)
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.",
-        target, max_batch_events=25_000,
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_events=25_000,
     )
 
     half = len(messages) // 2

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.playground.broker import produce_messages
-from engine.playground.workload import InventoryWorkload
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, read_replica, write_config
 from tests.oracle import fold
 
@@ -47,12 +47,19 @@ def test_new_topic_is_picked_up_and_sigterm_stops_cleanly(
     produce_messages(broker.bootstrap_servers, early)
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.",
-        target, topic_refresh_seconds=1.0, max_batch_seconds=0.3,
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        topic_refresh_seconds=1.0,
+        max_batch_seconds=0.3,
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
     )
     try:
         expected_early = fold(early)
@@ -62,9 +69,7 @@ def test_new_topic_is_picked_up_and_sigterm_stops_cleanly(
         produce_messages(broker.bootstrap_servers, late)
         expected = fold(messages)
         paths = {t: target / table_name_for_topic(t) for t in expected}
-        _wait_for(
-            lambda: all(read_replica(p) == expected[t] for t, p in paths.items()), 120, proc
-        )
+        _wait_for(lambda: all(read_replica(p) == expected[t] for t, p in paths.items()), 120, proc)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -90,18 +95,27 @@ def test_hostile_topic_names_write_nothing_outside_target(
     target = root / "deep" / "lake"
     target.mkdir(parents=True)
     config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.",
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
         target,
     )
     proc = subprocess.run(
         [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     work = target.parent / "work"
     for path in root.rglob("*"):
-        assert path == target or target in path.parents or path == work or work in path.parents \
-            or path == target.parent, f"written outside the target: {path}"
+        assert (
+            path == target
+            or target in path.parents
+            or path == work
+            or work in path.parents
+            or path == target.parent
+        ), f"written outside the target: {path}"
     created = sorted(p.name for p in target.iterdir())
     assert created, "at least the safely named topics become tables"
     assert all(re.fullmatch(r"[A-Za-z0-9_]+", name) for name in created)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from pathlib import Path
 
 import pytest
 
+from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from engine.naming import table_name_for_topic
 from tests import builders
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
 from tests.oracle import fold
@@ -59,7 +58,10 @@ def test_replayed_windows_are_late_and_change_nothing(broker, topic_prefix, tmp_
     produce_messages(broker.bootstrap_servers, sent)
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "c.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.", target,
+        tmp_path / "c.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
         max_batch_events=30_000,
     )
     run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
@@ -95,8 +97,9 @@ def test_added_column_and_widened_type(broker, topic_prefix, tmp_path) -> None:
     broker.create_topics([topic])
     produce_messages(broker.bootstrap_servers, v1)
     target = tmp_path / "lake"
-    config = write_config(tmp_path / "c.toml", broker.bootstrap_servers,
-                          f"^{re.escape(topic_prefix)}\\.", target)
+    config = write_config(
+        tmp_path / "c.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.", target
+    )
     assert run_cli("start", "--config", str(config), "--until-caught-up").returncode == 0
     produce_messages(broker.bootstrap_servers, v2 + v3)
     run = run_cli("start", "--config", str(config), "--until-caught-up")
@@ -105,7 +108,9 @@ def test_added_column_and_widened_type(broker, topic_prefix, tmp_path) -> None:
     assert rows["250"]["color"] == "red"
     assert rows["5"]["color"] is None  # old rows (old file groups) read the new column as null
     assert rows["5"]["qty"] == 10 and rows["150"]["qty"] == 300
-    assert_replicas_match(target, {topic: {k: {"color": None, **r} for k, r in fold(v1 + v2 + v3)[topic].items()}})
+    assert_replicas_match(
+        target, {topic: {k: {"color": None, **r} for k, r in fold(v1 + v2 + v3)[topic].items()}}
+    )
 
 
 def test_incompatible_change_fails_one_table_others_go_on(broker, topic_prefix, tmp_path) -> None:
@@ -116,8 +121,9 @@ def test_incompatible_change_fails_one_table_others_go_on(broker, topic_prefix, 
     broker.create_topics([bad_topic, good_topic])
     produce_messages(broker.bootstrap_servers, before)
     target = tmp_path / "lake"
-    config = write_config(tmp_path / "c.toml", broker.bootstrap_servers,
-                          f"^{re.escape(topic_prefix)}\\.", target)
+    config = write_config(
+        tmp_path / "c.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.", target
+    )
     assert run_cli("start", "--config", str(config), "--until-caught-up").returncode == 0
     produce_messages(broker.bootstrap_servers, change + good)
     run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
@@ -129,7 +135,9 @@ def test_incompatible_change_fails_one_table_others_go_on(broker, topic_prefix, 
     assert_replicas_match(target, fold(before) | fold(good))
 
 
-def test_bad_messages_are_quarantined_and_tolerance_stops_the_table(broker, topic_prefix, tmp_path) -> None:
+def test_bad_messages_are_quarantined_and_tolerance_stops_the_table(
+    broker, topic_prefix, tmp_path
+) -> None:
     topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
     good = _rows(topic, range(1, 20), 1000, COLS_V1)
     garbage = [(topic, b'{"id": 99}', b"not json {"), (topic, b'{"id": 98}', b'{"op": 5}')]
@@ -137,11 +145,18 @@ def test_bad_messages_are_quarantined_and_tolerance_stops_the_table(broker, topi
     broker.create_topics([topic, other])
     produce_messages(broker.bootstrap_servers, good + garbage + fine)
     target = tmp_path / "lake"
-    config = write_config(tmp_path / "c.toml", broker.bootstrap_servers,
-                          f"^{re.escape(topic_prefix)}\\.", target, max_bad_fraction=0.05)
+    config = write_config(
+        tmp_path / "c.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_bad_fraction=0.05,
+    )
     run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
     assert run.returncode == 3 and "max_bad_fraction" in run.stderr
-    dead = [json.loads(line) for line in (tmp_path / "work" / "deadletter" / "app_items.jsonl").open()]
+    dead = [
+        json.loads(line) for line in (tmp_path / "work" / "deadletter" / "app_items.jsonl").open()
+    ]
     assert [(d["partition"], d["offset"]) for d in dead] == [(0, 19), (0, 20)]
     assert dead[0]["value_b64"] == "bm90IGpzb24gew==" and dead[0]["reason"]
     assert_replicas_match(target, fold(fine))  # the other table went on

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from engine.playground.broker import produce_messages
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
 from tests import builders
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
@@ -21,8 +21,13 @@ COLS = [("id", "int32"), ("name", "string"), ("qty", "int32")]
 
 
 def _tx_record(status: str, tx_id: str, counts: dict[str, int] | None) -> tuple[bytes, bytes]:
-    value = {"status": status, "id": tx_id, "ts_ms": 1, "event_count": None,
-             "data_collections": None}
+    value = {
+        "status": status,
+        "id": tx_id,
+        "ts_ms": 1,
+        "event_count": None,
+        "data_collections": None,
+    }
     if counts is not None:
         value["event_count"] = sum(counts.values())
         value["data_collections"] = [
@@ -65,17 +70,23 @@ def test_batches_never_split_a_transaction(broker, topic_prefix, tmp_path) -> No
     produce_messages(broker.bootstrap_servers, control)
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "c.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.app\\.",
-        target, max_batch_events=9, max_batch_seconds=0.2,
+        tmp_path / "c.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.app\\.",
+        target,
+        max_batch_events=9,
+        max_batch_seconds=0.2,
     )
     run = run_cli("start", "--config", str(config), "--until-caught-up")
     assert run.returncode == 0, run.stderr
-    for topic, msgs in data.items():
+    for topic in data:
         table = HudiTable.open(target / table_name_for_topic(topic))
         instants = table.completed_instants()
         assert len(instants) > 5
         for instant in instants:
-            checkpoint = table.commit_metadata(instant)["extraMetadata"]["deltastreamer.checkpoint.key"]
+            checkpoint = table.commit_metadata(instant)["extraMetadata"][
+                "deltastreamer.checkpoint.key"
+            ]
             applied = int(checkpoint.rsplit(":", 1)[1])
             assert applied in last_of_tx[topic] | {0}, f"{instant} ends inside a transaction"
     assert_replicas_match(target, fold([m for msgs in data.values() for m in msgs]))

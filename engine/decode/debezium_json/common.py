@@ -31,8 +31,6 @@ def str_scalar(value: str) -> pa.Scalar:
     return pa.scalar(value, pa.string())
 
 
-
-
 def cached_plan(kind: str, fp: str, build: Callable[[], Any]) -> Any:
     plan = _PLAN_CACHE.get((kind, fp))
     if plan is None:

@@ -283,13 +283,15 @@ def b64decode(arr: pa.Array) -> tuple[pa.Array, pa.Array | None]:
         return pa.array([], pa.binary()), None
     try:
         # Polars decodes base64 in native code; pyarrow.compute has no base64 kernel.
-        decoded = pl.from_arrow(arr).str.decode("base64", strict=True)  # type: ignore[union-attr]
+        decoded = pl.Series(arr).str.decode("base64", strict=True)
         return decoded.to_arrow().cast(pa.binary()), None
     except pl.exceptions.PolarsError:
         pass
     # Rare path: find the offending rows one by one.
     return _per_value(
-        arr, lambda v: binascii.a2b_base64(v, strict_mode=True), pa.binary(),
+        arr,
+        lambda v: binascii.a2b_base64(v, strict_mode=True),
+        pa.binary(),
         (binascii.Error, ValueError),
     )
 
@@ -530,11 +532,13 @@ def _zoned_timestamp_convert(arr: pa.Array, path: str) -> Converted:
 
 
 def _list_converter(item: TypePlan) -> Callable[[pa.Array, str], Converted]:
-    assert item.convert is not None
+    item_convert = item.convert
+    if item_convert is None:
+        raise RuntimeError("a list item type without a converter")
 
     def convert(arr: pa.Array, path: str) -> Converted:
         flat = arr.flatten()
-        res = item.convert(flat, f"{path}[]")
+        res = item_convert(flat, f"{path}[]")
         lengths = pc.fill_null(pc.list_value_length(arr), 0).cast(pa.int32())
         offsets = pa.concat_arrays(
             [pa.array([0], pa.int32()), pc.cumulative_sum(lengths).cast(pa.int32())]

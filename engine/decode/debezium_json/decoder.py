@@ -9,8 +9,8 @@ is stripped with byte operations (:mod:`.split`), the payloads of one Connect sc
 joined and parsed by one ``pyarrow.json.read_json`` call with an explicit schema
 (:mod:`.reader`), envelopes become columns in :mod:`.envelope` and record keys in
 :mod:`.keys`, and logical types and positions are computed with vectorised Arrow kernels
-(:mod:`.connect`, :mod:`engine.decode.positions`). Python per-record work only happens for records that
-need it (odd layouts, invalid JSON, non-row records on a table topic).
+(:mod:`.connect`, :mod:`engine.decode.positions`). Python per-record work only happens
+for records that need it (odd layouts, invalid JSON, non-row records on a table topic).
 
 Robustness: a record that is not valid JSON, not a Debezium envelope, or holds a value
 that does not fit its schema is returned in :attr:`DecodeResult.bad` with its Kafka

@@ -88,6 +88,7 @@ _FLATTENED_REASON = (
 _REROUTE = "reroute"
 _TOMBSTONE = "tombstone"
 
+
 @dataclass(slots=True)
 class _ValuePlan:
     """How the values of one Connect schema (or of schemaless records) are decoded."""
@@ -335,9 +336,7 @@ def _avro_rendering_masks(t: pa.Table) -> list[tuple[pa.Array, str]]:
     return masks
 
 
-def _classify_ops(
-    piece: Piece, idx: pa.Array, group: Group, ctx: Ctx
-) -> tuple[pa.Array, pa.Array]:
+def _classify_ops(piece: Piece, idx: pa.Array, group: Group, ctx: Ctx) -> tuple[pa.Array, pa.Array]:
     """The ``op`` column as strings and the mask of row events; other records are settled.
 
     Message events are counted as ignored, unknown ops reported, and records without an
@@ -473,7 +472,8 @@ def decode_values(split: Split, ctx: Ctx) -> None:
             for i in group.indices:
                 ctx.bad[i] = plan.reason
             continue
-        assert plan.reader is not None
+        if plan.reader is None:
+            raise RuntimeError(f"value plan of kind {plan.kind!r} has no reader")
         pieces, bad, nulls = plan.reader.decode(group)
         for p, reason in bad.items():
             ctx.bad[group.indices[p]] = reason

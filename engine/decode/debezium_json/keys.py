@@ -203,7 +203,8 @@ def decode_keys(split: Split, n: int, ctx: Ctx) -> Keys:
             for i in group.indices:
                 bad[i] = plan.reason
             continue
-        assert plan.reader is not None
+        if plan.reader is None:
+            raise RuntimeError(f"key plan of kind {plan.kind!r} has no reader")
         # A key payload of JSON null (the third result) is a null key: nothing to add.
         pieces, piece_bad, _ = plan.reader.decode(group)
         for p, reason in piece_bad.items():

@@ -140,7 +140,7 @@ def avro_rendering_hint(obj: Any) -> str | None:
     """Reason text if ``obj`` looks like Avro's JSON rendering of an envelope."""
     if not isinstance(obj, dict):
         return None
-    candidates = []
+    candidates: list[Any] = []
     source = obj.get("source")
     if isinstance(source, dict):
         candidates.extend(source.values())

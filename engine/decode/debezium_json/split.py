@@ -64,7 +64,8 @@ class Group:
     def payload_list(self) -> list[bytes]:
         """The payloads as a list, one line each."""
         if self.payloads is None:
-            assert self.source is not None
+            if self.source is None:
+                raise RuntimeError("a split group has neither payloads nor their source")
             messages, cut = self.source
             if cut:
                 self.payloads = [_one_line(m[cut:-1]) for m in messages]
