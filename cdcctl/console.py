@@ -6,8 +6,12 @@ progress, the engine's log lines, errors — goes to stderr.
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import json
 import logging
 import sys
+from decimal import Decimal
 from typing import Any
 
 from rich.console import Console
@@ -55,3 +59,28 @@ def print_rows(title: str | None, columns: list[str], rows: list[list[Any]]) -> 
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     out.print(table)
+
+
+def _json_value(value: Any) -> Any:
+    """JSON for what SQL results hold beyond JSON's own types, without losing digits.
+
+    Decimals are numbers when that is exact (DuckDB's ``sum`` of integers is a 38-digit
+    decimal), else their exact text; times are ISO 8601; bytes are base64.
+    """
+    if isinstance(value, Decimal):
+        if value == value.to_integral_value():
+            return int(value)
+        as_float = float(value)
+        return as_float if Decimal(repr(as_float)) == value else str(value)
+    if isinstance(value, dt.date | dt.time | dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    """``value`` as indented JSON on stdout."""
+    print(json.dumps(value, default=_json_value, indent=2))

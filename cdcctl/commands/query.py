@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 import engine
-from cdcctl.console import print_rows
+from cdcctl.console import print_json, print_rows
 
 
 def query(
@@ -30,6 +29,6 @@ def query(
     cfg = engine.load_config(config)
     result = engine.query(cfg.target_path(), sql)
     if json_out:
-        print(json.dumps(result.to_pylist(), default=str, indent=2))
+        print_json(result.to_pylist())
     else:
         print_rows(None, result.column_names, [list(r.values()) for r in result.to_pylist()])

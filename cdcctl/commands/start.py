@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +10,7 @@ import typer
 
 import engine
 from cdcctl import exit_codes
-from cdcctl.console import err, print_rows
+from cdcctl.console import err, print_json, print_rows
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
@@ -64,7 +63,7 @@ def start(
     replicator.run(until_caught_up=until_caught_up)
     status = replicator.status()
     if json_out:
-        print(json.dumps([s.to_dict() for s in status], indent=2))
+        print_json([s.to_dict() for s in status])
     else:
         rows = [
             [s.table, s.state.value, *(getattr(s.counters, k) for k in _COUNTERS)] for s in status

@@ -21,6 +21,11 @@ import pytest
 from tests.integration.replicas import read_replica, run_cli
 
 COMMANDS = ("init", "start", "demo", "query")
+#: The query of the README's quick start.
+QUICK_START_SQL = (
+    "SELECT status, count(*) AS orders, sum(quantity) AS items "
+    "FROM inventory_orders GROUP BY status ORDER BY status"
+)
 
 
 def _config(path: Path, target: str, servers: str = "127.0.0.1:1") -> Path:
@@ -168,7 +173,11 @@ def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
         assert cfg.is_file()
         time.sleep(2)  # a few live changes arrive after the demo's own run
 
-        started = run_cli("start", "--config", str(cfg), "--until-caught-up", "--json", timeout=300)
+        # As the quick start does it: paths relative to where the user stands.
+        relative = "cdcctl-demo/cdcctl.toml"
+        started = run_cli(
+            "start", "--config", relative, "--until-caught-up", "--json", cwd=tmp_path, timeout=300
+        )
         assert started.returncode == 0, started.stderr
         status = {s["table"]: s for s in json.loads(started.stdout)}
         assert set(status) == {"inventory_customers", "inventory_orders", "inventory_products"}
@@ -176,12 +185,19 @@ def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
         applied = sum(s["inserts"] + s["updates"] + s["deletes"] for s in status.values())
         assert applied > 0, "the live changes were not replicated"
 
-        q = run_cli(
-            "query", "--config", str(cfg), "--json", "SELECT count(*) AS n FROM inventory_orders"
-        )
+        # The quick start's query, against the replica read back by hudi-rs.
+        q = run_cli("query", "--config", relative, "--json", QUICK_START_SQL, cwd=tmp_path)
         assert q.returncode == 0, q.stderr
-        lake = tmp_path / "cdcctl-demo" / "lake"
-        assert json.loads(q.stdout) == [{"n": len(read_replica(lake / "inventory_orders"))}]
+        rows = read_replica(tmp_path / "cdcctl-demo" / "lake" / "inventory_orders").values()
+        expected: dict[str, list[int]] = {}
+        for row in rows:
+            agg = expected.setdefault(row["status"], [0, 0])
+            agg[0] += 1
+            agg[1] += row["quantity"]
+        assert json.loads(q.stdout) == [
+            {"status": status, "orders": n, "items": items}
+            for status, (n, items) in sorted(expected.items())
+        ]
 
         bad = run_cli("query", "--config", str(cfg), "SELECT nope FROM inventory_orders")
         assert bad.returncode == 1
