@@ -29,15 +29,26 @@ from engine.spark.session import (
 def class_archive() -> Path:
     """Where the class-data archive for this Java and this Spark lives (it may not exist).
 
-    The name carries a digest of the Java binary, its version and Spark's jars, so an
-    upgrade of either simply looks for (and, at the next setup, builds) a new archive.
+    The name carries a digest of the Java binary, its version and Spark's jars — where
+    they are and when they were written, which the JVM checks before it maps an archive —
+    so an upgrade, a reinstall or a second virtualenv simply looks for (and, at the next
+    setup, builds) its own archive instead of silently starting without one.
     """
     import pyspark
 
     java = _java_binary() or "java"
-    jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    parts = [os.path.realpath(shutil.which(java) or java), check_java(), pyspark.__version__]
+    jars = (Path(pyspark.__file__).parent / "jars").resolve()
+    listing = (
+        sorted(f"{p.name} {p.stat().st_mtime_ns}" for p in jars.glob("*.jar"))
+        if jars.is_dir()
+        else []
+    )
+    parts = [
+        os.path.realpath(shutil.which(java) or java),
+        check_java(),
+        pyspark.__version__,
+        str(jars),
+    ]
     digest = hashlib.sha256("\n".join([*parts, *listing]).encode()).hexdigest()[:16]
     base = os.environ.get("CDCCTL_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cdcctl"
@@ -52,8 +63,10 @@ def build_class_archive() -> Path:
     writes the classes it loaded when it exits. The archive is written under a temporary
     name, checked by starting a JVM on it (a damaged archive crashes the JVM), and only
     then moved into place, so a concurrent or interrupted build never leaves a bad one.
+    The JVM's own output goes to ``<archive>.log`` next to it, not to the terminal.
     """
     target = class_archive()
+    log_path = target.with_suffix(".log")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -61,7 +74,7 @@ def build_class_archive() -> Path:
     tmp = Path(tmp_name)
     options = " ".join([*_base_java_options(), f"-XX:ArchiveClassesAtExit={tmp}", "-Xlog:cds*=off"])
     try:
-        context = _start("local[2]", "1g", {}, options)
+        context = _start("local[2]", "1g", {}, options, log_path)
         warm_up(context).join()
         for _ in range(3):
             context.parallelize(range(4), 2).map(_warm_worker).collect()
@@ -88,7 +101,7 @@ def build_class_archive() -> Path:
             )
         if not tmp.is_file() or check.returncode != 0:
             raise EnvironmentProblem(
-                f"could not build the Spark class archive at {target}",
+                f"could not build the Spark class archive at {target} (JVM output: {log_path})",
                 hint="Spark still works without it, only its start-up is slower",
             )
         os.replace(tmp, target)

@@ -138,3 +138,29 @@ def test_user_jvm_options_are_added_to_the_engines(tmp_path: Path) -> None:
     assert "-Dcdcctl.probe=yes" in args and "-XX:TieredStopAtLevel=1" in args
     assert any(a.startswith("-Dlog4j2.configurationFile=") for a in args)
     assert "incubator" in log.read_text() and "incubator" not in run.stderr
+
+
+def test_each_spark_install_has_its_own_archive_name(tmp_path, monkeypatch) -> None:
+    # The JVM maps an archive only for the jars it was built from (path and mtime): two
+    # virtualenvs, or a reinstall, must not share one name and silently start without it.
+    import types
+
+    from engine.spark.archive import class_archive
+
+    def install(folder: Path) -> None:
+        (folder / "jars").mkdir(parents=True)
+        (folder / "jars" / "spark-core.jar").write_bytes(b"jar")
+        fake = types.ModuleType("pyspark")
+        fake.__file__ = str(folder / "__init__.py")
+        fake.__version__ = "4.0.0"
+        monkeypatch.setitem(sys.modules, "pyspark", fake)
+
+    install(tmp_path / "venv-a")
+    first = class_archive()
+    assert class_archive() == first  # stable for one install
+    install(tmp_path / "venv-b")
+    second = class_archive()
+    assert second != first
+    jar = tmp_path / "venv-b" / "jars" / "spark-core.jar"
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 10**9))
+    assert class_archive() != second  # reinstalled in place
