@@ -20,17 +20,11 @@ from pathlib import Path
 Content = bytes | Callable[[Path], None]
 
 
-def fsync_dir(path: Path) -> None:
-    """Make the renames and unlinks done in folder ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def fsync(path: Path) -> None:
+    """Flush a file (e.g. written by another process) or a folder to stable storage.
 
-
-def fsync_file(path: Path) -> None:
-    """Flush a file written earlier (by another process) to stable storage."""
+    For a folder, this makes the renames and unlinks done in it durable.
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -67,12 +61,12 @@ def atomic_write(
         else:
             os.close(fd)
             content(Path(tmp))
-            fsync_file(Path(tmp))
+            fsync(Path(tmp))
         size = os.stat(tmp).st_size
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     if sync_dir:
-        fsync_dir(path.parent)
+        fsync(path.parent)
     return size

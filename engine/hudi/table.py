@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync_dir, fsync_file
+from engine.files import atomic_write, fsync
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import bucket_of_file_id
@@ -474,13 +474,13 @@ class HudiTable:
             path = self.base_path / stat.path
             if not path.is_file():
                 raise HudiError(f"write stat names a missing data file {path}")
-            fsync_file(path)
+            fsync(path)
         marker = self.base_path / PARTITION_METADATA_FILE
         if not marker.exists():
             text = f"#partition metadata\ncommitTime={instant}\npartitionDepth=0\n"
             atomic_write(marker, text.encode("ascii"))
         if write_stats:
-            fsync_dir(self.base_path)
+            fsync(self.base_path)
 
         tmp_dir = self._temp / instant
         atomic_write(self._hoodie / f"{instant}.{action}", to_json_bytes(metadata), tmp_dir=tmp_dir)
@@ -629,14 +629,14 @@ class HudiTable:
                 and _parse_properties(marker.read_text()).get("commitTime") == instant
             ):
                 marker.unlink()  # the failed write created the partition (12.3 step 1)
-            fsync_dir(self.base_path)
+            fsync(self.base_path)
             # Inflight before requested: an interrupted rollback still shows the instant
             # as pending (requested), so the next start rolls it back again.
             for name in sorted(timeline.pending[instant], key=lambda n: n.endswith(".requested")):
                 (self._hoodie / name).unlink(missing_ok=True)
             shutil.rmtree(self._temp / instant, ignore_errors=True)
             self._last_instant = max(self._last_instant, instant)
-        fsync_dir(self._hoodie)
+        fsync(self._hoodie)
         return sorted(timeline.pending)
 
     def clean(self, retain_commits: int) -> list[Path]:
@@ -679,5 +679,5 @@ class HudiTable:
                     path.unlink(missing_ok=True)
                     deleted.append(path)
         if deleted:
-            fsync_dir(self.base_path)
+            fsync(self.base_path)
         return deleted
