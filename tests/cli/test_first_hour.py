@@ -35,6 +35,33 @@ def _config(path: Path, target: str, servers: str = "127.0.0.1:1") -> Path:
     return path
 
 
+REPOSITORY = Path(__file__).resolve().parents[2]
+#: The lines bootstrap.sh may print itself (the class archive's only when it builds one).
+BOOTSTRAP_LINE = re.compile(r"^(bootstrap: |building the Spark class archive|Spark class archive)")
+
+
+def test_bootstrap_prints_only_its_own_lines(tmp_path: Path) -> None:
+    # A version-manager shim that fails loudly, the way pyenv's do when the version is
+    # not selected: probing it must not show on the terminal.
+    shim = tmp_path / "python3.13"
+    shim.write_text("#!/bin/sh\necho 'pyenv: python3.13: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = f"{tmp_path}:{env['PATH']}"
+    r = subprocess.run(
+        ["./bootstrap.sh", "test", "--version"],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"pytest \S+\n", r.stdout), r.stdout
+    noise = [line for line in r.stderr.splitlines() if not BOOTSTRAP_LINE.match(line)]
+    assert noise == [], r.stderr
+
+
 def test_version_prints_the_package_version() -> None:
     r = run_cli("--version")
     assert r.returncode == 0, r.stderr
