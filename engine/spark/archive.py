@@ -63,10 +63,12 @@ def build_class_archive() -> Path:
     writes the classes it loaded when it exits. The archive is written under a temporary
     name, checked by starting a JVM on it (a damaged archive crashes the JVM), and only
     then moved into place, so a concurrent or interrupted build never leaves a bad one.
-    The JVM's own output goes to ``<archive>.log`` next to it, not to the terminal.
+    The JVM's own output goes to a temporary log, not to the terminal; its last lines
+    are in the error if the build fails.
     """
     target = class_archive()
-    log_path = target.with_suffix(".log")
+    logs = tempfile.TemporaryDirectory(prefix="cdcctl-archive-")
+    log_path = Path(logs.name) / "jvm.log"
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
     os.close(fd)
@@ -101,10 +103,21 @@ def build_class_archive() -> Path:
             )
         if not tmp.is_file() or check.returncode != 0:
             raise EnvironmentProblem(
-                f"could not build the Spark class archive at {target} (JVM output: {log_path})",
+                f"could not build the Spark class archive at {target}{_tail(log_path)}",
                 hint="Spark still works without it, only its start-up is slower",
             )
         os.replace(tmp, target)
         return target
     finally:
         tmp.unlink(missing_ok=True)
+        logs.cleanup()
+
+
+def _tail(log_path: Path, lines: int = 3) -> str:
+    """The last lines of the build JVM's output, as the end of an error message."""
+    try:
+        text = log_path.read_text("utf-8", "replace")
+    except OSError:
+        return ""
+    last = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return f"; the JVM's output ends with: {' | '.join(last)}" if last else ""
