@@ -22,9 +22,10 @@ Block layout (log format version 1, as Hudi 0.x/1.x write it and hudi-rs reads i
 
 All integers are big-endian. Header keys: 0 instant time, 2 schema (Avro JSON).
 
-Delete records carry ``orderingVal = 0`` (a long): readers then order a delete against
-a row by commit time alone, which is what we need since the writer has already put
-every key's events in source order before writing.
+Delete records carry Java's default ordering value, ``IntWrapper`` 0 ("natural order",
+see :mod:`engine.hudi.avro_models`): readers then let a delete win over every earlier
+record of its key, which is what we need since the writer has already put every key's
+events in source order before writing.
 
 Each delta commit writes new log files and never appends to existing ones, so rolling
 back a failed commit means deleting its files: the write token's middle part is the
@@ -46,6 +47,7 @@ import pyarrow as pa
 
 from engine.errors import HudiError
 from engine.hudi import parquet
+from engine.hudi.avro_models import decode_delete_list, encode_delete_list
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
@@ -124,38 +126,33 @@ def _zigzag_varint(n: int) -> bytes:
 
 
 # One HoodieDeleteRecord after its key: partitionPath = union branch 1 (string) "",
-# orderingVal = union branch 2 (long) 0.
+# orderingVal = union branch 2 (IntWrapper) holding the int 0.
 _DELETE_TAIL = b"\x02\x00" + b"\x04\x00"
 
 
 def _delete_content(keys: Sequence[str] | pa.Array | pa.ChunkedArray) -> bytes:
-    """Avro binary ``HoodieDeleteRecordList`` framed as a version-3 delete block."""
+    """Avro binary ``HoodieDeleteRecordList`` framed as a version-3 delete block.
+
+    Keys are encoded with array operations, 5-9x faster than fastavro; the bytes equal
+    :func:`~engine.hudi.avro_models.encode_delete_list`'s (a property test checks it).
+    Keys of 1 MiB or more, or a null key, go through fastavro.
+    """
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    if isinstance(keys, pa.Array):
-        records = _delete_records_vectorised(keys.cast(pa.string()))
-        if records is None:
-            records = _delete_records(keys.to_pylist())
+    array = keys.cast(pa.string()) if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    records = _delete_records_vectorised(array)
+    if records is not None:
+        datum = (_zigzag_varint(len(array)) if len(array) else b"") + records + b"\x00"
     else:
-        records = _delete_records(keys)
-    datum = (_zigzag_varint(len(keys)) if len(keys) else b"") + records + b"\x00"
+        datum = encode_delete_list(array.to_pylist())
     return struct.pack(">ii", DELETE_BLOCK_CONTENT_VERSION, len(datum)) + datum
 
 
-def _delete_records(keys: Sequence[str]) -> bytes:
-    """The records of one Avro array block, one key at a time."""
-    parts = []
-    for key in keys:
-        raw = key.encode("utf-8")
-        parts.append(b"\x02" + _zigzag_varint(len(raw)) + raw + _DELETE_TAIL)
-    return b"".join(parts)
-
-
 def _delete_records_vectorised(keys: pa.StringArray) -> bytes | None:
-    """The same bytes as :func:`_delete_records`, built with array operations.
+    """The records of one Avro array block of deletes, built with array operations.
 
-    Applies when every key is shorter than 64 bytes (its length is then one varint
-    byte) and none is null; returns None otherwise.
+    Applies when every key is shorter than 1 MiB (its zig-zag length is then at most
+    three varint bytes) and none is null; returns None otherwise.
     """
     n = len(keys)
     if n == 0:
@@ -164,18 +161,25 @@ def _delete_records_vectorised(keys: pa.StringArray) -> bytes | None:
         return None
     offsets = np.frombuffer(keys.buffers()[1], np.int32, n + 1, keys.offset * 4).astype(np.int64)
     lengths = np.diff(offsets)
-    if lengths.max() >= 64:
+    zigzag = lengths * 2
+    if zigzag.max() >= 1 << 21:
         return None
-    sizes = 2 + lengths + len(_DELETE_TAIL)
+    # The length's varint: 7 bits a byte, low bits first, high bit set on all but the last.
+    width = 1 + (zigzag >= 1 << 7) + (zigzag >= 1 << 14)
+    sizes = 1 + width + lengths + len(_DELETE_TAIL)
     starts = np.cumsum(sizes) - sizes
     out = np.empty(int(sizes.sum()), np.uint8)
     out[starts] = 0x02  # key: union branch 1 (string)
-    out[starts + 1] = lengths * 2  # zig-zag length, one byte
+    for b in range(3):
+        has = width > b
+        part = ((zigzag >> (7 * b)) & 0x7F) | np.where(width > b + 1, 0x80, 0)
+        out[(starts + 1 + b)[has]] = part[has]
+    key_starts = starts + 1 + width
     if offsets[-1] > offsets[0]:
         data = np.frombuffer(keys.buffers()[2], np.uint8)
-        target = np.repeat(starts + 2 - offsets[:-1], lengths) + np.arange(offsets[0], offsets[-1])
+        target = np.repeat(key_starts - offsets[:-1], lengths) + np.arange(offsets[0], offsets[-1])
         out[target] = data[offsets[0] : offsets[-1]]
-    tails = starts + 2 + lengths
+    tails = key_starts + lengths
     for i, byte in enumerate(_DELETE_TAIL):
         out[tails + i] = byte
     return out.tobytes()
@@ -232,13 +236,25 @@ def _decode_delete_keys(content: bytes) -> list[str]:
     _version, length = struct.unpack_from(">ii", content, 0)
     buf = content[8 : 8 + length]
     fast = _decode_own_delete_keys(buf)
-    return fast if fast is not None else _decode_delete_keys_generic(buf)
+    if fast is not None:
+        return fast
+    keys = []
+    for record in decode_delete_list(buf):
+        if record["orderingVal"] not in (None, ("IntWrapper", 0)):
+            # Written by another writer with an ordering value: applying it as a plain
+            # delete could remove a newer row. Refuse rather than guess.
+            raise HudiError(
+                f"a delete block orders its deletes by value ({record['orderingVal']!r})",
+                "cdcctl reads deletes in natural order only (Java's default)",
+            )
+        keys.append(record["recordKey"])
+    return keys
 
 
 def _decode_own_delete_keys(buf: bytes) -> list[str] | None:
     """Decode the list as this module writes it (one array block, keys under 64 bytes,
-    empty partition path, orderingVal long 0) without a varint call per field; None if
-    ``buf`` is shaped otherwise."""
+    empty partition path, orderingVal IntWrapper 0) without a varint call per field;
+    None if ``buf`` is shaped otherwise."""
     count, i = _read_varint(buf, 0)
     if count <= 0:
         return [] if count == 0 and len(buf) == 1 else None
@@ -256,33 +272,6 @@ def _decode_own_delete_keys(buf: bytes) -> list[str] | None:
         append(buf[start:i].decode("utf-8"))
         i += 4
     return keys if buf[i:] == b"\x00" else None
-
-
-def _decode_delete_keys_generic(buf: bytes) -> list[str]:
-    keys: list[str] = []
-    i = 0
-    while True:
-        count, i = _read_varint(buf, i)
-        if count == 0:
-            return keys
-        if count < 0:
-            count = -count
-            _, i = _read_varint(buf, i)  # block byte size
-        for _ in range(count):
-            branch, i = _read_varint(buf, i)
-            if branch == 1:
-                n, i = _read_varint(buf, i)
-                keys.append(buf[i : i + n].decode("utf-8"))
-                i += n
-            branch, i = _read_varint(buf, i)  # partitionPath
-            if branch == 1:
-                n, i = _read_varint(buf, i)
-                i += n
-            branch, i = _read_varint(buf, i)  # orderingVal: we only write long 0
-            if branch != 0:
-                if branch != 2:
-                    raise HudiError(f"unsupported delete orderingVal type (union branch {branch})")
-                _, i = _read_varint(buf, i)
 
 
 def read_log_file(path: Path, columns: list[str] | None = None) -> Iterator[LogBlock]:

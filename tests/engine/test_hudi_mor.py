@@ -15,13 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.config import config_from_dict
+from engine.hudi.avro_models import decode_delete_list, encode_delete_list
 from engine.hudi.bucket_index import bucket_file_id
 from engine.hudi.commit import WriteStat
 from engine.hudi.file_slice import base_file_name, read_slice
 from engine.hudi.log_file import (
     LogFileName,
     _delete_content,
-    _delete_records,
     encode_log_file,
     read_log_file,
 )
@@ -134,16 +134,29 @@ def test_log_file_round_trip(tmp_path: Path) -> None:
     assert LogFileName.parse(".x_1.log.1_0-1-0") is None  # not a 17-digit base instant
 
 
-@given(st.lists(st.text(max_size=40), max_size=30), st.integers(0, 3))
-def test_delete_block_built_with_arrays_equals_one_key_at_a_time(
-    keys: list[str], skip: int
-) -> None:
-    """Both encoders write the same Avro bytes (long keys take the per-key path)."""
+@given(
+    st.lists(st.text(max_size=40) | st.text(min_size=60, max_size=9000), max_size=30),
+    st.integers(0, 3),
+)
+def test_delete_block_is_hudis_published_avro(keys: list[str], skip: int) -> None:
+    """The array-built delete block is byte for byte fastavro's encoding against Hudi's
+    ``HoodieDeleteRecordList`` schema (keys of every varint length), and decodes to
+    the keys in natural order (``IntWrapper`` 0, Java's default)."""
     array = pa.array(["pad"] * skip + keys, pa.string()).slice(skip)  # a non-zero offset
-    expected = _delete_content(keys)
-    assert _delete_content(array) == expected
-    assert _delete_content(pa.chunked_array([array], pa.string())) == expected
-    assert _delete_records(keys) in expected
+    content = _delete_content(array)
+    assert content[8:] == encode_delete_list(keys)
+    assert _delete_content(keys) == content
+    assert _delete_content(pa.chunked_array([array], pa.string())) == content
+    records = decode_delete_list(content[8:])
+    assert [r["recordKey"] for r in records] == keys
+    assert all(r["orderingVal"] == ("IntWrapper", 0) for r in records)
+
+
+def test_delete_block_of_huge_keys_goes_through_fastavro() -> None:
+    keys = ["k" * (1 << 20), "small"]  # a 1 MiB key needs a four-byte length varint
+    content = _delete_content(keys)
+    assert content[8:] == encode_delete_list(keys)
+    assert [r["recordKey"] for r in decode_delete_list(content[8:])] == keys
 
 
 def test_slices_with_logs_read_by_hudi_rs(tmp_path: Path) -> None:
