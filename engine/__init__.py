@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         SchemaEvolutionError,
         SourceError,
         TableNameError,
+        WriterLockError,
     )
     from engine.playground.demo import DemoReport, run_demo
     from engine.query import list_tables, query, read_table
@@ -59,6 +60,7 @@ _EXPORTS = {
     "SchemaEvolutionError": "engine.errors",
     "SourceError": "engine.errors",
     "TableNameError": "engine.errors",
+    "WriterLockError": "engine.errors",
     "DemoReport": "engine.playground.demo",
     "run_demo": "engine.playground.demo",
     "list_tables": "engine.query",

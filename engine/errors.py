@@ -77,3 +77,7 @@ class TableNameError(CdcError):
 
 class QueryError(CdcError):
     """A query over the replicas failed (bad SQL, unknown table)."""
+
+
+class WriterLockError(CdcError):
+    """Another replicator holds the writer lock of the work folder or of a table."""

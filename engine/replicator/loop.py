@@ -33,7 +33,8 @@ from engine import faults
 from engine.config import Config
 from engine.decode import decoder_for
 from engine.decode.gtid import gtid_positions
-from engine.errors import HudiError, SchemaEvolutionError, TableNameError
+from engine.errors import HudiError, SchemaEvolutionError, TableNameError, WriterLockError
+from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.replicator.deadletter import DeadLetters
 from engine.replicator.planning import TablePlan, plan_table
@@ -167,6 +168,15 @@ class Replicator:
         """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
         self.target.mkdir(parents=True, exist_ok=True)
         self.work.mkdir(parents=True, exist_ok=True)
+        locks = self.tables.locks = Locks()
+        try:
+            locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
+            self._run(until_caught_up, max_batches)
+        finally:
+            locks.release_all()
+            self.tables.locks = None
+
+    def _run(self, until_caught_up: bool, max_batches: int | None) -> None:
         from engine.spark import check_java
 
         check_java()  # fail fast, in one line, before anything else starts
@@ -365,6 +375,8 @@ class Replicator:
                 continue  # everything was held back: nothing to commit yet
             t0 = time.monotonic()
             try:
+                if rt.writer is None:
+                    self.tables.lock(rt)  # a new table: locked before it is created
                 plan = plan_table(
                     self.cfg,
                     rt,
@@ -374,7 +386,7 @@ class Replicator:
                     offsets,
                     self.staging,
                 )
-            except (SchemaEvolutionError, HudiError) as exc:
+            except (SchemaEvolutionError, HudiError, WriterLockError) as exc:
                 self._fail(rt, str(exc))
                 continue
             prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0

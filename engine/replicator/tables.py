@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import Config
-from engine.errors import TableNameError
+from engine.errors import TableNameError, WriterLockError
 from engine.hudi import HudiWriter
+from engine.lock import Locks, table_lock_path
 from engine.naming import table_name_for_topic, table_path
 from engine.replicator.progress import TableProgress
 from engine.state import TableCounters, TableState, TableStatus
@@ -54,6 +55,14 @@ class Tables:
         self.staging = staging
         self.by_topic: dict[str, TableRuntime] = {}
         self._names: dict[str, str] = {}
+        #: While a replicator runs: the writer locks of its tables (None: no locking,
+        #: e.g. when the property tests drive :meth:`Replicator.apply` directly).
+        self.locks: Locks | None = None
+
+    def lock(self, rt: TableRuntime) -> None:
+        """Hold ``rt``'s writer lock, if this run locks (before anything is written)."""
+        if self.locks is not None:
+            self.locks.take(table_lock_path(rt.path), f"table {rt.name} ({rt.path})")
 
     def get(self, topic: str) -> TableRuntime | None:
         """The table of a topic: opened on first sight; None when the topic is not replicated."""
@@ -89,6 +98,13 @@ class Tables:
         self._names[name] = topic
         rt = TableRuntime(topic, name, path)
         if HudiWriter.exists(path):
+            try:
+                self.lock(rt)  # before rolling back: the unfinished instants may be another's
+            except WriterLockError as exc:
+                rt.state, rt.error = TableState.FAILING, str(exc)
+                self.by_topic[topic] = rt
+                log.error("%s: FAILING: %s", name, exc)
+                return rt
             rt.writer = HudiWriter.open(path)
             rolled = rt.writer.recover()
             if rolled:
