@@ -71,5 +71,5 @@ def start(
         print_rows(None, ["table", "state", *_COUNTERS], rows)
     failing = replicator.failing()
     for s in failing:
-        err.print(f"FAILING {s.table}: {s.error}", style="red", markup=False)
+        err.print(f"FAILING {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)
     exit_codes.exit_now(exit_codes.RUNTIME if failing else exit_codes.OK)

@@ -36,6 +36,7 @@ from engine.decode.gtid import gtid_positions
 from engine.errors import HudiError, SchemaEvolutionError, TableNameError, WriterLockError
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
+from engine.model import TX_ID
 from engine.replicator.deadletter import DeadLetters
 from engine.replicator.planning import TablePlan, plan_table
 from engine.replicator.tables import TableRuntime, Tables
@@ -48,6 +49,7 @@ from engine.source import (
     collector_paused,
     data_collection,
     group_by_topic,
+    transaction_topic,
 )
 from engine.source.records import next_offsets
 from engine.state import TableState, TableStatus
@@ -130,6 +132,10 @@ class Replicator:
         self.tables = Tables(config, self.staging)
         self.dead_letters = DeadLetters(self.work / "deadletter")
         self.transactions = TransactionTracker()
+        #: Transaction-metadata topics known to exist: only their tables' transactions
+        #: can be confirmed complete, so only those are held back until their END.
+        self._tx_topics: set[str] = set()
+        self._tx_warned: set[str] = set()
         self.decode = decoder_for(config.source.format)
         self.source: KafkaSource | None = None
         self._stop = False
@@ -242,7 +248,9 @@ class Replicator:
         self._last_refresh = time.monotonic()
         positions: dict[tuple[str, int], int | None] = {}
         data_topics = self.source.discover()
-        self.source.assign_transactions(self.source.transaction_topics(data_topics))
+        tx_topics = self.source.transaction_topics(data_topics)
+        self._tx_topics.update(tx_topics)
+        self.source.assign_transactions(tx_topics)
         for topic, parts in data_topics.items():
             rt = self.tables.get(topic)
             if rt is None or rt.state == TableState.FAILING:
@@ -315,6 +323,7 @@ class Replicator:
         prepared = _Prepared(count=count, started=started)
         prepared.phases["poll"] = time.monotonic() - started
         for topic in [t for t in grouped if t.endswith(".transaction")]:
+            self._tx_topics.add(topic)
             self.transactions.observe(grouped.pop(topic)[1])
         for topic in list(grouped):
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
@@ -332,7 +341,7 @@ class Replicator:
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)
             cuts: dict[int, int] = {}
-            if batch is not None:
+            if batch is not None and self._confirmable(topic, rt, batch):
                 cuts, warnings = self.transactions.cuts(
                     batch, data_collection(topic), self.cfg.replicator.max_batch_events
                 )
@@ -360,6 +369,26 @@ class Replicator:
                     continue
             prepared.tables.append(_Decoded(rt, batch, result.key_fields, read_to))
         return prepared
+
+    def _confirmable(self, topic: str, rt: TableRuntime, batch: pa.Table) -> bool:
+        """Whether the batch's transactions can be confirmed complete by END records.
+
+        Events carry transaction ids whenever the connector has transaction metadata on,
+        but without a ``<prefix>.transaction`` topic no END record will ever come:
+        waiting for one would hold the table back forever. Such batches are applied as
+        they come (a warning says once per table that they may split transactions).
+        """
+        if transaction_topic(topic) in self._tx_topics:
+            return True
+        if batch.column(TX_ID).null_count < batch.num_rows and rt.name not in self._tx_warned:
+            self._tx_warned.add(rt.name)
+            log.warning(
+                "%s: events carry transaction ids but there is no %s topic to confirm them; "
+                "batches may end inside a transaction",
+                rt.name,
+                transaction_topic(topic),
+            )
+        return False
 
     def _launch(self, prepared: _Prepared, *, background: bool) -> _Pending:
         """Plan every table (after the previous batch committed) and start the Spark job."""

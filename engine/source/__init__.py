@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from engine.source.kafka import KafkaSource, kafka_reason
 from engine.source.records import Record, TopicRecords, collector_paused, group_by_topic
-from engine.source.transactions import TransactionTracker, apply_cuts, data_collection
+from engine.source.transactions import (
+    TransactionTracker,
+    apply_cuts,
+    data_collection,
+    transaction_topic,
+)
 
 __all__ = [
     "KafkaSource",
@@ -22,4 +27,5 @@ __all__ = [
     "data_collection",
     "group_by_topic",
     "kafka_reason",
+    "transaction_topic",
 ]

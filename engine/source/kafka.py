@@ -30,6 +30,7 @@ from confluent_kafka import (
 
 from engine.config import SourceConfig
 from engine.errors import SourceError
+from engine.source.transactions import transaction_topic
 
 #: Operations on the broker wait at most this long before the error is reported.
 TIMEOUT_S = 15.0
@@ -132,7 +133,7 @@ class KafkaSource:
 
     def transaction_topics(self, data_topics: Iterable[str]) -> dict[str, list[int]]:
         """Debezium transaction-metadata topics (``<prefix>.transaction``) of data topics."""
-        wanted = {t.split(".", 1)[0] + ".transaction" for t in data_topics if "." in t}
+        wanted = {transaction_topic(t) for t in data_topics}
         return {name: parts for name, parts in self._topics().items() if name in wanted}
 
     def _topics(self) -> dict[str, list[int]]:

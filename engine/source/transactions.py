@@ -43,6 +43,11 @@ def data_collection(topic: str) -> str:
     return ".".join(topic.split(".")[-2:])
 
 
+def transaction_topic(topic: str) -> str | None:
+    """The transaction-metadata topic Debezium writes next to a table topic, if any."""
+    return topic.split(".", 1)[0] + ".transaction" if "." in topic else None
+
+
 class TransactionTracker:
     """END records seen on the transaction topics, and the batch cuts they imply."""
 
