@@ -21,7 +21,11 @@ date32                       int + date                           date32
 timestamp[ms|us, tz]         long + timestamp-millis|micros       timestamp[.., tz=UTC]
 timestamp[ms|us] (naive)     long + timestamp-millis|micros       timestamp[.., tz=UTC]
 decimal128(p, s)             fixed(n) + decimal(p, s)             decimal128(p, s)
+decimal256(p, s)             stored as string (exact text)        string
+time64[us] / time32[ms]      long + time-micros / int + time-millis  same
 list<T>                      array<T>                             list<T>
+struct<...>                  record (named after its field)       struct<...>
+map<string, T>               map<T>                               map<string, T>
 ===========================  ===================================  =====================
 
 Naive timestamps use ``timestamp-*`` too: hudi-rs 0.5.0 panics ("not yet implemented")
@@ -119,14 +123,62 @@ def _avro_type(t: pa.DataType, name_path: str) -> Any:
             "precision": t.precision,
             "scale": t.scale,
         }
+    if pa.types.is_time64(t) and t.unit == "us":
+        return {"type": "long", "logicalType": "time-micros"}
+    if pa.types.is_time32(t) and t.unit == "ms":
+        return {"type": "int", "logicalType": "time-millis"}
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         item = _avro_type(t.value_type, f"{name_path}.element")
         return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
+    if pa.types.is_struct(t):
+        # A named record, named after its field in the enclosing record's namespace, as
+        # Spark's Avro converter names nested records.
+        namespace, _, name = name_path.rpartition(".")
+        for f in t:
+            if not _AVRO_NAME.match(f.name):
+                raise HudiError(
+                    f"{f.name!r} (in {name_path}) is not a valid Avro name",
+                    "nested field names must match [A-Za-z_][A-Za-z0-9_]*",
+                )
+        fields = [
+            {
+                "name": f.name,
+                "type": ["null", _avro_type(f.type, f"{name_path}.{f.name}")],
+                "default": None,
+            }
+            for f in t
+        ]
+        return {"type": "record", "name": name, "namespace": namespace, "fields": fields}
+    if pa.types.is_map(t) and (
+        pa.types.is_string(t.key_type) or pa.types.is_large_string(t.key_type)
+    ):
+        return {"type": "map", "values": ["null", _avro_type(t.item_type, f"{name_path}.value")]}
     raise HudiError(
         f"column type {t} has no Hudi (Avro) mapping",
         "cast the column to a supported type (integers, floats, bool, string, binary, "
-        "date32, timestamp[us], decimal128, list)",
+        "date32, time64[us], timestamp[us], decimal128, list, struct, map with string keys)",
     )
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """The type a column of type ``t`` is stored as in a Hudi table.
+
+    Decimals wider than 38 digits (decimal256) become their exact text: Hudi's Spark
+    readers map Avro decimals to Spark's ``DecimalType``, which holds at most 38 digits.
+    Every other type is stored as it is.
+    """
+    if pa.types.is_decimal256(t):
+        return pa.string()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(storage_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(storage_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(storage_type(t.key_type)),
+            t.item_field.with_type(storage_type(t.item_type)),
+        )
+    return t
 
 
 def reader_type(t: pa.DataType) -> pa.DataType:
@@ -146,6 +198,13 @@ def reader_type(t: pa.DataType) -> pa.DataType:
         return pa.timestamp(t.unit, "UTC")
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return pa.list_(t.value_field.with_type(reader_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(reader_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(reader_type(t.key_type)),
+            t.item_field.with_type(reader_type(t.item_type)),
+        )
     return t
 
 

@@ -119,6 +119,10 @@ class HudiWriter:
         """The data schema of the newest commit (else the create schema)."""
         return self.table.arrow_schema()
 
+    def check_schema(self, schema: pa.Schema) -> None:
+        """Raise :class:`HudiError` if the table cannot store ``schema`` (before any write)."""
+        avro_schema_json(file_schema(schema), self.name)
+
     def schema_at(self, instant: str) -> pa.Schema | None:
         """The data schema a completed instant wrote with (None if unknown)."""
         return self.table.schema_at(instant)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from engine.errors import SchemaEvolutionError
+from engine.hudi.schema import storage_type
 from engine.model import CONTROL_COLUMNS, REPLICA_CDC_COLUMNS
 
 CDC_FIELDS = [
@@ -63,7 +64,10 @@ def evolve_schema(current: pa.Schema | None, batch_schema: pa.Schema) -> pa.Sche
     Raises:
         SchemaEvolutionError: a column changed in a way that cannot be applied.
     """
-    row_fields = [f for f in batch_schema if f.name not in CONTROL_COLUMNS]
+    # As the table stores them (decimals wider than 38 digits as exact text).
+    row_fields = [
+        f.with_type(storage_type(f.type)) for f in batch_schema if f.name not in CONTROL_COLUMNS
+    ]
     if current is None:
         return pa.schema(
             [f.with_nullable(True) for f in row_fields if not pa.types.is_null(f.type)]

@@ -454,7 +454,13 @@ class Replicator:
         results = iter(pending.results)
         tables = {}
         for plan in pending.plans:
-            tables[plan.rt.name] = self._commit(plan, [next(results) for _ in plan.tasks])
+            own = [next(results) for _ in plan.tasks]
+            try:
+                tables[plan.rt.name] = self._commit(plan, own)
+            except HudiError as exc:
+                # This table alone stops; its instant stays unfinished and is rolled back
+                # at the next start. The other tables of the batch still commit.
+                self._fail(plan.rt, str(exc))
         phases["commit"] = time.monotonic() - t0
         return BatchReport(
             number=pending.number,

@@ -148,6 +148,8 @@ def plan_table(
     schema = evolve_schema(current, batch.schema) if batch is not None and has_rows else current
     if schema is None:
         raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
+    if has_rows:
+        writer.check_schema(schema)  # an unstorable column fails this table, before writing
     progress = rt.progress
     truncate = None
     keyed = None
