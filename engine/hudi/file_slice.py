@@ -365,6 +365,8 @@ class SliceResult:
     file_size: int
     counts: RowCounts = RowCounts()
     base_file: str | None = None  # set when file_name is a log file of this base file
+    #: Whether the write left the group a tombstone sidecar.
+    tombstones: bool = False
 
 
 @dataclass(frozen=True)
@@ -390,6 +392,9 @@ class SliceWrite:
     log_files: tuple[str, ...] = ()
     #: Newest instant that wrote the current slice: names its tombstone sidecar.
     state_instant: str | None = None
+    #: Whether that instant recorded a sidecar for the group (None: it predates the
+    #: record, a missing sidecar then means none).
+    has_tombstones: bool | None = None
     append: bool = False
     #: Avro schema JSON of the rows (a log data block's header); set for every write of
     #: a Merge-on-Read table, empty for Copy-on-Write.
@@ -410,11 +415,13 @@ class SliceWrite:
 
     def read_tombstones(self) -> pa.Table | None:
         """The group's current delete tombstones (None when it has none)."""
-        if not self.state_instant:
+        if not self.state_instant or self.has_tombstones is False:
             return None
-        return tombstones.read(
-            tombstones.sidecar_path(Path(self.table_path), self.file_id, self.state_instant)
-        )
+        path = tombstones.sidecar_path(Path(self.table_path), self.file_id, self.state_instant)
+        found = tombstones.read(path)
+        if found is None and self.has_tombstones:
+            raise tombstones.missing(path, self.state_instant)
+        return found
 
     def unchanged(self) -> SliceResult:
         """The result of a write that found nothing to change: no file is written."""
@@ -498,6 +505,7 @@ class SliceWrite:
             file_size=size,
             counts=counts,
             base_file=base_file,
+            tombstones=tombs is not None,
         )
 
 

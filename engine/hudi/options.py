@@ -55,6 +55,9 @@ BUCKET_HASH_FIELD_KEY: Final = "cdcctl.bucket.hash.field"
 #: Base64 of the Arrow IPC-serialized data schema: Avro cannot express every Arrow type
 #: (int8, large_string, naive timestamps), so this is what makes types round-trip exactly.
 ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"
+#: File ids whose slice this instant gave a tombstone sidecar (comma-separated; a slice
+#: of a commit without the key predates it: its sidecar may or may not exist).
+TOMBSTONES_KEY: Final = "cdcctl.tombstones"
 
 # Fixed values we write.
 TABLE_VERSION: Final = "6"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from engine.errors import HudiError
 from engine.files import atomic_write
 from engine.hudi import parquet
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
@@ -50,11 +51,29 @@ def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:
 
 
 def read(path: Path) -> pa.Table | None:
-    """The tombstones of a slice (None when it has no sidecar)."""
+    """The tombstones of a slice (None when it has no sidecar).
+
+    Raises:
+        HudiError: The sidecar exists but cannot be read.
+    """
     try:
         return parquet.read_table(path).cast(SCHEMA)
     except FileNotFoundError:
         return None
+    except (OSError, pa.ArrowException) as exc:
+        raise HudiError(
+            f"the tombstone sidecar {path} is unreadable ({exc})",
+            "the table's delete history is damaged: rebuild the table from its topic",
+        ) from None
+
+
+def missing(path: Path, instant: str) -> HudiError:
+    """The error for a sidecar its commit recorded but that is not there."""
+    return HudiError(
+        f"the tombstone sidecar {path} that commit {instant} recorded is missing",
+        "the table's delete history is incomplete (late events could resurrect deleted "
+        "rows): rebuild the table from its topic",
+    )
 
 
 def write(table: pa.Table, path: Path) -> None:

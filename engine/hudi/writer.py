@@ -177,6 +177,7 @@ class HudiWriter:
                 within an instant across tables' writes sharing one Spark job).
         """
         avro = avro_schema_json(file_schema(schema), self.name) if self.is_mor else ""
+        recorded: dict[str, set[str] | None] = {}
         writes = []
         for i, bucket in enumerate(touched):
             part = first_task + i
@@ -190,6 +191,18 @@ class HudiWriter:
                 name = LogFileName(file_id, current.instant, version, part, instant).name
             else:
                 name = base_file_name(file_id, f"{part}-1-0", instant)
+            has_tombstones = None
+            if current is not None:
+                state = current.state_instant
+                if state not in recorded:
+                    extra = self.table.commit_metadata(state).get("extraMetadata") or {}
+                    ids = extra.get(o.TOMBSTONES_KEY)
+                    recorded[state] = None if ids is None else set(filter(None, ids.split(",")))
+                ids_of_state = recorded[state]
+                has_tombstones = None if ids_of_state is None else file_id in ids_of_state
+                sidecar = tombstones.sidecar_path(self.path, file_id, state)
+                if has_tombstones and not sidecar.is_file():
+                    raise tombstones.missing(sidecar, state)
             writes.append(
                 SliceWrite(
                     table_path=str(self.path),
@@ -202,6 +215,7 @@ class HudiWriter:
                     base_instant=current.instant if current else None,
                     log_files=current.log_files if current else (),
                     state_instant=current.state_instant if current else None,
+                    has_tombstones=has_tombstones,
                     append=append,
                     avro_schema=avro,
                 )
@@ -243,7 +257,11 @@ class HudiWriter:
             for r in results
             if r.file_name
         ]
-        metadata = {o.CHECKPOINT_KEY: format_checkpoint(topic, offsets), **extra}
+        metadata = {
+            o.CHECKPOINT_KEY: format_checkpoint(topic, offsets),
+            o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
+            **extra,
+        }
         self.table.commit(instant, stats, schema, metadata)
 
     def clean(self, retain_commits: int) -> list[Path]:
