@@ -28,9 +28,12 @@ record of its key, which is what we need since the writer has already put every 
 events in source order before writing.
 
 Each delta commit writes new log files and never appends to existing ones, so rolling
-back a failed commit means deleting its files: the write token's middle part is the
-delta commit's instant (``<task>-<instant>-<attempt>``), which is how
-:meth:`engine.hudi.table.HudiTable.rollback_pending` finds them.
+back a failed commit means deleting its files. The write token is three small integers
+(``<task partition>-<stage>-<attempt>``), as Hudi writes and parses it
+(``Integer.parseInt``); which delta commit wrote a log file is in its first block's
+header (:func:`log_instant`), which is how
+:meth:`engine.hudi.table.HudiTable.rollback_pending` finds them. Files named by earlier
+cdcctl versions carry the instant as the token's middle part, and are read that way.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ HEADER_SCHEMA = 2
 LOG_FILE_RE = re.compile(r"\.([^_]+)_(\d{17}|\d{14})\.log\.(\d+)_(\d+)-(\d+)-(\d+)\Z")
 
 
+#: The stage part of the write tokens cdcctl writes (base files use the same).
+WRITE_STAGE = 1
+
+
 @dataclass(frozen=True)
 class LogFileName:
     """The parts of a log file name."""
@@ -68,24 +75,68 @@ class LogFileName:
     base_instant: str
     version: int
     task: int
-    instant: str  # the delta commit that wrote the file (middle of the write token)
+    stage: int = WRITE_STAGE
     attempt: int = 0
+    #: The instant in the token of a file an earlier cdcctl wrote ("" otherwise).
+    legacy_instant: str = ""
 
     @property
     def name(self) -> str:
         """The file name (no directory)."""
+        middle = self.legacy_instant or str(self.stage)
         return (
             f".{self.file_id}_{self.base_instant}.log.{self.version}"
-            f"_{self.task}-{self.instant}-{self.attempt}"
+            f"_{self.task}-{middle}-{self.attempt}"
         )
 
     @classmethod
     def parse(cls, name: str) -> LogFileName | None:
-        """Parse a log file name; None if ``name`` is not one this module writes."""
+        """Parse a log file name; None if ``name`` is not a Hudi log file name."""
         m = LOG_FILE_RE.match(name)
         if not m:
             return None
-        return cls(m[1], m[2], int(m[3]), int(m[4]), m[5], int(m[6]))
+        middle = m[5]
+        if len(middle) in (14, 17):  # an instant: a file an earlier cdcctl wrote
+            return cls(m[1], m[2], int(m[3]), int(m[4]), 0, int(m[6]), middle)
+        return cls(m[1], m[2], int(m[3]), int(m[4]), int(middle), int(m[6]))
+
+
+#: Instant of each log file read so far, by (path, inode, mtime, size): files never change.
+_INSTANTS: dict[tuple[str, int, int, int], str] = {}
+_INSTANTS_LIMIT = 200_000
+
+
+def log_instant(path: Path, parsed: LogFileName | None = None) -> str:
+    """The delta commit that wrote a log file: its first block's instant-time header.
+
+    Raises:
+        HudiError: The file is not a readable log file.
+    """
+    if parsed is not None and parsed.legacy_instant:
+        return parsed.legacy_instant
+    st = path.stat()
+    key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    found = _INSTANTS.get(key)
+    if found is None:
+        found = _read_instant_header(path)
+        if len(_INSTANTS) >= _INSTANTS_LIMIT:
+            _INSTANTS.clear()
+        _INSTANTS[key] = found
+    return found
+
+
+def _read_instant_header(path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(26)  # magic, block size, format version, block type, header count
+        if len(head) < 26 or head[:6] != MAGIC:
+            raise HudiError(f"{path} is not a Hudi log file (no block magic)")
+        (count,) = struct.unpack_from(">i", head, 22)
+        for _ in range(count):
+            key, length = struct.unpack(">ii", f.read(8))
+            if key == HEADER_INSTANT_TIME:
+                return f.read(length).decode("utf-8")
+            f.seek(length, 1)
+    raise HudiError(f"{path}: its first log block has no instant time")
 
 
 def _metadata(entries: dict[int, str]) -> bytes:

@@ -43,7 +43,7 @@ from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import bucket_of_file_id
 from engine.hudi.commit import PARTITION_PATH, WriteStat, to_json_bytes
 from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
-from engine.hudi.log_file import LogFileName
+from engine.hudi.log_file import LogFileName, log_instant
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, avro_schema_json
 
@@ -491,8 +491,9 @@ class HudiTable:
 
     def _list_data_files(
         self,
-    ) -> tuple[list[tuple[str, str, str, int]], list[tuple[LogFileName, int]]]:
-        """Return every base file ``(file_id, instant, name, size)`` and log file of the table."""
+    ) -> tuple[list[tuple[str, str, str, int]], list[tuple[LogFileName, int, str]]]:
+        """Return every base file ``(file_id, instant, name, size)`` and every log file
+        ``(name parts, size, instant that wrote it)`` of the table."""
         bases, logs = [], []
         with os.scandir(self.base_path) as entries:
             for entry in entries:
@@ -509,7 +510,8 @@ class HudiTable:
                 elif ".log." in name:
                     log = LogFileName.parse(name)
                     if log is not None:
-                        logs.append((log, entry.stat().st_size))
+                        path = self.base_path / name
+                        logs.append((log, entry.stat().st_size, log_instant(path, log)))
         return bases, logs
 
     def _replaced_file_ids(self, timeline: tl.Timeline, upto: str | None = None) -> set[str]:
@@ -524,7 +526,7 @@ class HudiTable:
 
     def _committed_slices(
         self, timeline: tl.Timeline
-    ) -> tuple[dict[str, list[tuple[str, str, int]]], list[tuple[LogFileName, int]]]:
+    ) -> tuple[dict[str, list[tuple[str, str, int]]], list[tuple[LogFileName, int, str]]]:
         """Return file id -> committed ``(instant, name, size)`` base slices, oldest first,
         and the committed log files."""
         # Section 4.2: a slice counts if its instant completed, or if it predates the
@@ -548,9 +550,9 @@ class HudiTable:
                         "delete the file not named in that instant's commit metadata",
                     )
         committed_logs = [
-            (log, size)
-            for log, size in logs
-            if log.instant in timeline.completed or log.instant < first
+            (log, size, instant)
+            for log, size, instant in logs
+            if instant in timeline.completed or instant < first
         ]
         return groups, committed_logs
 
@@ -573,9 +575,9 @@ class HudiTable:
         timeline = tl.scan(self._hoodie)
         replaced = self._replaced_file_ids(timeline)
         groups, logs = self._committed_slices(timeline)
-        logs_of: dict[tuple[str, str], list[tuple[LogFileName, int]]] = {}
-        for log, size in logs:
-            logs_of.setdefault((log.file_id, log.base_instant), []).append((log, size))
+        logs_of: dict[tuple[str, str], list[tuple[LogFileName, int, str]]] = {}
+        for log, size, written in logs:
+            logs_of.setdefault((log.file_id, log.base_instant), []).append((log, size, written))
         result: dict[int, FileSlice] = {}
         for file_id, slices in groups.items():
             if file_id in replaced:
@@ -593,10 +595,10 @@ class HudiTable:
                 instant,
                 self.base_file_path(name),
                 name,
-                log_files=tuple(log.name for log, _ in own),
-                latest_instant=max([instant, *(log.instant for log, _ in own)]),
+                log_files=tuple(log.name for log, _, _ in own),
+                latest_instant=max([instant, *(written for _, _, written in own)]),
                 base_size=size,
-                log_size=sum(s for _, s in own),
+                log_size=sum(s for _, s, _ in own),
             )
         return result
 
@@ -619,7 +621,7 @@ class HudiTable:
         marker = self.base_path / PARTITION_METADATA_FILE
         for instant in sorted(timeline.pending):
             doomed = [f[2] for f in files if f[1] == instant]
-            doomed += [log.name for log, _ in logs if log.instant == instant]
+            doomed += [log.name for log, _, written in logs if written == instant]
             for name in doomed:
                 (self.base_path / name).unlink(missing_ok=True)
             files = [f for f in files if f[1] != instant]
@@ -666,7 +668,7 @@ class HudiTable:
         deleted: list[Path] = []
         groups, logs = self._committed_slices(timeline)
         logs_of: dict[tuple[str, str], list[str]] = {}
-        for log, _ in logs:
+        for log, _, _ in logs:
             logs_of.setdefault((log.file_id, log.base_instant), []).append(log.name)
         for file_id, slices in groups.items():
             visible = [s for s in slices if s[0] <= oldest_kept]

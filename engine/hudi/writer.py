@@ -188,7 +188,7 @@ class HudiWriter:
                 if current is None:
                     raise ValueError(f"bucket {bucket} has no slice to append to")
                 version = 1 + max((_log_version(name) for name in current.log_files), default=0)
-                name = LogFileName(file_id, current.instant, version, part, instant).name
+                name = LogFileName(file_id, current.instant, version, part).name
             else:
                 name = base_file_name(file_id, f"{part}-1-0", instant)
             has_tombstones = None

@@ -23,6 +23,7 @@ from engine.hudi.log_file import (
     LogFileName,
     _delete_content,
     encode_log_file,
+    log_instant,
     read_log_file,
 )
 from engine.hudi.schema import avro_schema_json, conform, file_schema
@@ -80,7 +81,7 @@ def append_log(
 ) -> tuple[str, str]:
     instant = table.new_instant_time()
     table.start_commit(instant)
-    name = LogFileName(FID, base_instant, version, 0, instant).name
+    name = LogFileName(FID, base_instant, version, 0).name
     data = encode_log_file(
         instant,
         avro_schema_json(FILE_SCHEMA, "t"),
@@ -122,7 +123,7 @@ def test_log_file_round_trip(tmp_path: Path) -> None:
     keys = ["1", "ключ", "x" * 300, ""]
     upserts = rows("20250101000000000", "f", {5: ("a", 1), 6: ("b", 2)})
     data = encode_log_file("20250101000000000", "{}", upserts, keys)
-    path = tmp_path / LogFileName(FID, "20250101000000000", 1, 0, "20250101000000001").name
+    path = tmp_path / LogFileName(FID, "20250101000000000", 1, 0).name
     path.write_bytes(data)
     blocks = list(read_log_file(path))
     assert [b.instant for b in blocks] == ["20250101000000000"] * 2
@@ -130,8 +131,14 @@ def test_log_file_round_trip(tmp_path: Path) -> None:
     assert blocks[1].deleted_keys == keys
     assert encode_log_file("20250101000000000", "{}", None, []) == b""
     parsed = LogFileName.parse(path.name)
-    assert parsed == LogFileName(FID, "20250101000000000", 1, 0, "20250101000000001")
+    assert parsed == LogFileName(FID, "20250101000000000", 1, 0)
+    # Hudi parses each part of the write token as an int.
+    assert [int(part) for part in path.name.rsplit("_", 1)[1].split("-")] == [0, 1, 0]
+    assert log_instant(path) == "20250101000000000"  # the first block's header says
     assert LogFileName.parse(".x_1.log.1_0-1-0") is None  # not a 17-digit base instant
+    # A file an earlier cdcctl named with the instant in its token is still understood.
+    legacy = LogFileName.parse(f".{FID}_20250101000000000.log.2_3-20250101000000009-0")
+    assert legacy is not None and log_instant(tmp_path / "absent", legacy) == "20250101000000009"
 
 
 @given(

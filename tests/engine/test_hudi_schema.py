@@ -24,6 +24,7 @@ from engine.hudi.schema import (
     avro_schema_json,
     conform,
     decimal_fixed_size,
+    storage_type,
 )
 from engine.hudi.table import HudiTable
 
@@ -192,7 +193,11 @@ def test_avro_schema_shape() -> None:
 
 def test_unsupported_types_and_names() -> None:
     with pytest.raises(HudiError, match="no Hudi"):
-        avro_schema_json(pa.schema([("x", pa.struct([("a", pa.int8())]))]), "t")
+        avro_schema_json(pa.schema([("x", pa.map_(pa.int32(), pa.string()))]), "t")
+    with pytest.raises(HudiError, match="no Hudi"):
+        avro_schema_json(pa.schema([("x", pa.time64("ns"))]), "t")
+    with pytest.raises(HudiError, match="Avro name"):
+        avro_schema_json(pa.schema([("x", pa.struct([("not ok", pa.int8())]))]), "t")
     with pytest.raises(HudiError, match="no Hudi"):
         avro_schema_json(pa.schema([("x", pa.timestamp("ns"))]), "t")
     with pytest.raises(HudiError, match="Avro name"):
@@ -238,3 +243,23 @@ def test_local_timestamp_breaks_hudi_rs(tmp_path: Path) -> None:
     with pytest.raises(BaseException) as info:  # pyo3 PanicException is a BaseException
         hudi.HudiTable(str(base)).read()
     assert "not yet implemented" in str(info.value)
+
+
+def test_nested_and_time_types_map_as_hudis_spark_converter_names_them() -> None:
+    schema = pa.schema(
+        [
+            ("t", pa.time64("us")),
+            ("geom", pa.struct([("wkb", pa.binary()), ("srid", pa.int32())])),
+            ("tags", pa.map_(pa.string(), pa.string())),
+        ]
+    )
+    fields = {f["name"]: f["type"][1] for f in json.loads(avro_schema_json(schema, "t"))["fields"]}
+    assert fields["t"] == {"type": "long", "logicalType": "time-micros"}
+    assert fields["geom"]["type"] == "record" and fields["geom"]["name"] == "geom"
+    assert fields["geom"]["namespace"] == "hoodie.t.t_record"
+    assert [f["name"] for f in fields["geom"]["fields"]] == ["wkb", "srid"]
+    assert fields["tags"] == {"type": "map", "values": ["null", "string"]}
+    # Decimals beyond Spark's 38 digits are stored as their exact text.
+    assert storage_type(pa.decimal256(40, 2)) == pa.string()
+    nested = pa.struct([("d", pa.decimal256(50, 0))])
+    assert storage_type(nested) == pa.struct([("d", pa.string())])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.hudi.log_file import LogFileName
+from engine.hudi.log_file import LogFileName, log_instant
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
@@ -81,16 +81,14 @@ def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path
 
 
 def _files_of(path: Path, instant: str) -> list[Path]:
-    """Data files an instant wrote: base files end with it, log files carry it in the token."""
+    """Data files an instant wrote: base files end with it, log files carry it in their
+    first block's header."""
     return [
         f
         for f in path.iterdir()
         if f.name.endswith(f"_{instant}.parquet")
-        or (LogFileName.parse(f.name) or _NO).instant == instant
+        or (LogFileName.parse(f.name) is not None and log_instant(f) == instant)
     ]
-
-
-_NO = LogFileName("", "", 0, 0, "")
 
 
 def test_unfinished_instant_is_invisible_and_rolled_back(
