@@ -242,7 +242,8 @@ def encode_log_file(
     upserts: pa.Table | None,
     deleted_keys: Sequence[str] | pa.Array | pa.ChunkedArray,
 ) -> bytes:
-    """Return the bytes of one delta commit's log file: data block, then delete block.
+    """Return the bytes of one delta commit's log file: data block, then delete block
+    (at least one block: with nothing to write, an empty delete block).
 
     Args:
         instant: The delta commit's instant.
@@ -257,7 +258,10 @@ def encode_log_file(
         parquet.write_table(upserts, buf)
         header = {HEADER_INSTANT_TIME: instant, HEADER_SCHEMA: avro_schema}
         blocks.append(_block(BLOCK_PARQUET, header, buf.getvalue()))
-    if len(deleted_keys):
+    if len(deleted_keys) or not blocks:
+        # A write that changed only the group's tombstones still needs its log file (it
+        # names the slice's newest instant): an empty delete block, never an empty file,
+        # which Hudi's log reader would take for a corrupt one.
         header = {HEADER_INSTANT_TIME: instant}
         blocks.append(_block(BLOCK_DELETE, header, _delete_content(deleted_keys)))
     return b"".join(blocks)

@@ -129,7 +129,10 @@ def test_log_file_round_trip(tmp_path: Path) -> None:
     assert [b.instant for b in blocks] == ["20250101000000000"] * 2
     assert blocks[0].rows is not None and blocks[0].rows.equals(upserts)
     assert blocks[1].deleted_keys == keys
-    assert encode_log_file("20250101000000000", "{}", None, []) == b""
+    empty = tmp_path / LogFileName(FID, "20250101000000000", 2, 0).name
+    empty.write_bytes(encode_log_file("20250101000000002", "{}", None, []))
+    (block,) = list(read_log_file(empty))  # never an empty file: one empty delete block
+    assert block.instant == "20250101000000002" and block.deleted_keys == []
     parsed = LogFileName.parse(path.name)
     assert parsed == LogFileName(FID, "20250101000000000", 1, 0)
     # Hudi parses each part of the write token as an int.
@@ -354,3 +357,11 @@ def test_columns_kept_at_write_equal_a_read_of_the_file(tmp_path: Path) -> None:
             (b.instant, b.deleted_keys) for b in read
         ]
         assert [b.rows for b in kept] == [b.rows for b in read]  # types and values
+
+
+def test_a_log_file_with_nothing_but_an_empty_delete_block_reads_back(tmp_path: Path) -> None:
+    table = make_table(tmp_path / "t")
+    base = write_base(table, {1: ("a", 10), 2: ("b", 10)})
+    _, log = append_log(table, base, 1, {}, [])
+    assert (table.base_path / log).stat().st_size > 0
+    assert hudi_rs_rows(table.base_path) == {"1": ("a", 10), "2": ("b", 10)}
