@@ -356,15 +356,22 @@ class Replicator:
                 self._consumed[(topic, p)] = o
             bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
             if bad:
-                path = self.dead_letters.quarantine(rt.name, bad)
+                written = self.dead_letters.quarantine(rt.name, bad)
                 rt.counters.bad += len(bad)
-                log.warning("%s: quarantined %d bad message(s) to %s", rt.name, len(bad), path)
+                log.warning(
+                    "%s: quarantined %d bad message(s) to %s%s",
+                    rt.name,
+                    len(bad),
+                    self.dead_letters.path(rt.name),
+                    "" if written == len(bad) else f" ({len(bad) - written} already there)",
+                )
                 limit = self.cfg.replicator.max_bad_fraction
                 if len(bad) > limit * len(offs):
                     self._fail(
                         rt,
                         f"{len(bad)} of {len(offs)} messages in one batch could not be decoded "
-                        f"(more than replicator.max_bad_fraction = {limit}); they are in {path}",
+                        f"(more than replicator.max_bad_fraction = {limit}); "
+                        f"they are in {self.dead_letters.path(rt.name)}",
                     )
                     continue
             prepared.tables.append(_Decoded(rt, batch, result.key_fields, read_to))
