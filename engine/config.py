@@ -148,6 +148,11 @@ class ReplicatorConfig(_Section):
     #: Delete tombstones are kept this long in source time (and for at least
     #: hudi.clean_retain_commits commits) so late events cannot resurrect rows.
     tombstone_retention_hours: float = Field(default=168.0, ge=0)
+    #: Tables (glob patterns over table names) that accept a gap in their topic — a
+    #: checkpoint before the log's start or past its end — and go on from the log's
+    #: start; each accepted gap is recorded in the table's next commit. Empty: a gap
+    #: stops the table (FAILED).
+    accept_offset_gaps: list[str] = Field(default_factory=list)
 
 
 class SparkConfig(_Section):

@@ -17,6 +17,7 @@ property tests drive the real engine.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import shutil
 import signal
@@ -232,7 +233,7 @@ class Replicator:
         """Every live goal partition is committed (or, with ``read``, read) to its end."""
         for (topic, part), end in goal.items():
             rt = self.tables.by_topic.get(topic)
-            if rt is None or rt.state == TableState.FAILING:
+            if rt is None or rt.state.stopped:
                 continue
             position = rt.progress.committed.get(part, 0)
             if read:
@@ -253,13 +254,85 @@ class Replicator:
         self.source.assign_transactions(tx_topics)
         for topic, parts in data_topics.items():
             rt = self.tables.get(topic)
-            if rt is None or rt.state == TableState.FAILING:
+            if rt is None or rt.state.stopped:
                 continue
             for part in parts:
                 if part not in rt.partitions:
                     rt.partitions.append(part)
                     positions[(topic, part)] = rt.progress.committed.get(part)
-        self.source.assign(positions)
+        # Checkpoints outside their partition's log: new partitions, and (the topic was
+        # recreated) partitions being read whose log now ends before the checkpoint.
+        reading = {
+            (rt.topic, p): off
+            for rt in self.tables
+            if not rt.state.stopped
+            for p, off in rt.progress.committed.items()
+            if (rt.topic, p) in self.source.assigned
+        }
+        reading.update({tp: off for tp, off in positions.items() if off is not None})
+        for (topic, part), restart in self._offset_gaps(reading, new=set(positions)).items():
+            positions[(topic, part)] = restart
+        self.source.assign(
+            {tp: off for tp, off in positions.items() if not self.tables[tp[0]].state.stopped}
+        )
+
+    def _offset_gaps(
+        self, checkpoints: dict[tuple[str, int], int], new: set[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """Find checkpoints outside their partition's log; stop or resume their tables.
+
+        A checkpoint before the log's start means events were deleted (retention,
+        compaction) before they were replicated; one past the log's end means the topic
+        was deleted and recreated (or truncated). Either is a gap in the table's change
+        history: the table stops (FAILED) with the missing range and the fixes, unless
+        ``replicator.accept_offset_gaps`` names it; then it goes on from the log's start
+        and its next commit records the gap.
+
+        Returns:
+            Where accepted partitions restart (offsets to seek to).
+        """
+        if not checkpoints or self.source is None:
+            return {}
+        source = self.source
+        starts = source.log_start_offsets([tp for tp in checkpoints if tp in new])
+        # The high watermark decides unless it is below the checkpoint: then the exact
+        # end settles it (the Tansu broker's watermark can lag within a record batch).
+        highs = source.end_offsets(checkpoints)
+        suspects = [tp for tp, off in checkpoints.items() if off > highs[tp]]
+        ends = {**highs, **(source.exact_end_offsets(suspects) if suspects else {})}
+        restarts: dict[tuple[str, int], int] = {}
+        for (topic, part), off in sorted(checkpoints.items()):
+            start, end = starts.get((topic, part), 0), ends[(topic, part)]
+            if start <= off <= end:
+                continue
+            rt = self.tables[topic]
+            if off < start:
+                gap = (
+                    f"{topic}[{part}]: offsets {off}..{start - 1} were deleted from the topic "
+                    "(retention or compaction) before they were replicated"
+                )
+            else:
+                gap = (
+                    f"{topic}[{part}]: the partition now ends at offset {end}, before the "
+                    f"checkpoint {off}: the topic was deleted and recreated (or truncated)"
+                )
+            if any(fnmatch.fnmatchcase(rt.name, p) for p in self.cfg.replicator.accept_offset_gaps):
+                log.warning("%s: accepting a gap: %s; going on from offset %d", rt.name, gap, start)
+                rt.progress.accepted_gaps.append(f"{topic}[{part}] {off}->{start}")
+                rt.progress.committed[part] = start
+                restarts[(topic, part)] = start
+                if (topic, part) not in new:
+                    source.seek({(topic, part): start})
+                continue
+            rt.state, rt.error = (
+                TableState.FAILED,
+                f"{gap}. Rebuild the table from a new snapshot (move its folder away and "
+                f"replay the topic from a fresh Debezium snapshot), or accept the gap: add "
+                f"{rt.name!r} to replicator.accept_offset_gaps (recorded in its next commit)",
+            )
+            log.error("%s: FAILED: %s", rt.name, rt.error)
+            source.unassign([(topic, p) for p in rt.partitions])
+        return restarts
 
     def _fail(self, rt: TableRuntime, error: str) -> None:
         rt.state, rt.error = TableState.FAILING, error
@@ -282,6 +355,17 @@ class Replicator:
                 count = len(messages)
                 grouped = group_by_topic(messages)
                 del messages  # the raw messages (and librdkafka's buffers) are freed here
+        if source.out_of_range:
+            # The broker refused a fetch position: find out which end it fell off.
+            lost, source.out_of_range = source.out_of_range, set()
+            self._offset_gaps(
+                {
+                    tp: self.tables[tp[0]].progress.committed.get(tp[1], 0)
+                    for tp in lost
+                    if tp[0] in self.tables.by_topic
+                },
+                new=lost,
+            )
         prepared = None
         if count:
             faults.point("consumed")
@@ -329,7 +413,7 @@ class Replicator:
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
             keys, values, parts, offs = grouped.pop(topic)
             rt = self.tables.get(topic)
-            if rt is None or rt.state == TableState.FAILING:
+            if rt is None or rt.state.stopped:
                 continue
             read_to = next_offsets(parts, offs)
             t0 = time.monotonic()
@@ -404,7 +488,7 @@ class Replicator:
         first_task = 0
         for decoded in prepared.tables:
             rt = decoded.rt
-            if rt.state == TableState.FAILING:
+            if rt.state.stopped:
                 continue
             offsets = {**rt.progress.committed, **decoded.read_to}
             if offsets == rt.progress.committed:
@@ -531,7 +615,7 @@ class Replicator:
 
     def failing(self) -> list[TableStatus]:
         """Tables that stopped replicating, with their errors."""
-        return [rt.status() for rt in self.tables if rt.state == TableState.FAILING]
+        return [rt.status() for rt in self.tables if rt.state.stopped]
 
     def status(self) -> list[TableStatus]:
         """A snapshot of every table's state and counters."""

@@ -26,6 +26,7 @@ MAX_TS_KEY = "cdcctl.source.max_ts"
 TOPIC_KEY = "cdcctl.source.topic"
 TAIL_KEY = "cdcctl.partition.tail"
 GTID_KEY = "cdcctl.gtid.lineages"
+GAPS_KEY = "cdcctl.accepted_gaps"
 
 
 @dataclass
@@ -41,6 +42,8 @@ class TableProgress:
     tail: dict[int, list] = field(default_factory=dict)
     #: GTID origins in the order first seen.
     gtid_lineages: list[str] = field(default_factory=list)
+    #: Offset gaps accepted by ``replicator.accept_offset_gaps``, as recorded.
+    accepted_gaps: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
@@ -56,6 +59,7 @@ class TableProgress:
             max_source_ts=int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None,
             tail={int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()},
             gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),
+            accepted_gaps=json.loads(extra.get(GAPS_KEY) or "[]"),
         )
 
     def extra(self, topic: str, floor: tuple[int, int] | None) -> dict[str, str]:
@@ -69,6 +73,8 @@ class TableProgress:
             extra[TAIL_KEY] = json.dumps(self.tail, separators=(",", ":"))
         if self.gtid_lineages:
             extra[GTID_KEY] = json.dumps(self.gtid_lineages, separators=(",", ":"))
+        if self.accepted_gaps:
+            extra[GAPS_KEY] = json.dumps(self.accepted_gaps, separators=(",", ":"))
         return extra
 
     def tails(self) -> tuple[Tail, ...]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable
 
 from confluent_kafka import (
@@ -60,7 +61,10 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
         "group.id": cfg.group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
+        # Never jump silently: a position outside the log is an error the replicator
+        # reports (a gap), not a reason to restart from either end. New partitions are
+        # assigned from the beginning explicitly.
+        "auto.offset.reset": "error",
         "fetch.queue.backoff.ms": 10,
         "queued.min.messages": max(100_000, batch_size),
         # Bounds prefetch memory (a 250k batch of typical events is ~125 MB).
@@ -120,6 +124,10 @@ class KafkaSource:
         self._tx_consumer: Consumer | None = None
         self._tx_assigned: set[tuple[str, int]] = set()
         self._reached = False
+        #: Consumer errors seen, by error name: logged and counted, never dropped.
+        self.errors: Counter[str] = Counter()
+        #: Partitions whose fetch position fell outside the log (checked by the caller).
+        self.out_of_range: set[tuple[str, int]] = set()
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is selected by the include/exclude patterns."""
@@ -269,9 +277,38 @@ class KafkaSource:
                         out.append(m)
                     elif err.fatal():
                         raise SourceError(f"fatal Kafka error: {err}")
-                    # Partition EOF and other informational errors are not messages.
+                    else:
+                        self._consumer_error(m, err)
             if not msgs and out:
                 break
+        return out
+
+    def _consumer_error(self, message: Message, err: KafkaError) -> None:
+        """Count and log a non-fatal consumer error (the first few of each kind)."""
+        name = err.name()
+        self.errors[name] += 1
+        topic, part = message.topic(), message.partition()
+        if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            if topic and part is not None:
+                self.out_of_range.add((topic, part))
+        count = self.errors[name]
+        if count <= 3 or count % 1000 == 0:
+            where = f" on {topic}[{part}]" if topic else ""
+            log.warning("Kafka consumer error%s: %s (%d so far)", where, err.str(), count)
+
+    def log_start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict:
+        """The first offset still in each partition's log (low watermark)."""
+        out = {}
+        for topic, part in partitions:
+            try:
+                low, _ = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, part), timeout=TIMEOUT_S
+                )
+            except KafkaException as exc:
+                raise SourceError(
+                    f"cannot read the log start of {topic}[{part}]: {kafka_reason(exc)}"
+                ) from None
+            out[(topic, part)] = low
         return out
 
     def commit_group_offsets(self, offsets: dict[tuple[str, int], int]) -> None:

@@ -16,6 +16,11 @@ class TableState(StrEnum):
     FAILING = "FAILING"
     FAILED = "FAILED"
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the table no longer replicates (until it is fixed and restarted)."""
+        return self in (TableState.FAILING, TableState.FAILED)
+
 
 @dataclass
 class TableCounters:

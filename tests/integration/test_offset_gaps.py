@@ -1,0 +1,106 @@
+"""No silent gaps: a checkpoint outside its partition's log stops the table, or is accepted.
+
+A topic deleted and recreated with fewer records leaves every checkpoint past the new
+log's end. Found at start-up and under a running replicator, the table goes FAILED
+naming the partition, the offsets and the two fixes; with the table in
+``replicator.accept_offset_gaps`` it goes on from the new log's start and its next
+commit records the gap.
+
+Two cases cannot run against the embedded broker (Tansu), and what stands in:
+
+- A checkpoint before the log's start (retention or ``DeleteRecords`` removed records):
+  Tansu implements neither, so no such log can be made. The same function decides both
+  ends (the start is the partition's low watermark); this test covers the end.
+- A topic recreated under a *running* replicator: librdkafka 2.16.0 crashes (SIGSEGV)
+  inside ``consume`` once it fetches from a partition Tansu deleted (a Fetch response
+  for an unknown topic), with or without cdcctl. The replicator's periodic check (every
+  ``replicator.topic_refresh_seconds``) and its handling of out-of-range consumer errors
+  run the same gap check; here the restart after the recreation exercises it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from engine.hudi.table import HudiTable
+from engine.playground.broker import produce_messages
+from tests import builders
+from tests.integration.replicas import read_replica, run_cli, write_config
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash]
+
+COLUMNS = [("id", "int32"), ("name", "string")]
+
+
+def _rows(topic: str, keys: range, lsn: int) -> list[tuple[str, bytes, bytes]]:
+    return [
+        (
+            topic,
+            builders.key(k),
+            builders.value("c", lsn + k, {"id": k, "name": f"v{lsn}"}, COLUMNS),
+        )
+        for k in keys
+    ]
+
+
+def _recreate(broker, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:  # the deletion takes effect asynchronously
+        try:
+            broker.create_topics([topic])
+            return
+        except Exception:  # noqa: BLE001 - "already exists" until the deletion is done
+            assert time.monotonic() < deadline, "the topic could not be recreated"
+            time.sleep(0.5)
+
+
+def test_recreated_topic_stops_the_table_unless_its_gap_is_accepted(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
+    produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 201), 1000))
+    produce_messages(broker.bootstrap_servers, _rows(other, range(1, 11), 1000))
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_seconds=0.3,
+        topic_refresh_seconds=1.0,
+    )
+    first = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert first.returncode == 0, first.stderr
+
+    _recreate(broker, topic)
+    produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 51), 5000))
+    stopped = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
+    assert stopped.returncode == 3, stopped.stderr
+    status = {s["table"]: s for s in json.loads(stopped.stdout)}
+    assert status["app_items"]["state"] == "FAILED"
+    assert status["app_other"]["state"] == "REPLICATING"
+    error = status["app_items"]["error"]
+    assert f"{topic}[0]: the partition now ends at offset 50, before the checkpoint 200" in error
+    assert "replicator.accept_offset_gaps" in error and "Rebuild the table" in error
+    assert len(read_replica(target / "app_items")) == 200  # nothing applied past the gap
+
+    accepting = tmp_path / "accepting.toml"
+    accepting.write_text(config.read_text() + "accept_offset_gaps = ['app_items']\n")
+    resumed = run_cli("start", "--config", str(accepting), "--until-caught-up")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "accepting a gap" in resumed.stderr
+    rows = read_replica(target / "app_items")
+    assert {rows[str(k)]["name"] for k in range(1, 51)} == {"v5000"}  # the new topic's rows
+    assert {rows[str(k)]["name"] for k in range(51, 201)} == {"v1000"}
+    table = HudiTable.open(target / "app_items")
+    extra = table.commit_metadata(table.completed_instants()[-1])["extraMetadata"]
+    assert json.loads(extra["cdcctl.accepted_gaps"]) == [f"{topic}[0] 200->0"]
