@@ -39,6 +39,7 @@ cdcctl versions carry the instant as the token's middle part, and are read that 
 from __future__ import annotations
 
 import io
+import os
 import re
 import struct
 from collections.abc import Iterator, Sequence
@@ -106,15 +107,19 @@ _INSTANTS: dict[tuple[str, int, int, int], str] = {}
 _INSTANTS_LIMIT = 200_000
 
 
-def log_instant(path: Path, parsed: LogFileName | None = None) -> str:
+def log_instant(
+    path: Path, parsed: LogFileName | None = None, st: os.stat_result | None = None
+) -> str:
     """The delta commit that wrote a log file: its first block's instant-time header.
+
+    ``st`` is the file's stat if the caller has it (a directory scan does).
 
     Raises:
         HudiError: The file is not a readable log file.
     """
     if parsed is not None and parsed.legacy_instant:
         return parsed.legacy_instant
-    st = path.stat()
+    st = st or path.stat()
     key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
     found = _INSTANTS.get(key)
     if found is None:

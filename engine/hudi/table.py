@@ -510,8 +510,9 @@ class HudiTable:
                 elif ".log." in name:
                     log = LogFileName.parse(name)
                     if log is not None:
-                        path = self.base_path / name
-                        logs.append((log, entry.stat().st_size, log_instant(path, log)))
+                        st = entry.stat()
+                        written = log_instant(self.base_path / name, log, st)
+                        logs.append((log, st.st_size, written))
         return bases, logs
 
     def _replaced_file_ids(self, timeline: tl.Timeline, upto: str | None = None) -> set[str]:

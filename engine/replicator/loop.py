@@ -149,6 +149,12 @@ class Replicator:
         self._goal_probe: Future[dict[tuple[str, int], int]] | None = None
         #: next offset read (decoded, maybe not yet committed) per partition
         self._consumed: dict[tuple[str, int], int] = {}
+        #: ``_consumed`` as of the previous topic refresh (partitions idle since then are
+        #: checked for gaps).
+        self._seen: dict[tuple[str, int], int] = {}
+        #: Per partition, (high watermark, exact end) as last probed: while the watermark
+        #: stays, the exact end does too (the Tansu broker's watermark lags within a batch).
+        self._verified_ends: dict[tuple[str, int], tuple[int, int]] = {}
 
     # -- lifecycle -------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -261,13 +267,16 @@ class Replicator:
                     rt.partitions.append(part)
                     positions[(topic, part)] = rt.progress.committed.get(part)
         # Checkpoints outside their partition's log: new partitions, and (the topic was
-        # recreated) partitions being read whose log now ends before the checkpoint.
+        # recreated) partitions being read whose log now ends before the checkpoint. A
+        # partition that delivered messages since the last refresh plainly goes on.
+        idle = {tp for tp in self.source.assigned if self._consumed.get(tp) == self._seen.get(tp)}
+        self._seen = dict(self._consumed)
         reading = {
             (rt.topic, p): off
             for rt in self.tables
             if not rt.state.stopped
             for p, off in rt.progress.committed.items()
-            if (rt.topic, p) in self.source.assigned
+            if (rt.topic, p) in idle
         }
         reading.update({tp: off for tp, off in positions.items() if off is not None})
         for (topic, part), restart in self._offset_gaps(reading, new=set(positions)).items():
@@ -298,8 +307,15 @@ class Replicator:
         # The high watermark decides unless it is below the checkpoint: then the exact
         # end settles it (the Tansu broker's watermark can lag within a record batch).
         highs = source.end_offsets(checkpoints)
-        suspects = [tp for tp, off in checkpoints.items() if off > highs[tp]]
-        ends = {**highs, **(source.exact_end_offsets(suspects) if suspects else {})}
+        verified = self._verified_ends
+        suspects = [
+            tp
+            for tp, off in checkpoints.items()
+            if off > highs[tp] and not (tp in verified and verified[tp][0] == highs[tp])
+        ]
+        exact = source.exact_end_offsets(suspects) if suspects else {}
+        verified.update({tp: (highs[tp], end) for tp, end in exact.items()})
+        ends = {**highs, **{tp: verified[tp][1] for tp in checkpoints if tp in verified}}
         restarts: dict[tuple[str, int], int] = {}
         for (topic, part), off in sorted(checkpoints.items()):
             start, end = starts.get((topic, part), 0), ends[(topic, part)]
