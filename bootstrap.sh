@@ -57,7 +57,10 @@ fi
 
 case "$what" in
   demo) exec .venv/bin/cdcctl demo "$@" ;;
-  test) exec .venv/bin/python -m pytest "$@" ;;
+  test)
+    # Tables written by Apache Hudi (hudi-rs's test data, from its PyPI source archive).
+    .venv/bin/python -m tests.hudi_rs_data
+    exec .venv/bin/python -m pytest "$@" ;;
   lint)
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .

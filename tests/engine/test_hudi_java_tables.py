@@ -1,8 +1,7 @@
 """Tables written by Apache Hudi itself, read with the engine's own slice reader.
 
-The tables in ``tests/data/hudi-rs/`` were written by Hudi's Spark writer (table version
-6) for hudi-rs's test suite; their README says where each comes from and how it was
-made. The engine's reader (``read_slice``: a base file with its log files' data and
+The tables were written by Hudi's Spark writer (table version 6) for hudi-rs's test
+suite; ``tests/hudi_rs_data.py`` says where they come from and how they are fetched. The engine's reader (``read_slice``: a base file with its log files' data and
 delete blocks applied) must see what hudi-rs sees, and the Avro delete blocks Hudi
 wrote must decode against Hudi's published schema the way the engine's own do.
 """
@@ -19,18 +18,18 @@ import pytest
 from engine.hudi.avro_models import decode_delete_list
 from engine.hudi.file_slice import BASE_FILE_RE, read_slice
 from engine.hudi.log_file import _delete_content, read_log_file
+from tests.hudi_rs_data import table_zip
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "hudi-rs"
 TABLES = {
-    # zip name: (folder inside the zip, table type)
-    "sample_table_cow_v6_nonpartitioned": ("v6_nonpartitioned", "COPY_ON_WRITE"),
-    "sample_table_mor_parquet_v6_nonpartitioned": ("v6_nonpartitioned", "MERGE_ON_READ"),
-    "quickstart_trips_table_mor_avro_v6_trips_8i3d": ("v6_trips_8i3d", "MERGE_ON_READ"),
+    # zip in hudi-rs's test data: (folder inside the zip, table type)
+    "sample_table/cow/v6_nonpartitioned.zip": ("v6_nonpartitioned", "COPY_ON_WRITE"),
+    "sample_table/mor/parquet/v6_nonpartitioned.zip": ("v6_nonpartitioned", "MERGE_ON_READ"),
+    "quickstart_trips_table/mor/avro/v6_trips_8i3d.zip": ("v6_trips_8i3d", "MERGE_ON_READ"),
 }
 
 
 def extract(name: str, tmp_path: Path) -> Path:
-    with zipfile.ZipFile(DATA / f"{name}.zip") as archive:
+    with zipfile.ZipFile(table_zip(name)) as archive:
         archive.extractall(tmp_path)
     return tmp_path / TABLES[name][0]
 
@@ -92,7 +91,7 @@ def test_java_written_table_reads_as_hudi_rs_reads_it(name: str, tmp_path: Path)
 
 
 def test_java_delete_block_is_the_natural_order_delete_the_engine_writes(tmp_path: Path) -> None:
-    table = extract("quickstart_trips_table_mor_avro_v6_trips_8i3d", tmp_path)
+    table = extract("quickstart_trips_table/mor/avro/v6_trips_8i3d.zip", tmp_path)
     (log,) = (table / "city=san_francisco").glob(".*.log.*")
     (block,) = list(read_log_file(log))
     deleted = {
