@@ -7,8 +7,20 @@ Java bit for bit (format doc section 8.2)::
     bucket = (List<String>(hash values).hashCode() & 0x7FFFFFFF) % num_buckets
 
 where ``String.hashCode`` runs over UTF-16 code units with 32-bit wrap-around. The hash
-values are ``[key]`` for a simple key and the field values of a complex key
-``"f1:v1,f2:v2"``. ``bucket_ids`` is the vectorised form used on whole batches.
+values are ``[key]`` for a key without ``':'``; a key with one is read as Hudi 0.14/0.15's
+``BucketIdentifier.getHashKeys`` reads it (the ``"java"`` rule): split on ``','`` into
+``field:value`` pairs, each split on ``':'`` with Java's ``String.split`` (trailing empty
+strings dropped), collected into a map, and the values of the hash fields looked up in
+it (a field that is not there contributes ``null``, whose hash is 0). So a *simple* key
+such as ``"10:30"`` hashes as ``[null]`` unless its text before ``':'`` is the key
+field's name. Where Java itself fails (a pair without a value, a field named twice), no
+Java writer can store the key at all, and the key falls back to the ``"legacy"`` rule.
+
+The ``"legacy"`` rule (tables created by cdcctl before it knew Java's: their
+``hoodie.properties`` has no ``cdcctl.bucket.hash.rule``) hashes the text after the first
+``':'`` of every ``','``-separated part. A table keeps the rule it was created with: its
+rows are already in the buckets that rule chose. ``bucket_ids`` is the vectorised form
+used on whole batches.
 """
 
 from __future__ import annotations
@@ -51,44 +63,83 @@ def _utf16_units(s: str) -> array:
     return units
 
 
-def hash_values(record_key: str) -> list[str]:
-    """Return the values Hudi hashes for a record key (format doc 8.2).
+#: Names of the hashing rules (``cdcctl.bucket.hash.rule``); see the module docstring.
+RULE_JAVA = "java"
+RULE_LEGACY = "legacy"
+RULES = (RULE_JAVA, RULE_LEGACY)
 
-    A key without ``':'`` is a simple key and hashes as itself. A complex key
-    ``"f1:v1,f2:v2"`` hashes its values in key order; each value is the text after the
-    first ``':'`` of its pair. Hudi releases disagree on values that contain ``','`` or
-    ``':'`` (doc 8.2), so such values are not portable whatever we do here.
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """Java's ``text.split(sep)`` for a one-character literal separator: no separator
+    gives ``[text]``; otherwise the parts with trailing empty strings removed."""
+    if sep not in text:
+        return [text]
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def hash_values(
+    record_key: str, hash_fields: list[str] | None = None, rule: str = RULE_JAVA
+) -> list[str | None]:
+    """Return the values Hudi hashes for a record key (format doc 8.2).
 
     Args:
         record_key: The ``_hoodie_record_key`` string.
+        hash_fields: The bucket hash fields (the record key fields), in order; needed by
+            the ``"java"`` rule for keys containing ``':'``.
+        rule: ``"java"`` (Hudi 0.14/0.15) or ``"legacy"`` (see the module docstring).
 
     Returns:
-        The list of strings whose ``List.hashCode`` decides the bucket.
+        The list whose ``List.hashCode`` decides the bucket (None hashes as 0).
     """
     if ":" not in record_key:
         return [record_key]
+    if rule == RULE_JAVA and hash_fields:
+        pairs: dict[str, str] = {}
+        for part in _java_split(record_key, ","):
+            field_value = _java_split(part, ":")
+            if len(field_value) < 2 or field_value[0] in pairs:
+                break  # Java throws: no Java writer can store this key
+            pairs[field_value[0]] = field_value[1]
+        else:
+            return [pairs.get(f) for f in hash_fields]
     return [part.partition(":")[2] if ":" in part else part for part in record_key.split(",")]
 
 
-def bucket_id(record_key: str, num_buckets: int) -> int:
+def bucket_id(
+    record_key: str,
+    num_buckets: int,
+    hash_fields: list[str] | None = None,
+    rule: str = RULE_JAVA,
+) -> int:
     """Return the bucket of one record key, as Hudi's ``BucketIdentifier.getBucketId``.
 
     Args:
         record_key: The ``_hoodie_record_key`` string.
         num_buckets: Buckets per partition (``hoodie.bucket.index.num.buckets``).
+        hash_fields: The bucket hash fields (see :func:`hash_values`).
+        rule: The table's hashing rule.
 
     Returns:
         The bucket number in ``[0, num_buckets)``.
     """
     _check_num_buckets(num_buckets)
     h = 1
-    for value in hash_values(record_key):
-        # java.util.List.hashCode: 31 * h + element hash, in int32.
-        h = (31 * h + java_string_hash(value)) & _MASK32
+    for value in hash_values(record_key, hash_fields, rule):
+        # java.util.List.hashCode: 31 * h + element hash (0 for null), in int32.
+        element = 0 if value is None else java_string_hash(value)
+        h = (31 * h + element) & _MASK32
     return (h & 0x7FFFFFFF) % num_buckets
 
 
-def bucket_ids(keys: pa.Array | pa.ChunkedArray, num_buckets: int) -> np.ndarray:
+def bucket_ids(
+    keys: pa.Array | pa.ChunkedArray,
+    num_buckets: int,
+    hash_fields: list[str] | None = None,
+    rule: str = RULE_JAVA,
+) -> np.ndarray:
     """Return the bucket of every key of a string array (vectorised ``bucket_id``).
 
     Keys that are pure ASCII and contain no ``':'`` (the common case: numeric or UUID
@@ -98,6 +149,8 @@ def bucket_ids(keys: pa.Array | pa.ChunkedArray, num_buckets: int) -> np.ndarray
     Args:
         keys: Non-null record keys as ``string`` or ``large_string``.
         num_buckets: Buckets per partition.
+        hash_fields: The bucket hash fields (see :func:`hash_values`).
+        rule: The table's hashing rule.
 
     Returns:
         An ``int32`` array of bucket numbers, one per key.
@@ -107,13 +160,15 @@ def bucket_ids(keys: pa.Array | pa.ChunkedArray, num_buckets: int) -> np.ndarray
     """
     _check_num_buckets(num_buckets)
     chunks = keys.chunks if isinstance(keys, pa.ChunkedArray) else [keys]
-    parts = [_bucket_ids_chunk(chunk, num_buckets) for chunk in chunks]
+    parts = [_bucket_ids_chunk(chunk, num_buckets, hash_fields, rule) for chunk in chunks]
     if not parts:
         return np.zeros(0, dtype=np.int32)
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-def _bucket_ids_chunk(arr: pa.Array, num_buckets: int) -> np.ndarray:
+def _bucket_ids_chunk(
+    arr: pa.Array, num_buckets: int, hash_fields: list[str] | None, rule: str
+) -> np.ndarray:
     """``bucket_ids`` for one contiguous Arrow array."""
     if pa.types.is_string_view(arr.type):
         arr = arr.cast(pa.string())
@@ -170,7 +225,7 @@ def _bucket_ids_chunk(arr: pa.Array, num_buckets: int) -> np.ndarray:
     if bad is not None and bad.any():
         idx = np.flatnonzero(bad)
         slow = pc.take(arr, pa.array(idx)).to_pylist()
-        buckets[idx] = [bucket_id(k, num_buckets) for k in slow]
+        buckets[idx] = [bucket_id(k, num_buckets, hash_fields, rule) for k in slow]
     return buckets
 
 

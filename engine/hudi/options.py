@@ -52,6 +52,9 @@ SCHEMA_KEY: Final = "schema"
 BUCKET_NUM_KEY: Final = "cdcctl.bucket.num"
 #: Comma list of the bucket hash fields (equal to the record key fields).
 BUCKET_HASH_FIELD_KEY: Final = "cdcctl.bucket.hash.field"
+#: How keys containing ':' are hashed (``engine.hudi.bucket_index``): "java" for tables
+#: created since cdcctl follows Hudi 0.14/0.15; absent (= "legacy") on older tables.
+BUCKET_HASH_RULE_KEY: Final = "cdcctl.bucket.hash.rule"
 #: Base64 of the Arrow IPC-serialized data schema: Avro cannot express every Arrow type
 #: (int8, large_string, naive timestamps), so this is what makes types round-trip exactly.
 ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"

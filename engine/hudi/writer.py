@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from engine.hudi import options as o
 from engine.hudi import tombstones
-from engine.hudi.bucket_index import bucket_file_id, bucket_ids
+from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
 from engine.hudi.file_slice import FileSlice, SliceResult, SliceWrite, base_file_name
 from engine.hudi.log_file import LogFileName
@@ -145,7 +145,10 @@ class HudiWriter:
 
     def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
-        return bucket_ids(keys, self.num_buckets)
+        props = self.table.properties
+        fields = props.get(o.BUCKET_HASH_FIELD_KEY) or ",".join(self.record_key_fields)
+        rule = props.get(o.BUCKET_HASH_RULE_KEY, RULE_LEGACY)
+        return bucket_ids(keys, self.num_buckets, fields.split(","), rule)
 
     # ----------------------------------------------------------------- writing
 

@@ -101,7 +101,44 @@ def test_min_value_hash_is_masked() -> None:
 def test_hash_values() -> None:
     assert hash_values("abc") == ["abc"]
     assert hash_values("") == [""]
-    assert hash_values("f1:abc,f2:bcd") == ["abc", "bcd"]
+    assert hash_values("f1:abc,f2:bcd", ["f1", "f2"]) == ["abc", "bcd"]
+    assert hash_values("f1:abc,f2:bcd", ["f2", "f1"]) == ["bcd", "abc"]
+    # A simple key with ':' is a map {"10": "30"} to Java; the key field is not in it.
+    assert hash_values("10:30", ["id"]) == [None]
+    assert hash_values("id:30", ["id"]) == ["30"]
+    assert hash_values("a:b:c", ["a"]) == ["b"]  # Java keeps p[1] of ["a", "b", "c"]
+    # Where Java throws (no value, a field twice) the legacy reading is used.
+    assert hash_values("id:", ["id"]) == [""]
+    assert hash_values("id:1,id:2", ["id"]) == ["1", "2"]
+    assert hash_values("10:30", ["id"], rule="legacy") == ["30"]
+
+
+def test_tables_keep_their_hashing_rule(tmp_path: Path) -> None:
+    from engine.hudi import HudiWriter
+    from engine.hudi import options as o
+
+    schema = pa.schema([("id", pa.string()), ("_cdc_pos", pa.int64())])
+    writer = HudiWriter.create(
+        tmp_path / "t",
+        name="t",
+        record_key_fields=["id"],
+        ordering_field="_cdc_pos",
+        num_buckets=16,
+        schema=schema,
+        table_type="MERGE_ON_READ",
+    )
+    keys = pa.array(["10:30", "10:31", "x"])
+    assert writer.table.properties[o.BUCKET_HASH_RULE_KEY] == "java"
+    assert writer.bucket_ids(keys).tolist() == [31 % 16, 31 % 16, bucket_id("x", 16)]
+    # A table created before the rule existed has no key: it keeps hashing as it did.
+    props = tmp_path / "t" / ".hoodie" / "hoodie.properties"
+    text = props.read_text()
+    props.write_text("".join(x for x in text.splitlines(True) if "hash.rule" not in x))
+    legacy = HudiWriter.open(tmp_path / "t")
+    assert legacy.bucket_ids(keys).tolist() == [
+        bucket_id(k, 16, ["id"], "legacy") for k in ["10:30", "10:31", "x"]
+    ]
+    assert legacy.bucket_ids(keys).tolist()[0] != 31 % 16
 
 
 def test_bucket_ids_shapes_and_offsets() -> None:
@@ -188,6 +225,77 @@ public class Hasher {
   }
 }
 """
+
+
+# Hudi 0.14/0.15's BucketIdentifier.getHashKeys, line for line in its Java semantics
+# (String.split, Collectors.toMap, List.hashCode with nulls); "ERR" where Java throws.
+_JAVA_HASH_KEYS = """
+import java.nio.charset.StandardCharsets;
+import java.nio.file.*;
+import java.util.*;
+import java.util.stream.*;
+
+public class HashKeys {
+  public static void main(String[] args) throws Exception {
+    List<String> fields = Arrays.asList(args[1].split(","));
+    for (String line : Files.readAllLines(Paths.get(args[0]), StandardCharsets.UTF_8)) {
+      String key = new String(Base64.getDecoder().decode(line), StandardCharsets.UTF_8);
+      try {
+        List<String> hashKeys;
+        if (!key.contains(":")) {
+          hashKeys = Collections.singletonList(key);
+        } else {
+          Map<String, String> pairs = Arrays.stream(key.split(","))
+              .map(p -> p.split(":"))
+              .collect(Collectors.toMap(p -> p[0], p -> p[1]));
+          hashKeys = fields.stream().map(pairs::get).collect(Collectors.toList());
+        }
+        System.out.println((hashKeys.hashCode() & Integer.MAX_VALUE) % 97);
+      } catch (RuntimeException e) {
+        System.out.println("ERR");
+      }
+    }
+  }
+}
+"""
+
+
+def test_keys_with_colons_match_hudis_java_rule(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    chars = "ab1é:,"
+
+    def value() -> str:
+        return "".join(rng.choice(chars) for _ in range(rng.randrange(0, 6)))
+
+    def pairs() -> str:
+        names = rng.sample(["id", "k2", "x", ""], rng.randrange(1, 4))
+        return ",".join(f"{n}:{value()}" for n in names)
+
+    keys = ["10:30", "id:5", "id:5,k2:x", "k2:x,id:5", "id:", ":5", "id:1,id:2", "id:a:b"]
+    keys += [rng.choice([pairs, value])() for _ in range(800)]
+    keys = [k for k in keys if ":" in k]
+    (tmp_path / "HashKeys.java").write_text(_JAVA_HASH_KEYS)
+    (tmp_path / "keys.txt").write_text(
+        "".join(base64.b64encode(k.encode()).decode() + "\n" for k in keys)
+    )
+    for fields in (["id"], ["id", "k2"]):
+        run = subprocess.run(
+            ["java", str(tmp_path / "HashKeys.java"), str(tmp_path / "keys.txt"), ",".join(fields)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        java = run.stdout.split()
+        assert len(java) == len(keys) and "ERR" in java  # and some Java cannot hash
+        ours = bucket_ids(pa.array(keys), 97, fields).tolist()
+        comparable = [
+            (k, int(j), b) for k, j, b in zip(keys, java, ours, strict=True) if j != "ERR"
+        ]
+        assert len(comparable) > 150  # keys Java can hash, with and without the fields
+        assert len({j for _, j, _ in comparable}) > 20
+        assert [(k, j) for k, j, _ in comparable] == [(k, b) for k, _, b in comparable]
+        assert ours == [bucket_id(k, 97, fields) for k in keys]
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="no JVM on this machine")
