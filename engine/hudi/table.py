@@ -40,7 +40,7 @@ from engine.errors import HudiError
 from engine.files import atomic_write, fsync
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
-from engine.hudi.bucket_index import bucket_of_file_id
+from engine.hudi.bucket_index import RULE_JAVA, bucket_of_file_id
 from engine.hudi.commit import PARTITION_PATH, WriteStat, to_json_bytes
 from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
 from engine.hudi.log_file import LogFileName, log_instant
@@ -152,6 +152,7 @@ class HudiTable:
             # create time until the first commit repeats them in its metadata.
             o.BUCKET_NUM_KEY: str(num_buckets),
             o.BUCKET_HASH_FIELD_KEY: ",".join(record_key_fields),
+            o.BUCKET_HASH_RULE_KEY: RULE_JAVA,
             o.ARROW_SCHEMA_KEY: arrow_schema_to_b64(arrow_schema),
             # Java validates the checksum on load and writes it last (section 2.2).
             H.TABLE_CHECKSUM.value: _table_checksum(name),
