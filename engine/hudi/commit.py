@@ -33,6 +33,8 @@ class WriteStat:
     partition_path: str = PARTITION_PATH
     #: For a log file (MOR): its slice's base file name; None for a base file.
     base_file: str | None = None
+    #: For a log file: its version (the ``.log.<n>`` of its name).
+    log_version: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """Return the stat as Jackson writes ``HoodieWriteStat`` (all fields Spark writes).
@@ -65,8 +67,15 @@ class WriteStat:
             "maxEventTime": None,
             "runtimeStats": {"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 0},
         } | (
-            # HoodieDeltaWriteStat: readers rebuild file slices from these (incremental).
-            {"baseFile": self.base_file, "logFiles": [self.path], "logVersion": 1, "logOffset": 0}
+            # HoodieDeltaWriteStat, fields in Jackson's order: readers rebuild file slices
+            # from these (incremental queries). No column statistics: recordsStats empty.
+            {
+                "logVersion": self.log_version,
+                "logOffset": 0,
+                "baseFile": self.base_file,
+                "logFiles": [self.path],
+                "recordsStats": {"val": None},
+            }
             if self.base_file is not None
             else {}
         )

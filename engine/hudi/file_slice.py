@@ -461,12 +461,13 @@ class SliceWrite:
                 raise HudiError(f"cannot append to file group {self.file_id}: it has no slice")
             rows = None
             if upserts is not None and upserts.num_rows:
+                # Hudi's append handle stamps log records with the file id, not a name.
                 rows = stamp_rows(
                     upserts,
                     key_column,
                     instant=self.instant,
                     task_partition=self.task_partition,
-                    file_name=self.file_name,
+                    file_name=self.file_id,
                     first_index=0,
                     data_schema=data_schema,
                 )

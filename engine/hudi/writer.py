@@ -256,6 +256,7 @@ class HudiWriter:
                 total_write_bytes=r.file_size,
                 file_size_in_bytes=r.file_size,
                 base_file=r.base_file,
+                log_version=_log_version(r.file_name) if r.base_file is not None else 1,
             )
             for r in results
             if r.file_name

@@ -61,6 +61,9 @@ def widened(old: pa.DataType, new: pa.DataType) -> pa.DataType | None:
 def evolve_schema(current: pa.Schema | None, batch_schema: pa.Schema) -> pa.Schema:
     """The table's data schema after a batch: existing columns, then new ones.
 
+    New columns go after every existing column (the ``_cdc_*`` columns included), as
+    Hudi's schema evolution appends them: a Java writer taking over sees the same order.
+
     Raises:
         SchemaEvolutionError: a column changed in a way that cannot be applied.
     """
@@ -79,7 +82,7 @@ def evolve_schema(current: pa.Schema | None, batch_schema: pa.Schema) -> pa.Sche
     for f in row_fields:
         if f.name not in index:
             typ = pa.string() if pa.types.is_null(f.type) else f.type
-            out.insert(len(out) - len(CDC_FIELDS), pa.field(f.name, typ, nullable=True))
+            out.append(pa.field(f.name, typ, nullable=True))
             index = {g.name: i for i, g in enumerate(out)}
             continue
         old = out[index[f.name]]

@@ -8,6 +8,7 @@ wrote must decode against Hudi's published schema the way the engine's own do.
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -15,9 +16,11 @@ import hudi
 import pyarrow as pa
 import pytest
 
+from engine.hudi import HudiWriter, RowCounts
 from engine.hudi.avro_models import decode_delete_list
 from engine.hudi.file_slice import BASE_FILE_RE, read_slice
 from engine.hudi.log_file import _delete_content, read_log_file
+from engine.hudi.schema import file_schema
 from tests.hudi_rs_data import table_zip
 
 TABLES = {
@@ -110,3 +113,65 @@ def test_java_delete_block_is_the_natural_order_delete_the_engine_writes(tmp_pat
         {r["orderingVal"] for r in java} == {r["orderingVal"] for r in ours} == {("IntWrapper", 0)}
     )
     assert {r["partitionPath"] for r in java} == {"city=san_francisco"}
+
+
+def _write(writer: HudiWriter, rows: dict[str, str], deleted: list[str]) -> tuple[str, dict]:
+    """One instant of the real writer on bucket 0: new rows, then deletes of stored keys."""
+    schema = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
+    instant = writer.begin()
+    groups = writer.file_groups()
+    (write,) = writer.plan_writes(instant, groups, [0], set() if groups else {0}, schema, 0)
+    upserts = pa.table(
+        {"id": list(rows), "v": list(rows.values()), "_cdc_pos": [1] * len(rows)}, schema=schema
+    )
+    result = write.write(
+        carried=file_schema(schema).empty_table(),
+        upserts=upserts,
+        deleted_keys=pa.array(deleted, pa.string()),
+        tombs=None,
+        key_column="id",
+        data_schema=schema,
+        counts=RowCounts(inserts=len(rows), deletes=len(deleted)),
+    )
+    writer.commit(instant, [result], schema, "topic", {0: 1}, {})
+    meta = json.loads((writer.path / ".hoodie" / f"{instant}.deltacommit").read_text())
+    (stat,) = meta["partitionToWriteStats"][""]
+    return write.file_name, stat
+
+
+def test_delta_commits_and_log_records_are_as_hudi_writes_them(tmp_path: Path) -> None:
+    hudi_table = extract("sample_table/mor/parquet/v6_nonpartitioned.zip", tmp_path / "hudi")
+    meta = json.loads((hudi_table / ".hoodie" / "20250117083136333.deltacommit").read_text())
+    java_log_stat, java_base_stat = meta["partitionToWriteStats"][""]
+    assert java_log_stat["path"].startswith(".") and "logVersion" in java_log_stat
+
+    schema = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
+    writer = HudiWriter.create(
+        tmp_path / "ours",
+        name="t",
+        record_key_fields=["id"],
+        ordering_field="_cdc_pos",
+        num_buckets=1,
+        schema=schema,
+        table_type="MERGE_ON_READ",
+    )
+    _, base_stat = _write(writer, {"1": "a", "2": "b"}, [])
+    first_log, log_stat = _write(writer, {"1": "a2"}, [])
+    second_log, second_stat = _write(writer, {"3": "c"}, ["2"])
+    # The same fields, in the same order, as Hudi's delta commit of a base and a log file.
+    assert list(base_stat) == list(java_base_stat)
+    assert list(log_stat) == list(java_log_stat)
+    assert (log_stat["logVersion"], second_stat["logVersion"]) == (1, 2)
+    assert second_stat["logFiles"] == [second_log] and second_stat["baseFile"]
+    # Log records name their file group, as Hudi's append handle stamps them.
+    java_log = next(hudi_table.glob(".*.log.*"))
+    (java_block,) = list(read_log_file(java_log))
+    assert java_block.rows is not None
+    assert java_block.rows.column("_hoodie_file_name").to_pylist() == [java_log.name[1:39]]
+    file_id = first_log[1:].split("_")[0]
+    for name in (first_log, second_log):
+        blocks = [b for b in read_log_file(writer.path / name) if b.rows is not None]
+        assert [set(b.rows.column("_hoodie_file_name").to_pylist()) for b in blocks] == [
+            {file_id}
+        ]
+    assert hudi_rs_rows(writer.path).keys() == {"1", "3"}
