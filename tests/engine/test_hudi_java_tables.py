@@ -1,9 +1,11 @@
 """Tables written by Apache Hudi itself, read with the engine's own slice reader.
 
 The tables were written by Hudi's Spark writer (table version 6) for hudi-rs's test
-suite; ``tests/hudi_rs_data.py`` says where they come from and how they are fetched. The engine's reader (``read_slice``: a base file with its log files' data and
-delete blocks applied) must see what hudi-rs sees, and the Avro delete blocks Hudi
-wrote must decode against Hudi's published schema the way the engine's own do.
+suite; ``tests/hudi_rs_data.py`` says where they come from and how they are fetched.
+The engine's reader (``read_slice``: a base file with its log files' data and delete
+blocks applied) must see what hudi-rs sees, the Avro delete blocks Hudi wrote must
+decode against Hudi's published schema the way the engine's own do, and the engine's
+delta commits and log records must look like Hudi's.
 """
 
 from __future__ import annotations
