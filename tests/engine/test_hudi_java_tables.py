@@ -173,7 +173,5 @@ def test_delta_commits_and_log_records_are_as_hudi_writes_them(tmp_path: Path) -
     file_id = first_log[1:].split("_")[0]
     for name in (first_log, second_log):
         blocks = [b for b in read_log_file(writer.path / name) if b.rows is not None]
-        assert [set(b.rows.column("_hoodie_file_name").to_pylist()) for b in blocks] == [
-            {file_id}
-        ]
+        assert [set(b.rows.column("_hoodie_file_name").to_pylist()) for b in blocks] == [{file_id}]
     assert hudi_rs_rows(writer.path).keys() == {"1", "3"}
