@@ -267,7 +267,9 @@ def encode_log_file(
         # A write that changed only the group's tombstones still needs its log file (it
         # names the slice's newest instant): an empty delete block, never an empty file,
         # which Hudi's log reader would take for a corrupt one.
-        header = {HEADER_INSTANT_TIME: instant}
+        # Hudi's append handle gives every block of a write the same header: the
+        # instant and the writer schema.
+        header = {HEADER_INSTANT_TIME: instant, HEADER_SCHEMA: avro_schema}
         blocks.append(_block(BLOCK_DELETE, header, _delete_content(deleted_keys)))
     return b"".join(blocks)
 

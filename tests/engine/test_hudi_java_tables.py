@@ -11,6 +11,7 @@ delta commits and log records must look like Hudi's.
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
 from pathlib import Path
 
@@ -175,3 +176,39 @@ def test_delta_commits_and_log_records_are_as_hudi_writes_them(tmp_path: Path) -
         blocks = [b for b in read_log_file(writer.path / name) if b.rows is not None]
         assert [set(b.rows.column("_hoodie_file_name").to_pylist()) for b in blocks] == [{file_id}]
     assert hudi_rs_rows(writer.path).keys() == {"1", "3"}
+
+
+def block_headers(path: Path) -> list[tuple[int, set[int]]]:
+    """(block type, header keys) of every block of a log file, read from its bytes."""
+    raw, at, out = path.read_bytes(), 0, []
+    while at < len(raw):
+        assert raw[at : at + 6] == b"#HUDI#"
+        (size,) = struct.unpack(">q", raw[at + 6 : at + 14])
+        _, block_type, count = struct.unpack(">iii", raw[at + 14 : at + 26])
+        keys, pos = set(), at + 26
+        for _ in range(count):
+            key, length = struct.unpack(">ii", raw[pos : pos + 8])
+            keys.add(key)
+            pos += 8 + length
+        out.append((block_type, keys))
+        at += 14 + size
+    return out
+
+
+def test_delete_blocks_carry_the_header_hudis_do(tmp_path: Path) -> None:
+    table = extract("quickstart_trips_table/mor/avro/v6_trips_8i3d.zip", tmp_path / "hudi")
+    (log,) = (table / "city=san_francisco").glob(".*.log.*")
+    ((delete_type, java_keys),) = block_headers(log)
+    schema = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
+    writer = HudiWriter.create(
+        tmp_path / "ours",
+        name="t",
+        record_key_fields=["id"],
+        ordering_field="_cdc_pos",
+        num_buckets=1,
+        schema=schema,
+        table_type="MERGE_ON_READ",
+    )
+    _write(writer, {"1": "a", "2": "b"}, [])
+    name, _ = _write(writer, {"3": "c"}, ["2"])
+    assert block_headers(writer.path / name) == [(5, java_keys), (delete_type, java_keys)]
