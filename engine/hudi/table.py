@@ -30,7 +30,10 @@ import json
 import os
 import re
 import shutil
+import time
 import zlib
+from collections import OrderedDict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,8 @@ import pyarrow as pa
 
 from engine.errors import HudiError
 from engine.files import atomic_write, fsync
+from engine.hudi import archive as ar
+from engine.hudi import avro_models as am
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import RULE_JAVA, bucket_of_file_id
@@ -50,6 +55,13 @@ from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, avro_
 HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = "hoodie.properties"
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
+#: Entries kept by the per-table caches of parsed commit metadata and schemas.
+CACHE_ENTRIES = 256
+#: Hudi's cleaning policy of ``hoodie.cleaner.commits.retained``.
+CLEAN_POLICY = "KEEP_LATEST_COMMITS"
+#: Hudi's ``hoodie.compact.inline.max.delta.commits`` default: the archiver keeps that many
+#: delta commits since the last compaction for the compaction trigger to count (MOR).
+MAX_DELTA_COMMITS = 5
 
 
 def _parse_properties(text: str) -> dict[str, str]:
@@ -80,9 +92,15 @@ class HudiTable:
         self.properties = properties
         self._hoodie = self.base_path / HOODIE_DIR
         self._temp = self._hoodie / ".temp"
-        # Completed commit files never change, so their parsed JSON is cached forever.
-        self._metadata_cache: dict[str, dict[str, Any]] = {}
-        self._schema_cache: dict[str, pa.Schema | None] = {}
+        # Completed commit files never change: their parsed JSON and schemas are cached,
+        # the most recently used CACHE_ENTRIES of each.
+        self._metadata_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._schema_cache: OrderedDict[str, pa.Schema | None] = OrderedDict()
+        # The instant file names of .hoodie, listed once and then kept up to date by this
+        # object's own writes (one writer per table); start_commit lists again.
+        self._names: set[str] | None = None
+        # Archive file name -> the (instant, action, state) it holds; read on demand.
+        self._archive_index: dict[str, list[tuple[str, str, str]]] = {}
         # Last instant handed out, so two calls in one millisecond still differ.
         self._last_instant = ""
 
@@ -258,13 +276,37 @@ class HudiTable:
 
     # ----------------------------------------------------------------- timeline
 
+    def _timeline(self) -> tl.Timeline:
+        """The timeline: listed once, then kept current by this object's writes."""
+        if self._names is None:
+            return self._rescan()
+        return tl.build(self._names)
+
+    def _rescan(self) -> tl.Timeline:
+        timeline = tl.scan(self._hoodie)
+        self._names = {n for names in timeline.files.values() for n in names}
+        return timeline
+
+    def _added(self, *names: str) -> None:
+        if self._names is not None:
+            self._names.update(names)
+
+    def _removed(self, *names: str) -> None:
+        if self._names is not None:
+            self._names.difference_update(names)
+
+    def timeline(self) -> tl.Timeline:
+        """The table's timeline as this object knows it (listed on first use)."""
+        return self._timeline()
+
     def completed_instants(self) -> list[str]:
-        """Return the completed commit/deltacommit/replacecommit instants, oldest first."""
-        return sorted(tl.scan(self._hoodie).completed)
+        """Return the completed commit/deltacommit/replacecommit instants, oldest first
+        (listing ``.hoodie``; :meth:`timeline` gives this object's current view)."""
+        return sorted(self._rescan().completed)
 
     def pending_instants(self) -> list[str]:
         """Return write instants that have requested/inflight files but no completed file."""
-        return sorted(tl.scan(self._hoodie).pending)
+        return sorted(self._rescan().pending)
 
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         """Return the parsed JSON of a completed commit or replacecommit.
@@ -280,7 +322,9 @@ class HudiTable:
         """
         cached = self._metadata_cache.get(instant)
         if cached is not None:
+            self._metadata_cache.move_to_end(instant)
             return cached
+        meta = None
         for action in tl.WRITE_ACTIONS:
             path = self._hoodie / f"{instant}.{action}"
             try:
@@ -289,13 +333,24 @@ class HudiTable:
                 continue
             except (OSError, ValueError) as exc:
                 raise HudiError(f"unreadable commit file {path}: {exc}") from exc
-            self._metadata_cache[instant] = meta
-            return meta
-        raise HudiError(f"{self.base_path}: no completed instant {instant}")
+            break
+        if meta is None:
+            # Archived: a live slice may still refer to it (its state or base instant).
+            meta = self._archived_commit_metadata(instant)
+        if meta is None:
+            raise HudiError(f"{self.base_path}: no completed instant {instant}")
+        self._cache_metadata(instant, meta)
+        return meta
+
+    def _cache_metadata(self, instant: str, meta: dict[str, Any]) -> None:
+        self._metadata_cache[instant] = meta
+        self._metadata_cache.move_to_end(instant)
+        while len(self._metadata_cache) > CACHE_ENTRIES:
+            self._metadata_cache.popitem(last=False)
 
     def latest_extra_metadata(self) -> dict[str, str]:
         """Return ``extraMetadata`` of the newest completed commit ({} if none)."""
-        completed = self.completed_instants()
+        completed = sorted(self._timeline().completed)
         if not completed:
             return {}
         return dict(self.commit_metadata(completed[-1]).get("extraMetadata") or {})
@@ -306,7 +361,7 @@ class HudiTable:
         Returns:
             The ``deltastreamer.checkpoint.key`` value, or None if no commit has one.
         """
-        for instant in reversed(self.completed_instants()):
+        for instant in reversed(sorted(self._timeline().completed)):
             value = (self.commit_metadata(instant).get("extraMetadata") or {}).get(o.CHECKPOINT_KEY)
             if value:
                 return value
@@ -314,7 +369,7 @@ class HudiTable:
 
     def arrow_schema(self) -> pa.Schema | None:
         """Return the data schema of the newest completed commit, else the create schema."""
-        for instant in reversed(self.completed_instants()):
+        for instant in reversed(sorted(self._timeline().completed)):
             b64 = (self.commit_metadata(instant).get("extraMetadata") or {}).get(o.ARROW_SCHEMA_KEY)
             if b64:
                 return arrow_schema_from_b64(b64)
@@ -323,14 +378,19 @@ class HudiTable:
 
     def schema_at(self, instant: str) -> pa.Schema | None:
         """Return the data schema recorded by a completed instant (None if it has none)."""
-        if instant not in self._schema_cache:
-            try:
-                extra = self.commit_metadata(instant).get("extraMetadata") or {}
-            except HudiError:  # archived or foreign: unknown
-                extra = {}
-            b64 = extra.get(o.ARROW_SCHEMA_KEY)
-            self._schema_cache[instant] = arrow_schema_from_b64(b64) if b64 else None
-        return self._schema_cache[instant]
+        if instant in self._schema_cache:
+            self._schema_cache.move_to_end(instant)
+            return self._schema_cache[instant]
+        try:
+            extra = self.commit_metadata(instant).get("extraMetadata") or {}
+        except HudiError:  # foreign, or archived and its archive expired: unknown
+            extra = {}
+        b64 = extra.get(o.ARROW_SCHEMA_KEY)
+        schema = arrow_schema_from_b64(b64) if b64 else None
+        self._schema_cache[instant] = schema
+        while len(self._schema_cache) > CACHE_ENTRIES:
+            self._schema_cache.popitem(last=False)
+        return schema
 
     def new_instant_time(self) -> str:
         """Return a new instant time: now in UTC, greater than every instant seen.
@@ -343,7 +403,8 @@ class HudiTable:
             A 17-digit instant.
         """
         candidate = tl.now_instant()
-        floor = max(tl.scan(self._hoodie).latest, self._last_instant)
+        # The one listing of .hoodie a batch makes: every instant file on disk counts.
+        floor = max(self._rescan().latest, self._last_instant)
         if candidate <= floor:
             candidate = tl.instant_plus_1ms(floor)
         self._last_instant = candidate
@@ -371,7 +432,7 @@ class HudiTable:
         Raises:
             HudiError: If the instant is not newer than every instant of the timeline.
         """
-        timeline = tl.scan(self._hoodie)
+        timeline = self._timeline()  # as listed by new_instant_time()
         if not tl.INSTANT_RE.match(instant) or instant <= timeline.latest:
             raise HudiError(
                 f"instant {instant} is not newer than the timeline's latest {timeline.latest}",
@@ -398,6 +459,7 @@ class HudiTable:
         # for replacecommits of non-clustering operations.
         atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp)
         atomic_write(self._hoodie / inflight_name, to_json_bytes(inflight), tmp_dir=self._temp)
+        self._added(requested, inflight_name)
         self._last_instant = max(self._last_instant, instant)
 
     def base_file_path(self, file_name: str) -> Path:
@@ -435,7 +497,9 @@ class HudiTable:
                 metadata would change the number of buckets.
         """
         action = self.write_action if replaced_file_ids is None else "replacecommit"
-        timeline = tl.scan(self._hoodie)
+        timeline = self._timeline()
+        if instant not in timeline.pending:
+            timeline = self._rescan()
         started = timeline.pending.get(instant, [])
         inflight_name = tl.inflight_name(instant, action)
         if inflight_name not in started:
@@ -485,7 +549,8 @@ class HudiTable:
 
         tmp_dir = self._temp / instant
         atomic_write(self._hoodie / f"{instant}.{action}", to_json_bytes(metadata), tmp_dir=tmp_dir)
-        self._metadata_cache[instant] = metadata
+        self._added(f"{instant}.{action}")
+        self._cache_metadata(instant, metadata)
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
     # ----------------------------------------------------------------- file slices
@@ -558,14 +623,14 @@ class HudiTable:
         ]
         return groups, committed_logs
 
-    def file_groups(self) -> dict[int, FileSlice]:
+    def file_groups(self, *, listed: bool = True) -> dict[int, FileSlice]:
         """Return the latest committed slice of every live file group, by bucket.
 
         As readers do (section 4.2), slices of pending instants and of unknown instants
         not older than the whole write timeline are ignored, and so are file groups
         replaced by a completed replacecommit. A slice's log files are those written by
-        completed instants for its base instant. One listing of the table folder and one
-        of ``.hoodie`` are made.
+        completed instants for its base instant. One listing of the table folder is made,
+        and one of ``.hoodie`` unless ``listed`` is false (the writer's own view then).
 
         Returns:
             Bucket number -> latest slice.
@@ -574,7 +639,7 @@ class HudiTable:
             HudiError: On a foreign parquet file, a non-bucket file id, or two live file
                 groups in one bucket.
         """
-        timeline = tl.scan(self._hoodie)
+        timeline = self._rescan() if listed else self._timeline()
         replaced = self._replaced_file_ids(timeline)
         groups, logs = self._committed_slices(timeline)
         logs_of: dict[tuple[str, str], list[tuple[LogFileName, int, str]]] = {}
@@ -607,49 +672,142 @@ class HudiTable:
     # ----------------------------------------------------------------- recovery
 
     def rollback_pending(self) -> list[str]:
-        """Undo every write instant that never completed (section 12.3).
+        """Finish what a crashed writer left on the timeline, then undo every write instant
+        that never completed (sections 12.2, 12.3), as Hudi 0.14/0.15 record it.
 
-        For each pending instant its data files are deleted first, then its instant
-        files and ``.hoodie/.temp/<T>/``: deleting the instant files first would make
-        leftover files of an instant older than the first commit visible (12.1 trap).
+        First an interrupted rollback or clean is finished from its plan, under its own
+        instant (as Hudi's writers resume pending table services), and an interrupted
+        archiving run is completed. Then each pending write instant F gets a rollback
+        instant R: ``R.rollback.requested`` (``HoodieRollbackPlan``: F and the files it
+        wrote), an empty ``R.rollback.inflight``, the files deleted, F's instant files
+        deleted (inflight before requested), then ``R.rollback``
+        (``HoodieRollbackMetadata``). A crash anywhere leaves R pending, and the next
+        start finishes it. Data files go before instant files: deleting the instant files
+        first would make leftover files of an instant older than the first commit
+        visible (12.1 trap).
 
         Returns:
-            The rolled-back instants, oldest first.
+            The rolled-back write instants, oldest first.
         """
-        timeline = tl.scan(self._hoodie)
-        if not timeline.pending:
-            return []
-        files, logs = self._list_data_files()
-        marker = self.base_path / PARTITION_METADATA_FILE
-        for instant in sorted(timeline.pending):
-            doomed = [f[2] for f in files if f[1] == instant]
-            doomed += [log.name for log, _, written in logs if written == instant]
-            for name in doomed:
-                (self.base_path / name).unlink(missing_ok=True)
-            files = [f for f in files if f[1] != instant]
-            if (
-                not files
-                and marker.exists()
-                and _parse_properties(marker.read_text()).get("commitTime") == instant
-            ):
-                marker.unlink()  # the failed write created the partition (12.3 step 1)
-            fsync(self.base_path)
-            # Inflight before requested: an interrupted rollback still shows the instant
-            # as pending (requested), so the next start rolls it back again.
-            for name in sorted(timeline.pending[instant], key=lambda n: n.endswith(".requested")):
-                (self._hoodie / name).unlink(missing_ok=True)
-            shutil.rmtree(self._temp / instant, ignore_errors=True)
-            self._last_instant = max(self._last_instant, instant)
+        timeline = self._rescan()
+        rolled: list[str] = []
+        for r in timeline.pending_services("rollback"):
+            plan = am.deserialize_avro_metadata(
+                (self._hoodie / f"{r}.rollback.requested").read_bytes(), am.ROLLBACK_PLAN
+            )
+            self._execute_rollback(r, plan, timeline)
+            rolled.append(plan["instantToRollback"]["commitTime"])
+        for c in timeline.pending_services("clean"):
+            plan = am.deserialize_avro_metadata(
+                (self._hoodie / f"{c}.clean.requested").read_bytes(), am.CLEANER_PLAN
+            )
+            self._execute_clean(c, plan)
+        self.repair_archive()
+        timeline = self._timeline()
+        if timeline.pending:
+            files, logs = self._list_data_files()
+            for instant in sorted(timeline.pending):
+                names = timeline.pending[instant]
+                action = _pending_action(names)
+                requests = [
+                    _rollback_request(str(self.base_path / f[2])) for f in files if f[1] == instant
+                ]
+                requests += [
+                    _rollback_request(str(self.base_path / log.name))
+                    for log, _, written in logs
+                    if written == instant
+                ]
+                plan = {
+                    "instantToRollback": {"commitTime": instant, "action": action},
+                    "RollbackRequests": requests,
+                    "version": am.ROLLBACK_VERSION,
+                }
+                r = self.new_instant_time()
+                requested = f"{r}.rollback.requested"
+                atomic_write(
+                    self._hoodie / requested,
+                    am.serialize_avro_metadata(am.ROLLBACK_PLAN, plan),
+                    tmp_dir=self._temp,
+                )
+                self._added(requested)
+                self._execute_rollback(r, plan, self._timeline())
+                rolled.append(instant)
+                files = [f for f in files if f[1] != instant]
         fsync(self._hoodie)
-        return sorted(timeline.pending)
+        return sorted(rolled)
+
+    def _execute_rollback(self, r: str, plan: dict[str, Any], timeline: tl.Timeline) -> None:
+        """Run the rollback plan of instant ``r`` (its requested file exists)."""
+        started = time.monotonic()
+        target = plan["instantToRollback"]
+        instant, action = target["commitTime"], target["action"]
+        inflight = f"{r}.rollback.inflight"
+        if inflight not in timeline.files.get(r, []):
+            atomic_write(self._hoodie / inflight, b"", tmp_dir=self._temp)  # empty, as Hudi's
+            self._added(inflight)
+        paths = [Path(p) for req in plan["RollbackRequests"] or [] for p in req["filesToBeDeleted"]]
+        log_sizes: dict[str, int] = {}
+        for path in paths:
+            try:
+                if LogFileName.parse(path.name) is not None:
+                    log_sizes[str(path)] = path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        marker = self.base_path / PARTITION_METADATA_FILE
+        if (
+            marker.exists()
+            and _parse_properties(marker.read_text()).get("commitTime") == instant
+            and not any(n.endswith(".parquet") for n in os.listdir(self.base_path))
+        ):
+            marker.unlink()  # the failed write created the partition (12.3 step 1)
+        fsync(self.base_path)
+        # Inflight before requested: an interrupted rollback still shows the instant as
+        # pending, and R stays pending too, so the next start finishes it.
+        for name in sorted(
+            timeline.pending.get(instant, []), key=lambda n: n.endswith(".requested")
+        ):
+            (self._hoodie / name).unlink(missing_ok=True)
+            self._removed(name)
+        shutil.rmtree(self._temp / instant, ignore_errors=True)
+        fsync(self._hoodie)
+        deleted = [str(p) for p in paths]
+        metadata = {
+            "startRollbackTime": r,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": len(deleted),
+            "commitsRollback": [instant],
+            "partitionMetadata": {
+                PARTITION_PATH: {
+                    "partitionPath": PARTITION_PATH,
+                    "successDeleteFiles": deleted,
+                    "failedDeleteFiles": [],
+                    "rollbackLogFiles": {},
+                    "logFilesFromFailedCommit": log_sizes,
+                }
+            },
+            "version": am.ROLLBACK_VERSION,
+            "instantsRollback": [{"commitTime": instant, "action": action}],
+        }
+        atomic_write(
+            self._hoodie / f"{r}.rollback",
+            am.serialize_avro_metadata(am.ROLLBACK_METADATA, metadata),
+            tmp_dir=self._temp,
+        )
+        self._added(f"{r}.rollback")
+        self._last_instant = max(self._last_instant, instant, r)
 
     def clean(self, retain_commits: int) -> list[Path]:
         """Delete data files no query at the last ``retain_commits`` commits can need.
 
         A slice is deleted only if a newer committed slice of its group already existed
         at the oldest retained commit (or its group was replaced by then). The latest
-        slice of a group is never deleted, and no instant file is touched, so a crash
-        mid-way leaves a readable table.
+        slice of a group is never deleted. As Hudi 0.14/0.15 (``KEEP_LATEST_COMMITS``)
+        the clean is an instant C: ``C.clean.requested`` and ``C.clean.inflight`` hold the
+        ``HoodieCleanerPlan`` (the earliest commit retained, the files), the files are
+        deleted, then ``C.clean`` holds the ``HoodieCleanMetadata``. A clean with nothing
+        to delete is not recorded (Hudi schedules none). A crash leaves C pending and a
+        readable table; the next start finishes C.
 
         Args:
             retain_commits: Number of newest completed commits to keep readable (>= 1).
@@ -659,7 +817,7 @@ class HudiTable:
         """
         if retain_commits < 1:
             raise HudiError(f"retain_commits must be at least 1, got {retain_commits}")
-        timeline = tl.scan(self._hoodie)
+        timeline = self._timeline()
         completed = sorted(timeline.completed)
         if len(completed) <= retain_commits:
             return []
@@ -667,7 +825,7 @@ class HudiTable:
         # Groups replaced at or before oldest_kept are invisible to every kept query.
         replaced = self._replaced_file_ids(timeline, upto=oldest_kept)
 
-        deleted: list[Path] = []
+        doomed_names: list[str] = []
         groups, logs = self._committed_slices(timeline)
         logs_of: dict[tuple[str, str], list[str]] = {}
         for log, _, _ in logs:
@@ -678,10 +836,303 @@ class HudiTable:
             # so its latest slice always stays. A slice goes with its log files.
             doomed = visible if file_id in replaced else visible[:-1]
             for instant, name, _ in doomed:
-                for doomed_name in [*logs_of.get((file_id, instant), []), name]:
-                    path = self.base_file_path(doomed_name)
-                    path.unlink(missing_ok=True)
-                    deleted.append(path)
-        if deleted:
+                doomed_names += [*logs_of.get((file_id, instant), []), name]
+        if not doomed_names:
+            return []
+        plan = {
+            "earliestInstantToRetain": {
+                "timestamp": oldest_kept,
+                "action": timeline.completed[oldest_kept],
+                "state": tl.COMPLETED,
+            },
+            "lastCompletedCommitTimestamp": completed[-1],
+            "policy": CLEAN_POLICY,
+            "filesToBeDeletedPerPartition": {},
+            "version": am.CLEAN_VERSION,
+            "filePathsToBeDeletedPerPartition": {
+                PARTITION_PATH: [
+                    {"filePath": str(self.base_file_path(n)), "isBootstrapBaseFile": False}
+                    for n in doomed_names
+                ]
+            },
+            "partitionsToBeDeleted": [],
+        }
+        c = self.new_instant_time()
+        content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
+        atomic_write(self._hoodie / f"{c}.clean.requested", content, tmp_dir=self._temp)
+        self._added(f"{c}.clean.requested")
+        return self._execute_clean(c, plan)
+
+    def _execute_clean(self, c: str, plan: dict[str, Any]) -> list[Path]:
+        """Run the cleaner plan of instant ``c`` (its requested file exists)."""
+        started = time.monotonic()
+        inflight = self._hoodie / f"{c}.clean.inflight"
+        if not inflight.exists():
+            # Hudi's inflight clean holds the plan again.
+            content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
+            atomic_write(inflight, content, tmp_dir=self._temp)
+            self._added(inflight.name)
+        paths = [
+            Path(info["filePath"])
+            for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values()
+            for info in infos
+        ]
+        for path in paths:
+            path.unlink(missing_ok=True)
+        if paths:
             fsync(self.base_path)
-        return deleted
+        names = [p.name for p in paths]
+        ectr = plan.get("earliestInstantToRetain") or {}
+        metadata = {
+            "startCleanTime": c,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": len(paths),
+            "earliestCommitToRetain": ectr.get("timestamp") or "",
+            "lastCompletedCommitTimestamp": plan.get("lastCompletedCommitTimestamp") or "",
+            "partitionMetadata": {
+                PARTITION_PATH: {
+                    "partitionPath": PARTITION_PATH,
+                    "policy": plan["policy"],
+                    "deletePathPatterns": names,
+                    "successDeleteFiles": names,
+                    "failedDeleteFiles": [],
+                    "isPartitionDeleted": False,
+                }
+            },
+            "version": am.CLEAN_VERSION,
+            "bootstrapPartitionMetadata": {},
+        }
+        atomic_write(
+            self._hoodie / f"{c}.clean",
+            am.serialize_avro_metadata(am.CLEAN_METADATA, metadata),
+            tmp_dir=self._temp,
+        )
+        self._added(f"{c}.clean")
+        self._last_instant = max(self._last_instant, c)
+        return paths
+
+    # ----------------------------------------------------------------- archiving
+
+    def _clean_metadata(self, instant: str) -> dict[str, Any]:
+        data = (self._hoodie / f"{instant}.clean").read_bytes()
+        return am.deserialize_avro_metadata(data, am.CLEAN_METADATA)
+
+    def instants_to_archive(self, keep_min: int, keep_max: int) -> list[str]:
+        """The instants Hudi 0.14/0.15's ``HoodieTimelineArchiver`` would archive now.
+
+        Completed write instants, when more than ``keep_max`` are active, oldest first and
+        leaving ``keep_min``, but never at or after: the greatest completed write before
+        the oldest pending write (or that pending write), the earliest commit the last
+        clean retained, the oldest replacecommit not older than that (Hudi's clustering
+        rule; the first replacecommit when nothing was cleaned), a replacecommit whose
+        replaced file groups still have files, and (Merge-on-Read) the oldest of the
+        delta commits Hudi's compaction trigger counts. Completed clean and rollback
+        instants are archived by their own count: past ``keep_max`` of one action, all
+        but the newest ``keep_min``.
+        """
+        timeline = self._timeline()
+        writes = sorted(timeline.completed)
+        chosen: list[str] = []
+        for action in tl.SERVICE_ACTIONS:
+            done = timeline.completed_services(action)
+            if len(done) > keep_max:
+                chosen += done[: len(done) - keep_min]
+        if len(writes) > keep_max:
+            bounds: list[str] = []
+            if timeline.pending:
+                oldest_pending = min(timeline.pending)
+                before = [w for w in writes if w < oldest_pending]
+                bounds.append(before[-1] if before else oldest_pending)
+            cleans = timeline.completed_services("clean")
+            ectr = self._clean_metadata(cleans[-1])["earliestCommitToRetain"] if cleans else ""
+            if ectr:
+                bounds.append(ectr)
+            replaces = [w for w in writes if timeline.completed[w] == "replacecommit"]
+            if replaces:
+                later = [w for w in replaces if w >= ectr] if cleans else replaces
+                if later:
+                    bounds.append(later[0])
+                live = self._data_file_ids()
+                for w in replaces:
+                    ids = self._replaced_ids_of(w)
+                    if ids & live:
+                        bounds.append(w)
+                        break
+            if self.is_mor:
+                bounds += _compaction_bound(timeline)
+            limit = min(bounds, default=None)
+            candidates = [w for w in writes if limit is None or w < limit]
+            chosen += candidates[: len(writes) - keep_min]
+        return sorted(chosen)
+
+    def _data_file_ids(self) -> set[str]:
+        bases, logs = self._list_data_files()
+        return {b[0] for b in bases} | {log.file_id for log, _, _ in logs}
+
+    def _replaced_ids_of(self, instant: str) -> set[str]:
+        meta = self.commit_metadata(instant)
+        return {i for ids in (meta.get("partitionToReplaceFileIds") or {}).values() for i in ids}
+
+    def archive(
+        self,
+        keep_min: int,
+        keep_max: int,
+        retention_hours: float = 0,
+        keep_instants: set[str] | frozenset[str] = frozenset(),
+    ) -> list[str]:
+        """Move old instants into a new archive file, as Hudi 0.14/0.15 archive them.
+
+        The instants of :meth:`instants_to_archive`, every file of each (requested,
+        inflight, completed), become ``HoodieArchivedMetaEntry`` records of a new
+        ``.hoodie/archived/.commits_.archive.<N>_1-0-1`` log file, written whole and
+        fsynced before anything is deleted; then their files leave ``.hoodie/`` in Hudi's
+        order: every requested and inflight file first, then the completed files oldest
+        first (a crash between leaves a readable timeline; :meth:`repair_archive`
+        finishes the deletion on the next start).
+
+        Beyond Hudi: archive files whose newest instant is older than ``retention_hours``
+        (0: keep forever) are deleted, unless they hold one of ``keep_instants`` (the
+        instants live file slices refer to, whose metadata the writer reads back).
+
+        Returns:
+            The archived instants.
+        """
+        if not 1 <= keep_min < keep_max:
+            raise HudiError(f"need 1 <= keep_min < keep_max, got {keep_min}, {keep_max}")
+        instants = self.instants_to_archive(keep_min, keep_max)
+        if instants:
+            timeline = self._timeline()
+            names = [
+                n for t in instants for n in sorted(timeline.files.get(t, []), key=_state_rank)
+            ]
+            records = [ar.meta_entry(self._hoodie / n) for n in names]
+            archived = self._hoodie / ar.ARCHIVE_DIR
+            archived.mkdir(exist_ok=True)
+            versions = ar.list_archives(archived)
+            name = ar.archive_file_name(1 + max((v for v, _, _ in versions), default=0))
+            atomic_write(archived / name, ar.encode_archive(records), tmp_dir=self._temp)
+            self._archive_index[name] = [(t, a, st) for t, a, st in _entries_of(records)]
+            self._delete_instant_files(names)
+        if retention_hours > 0:
+            self._expire_archives(retention_hours, keep_instants)
+        return instants
+
+    def _delete_instant_files(self, names: list[str]) -> None:
+        pending = [n for n in names if n.endswith((".requested", ".inflight"))]
+        completed = sorted((n for n in names if n not in pending), key=lambda n: n.split(".")[0])
+        for name in [*pending, *completed]:
+            (self._hoodie / name).unlink(missing_ok=True)
+            self._removed(name)
+        fsync(self._hoodie)
+
+    def repair_archive(self) -> list[str]:
+        """Finish an archiving run a crash interrupted: instants the newest archive file
+        holds that still have files in ``.hoodie/`` lose them (Hudi's order). Returns the
+        file names deleted."""
+        archived = self._hoodie / ar.ARCHIVE_DIR
+        for stale in self._temp.glob(".*.tmp") if self._temp.is_dir() else []:
+            stale.unlink(missing_ok=True)
+        versions = ar.list_archives(archived)
+        if not versions:
+            return []
+        entries = self._archive_entries(versions[-1][1])
+        instants = {t for t, _, _ in entries}
+        timeline = self._timeline()
+        names = [n for t in sorted(instants) for n in timeline.files.get(t, [])]
+        if names:
+            self._delete_instant_files(names)
+        return names
+
+    def _archive_entries(self, name: str) -> list[tuple[str, str, str]]:
+        found = self._archive_index.get(name)
+        if found is None:
+            path = self._hoodie / ar.ARCHIVE_DIR / name
+            found = [(e.instant, e.action, e.state) for e in ar.read_archive(path)]
+            self._archive_index[name] = found
+        return found
+
+    def _archived_commit_metadata(self, instant: str) -> dict[str, Any] | None:
+        """The commit metadata of an archived completed write instant (None if absent)."""
+        archived = self._hoodie / ar.ARCHIVE_DIR
+        for _, name, _ in reversed(ar.list_archives(archived)):
+            entries = self._archive_entries(name)
+            if not any(t == instant and st == tl.COMPLETED for t, _, st in entries):
+                continue
+            for entry in ar.read_archive(archived / name):
+                if entry.instant != instant or entry.state != tl.COMPLETED:
+                    continue
+                record = entry.record
+                avro = record.get("hoodieReplaceCommitMetadata") or record.get(
+                    "hoodieCommitMetadata"
+                )
+                if avro is not None:
+                    return ar.commit_from_avro(avro)
+        return None
+
+    def _expire_archives(self, retention_hours: float, keep: set[str] | frozenset[str]) -> None:
+        cutoff_dt = datetime.now(UTC) - timedelta(hours=retention_hours)
+        cutoff = cutoff_dt.strftime("%Y%m%d%H%M%S") + f"{cutoff_dt.microsecond // 1000:03d}"
+        archived = self._hoodie / ar.ARCHIVE_DIR
+        removed = False
+        for _, name, _ in ar.list_archives(archived):
+            instants = {t for t, _, _ in self._archive_entries(name)}
+            if not instants or max(instants) >= cutoff:
+                break  # files are in time order: the rest is newer
+            if instants & keep:
+                continue
+            (archived / name).unlink(missing_ok=True)
+            self._archive_index.pop(name, None)
+            removed = True
+        if removed:
+            fsync(archived)
+
+
+def _state_rank(name: str) -> int:
+    return 0 if name.endswith(".requested") else 1 if name.endswith(".inflight") else 2
+
+
+def _entries_of(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(r["commitTime"], r["actionType"], r["actionState"]) for r in records]
+
+
+def _pending_action(names: list[str]) -> str:
+    for name in names:
+        rest = tl.INSTANT_RE.match(name).group(2) or ""  # type: ignore[union-attr]
+        if rest == "inflight":
+            return "commit"
+        return rest.rsplit(".", 1)[0]
+    return "commit"
+
+
+def _rollback_request(path: str) -> dict[str, Any]:
+    """A ``HoodieRollbackRequest`` deleting one file, the shape Hudi 0.15 gives a base
+    file of a failed write (empty file id and base instant)."""
+    return {
+        "partitionPath": PARTITION_PATH,
+        "fileId": "",
+        "latestBaseInstant": "",
+        "filesToBeDeleted": [path],
+        "logBlocksToBeDeleted": {},
+    }
+
+
+def _compaction_bound(timeline: tl.Timeline) -> list[str]:
+    """Hudi's ``CompactionUtils.getOldestInstantToRetainForCompaction`` with its default
+    trigger (``NUM_COMMITS``, ``MAX_DELTA_COMMITS``): keep the delta commits since the
+    last compaction (a ``commit`` or ``replacecommit``) that its trigger counts."""
+    compactions = [t for t, a in timeline.completed.items() if a != "deltacommit"]
+    deltas = sorted(
+        [t for t, a in timeline.completed.items() if a == "deltacommit"]
+        + [t for t, names in timeline.pending.items() if _pending_action(names) == "deltacommit"]
+    )
+    if compactions:
+        last = max(compactions)
+        deltas = [t for t in deltas if t > last]
+        latest = last
+    elif deltas:
+        latest = deltas[0]
+    else:
+        return []
+    if len(deltas) < MAX_DELTA_COMMITS:
+        return [latest]
+    return [deltas[len(deltas) - MAX_DELTA_COMMITS]]

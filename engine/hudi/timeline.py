@@ -5,19 +5,28 @@ digits). Each write action (``commit`` for Copy-on-Write, ``deltacommit`` for
 Merge-on-Read, ``replacecommit`` for truncates written as overwrites) goes through the
 states requested -> inflight -> completed, one file per state (format doc section 3).
 Java compares instants as strings, so the string order is the timeline order.
+
+The table services ``clean`` and ``rollback`` go through the same three states
+(``T.clean.requested``, ``T.clean.inflight``, ``T.clean``); they carry no data files, so a
+pending clean or rollback is not a pending write: readers and the slice view ignore it,
+and the writer finishes it on its next start.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 #: Write actions whose instants carry data files (section 3.2): COW writes the first two,
 #: MOR the last two.
 WRITE_ACTIONS = ("commit", "replacecommit", "deltacommit")
+#: Table services recorded on the timeline (Avro plan and metadata files).
+SERVICE_ACTIONS = ("clean", "rollback")
+REQUESTED, INFLIGHT, COMPLETED = "REQUESTED", "INFLIGHT", "COMPLETED"
 INSTANT_RE = re.compile(r"(\d{17}|\d{14})(?:\.(.+))?\Z")
 _INSTANT_FORMAT = "%Y%m%d%H%M%S"
 
@@ -29,6 +38,22 @@ class Timeline:
     completed: dict[str, str]  # instant -> action (write actions only)
     pending: dict[str, list[str]]  # instant -> its requested/inflight file names
     latest: str  # greatest instant of any action and state, "" if none
+    #: clean/rollback instant -> (action, newest state)
+    services: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: every instant file name, by instant (any action and state)
+    files: dict[str, list[str]] = field(default_factory=dict)
+
+    def pending_services(self, action: str) -> list[str]:
+        """Clean or rollback instants of ``action`` that never completed, oldest first."""
+        return sorted(
+            t for t, (a, state) in self.services.items() if a == action and state != COMPLETED
+        )
+
+    def completed_services(self, action: str) -> list[str]:
+        """Completed clean or rollback instants of ``action``, oldest first."""
+        return sorted(
+            t for t, (a, state) in self.services.items() if a == action and state == COMPLETED
+        )
 
     @property
     def first(self) -> str:
@@ -36,26 +61,49 @@ class Timeline:
         return min([*self.completed, *self.pending], default="")
 
 
+_STATE_RANK = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+
+#: Listings of ``.hoodie`` made so far by :func:`scan` (the tests count them per batch).
+SCANS = 0
+
+
 def scan(hoodie: Path) -> Timeline:
-    """List the instants of a table's ``.hoodie`` folder."""
+    """List the instants of a table's ``.hoodie`` folder (one directory listing)."""
+    global SCANS
+    SCANS += 1
+    with os.scandir(hoodie) as entries:
+        names = [entry.name for entry in entries if INSTANT_RE.match(entry.name)]
+    return build(names)
+
+
+def build(names: Iterable[str]) -> Timeline:
+    """The timeline of these ``.hoodie`` file names (other names are ignored)."""
     completed: dict[str, str] = {}
     pending: dict[str, list[str]] = {}
+    services: dict[str, tuple[str, str]] = {}
+    files: dict[str, list[str]] = {}
     latest = ""
-    with os.scandir(hoodie) as entries:
-        for entry in entries:
-            m = INSTANT_RE.match(entry.name)
-            if not m:
-                continue
-            instant, rest = m.group(1), m.group(2) or ""
-            latest = max(latest, instant)
-            if rest in WRITE_ACTIONS:
-                completed[instant] = rest
-            elif rest == "inflight" or rest.rsplit(".", 1)[0] in WRITE_ACTIONS:
-                # "T.inflight" is the inflight state of a commit in layout 1 (section 3.2).
-                pending.setdefault(instant, []).append(entry.name)
+    for name in names:
+        m = INSTANT_RE.match(name)
+        if not m:
+            continue
+        instant, rest = m.group(1), m.group(2) or ""
+        latest = max(latest, instant)
+        files.setdefault(instant, []).append(name)
+        action, _, state = rest.partition(".")
+        if action in SERVICE_ACTIONS and state in ("", "requested", "inflight"):
+            state = state.upper() or COMPLETED
+            old = services.get(instant)
+            if old is None or _STATE_RANK[state] > _STATE_RANK[old[1]]:
+                services[instant] = (action, state)
+        elif rest in WRITE_ACTIONS:
+            completed[instant] = rest
+        elif rest == "inflight" or rest.rsplit(".", 1)[0] in WRITE_ACTIONS:
+            # "T.inflight" is the inflight state of a commit in layout 1 (section 3.2).
+            pending.setdefault(instant, []).append(name)
     for instant in completed:
         pending.pop(instant, None)
-    return Timeline(completed, pending, latest)
+    return Timeline(completed, pending, latest, services, files)
 
 
 def now_instant() -> str:

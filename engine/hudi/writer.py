@@ -10,6 +10,7 @@
     ... each SliceWrite is executed by a merge task (read, fold, SliceWrite.write) ...
     writer.commit(instant, results, schema, topic, offsets, extra)   # visible, with checkpoint
     writer.clean(retain_commits)              # now and then
+    writer.archive(keep_min, keep_max, hours) # after clean: old instants to .hoodie/archived
 
 Only this package names Hudi files or builds write stats; the rest of the engine sees
 buckets, :class:`FileSlice` summaries (for the compaction policy), :class:`SliceWrite`
@@ -128,8 +129,8 @@ class HudiWriter:
         return self.table.schema_at(instant)
 
     def completed_instants(self) -> list[str]:
-        """Completed write instants, oldest first."""
-        return self.table.completed_instants()
+        """Completed write instants, oldest first (the writer's own view: no listing)."""
+        return sorted(self.table.timeline().completed)
 
     def checkpoint(self, topic: str) -> dict[int, int]:
         """The next offset per partition of ``topic`` recorded by the newest commit."""
@@ -140,8 +141,9 @@ class HudiWriter:
         return self.table.latest_extra_metadata()
 
     def file_groups(self) -> dict[int, FileSlice]:
-        """The latest committed slice of every live file group, by bucket."""
-        return self.table.file_groups()
+        """The latest committed slice of every live file group, by bucket (the writer's
+        own view of the timeline: no listing of ``.hoodie``)."""
+        return self.table.file_groups(listed=False)
 
     def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
@@ -274,6 +276,16 @@ class HudiWriter:
         deleted = self.table.clean(retain_commits)
         self._sweep_tombstones()
         return deleted
+
+    def archive(self, keep_min: int, keep_max: int, retention_hours: float = 0) -> list[str]:
+        """Archive old instants as Hudi 0.14/0.15 do (see :meth:`HudiTable.archive`);
+        archive files older than ``retention_hours`` go too (0: never), except those
+        holding an instant a live file slice refers to. Returns the archived instants."""
+        live: set[str] = set()
+        if retention_hours > 0:
+            for fs in self.file_groups().values():
+                live.update((fs.instant, fs.state_instant))
+        return self.table.archive(keep_min, keep_max, retention_hours, live)
 
     def _sweep_tombstones(self) -> None:
         live = {(fs.file_id, fs.state_instant) for fs in self.file_groups().values()}
