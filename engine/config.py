@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engine.errors import ConfigError
 
@@ -133,6 +141,28 @@ class HudiConfig(_Section):
     compaction_max_log_files: int = Field(default=16, ge=1)
     #: ...or once its log files add up to this fraction of its base file's size.
     compaction_max_log_ratio: float = Field(default=0.5, gt=0)
+    #: Archiving (Hudi's hoodie.keep.min.commits / hoodie.keep.max.commits): once more
+    #: than keep_max_commits completed commits are on the active timeline, the oldest
+    #: move to .hoodie/archived/, leaving keep_min_commits.
+    keep_min_commits: int = Field(default=20, ge=2)
+    keep_max_commits: int = Field(default=30, ge=3)
+    #: Archive files whose newest instant is older than this are deleted (0: never).
+    #: Beyond Hudi, whose archived timeline grows forever.
+    archive_retention_hours: float = Field(default=24.0, ge=0)
+
+    @model_validator(mode="after")
+    def _archiving(self) -> HudiConfig:
+        if self.keep_min_commits >= self.keep_max_commits:
+            raise ValueError(
+                f"keep_min_commits ({self.keep_min_commits}) must be less than "
+                f"keep_max_commits ({self.keep_max_commits})"
+            )
+        if self.keep_min_commits <= self.clean_retain_commits:
+            raise ValueError(
+                f"keep_min_commits ({self.keep_min_commits}) must be greater than "
+                f"clean_retain_commits ({self.clean_retain_commits}), as Hudi requires"
+            )
+        return self
 
 
 class ReplicatorConfig(_Section):

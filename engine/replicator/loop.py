@@ -620,6 +620,8 @@ class Replicator:
         c.commits += 1
         if c.commits % CLEAN_EVERY_COMMITS == 0:
             writer.clean(self.cfg.hudi.clean_retain_commits)
+            h = self.cfg.hudi
+            writer.archive(h.keep_min_commits, h.keep_max_commits, h.archive_retention_hours)
         return {
             "inserts": total.inserts,
             "updates": total.updates,
