@@ -449,9 +449,10 @@ def parsed(schema: dict[str, Any]) -> Any:
 
 
 def serialize_avro_metadata(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
-    """An Avro object container file of one record, no codec (as Hudi writes instants)."""
+    """An Avro object container file of one record, no codec (as Hudi writes instants);
+    the container's schema is ``schema`` as given (Java's rendering of Hudi's schema)."""
     out = io.BytesIO()
-    fastavro.writer(out, parsed(schema), [record], codec="null")
+    fastavro.writer(out, schema, [record], codec="null")
     return out.getvalue()
 
 
