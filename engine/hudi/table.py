@@ -923,7 +923,8 @@ class HudiTable:
         Completed write instants, when more than ``keep_max`` are active, oldest first and
         leaving ``keep_min``, but never at or after: the greatest completed write before
         the oldest pending write (or that pending write), the earliest commit the last
-        clean retained, the oldest replacecommit not older than that (Hudi's clustering
+        clean retained (stricter than Hudi, which bounds only replacecommits by it), the
+        oldest replacecommit not older than that (Hudi's clustering
         rule; the first replacecommit when nothing was cleaned), a replacecommit whose
         replaced file groups still have files, and (Merge-on-Read) the oldest of the
         delta commits Hudi's compaction trigger counts. Completed clean and rollback
