@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 
 from engine.errors import HudiError
 from engine.files import atomic_write
-from engine.hudi import parquet, tombstones
+from engine.hudi import bloom, parquet, tombstones
 from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
 from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
@@ -510,8 +511,31 @@ class SliceWrite:
         )
 
 
+#: From this many rows a base file's footer is computed in a thread while Arrow writes
+#: the rows (both release the GIL): 1M rows took 0.26 s one after the other, 0.17 s so.
+FOOTER_THREAD_ROWS = 50_000
+
+
 def write_base_file(rows: pa.Table, path: Path) -> int:
-    """Write a base file atomically and durably; return its size."""
-    return atomic_write(
-        path, lambda tmp: parquet.write_table(rows, tmp, statistics=[HOODIE_RECORD_KEY])
-    )
+    """Write a base file atomically and durably; return its size.
+
+    Its footer carries what Hudi's writers put there (``engine.hudi.bloom``): the bloom
+    filter of the record keys in row order and the least and greatest key.
+    """
+    keys = rows.column(HOODIE_RECORD_KEY)
+    if rows.num_rows < FOOTER_THREAD_ROWS:
+        footer = bloom.footer_metadata(keys)
+        return atomic_write(
+            path,
+            lambda tmp: parquet.write_table(
+                rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=footer
+            ),
+        )
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
+        pending = pool.submit(bloom.footer_metadata, keys)
+        return atomic_write(
+            path,
+            lambda tmp: parquet.write_table(
+                rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=pending.result
+            ),
+        )

@@ -10,6 +10,7 @@ smaller. Dictionary encoding only changes the encoding, never the values.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -17,10 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.hudi.bloom import FOOTER_KEYS
+
 #: Rows sampled (from the start) to estimate a column's number of distinct values.
 SAMPLE_ROWS = 512
 #: A column is dictionary-encoded when its sample has at most this share of distinct values.
 DICTIONARY_MAX_DISTINCT = 0.25
+#: Footer key-value metadata that describes a file, never its rows (Hudi's record-key
+#: metadata): reading a file leaves it out of the table's schema metadata, writing
+#: takes it only from ``footer``.
+_FOOTER_ONLY_BYTES = tuple(key.encode() for key in FOOTER_KEYS)
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
@@ -40,16 +47,35 @@ def dictionary_columns(table: pa.Table) -> list[str]:
 
 
 def write_table(
-    table: pa.Table, where: str | Path | IO[bytes], *, statistics: bool | list[str] = False
+    table: pa.Table,
+    where: str | Path | IO[bytes],
+    *,
+    statistics: bool | list[str] = False,
+    footer: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
 ) -> None:
-    """Write ``table`` as one Snappy-compressed Parquet file."""
-    pq.write_table(
-        table,
+    """Write ``table`` as one Snappy-compressed Parquet file.
+
+    ``footer`` (or what it returns, called once the rows are written: it may wait for
+    work done meanwhile) is added to the file's key-value metadata as it is, next to
+    Arrow's ``ARROW:schema``. Hudi's record-key entries (``engine.hudi.bloom``) are
+    dropped from the table's schema metadata first, so they are never written twice nor
+    embedded in ``ARROW:schema``.
+    """
+    metadata = table.schema.metadata
+    if metadata and any(key in metadata for key in _FOOTER_ONLY_BYTES):
+        kept = {k: v for k, v in metadata.items() if k not in _FOOTER_ONLY_BYTES}
+        table = table.replace_schema_metadata(kept or None)
+    with pq.ParquetWriter(
         where,
+        table.schema,
         compression="snappy",
         use_dictionary=dictionary_columns(table),
         write_statistics=statistics,
-    )
+    ) as writer:
+        writer.write_table(table)
+        entries = footer() if callable(footer) else footer
+        if entries:
+            writer.add_key_value_metadata(dict(entries))
 
 
 def read_table(source: str | Path | pa.Buffer, columns: list[str] | None = None) -> pa.Table:
@@ -60,4 +86,11 @@ def read_table(source: str | Path | pa.Buffer, columns: list[str] | None = None)
     """
     where = pa.BufferReader(source) if isinstance(source, pa.Buffer) else str(source)
     with pq.ParquetFile(where) as file:
-        return file.read(columns=columns)
+        table = file.read(columns=columns)
+    metadata = table.schema.metadata
+    if metadata and any(key in metadata for key in _FOOTER_ONLY_BYTES):
+        # The footer's bloom filter (~430 kB) is not part of the rows: drop it rather
+        # than carry it in every table (and cache entry) read from a base file.
+        kept = {k: v for k, v in metadata.items() if k not in _FOOTER_ONLY_BYTES}
+        table = table.replace_schema_metadata(kept or None)
+    return table
