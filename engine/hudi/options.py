@@ -62,6 +62,10 @@ ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"
 #: of a commit without the key predates it: its sidecar may or may not exist).
 TOMBSTONES_KEY: Final = "cdcctl.tombstones"
 
+#: JSON object of what the instant applied (inserts, updates, deletes, late, truncated,
+#: toast_unresolved): counters kept with the commit are never counted twice after a crash.
+COUNTS_KEY: Final = "cdcctl.counts"
+
 # Fixed values we write.
 TABLE_VERSION: Final = "6"
 TIMELINE_LAYOUT_VERSION: Final = "1"

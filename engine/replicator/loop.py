@@ -18,6 +18,7 @@ property tests drive the real engine.
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import shutil
 import signal
@@ -35,6 +36,7 @@ from engine.config import Config
 from engine.decode import decoder_for
 from engine.decode.gtid import gtid_positions
 from engine.errors import HudiError, SchemaEvolutionError, TableNameError, WriterLockError
+from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import TX_ID
@@ -599,6 +601,14 @@ class Replicator:
         total = MergeCounts()
         for r in results:
             total.add(r.counts)
+        applied = {
+            "inserts": total.inserts,
+            "updates": total.updates,
+            "deletes": total.deletes,
+            "late": total.late,
+            "truncated": total.truncated,
+            "toast_unresolved": total.toast_unresolved,
+        }
         faults.point("before_commit")
         writer.commit(
             plan.instant,
@@ -606,7 +616,7 @@ class Replicator:
             plan.schema,
             rt.topic,
             plan.offsets,
-            plan.extra,
+            {**plan.extra, COUNTS_KEY: json.dumps(applied, separators=(",", ":"))},
         )
         faults.point("after_commit")
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
@@ -622,14 +632,7 @@ class Replicator:
             writer.clean(self.cfg.hudi.clean_retain_commits)
             h = self.cfg.hudi
             writer.archive(h.keep_min_commits, h.keep_max_commits, h.archive_retention_hours)
-        return {
-            "inserts": total.inserts,
-            "updates": total.updates,
-            "deletes": total.deletes,
-            "late": total.late,
-            "truncated": total.truncated,
-            "toast_unresolved": total.toast_unresolved,
-        }
+        return applied
 
     def failing(self) -> list[TableStatus]:
         """Tables that stopped replicating, with their errors."""

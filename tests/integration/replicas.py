@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +99,24 @@ def assert_replicas_match(target: Path, expected: dict[str, dict[str, dict]]) ->
         )
         counts[topic] = len(actual)
     return counts
+
+
+def applied_counts(path: Path) -> dict[str, int]:
+    """What every completed commit of a table says it applied (``cdcctl.counts``), added
+    up over the active and the archived timeline."""
+    from engine.hudi.archive import list_archives, read_archive
+    from engine.hudi.timeline import WRITE_ACTIONS
+
+    table = HudiTable.open(path)
+    instants = set(table.completed_instants())
+    archived = path / ".hoodie" / "archived"
+    for _, name, _ in list_archives(archived):
+        for entry in read_archive(archived / name):
+            if entry.action in WRITE_ACTIONS and entry.state == "COMPLETED":
+                instants.add(entry.instant)
+    total: dict[str, int] = {}
+    for instant in instants:
+        counts = json.loads(table.commit_metadata(instant)["extraMetadata"]["cdcctl.counts"])
+        for name, value in counts.items():
+            total[name] = total.get(name, 0) + value
+    return total

@@ -15,7 +15,7 @@ from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from tests.integration.replicas import assert_replicas_match, run_cli, write_config
+from tests.integration.replicas import applied_counts, assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
@@ -61,6 +61,10 @@ def test_100k_events_three_tables_in_two_runs(broker, topic_prefix: str, tmp_pat
         table = HudiTable.open(target / table_name_for_topic(topic))
         assert len(table.completed_instants()) >= 2
         assert table.checkpoint() == f"{topic},0:{per_topic[topic]}"
+        # Each commit records what it applied; over both runs they add up to the table.
+        applied = applied_counts(target / table_name_for_topic(topic))
+        live = applied["inserts"] - applied["deletes"] - applied["truncated"]
+        assert live == counts[topic], (topic, live, counts)
 
 
 def test_spark_that_cannot_start_is_one_clear_error(
