@@ -46,3 +46,14 @@ def spark():
     session = get_spark("local[2]", "1g")
     yield session
     stop_spark()
+
+
+@pytest.fixture(scope="session")
+def scratch_postgres():
+    """A PostgreSQL cluster with ``wal_level = logical``, for the session (see
+    tests/scratch_postgres.py)."""
+    from tests.scratch_postgres import start_scratch_postgres
+
+    cluster = start_scratch_postgres()
+    yield cluster
+    cluster.stop()
