@@ -35,7 +35,7 @@ import fastavro
 from engine.errors import HudiError
 from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
-from engine.hudi.log_file import HEADER_SCHEMA, MAGIC, _block
+from engine.hudi.log_file import HEADER_SCHEMA, _block, iter_blocks
 
 ARCHIVE_DIR = "archived"
 BLOCK_AVRO = 3
@@ -202,27 +202,7 @@ def read_archive(path: Path) -> Iterator[ArchivedEntry]:
     Raises:
         HudiError: If the file is not a log file of Avro data blocks.
     """
-    data = path.read_bytes()
-    i = 0
-    while i < len(data):
-        if data[i : i + 6] != MAGIC:
-            raise HudiError(f"{path}: no log block magic at byte {i}")
-        (size,) = struct.unpack_from(">q", data, i + 6)
-        j = i + 14
-        _fmt, block_type = struct.unpack_from(">ii", data, j)
-        j += 8
-        (n,) = struct.unpack_from(">i", data, j)
-        j += 4
-        header: dict[int, str] = {}
-        for _ in range(n):
-            key, length = struct.unpack_from(">ii", data, j)
-            j += 8
-            header[key] = data[j : j + length].decode("utf-8")
-            j += length
-        (length,) = struct.unpack_from(">q", data, j)
-        j += 8
-        content = data[j : j + length]
-        i += 14 + size
+    for block_type, header, content in iter_blocks(path):
         if block_type != BLOCK_AVRO:
             raise HudiError(f"{path}: an archive holds Avro data blocks, found type {block_type}")
         writer = fastavro.parse_schema(json.loads(header[HEADER_SCHEMA]))

@@ -336,34 +336,38 @@ def _decode_own_delete_keys(buf: bytes) -> list[str] | None:
     return keys if buf[i:] == b"\x00" else None
 
 
-def read_log_file(path: Path, columns: list[str] | None = None) -> Iterator[LogBlock]:
-    """Yield the data and delete blocks of a log file written by :func:`encode_log_file`."""
+def iter_blocks(path: Path) -> Iterator[tuple[int, dict[int, str], bytes]]:
+    """Yield ``(block type, header, content)`` of every block of a log file.
+
+    Raises:
+        HudiError: If a block does not start with the log block magic.
+    """
     data = Path(path).read_bytes()
     i = 0
     while i < len(data):
         if data[i : i + 6] != MAGIC:
             raise HudiError(f"{path}: no log block magic at byte {i}")
-        i += 6 + 8
-        _fmt, block_type = struct.unpack_from(">ii", data, i)
-        i += 8
-        (n,) = struct.unpack_from(">i", data, i)
-        i += 4
+        (size,) = struct.unpack_from(">q", data, i + 6)
+        j = i + 14
+        _fmt, block_type = struct.unpack_from(">ii", data, j)
+        j += 8
+        (n,) = struct.unpack_from(">i", data, j)
+        j += 4
         header: dict[int, str] = {}
         for _ in range(n):
-            key, length = struct.unpack_from(">ii", data, i)
-            i += 8
-            header[key] = data[i : i + length].decode("utf-8")
-            i += length
-        (length,) = struct.unpack_from(">q", data, i)
-        i += 8
-        content = data[i : i + length]
-        i += length
-        (n,) = struct.unpack_from(">i", data, i)
-        i += 4
-        for _ in range(n):
-            _key, flen = struct.unpack_from(">ii", data, i)
-            i += 8 + flen
-        i += 8  # total block length
+            key, length = struct.unpack_from(">ii", data, j)
+            j += 8
+            header[key] = data[j : j + length].decode("utf-8")
+            j += length
+        (length,) = struct.unpack_from(">q", data, j)
+        j += 8
+        yield block_type, header, data[j : j + length]
+        i += 14 + size  # the block size counts everything after it
+
+
+def read_log_file(path: Path, columns: list[str] | None = None) -> Iterator[LogBlock]:
+    """Yield the data and delete blocks of a log file written by :func:`encode_log_file`."""
+    for block_type, header, content in iter_blocks(path):
         instant = header.get(HEADER_INSTANT_TIME, "")
         if block_type == BLOCK_PARQUET:
             yield LogBlock(instant, rows=parquet.read_table(pa.py_buffer(content), columns))
