@@ -118,9 +118,25 @@ def test_java_delete_block_is_the_natural_order_delete_the_engine_writes(tmp_pat
     assert {r["partitionPath"] for r in java} == {"city=san_francisco"}
 
 
+SCHEMA = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
+
+
+def new_writer(path: Path) -> HudiWriter:
+    """A new one-bucket Merge-on-Read table written by the engine's writer."""
+    return HudiWriter.create(
+        path,
+        name="t",
+        record_key_fields=["id"],
+        ordering_field="_cdc_pos",
+        num_buckets=1,
+        schema=SCHEMA,
+        table_type="MERGE_ON_READ",
+    )
+
+
 def _write(writer: HudiWriter, rows: dict[str, str], deleted: list[str]) -> tuple[str, dict]:
     """One instant of the real writer on bucket 0: new rows, then deletes of stored keys."""
-    schema = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
+    schema = SCHEMA
     instant = writer.begin()
     groups = writer.file_groups()
     (write,) = writer.plan_writes(instant, groups, [0], set() if groups else {0}, schema, 0)
@@ -148,16 +164,7 @@ def test_delta_commits_and_log_records_are_as_hudi_writes_them(tmp_path: Path) -
     java_log_stat, java_base_stat = meta["partitionToWriteStats"][""]
     assert java_log_stat["path"].startswith(".") and "logVersion" in java_log_stat
 
-    schema = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
-    writer = HudiWriter.create(
-        tmp_path / "ours",
-        name="t",
-        record_key_fields=["id"],
-        ordering_field="_cdc_pos",
-        num_buckets=1,
-        schema=schema,
-        table_type="MERGE_ON_READ",
-    )
+    writer = new_writer(tmp_path / "ours")
     _, base_stat = _write(writer, {"1": "a", "2": "b"}, [])
     first_log, log_stat = _write(writer, {"1": "a2"}, [])
     second_log, second_stat = _write(writer, {"3": "c"}, ["2"])
@@ -199,16 +206,7 @@ def test_delete_blocks_carry_the_header_hudis_do(tmp_path: Path) -> None:
     table = extract("quickstart_trips_table/mor/avro/v6_trips_8i3d.zip", tmp_path / "hudi")
     (log,) = (table / "city=san_francisco").glob(".*.log.*")
     ((delete_type, java_keys),) = block_headers(log)
-    schema = pa.schema([("id", pa.string()), ("v", pa.string()), ("_cdc_pos", pa.int64())])
-    writer = HudiWriter.create(
-        tmp_path / "ours",
-        name="t",
-        record_key_fields=["id"],
-        ordering_field="_cdc_pos",
-        num_buckets=1,
-        schema=schema,
-        table_type="MERGE_ON_READ",
-    )
+    writer = new_writer(tmp_path / "ours")
     _write(writer, {"1": "a", "2": "b"}, [])
     name, _ = _write(writer, {"3": "c"}, ["2"])
     assert block_headers(writer.path / name) == [(5, java_keys), (delete_type, java_keys)]
