@@ -51,6 +51,9 @@ class DecodeResult:
         key_field_sets: Distinct record-key field lists of the batch rows; more than one
             means the key changed (a table redefinition).
         notes: Non-fatal remarks (e.g. a schemaless column whose JSON type varies).
+        source_table: Where the row events come from, from the ``source`` block of one of
+            them: ``connector``, ``db``, ``schema`` (PostgreSQL) and ``table`` (members
+            that are absent are left out); None without a row event or ``source`` block.
     """
 
     batch: pa.Table | None
@@ -60,3 +63,4 @@ class DecodeResult:
     value_schema_fingerprints: list[str] = field(default_factory=list)
     key_field_sets: list[tuple[str, ...]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    source_table: dict[str, str] | None = None

@@ -66,6 +66,11 @@ TOMBSTONES_KEY: Final = "cdcctl.tombstones"
 #: toast_unresolved): counters kept with the commit are never counted twice after a crash.
 COUNTS_KEY: Final = "cdcctl.counts"
 
+#: JSON object naming the replica's source table, from the Debezium ``source`` block of
+#: its events: ``connector``, ``db``, ``schema`` (PostgreSQL), ``table``. Absent on
+#: commits made before it was recorded (the topic name ``cdcctl.source.topic`` says it).
+SOURCE_TABLE_KEY: Final = "cdcctl.source_table"
+
 # Fixed values we write.
 TABLE_VERSION: Final = "6"
 TIMELINE_LAYOUT_VERSION: Final = "1"

@@ -439,6 +439,10 @@ class Replicator:
             del keys, values
             prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
             rt.counters.ignored += result.ignored
+            if result.source_table:
+                rt.progress.source_table = json.dumps(
+                    result.source_table, sort_keys=True, separators=(",", ":")
+                )
             batch = result.batch
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)

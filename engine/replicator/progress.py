@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.hudi import HudiWriter
+from engine.hudi.options import SOURCE_TABLE_KEY
 from engine.merge.positions import Tail
 from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB
 
@@ -44,6 +45,8 @@ class TableProgress:
     gtid_lineages: list[str] = field(default_factory=list)
     #: Offset gaps accepted by ``replicator.accept_offset_gaps``, as recorded.
     accepted_gaps: list[str] = field(default_factory=list)
+    #: The source table (``cdcctl.source_table``: JSON of connector, db, schema, table).
+    source_table: str | None = None
 
     @classmethod
     def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
@@ -60,6 +63,7 @@ class TableProgress:
             tail={int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()},
             gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),
             accepted_gaps=json.loads(extra.get(GAPS_KEY) or "[]"),
+            source_table=extra.get(SOURCE_TABLE_KEY),
         )
 
     def extra(self, topic: str, floor: tuple[int, int] | None) -> dict[str, str]:
@@ -75,6 +79,8 @@ class TableProgress:
             extra[GTID_KEY] = json.dumps(self.gtid_lineages, separators=(",", ":"))
         if self.accepted_gaps:
             extra[GAPS_KEY] = json.dumps(self.accepted_gaps, separators=(",", ":"))
+        if self.source_table:
+            extra[SOURCE_TABLE_KEY] = self.source_table
         return extra
 
     def tails(self) -> tuple[Tail, ...]:

@@ -76,6 +76,8 @@ class Ctx:
     #: Wrapped records found inside a schemaless bulk group (decoded again separately).
     reroute: list[int] = field(default_factory=list)
     rerouting: bool = False
+    #: The source table of the topic's row events (``source`` block), from one record.
+    source_table: dict[str, str] | None = None
 
 
 def index_array(group: Group, positions: list[int] | range) -> pa.Array:

@@ -246,4 +246,5 @@ def decode_debezium_json(
         ctx.fingerprints,
         keys_info.used_sets,
         ctx.notes,
+        ctx.source_table,
     )

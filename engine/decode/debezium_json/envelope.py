@@ -455,8 +455,37 @@ def _envelope_piece(
         GTID: src.gtid,
         **rows,
     }
+    if ctx.source_table is None and pc.any(keep).as_py():
+        first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
+        ctx.source_table = _source_table(group, piece.positions[first])
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
+
+
+_SOURCE_TABLE_MEMBERS = ("connector", "db", "schema", "table")
+
+
+def _source_table(group: Group, position: int) -> dict[str, str] | None:
+    """``connector``, ``db``, ``schema`` and ``table`` of one record's ``source`` block.
+
+    One record per decode call is parsed again (the bulk read skips these members), so
+    the cost does not grow with the batch.
+    """
+    if group.payloads is not None:
+        payload = group.payloads[position]
+    elif group.source is not None:
+        messages, cut = group.source
+        payload = messages[position][cut:-1] if cut else messages[position]
+    else:
+        return None
+    try:
+        source = json.loads(payload).get("source")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(source, dict):
+        return None
+    found = {m: source[m] for m in _SOURCE_TABLE_MEMBERS if isinstance(source.get(m), str)}
+    return found if "table" in found else None
 
 
 def decode_values(split: Split, ctx: Ctx) -> None:
