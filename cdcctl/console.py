@@ -7,6 +7,7 @@ progress, the engine's log lines, errors — goes to stderr.
 from __future__ import annotations
 
 import base64
+import csv
 import datetime as dt
 import json
 import logging
@@ -84,3 +85,25 @@ def _json_value(value: Any) -> Any:
 def print_json(value: Any) -> None:
     """``value`` as indented JSON on stdout."""
     print(json.dumps(value, default=_json_value, indent=2))
+
+
+def csv_text(value: Any) -> str:
+    """One CSV field: the text of the value's ``--json`` rendering (strings unquoted,
+    numbers exact, ISO times, base64 bytes, lists and structs as JSON); NULL is empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    plain = isinstance(value, bool | int | float | list | dict)
+    rendered = value if plain else _json_value(value)
+    if isinstance(rendered, str):
+        return rendered
+    return json.dumps(rendered, default=_json_value)
+
+
+def print_csv(columns: list[str], rows: list[list[Any]]) -> None:
+    """Rows as CSV on stdout: a header line, then one line per row (RFC 4180 quoting)."""
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([csv_text(v) for v in row])

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         WriterLockError,
     )
     from engine.playground.demo import DemoReport, run_demo
-    from engine.query import list_tables, query, read_table
+    from engine.query import connect, list_tables, query, read_table
     from engine.replicator import BatchReport, Replicator
     from engine.spark import check_java, start_for
     from engine.state import TableCounters, TableState, TableStatus
@@ -63,6 +63,7 @@ _EXPORTS = {
     "WriterLockError": "engine.errors",
     "DemoReport": "engine.playground.demo",
     "run_demo": "engine.playground.demo",
+    "connect": "engine.query",
     "list_tables": "engine.query",
     "query": "engine.query",
     "read_table": "engine.query",

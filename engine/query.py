@@ -1,46 +1,255 @@
 """Read replicas back (through hudi-rs, an independent Hudi reader) and query them with DuckDB.
 
-A replica is read as of its newest completed commit, Merge-on-Read slices merged (base
-file plus logs), so deleted rows never show; columns get the exact types recorded in
-the commit (hudi-rs reports naive timestamps as UTC and small integers widened).
+:func:`connect` opens a DuckDB connection where every replica under a target is a view
+named after its table. Each replica is pinned when the connection opens: to its newest
+completed commit, or with ``as_of`` to the newest commit at or before that instant. A
+view's columns come from the commit metadata of that instant (the exact Arrow types the
+writer recorded: decimals, naive and zoned timestamps, dates), so registering costs one
+listing of ``.hoodie`` and one commit file per replica; the rows are read by hudi-rs
+(Merge-on-Read slices merged, base file plus logs, so deleted rows never show) only when
+a query first scans the view, then kept for the connection's life.
+
+An ``as_of`` older than what a replica still holds is refused rather than read: hudi-rs
+reads an instant whose files the cleaner deleted as an empty (or partial) table without
+complaint. The oldest readable instant of a replica is the later of its first instant on
+the active timeline (older ones are archived) and the earliest commit its newest clean
+retained (planned or done); see :func:`oldest_readable`.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from engine.errors import HudiError, QueryError
+from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
+from engine.hudi import avro_models as am
+
+if TYPE_CHECKING:
+    from engine.config import Config
+
+_INSTANT = re.compile(r"\d{17}|\d{14}")
 
 
-def read_table(path: str | Path, *, meta: bool = False) -> pa.Table:
-    """The current snapshot of a replica, read with hudi-rs.
+# ----------------------------------------------------------------------------- as of
+
+
+def parse_as_of(text: str) -> str:
+    """The 17-digit UTC instant meant by ``text``.
+
+    ``text`` is an instant (``yyyyMMddHHmmssSSS``, or 14 digits: ``.000``) or an ISO 8601
+    date or time; a time without a zone is UTC, as Hudi instants are (the replicas'
+    ``hoodie.table.timeline.timezone``).
+
+    Raises:
+        ConfigError: ``text`` is neither.
+    """
+    text = text.strip()
+    if _INSTANT.fullmatch(text):
+        return text if len(text) == 17 else text + "000"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--as-of {text!r} is neither an instant nor an ISO time",
+            "give a 17-digit instant (20240501120000000) or an ISO time "
+            "(2024-05-01T12:00:00Z; no zone means UTC)",
+        ) from None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 1000:03d}"
+
+
+def instant_iso(instant: str) -> str:
+    """An instant as ISO 8601 UTC text (``2024-05-01T12:00:00.123Z``)."""
+    when = datetime.strptime(instant[:14], "%Y%m%d%H%M%S")
+    return when.strftime("%Y-%m-%dT%H:%M:%S") + f".{instant[14:17] or '000'}Z"
+
+
+def oldest_readable(table: HudiTable) -> str | None:
+    """The oldest instant of ``table`` a reader can still be given, None if it has none.
+
+    The later of the first completed write instant on the active timeline (hudi-rs does
+    not read the archived one) and the earliest commit retained by the newest clean,
+    pending or completed (a pending clean may already have deleted files).
+    """
+    timeline = table.timeline()
+    if not timeline.completed:
+        return None
+    oldest = min(timeline.completed)
+    hoodie = table.base_path / ".hoodie"
+    for instant, (action, state) in timeline.services.items():
+        if action != "clean":
+            continue
+        if state == "COMPLETED":
+            data = (hoodie / f"{instant}.clean").read_bytes()
+            retained = am.deserialize_avro_metadata(data, am.CLEAN_METADATA).get(
+                "earliestCommitToRetain"
+            )
+        else:
+            data = (hoodie / f"{instant}.clean.requested").read_bytes()
+            plan = am.deserialize_avro_metadata(data, am.CLEANER_PLAN)
+            retained = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+        if retained:
+            oldest = max(oldest, retained)
+    return oldest
+
+
+def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | None:
+    """The completed instant a read of ``table`` pins: the newest (``as_of`` None) or the
+    newest at or before ``as_of`` (a 17-digit instant). None: the table has no commit.
+
+    Raises:
+        QueryError: ``as_of`` is older than :func:`oldest_readable`.
+    """
+    completed = table.completed_instants()
+    if as_of is None:
+        return completed[-1] if completed else None
+    oldest = oldest_readable(table)
+    chosen = [t for t in completed if t <= as_of]
+    if oldest is None or not chosen or chosen[-1] < oldest:
+        readable = (
+            f"the oldest readable instant is {oldest} ({instant_iso(oldest)})"
+            if oldest is not None
+            else "it has no commit yet"
+        )
+        archived = table.base_path / ".hoodie" / "archived"
+        if oldest is not None and oldest > completed[0]:
+            why = "the cleaner deleted the files of older instants (hudi.clean_retain_commits)"
+        elif archived.is_dir() and any(archived.iterdir()):
+            why = "older instants are archived (hudi.keep_min_commits)"
+        else:
+            why = "there was no commit before it"
+        raise QueryError(
+            f"{name} cannot be read as of {as_of} ({instant_iso(as_of)}): {readable}",
+            f"{why}; ask for that instant or a later one",
+        )
+    return chosen[-1]
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _schema_of(table: HudiTable, instant: str | None, meta: bool) -> pa.Schema:
+    """The columns of ``table`` at ``instant`` (from the commit metadata, no data read)."""
+    schema = table.schema_at(instant) if instant is not None else None
+    if schema is None:
+        schema = table.arrow_schema()
+    if schema is None:  # not written by cdcctl: ask hudi-rs
+        import hudi
+
+        schema = hudi.HudiTable(str(table.base_path)).get_schema()
+    data = [f for f in schema if f.name not in HOODIE_META_COLUMNS]
+    front = [pa.field(name, pa.string()) for name in HOODIE_META_COLUMNS] if meta else []
+    return pa.schema(front + data)
+
+
+def _read(table: HudiTable, instant: str | None, schema: pa.Schema) -> pa.Table:
+    """The rows of ``table`` as of ``instant`` (merged), typed exactly as ``schema``."""
+    import hudi
+
+    if instant is None:
+        return schema.empty_table()
+    reader = hudi.HudiTable(str(table.base_path))
+    options = hudi.HudiReadOptions().with_as_of_timestamp(instant)
+    batches = reader.read(options)
+    if not batches:
+        return schema.empty_table()
+    rows = conform(pa.Table.from_batches(batches), schema)
+    return rows.select(schema.names).cast(schema)
+
+
+@dataclass
+class Replica:
+    """One replica of a connection: registered by schema, read on its first scan.
+
+    DuckDB takes it through the Arrow PyCapsule interface: ``__arrow_c_schema__`` when
+    the view is registered (the commit's schema, no data read), ``__arrow_c_stream__``
+    whenever a query scans it (hudi-rs reads the pinned instant once; later scans reuse
+    the rows).
+    """
+
+    name: str
+    table: HudiTable
+    instant: str | None
+    schema: pa.Schema
+    #: Why the replica cannot be read (e.g. ``as_of`` too old): raised on scan.
+    refused: CdcError | None = None
+    #: The error of a scan that failed, for :func:`query` to report as it is.
+    failure: CdcError | None = field(default=None, repr=False)
+    _rows: pa.Table | None = field(default=None, repr=False)
+
+    def rows(self) -> pa.Table:
+        """The replica's rows at its pinned instant (read on first use).
+
+        Raises:
+            QueryError: the instant was refused, or a clean removed its files since the
+                connection opened (the read may have missed rows).
+            HudiError: hudi-rs could not read the table.
+        """
+        if self._rows is not None:
+            return self._rows
+        try:
+            if self.refused is not None:
+                raise self.refused
+            rows = _read(self.table, self.instant, self.schema)
+            # A clean planned before the read finished may have deleted files the read
+            # needed: hudi-rs then leaves rows out silently. Cleans plan (and record the
+            # earliest commit they keep) before deleting, so this check after the read
+            # sees every clean that can have touched it.
+            oldest = oldest_readable(HudiTable.open(self.table.base_path))
+            if self.instant is not None and oldest is not None and self.instant < oldest:
+                raise QueryError(
+                    f"{self.name}: instant {self.instant} was cleaned while the connection "
+                    f"was open; the oldest readable instant is now {oldest}",
+                    "open a new connection (cdcctl query does for each run)",
+                )
+        except CdcError as exc:
+            self.failure = exc
+            raise
+        except Exception as exc:  # hudi-rs errors are plain exceptions
+            self.failure = HudiError(f"{self.name}: hudi-rs cannot read it: {exc}")
+            raise self.failure from exc
+        self._rows = rows
+        return rows
+
+    def __arrow_c_schema__(self) -> Any:
+        return self.schema.__arrow_c_schema__()
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.rows().__arrow_c_stream__(requested_schema)
+
+
+def read_table(path: str | Path, *, meta: bool = False, as_of: str | None = None) -> pa.Table:
+    """The rows of a replica, read with hudi-rs: its newest commit, or as of ``as_of``
+    (an instant or ISO time, see :func:`parse_as_of`).
 
     Args:
         path: the table folder (relative paths are relative to the current directory).
         meta: keep the ``_hoodie_*`` meta columns.
+        as_of: read the state at this instant.
     """
-    import hudi
+    replica = _replica(Path(path).resolve(), meta, parse_as_of(as_of) if as_of else None)
+    return replica.rows()
 
-    path = Path(path).resolve()  # hudi-rs takes URLs: a relative path has no base
+
+def _replica(path: Path, meta: bool, as_of: str | None) -> Replica:
     if not HudiTable.exists(path):
         raise HudiError(f"{path} is not a Hudi table", hint="check the target folder")
-    reader = hudi.HudiTable(str(path))
-    batches = reader.read()
-    table = (
-        pa.Table.from_batches(batches)
-        if batches
-        else reader.get_schema_with_meta_fields().empty_table()
-    )
-    schema = HudiTable.open(path).arrow_schema()
-    if schema is not None:
-        table = conform(table, schema)
-    if not meta:
-        table = table.drop_columns([c for c in HOODIE_META_COLUMNS if c in table.column_names])
-    return table
+    table = HudiTable.open(path)
+    name = path.name
+    try:
+        instant = resolve_instant(table, name, as_of)
+    except QueryError as exc:
+        # Registered anyway (with today's columns): refused only if a query reads it.
+        return Replica(name, table, None, _schema_of(table, None, meta), refused=exc)
+    return Replica(name, table, instant, _schema_of(table, instant, meta))
 
 
 def list_tables(target: str | Path) -> list[str]:
@@ -51,21 +260,79 @@ def list_tables(target: str | Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if HudiTable.exists(p))
 
 
-def query(target: str | Path, sql: str) -> pa.Table:
-    """Run SQL over every replica under ``target`` (each visible under its table name).
+@dataclass
+class _Session:
+    root: Path
+    connection: duckdb.DuckDBPyConnection
+    replicas: dict[str, Replica]
+
+
+def _open(target_or_config: str | Path | Config, as_of: str | None, meta: bool) -> _Session:
+    if isinstance(target_or_config, str | Path):
+        root = Path(target_or_config).resolve()
+    else:
+        root = Path(target_or_config.target_path()).resolve()
+    instant = parse_as_of(as_of) if as_of else None
+    con = duckdb.connect()
+    # TIMESTAMP WITH TIME ZONE columns print and export in UTC, as they are stored.
+    con.execute("SET TimeZone = 'UTC'")
+    replicas = {}
+    for name in list_tables(root):
+        replica = _replica(root / name, meta, instant)
+        con.register(name, replica)
+        replicas[name] = replica
+    return _Session(root, con, replicas)
+
+
+def connect(
+    target_or_config: str | Path | Config, as_of: str | None = None, meta: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection where every replica is a view named after its table.
+
+    Each view reads its replica as of the newest commit when the connection opened (or
+    as of ``as_of``), with the exact column types and without the ``_hoodie_*`` columns
+    unless ``meta``. Rows are read on a view's first scan, so a query reads only the
+    replicas it names. A replica ``as_of`` cannot reach fails the queries that read it
+    (naming its oldest readable instant). Open a new connection to see newer commits.
+
+    Args:
+        target_or_config: the target folder, or a :class:`~engine.config.Config`.
+        as_of: a 17-digit instant or an ISO time (UTC unless it says otherwise).
+        meta: include Hudi's ``_hoodie_*`` meta columns.
+
+    Example::
+
+        con = engine.connect("lake")
+        con.sql("SELECT status, count(*) FROM inventory_orders GROUP BY ALL").show()
+    """
+    return _open(target_or_config, as_of, meta).connection
+
+
+def query(
+    target_or_config: str | Path | Config,
+    sql: str,
+    *,
+    as_of: str | None = None,
+    meta: bool = False,
+) -> pa.Table:
+    """Run SQL over the replicas (:func:`connect`) and return the result.
 
     Raises:
-        QueryError: the SQL is invalid or names a table that does not exist.
+        QueryError: the SQL is invalid, names a table that does not exist, or reads a
+            replica ``as_of`` cannot reach.
+        ConfigError: ``as_of`` is not an instant or ISO time.
     """
-    root = Path(target).resolve()
-    names = list_tables(root)
-    con = duckdb.connect()
-    for name in names:
-        con.register(name, read_table(root / name))
+    session = _open(target_or_config, as_of, meta)
     try:
-        relation = con.sql(sql)
+        relation = session.connection.sql(sql)
         return relation.to_arrow_table() if relation is not None else pa.table({})
     except duckdb.Error as exc:
+        for replica in session.replicas.values():
+            if replica.failure is not None:
+                raise replica.failure from None
         reason = str(exc).strip().splitlines()[0]
-        tables = ", ".join(names) if names else f"none: {root} holds no replica yet"
+        names = list(session.replicas)
+        tables = ", ".join(names) if names else f"none: {session.root} holds no replica yet"
         raise QueryError(f"query failed: {reason}", hint=f"replicas: {tables}") from None
+    finally:
+        session.connection.close()
