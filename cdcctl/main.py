@@ -21,6 +21,7 @@ from cdcctl.commands.demo import demo
 from cdcctl.commands.init import init
 from cdcctl.commands.query import query
 from cdcctl.commands.start import start
+from cdcctl.commands.test_connection import test_connection
 from cdcctl.console import configure_logging, err
 
 app = typer.Typer(
@@ -31,7 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
 )
-for command in (init, start, query, demo):
+for command in (init, start, query, demo, test_connection):
     app.command()(command)
 
 

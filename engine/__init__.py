@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from engine.checks import Check, run_checks
     from engine.config import (
         SUPPORTED_FORMATS,
         Config,
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 #: Where each exported name lives.
 _EXPORTS = {
+    "Check": "engine.checks",
+    "run_checks": "engine.checks",
     "SUPPORTED_FORMATS": "engine.config",
     "Config": "engine.config",
     "config_from_dict": "engine.config",

@@ -17,6 +17,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import tomlkit
 from pydantic import (
@@ -33,6 +34,9 @@ from engine.errors import ConfigError
 
 SUPPORTED_FORMATS = ("debezium-json",)
 PLANNED_FORMATS = ("debezium-avro", "cdc-json")
+
+#: URL schemes of ``source.database_dsn``.
+DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb")
 
 #: Topics Debezium writes that never hold row changes; excluded unless the user overrides.
 DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confluent)"
@@ -65,6 +69,29 @@ class SourceConfig(_Section):
     toast_placeholder: str = Field(default="__debezium_unavailable_value", min_length=1)
     #: Extra librdkafka settings (no secrets: use the *_env / *_file keys for those).
     kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    #: The source database, for ``cdcctl test-connection``: ``postgresql://user@host:port/db``
+    #: or ``mysql://user@host:port[/db]``, without a password.
+    database_dsn: str | None = None
+    #: Environment variable holding the database password (else PGPASSWORD / MYSQL_PWD).
+    database_password_env: str | None = None
+
+    @field_validator("database_dsn")
+    @classmethod
+    def _dsn(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in DATABASE_SCHEMES:
+            raise ValueError(
+                f"{value.split('://')[0]!r} is not a database URL scheme: use postgresql:// "
+                "or mysql://"
+            )
+        if parts.password is not None:
+            raise ValueError(
+                "a password must not be in the file: name an environment variable in "
+                "source.database_password_env (or set PGPASSWORD / MYSQL_PWD)"
+            )
+        return value
 
     @field_validator("topics", "exclude_topics")
     @classmethod

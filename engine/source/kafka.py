@@ -144,6 +144,10 @@ class KafkaSource:
         wanted = {transaction_topic(t) for t in data_topics}
         return {name: parts for name, parts in self._topics().items() if name in wanted}
 
+    def topics(self) -> dict[str, list[int]]:
+        """Every topic and its partitions, as the broker knows them now (matching or not)."""
+        return self._topics()
+
     def _topics(self) -> dict[str, list[int]]:
         timeout = TIMEOUT_S
         if not self._reached:

@@ -1,0 +1,41 @@
+"""Helpers shared by the checks."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from engine.config import Config
+from engine.errors import TableNameError
+from engine.naming import table_name_for_topic
+
+#: Items shown in one line before the rest is counted.
+LIST_MAX = 8
+
+
+def plural(n: int, word: str) -> str:
+    """``1 topic``, ``2 topics``."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def listing(items: list[str]) -> str:
+    """The first few items, comma-separated, and how many more there are."""
+    shown = ", ".join(items[:LIST_MAX])
+    return shown + (f" and {len(items) - LIST_MAX} more" if len(items) > LIST_MAX else "")
+
+
+def topic_selected(cfg: Config, topic: str) -> bool:
+    """Whether the replicator replicates ``topic``: it matches ``source.topics``, not
+    ``exclude_topics``, and its table name passes ``include_tables``/``exclude_tables``."""
+    src = cfg.source
+    if not re.search(src.topics, topic):
+        return False
+    if src.exclude_topics and re.search(src.exclude_topics, topic):
+        return False
+    try:
+        name = table_name_for_topic(topic)
+    except TableNameError:
+        return False
+    if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):
+        return False
+    return not any(fnmatch.fnmatchcase(name, p) for p in src.exclude_tables)
