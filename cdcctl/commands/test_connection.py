@@ -19,7 +19,8 @@ _MARK = {"pass": "✓", "warn": "!", "fail": "✗"}
 
 def _print(check: engine.Check) -> None:
     if out.is_terminal:
-        line = Text(f"{_MARK[check.status]} {check.status:<4} ", style=_STYLE[check.status])
+        line = Text()
+        line.append(f"{_MARK[check.status]} {check.status:<4} ", style=_STYLE[check.status])
         line.append(check.name, style="bold")
         line.append(f"  {check.detail}")
         out.print(line)
@@ -46,7 +47,7 @@ def test_connection(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the checks as JSON")] = False,
 ) -> None:
-    """Check Kafka, the target, Java/Spark and the source database.
+    """Check Kafka, target, Spark and the database.
 
     One line per check (pass, warn or fail) with what was found and, for a warning or a
     failure, the fix. Exit 0 when nothing failed, 1 when a check failed.

@@ -133,14 +133,20 @@ def tables_of_topics(topics: Iterable[str]) -> list[tuple[str, str]]:
 def _select_tables(
     cfg: Config, topics: list[str] | None, all_tables: Callable[[], list[tuple[str, str]]]
 ) -> tuple[list[tuple[str, str]], str]:
-    """The tables to check, and where the list came from."""
+    """The tables to check, and where the list came from (when there are none: why)."""
     if topics:
         return tables_of_topics(topics), f"the {plural(len(topics), 'matching topic')}"
+    why = "Kafka was not reachable" if topics is None else "no topic matches source.topics"
     prefix = _topic_prefix(cfg)
     if prefix is None:
-        return [], ""
+        return [], (
+            f"{why}, and source.topics ({cfg.source.topics!r}) does not start with a topic "
+            "prefix to map tables to topics with"
+        )
     chosen = [(s, t) for s, t in all_tables() if topic_selected(cfg, f"{prefix}.{s}.{t}")]
-    return chosen, f"source.topics (no matching topic yet; prefix {prefix})"
+    if not chosen:
+        return [], f"{why}, and no table here matches source.topics as {prefix}.<schema>.<table>"
+    return chosen, f"source.topics as {prefix}.<schema>.<table>: {why}"
 
 
 def _worst(statuses: Iterable[Status]) -> Status:
@@ -153,14 +159,6 @@ def _table_check(name: str, problems: list[tuple[Status, str, str]]) -> Check:
     detail = "; ".join(d for _, d, _ in problems)
     fix = " ".join(dict.fromkeys(f for _, _, f in problems if f))
     return Check(name, status, detail, fix)
-
-
-def _nothing_to_check(area: str, cfg: Config) -> Check:
-    return passed(
-        f"{area}.tables",
-        "no table to check: no topic matches source.topics and its prefix names none "
-        f"({cfg.source.topics!r})",
-    )
 
 
 # ------------------------------------------------------------------------- PostgreSQL
@@ -415,7 +413,7 @@ def _postgres(
 
     wanted, source = _select_tables(cfg, topics(), all_tables_in_db)
     if not wanted:
-        checks.append(_nothing_to_check("postgres", cfg))
+        checks.append(passed("postgres.tables", f"no table to check: {source}"))
         return checks
     found = {
         (r[0], r[1]): r[2:]
@@ -715,7 +713,7 @@ def _mysql(cfg: Config, dsn: Dsn, conn: Any, topics: Callable[[], list[str] | No
 
     wanted, source = _select_tables(cfg, topics(), all_tables_in_db)
     if not wanted:
-        checks.append(_nothing_to_check("mysql", cfg))
+        checks.append(passed("mysql.tables", f"no table to check: {source}"))
         return checks
     schemas = sorted({s for s, _ in wanted})
     marks = ", ".join(["%s"] * len(schemas))

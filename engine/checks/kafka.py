@@ -203,7 +203,7 @@ def check_topic(
             start = info.end
         waiting += info.end - start
     since = (
-        f"since table {name}'s checkpoint"
+        f"since the checkpoint of table {name}"
         if committed is not None
         else f"from the log start (no table {name} yet)"
         if name
