@@ -22,6 +22,7 @@ from cdcctl.commands.init import init
 from cdcctl.commands.query import query
 from cdcctl.commands.start import start
 from cdcctl.commands.test_connection import test_connection
+from cdcctl.commands.validate import validate
 from cdcctl.console import configure_logging, err
 
 app = typer.Typer(
@@ -32,7 +33,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
 )
-for command in (init, start, query, demo, test_connection):
+for command in (init, start, query, demo, test_connection, validate):
     app.command()(command)
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         HudiError,
         QueryError,
         SchemaEvolutionError,
+        SourceDatabaseError,
         SourceError,
         TableNameError,
         WriterLockError,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from engine.replicator import BatchReport, Replicator
     from engine.spark import check_java, start_for
     from engine.state import TableCounters, TableState, TableStatus
+    from engine.validate import TableReport, redact_dsn, validate_replicas
 
 #: Where each exported name lives.
 _EXPORTS = {
@@ -61,6 +63,7 @@ _EXPORTS = {
     "HudiError": "engine.errors",
     "QueryError": "engine.errors",
     "SchemaEvolutionError": "engine.errors",
+    "SourceDatabaseError": "engine.errors",
     "SourceError": "engine.errors",
     "TableNameError": "engine.errors",
     "WriterLockError": "engine.errors",
@@ -77,6 +80,9 @@ _EXPORTS = {
     "TableCounters": "engine.state",
     "TableState": "engine.state",
     "TableStatus": "engine.state",
+    "TableReport": "engine.validate",
+    "redact_dsn": "engine.validate",
+    "validate_replicas": "engine.validate",
 }
 
 

@@ -55,6 +55,10 @@ class SourceError(CdcError):
     transient = True
 
 
+class SourceDatabaseError(CdcError):
+    """The source database (PostgreSQL, MySQL) could not be reached or read."""
+
+
 class DecodeError(CdcError):
     """A message could not be decoded (it is quarantined, never silently dropped)."""
 

@@ -1,0 +1,412 @@
+"""The canonical text of a value, computed identically in the source's SQL and over a replica.
+
+Each compared column gets a *kind* from its source type and its replica type. A value's
+canonical text is its kind's rendering (the same characters on both sides); a row's text
+joins every hashed column as ``<length>:<text>`` (``N`` for NULL) separated by ``,``, so
+no two different rows share a text. The hash of a row is the first 15 hex digits of the
+MD5 of its UTF-8 text, read as a 60-bit integer; a key range is summarised by its row
+count and the sum of its rows' hashes.
+
+=========  =================================================  ==========================
+kind       canonical text                                     source types
+=========  =================================================  ==========================
+int        decimal digits                                     int2/4/8, tinyint..bigint
+bool       ``true`` / ``false``                               boolean (MySQL tinyint(1))
+decimal    exact, trailing fractional zeros dropped           numeric, decimal
+float64    IEEE 754 bits in hex (``nan`` for NaN)             float8 (PostgreSQL)
+float32    IEEE 754 bits in hex (``nan`` for NaN)             float4 (PostgreSQL)
+date       ``YYYY-MM-DD``                                     date
+ts         ``YYYY-MM-DDTHH:MM:SS.ffffff`` (wall clock)        timestamp, datetime
+tstz       the same, in UTC                                   timestamptz, MySQL timestamp
+time       microseconds since midnight                        time
+text       the text                                           text, varchar, char, uuid,
+                                                              enum, MySQL json
+json       PostgreSQL's jsonb text (keys by length, then      json, jsonb
+           bytes; ``", "`` and ``": "``)
+bytes      lowercase hex                                      bytea, binary, blob
+array      ``array_to_json`` text                             int/text/bool/uuid arrays
+row        not hashed: compared value by value in the         anything else (MySQL
+           ranges whose hash differs                          float/double, intervals...)
+=========  =================================================  ==========================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+INT = "int"
+BOOL = "bool"
+DECIMAL = "decimal"
+FLOAT64 = "float64"
+FLOAT32 = "float32"
+DATE = "date"
+TS = "ts"
+TSTZ = "tstz"
+TIME = "time"
+TEXT = "text"
+JSON = "json"
+BYTES = "bytes"
+ARRAY = "array"
+ROW = "row"  # not hashed; compared value by value
+
+NULL_TOKEN = "N"
+
+_PG_KINDS = {
+    "int2": INT, "int4": INT, "int8": INT, "oid": INT,
+    "bool": BOOL,
+    "numeric": DECIMAL,
+    "float8": FLOAT64, "float4": FLOAT32,
+    "date": DATE, "timestamp": TS, "timestamptz": TSTZ, "time": TIME,
+    "text": TEXT, "varchar": TEXT, "bpchar": TEXT, "name": TEXT, "uuid": TEXT,
+    "citext": TEXT, "xml": TEXT,
+    "json": JSON, "jsonb": JSON,
+    "bytea": BYTES,
+}  # fmt: skip
+_PG_ARRAY_ELEMENTS = {"int2", "int4", "int8", "text", "varchar", "bool", "uuid"}
+
+_MYSQL_KINDS = {
+    "tinyint": INT, "smallint": INT, "mediumint": INT, "int": INT, "integer": INT,
+    "bigint": INT, "year": INT,
+    "decimal": DECIMAL, "numeric": DECIMAL,
+    "date": DATE, "datetime": TS, "timestamp": TSTZ, "time": TIME,
+    "char": TEXT, "varchar": TEXT, "tinytext": TEXT, "text": TEXT, "mediumtext": TEXT,
+    "longtext": TEXT, "enum": TEXT, "set": TEXT, "json": TEXT,
+    "binary": BYTES, "varbinary": BYTES, "tinyblob": BYTES, "blob": BYTES,
+    "mediumblob": BYTES, "longblob": BYTES,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """A source column: its name and type as the database's catalog names it.
+
+    ``type`` is PostgreSQL's ``pg_type.typname`` (``_int4`` style names for arrays, with
+    ``element`` the element's typname; ``enum`` for enum types) or MySQL's ``DATA_TYPE``.
+    """
+
+    name: str
+    type: str
+    element: str | None = None
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How one column is compared."""
+
+    name: str
+    kind: str
+    source_type: str
+    replica_type: pa.DataType
+
+
+def _fits(kind: str, t: pa.DataType) -> bool:
+    """Whether a replica column of type ``t`` can hold a value of ``kind``."""
+    checks = {
+        INT: pa.types.is_integer,
+        BOOL: pa.types.is_boolean,
+        DECIMAL: lambda t: pa.types.is_decimal(t) or pa.types.is_string(t),
+        FLOAT64: pa.types.is_float64,
+        FLOAT32: pa.types.is_float32,
+        DATE: pa.types.is_date32,
+        TS: lambda t: pa.types.is_timestamp(t) and t.tz is None,
+        TSTZ: lambda t: pa.types.is_timestamp(t) and t.tz is not None,
+        TIME: pa.types.is_time64,
+        TEXT: lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        JSON: lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        BYTES: lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+        ARRAY: lambda t: pa.types.is_list(t) or pa.types.is_large_list(t),
+    }
+    return bool(checks[kind](t)) if kind in checks else False
+
+
+def column_kind(dialect: str, source: SourceColumn, replica_type: pa.DataType) -> str:
+    """The comparison kind of a column (``row`` when no common canonical text is known)."""
+    if dialect == "postgresql":
+        if source.element is not None:
+            kind = ARRAY if source.element in _PG_ARRAY_ELEMENTS else ROW
+        elif source.type == "enum":
+            kind = TEXT
+        else:
+            kind = _PG_KINDS.get(source.type, ROW)
+    else:
+        kind = _MYSQL_KINDS.get(source.type, ROW)
+        if kind == INT and pa.types.is_boolean(replica_type):
+            kind = BOOL  # tinyint(1) read as a boolean
+    if kind == ROW or not _fits(kind, replica_type):
+        return ROW
+    return kind
+
+
+# ----------------------------------------------------------------------------- source SQL
+
+
+def quote_pg(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_mysql(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def pg_text(c: str, kind: str, source_type: str) -> str:
+    """PostgreSQL expression of the canonical text of column expression ``c``."""
+    if kind == INT:
+        return f"{c}::text"
+    if kind == BOOL:
+        return f"{c}::text"
+    if kind == DECIMAL:
+        x = f"{c}::text"
+        return f"CASE WHEN strpos({x}, '.') > 0 THEN rtrim(rtrim({x}, '0'), '.') ELSE {x} END"
+    if kind in (FLOAT64, FLOAT32):
+        t, send = ("float8", "float8send") if kind == FLOAT64 else ("float4", "float4send")
+        return f"CASE WHEN {c} = 'NaN'::{t} THEN 'nan' ELSE encode({send}({c}), 'hex') END"
+    if kind == DATE:
+        return f"to_char({c}, 'YYYY-MM-DD')"
+    if kind == TS:
+        return f"""to_char({c}, 'YYYY-MM-DD"T"HH24:MI:SS.US')"""
+    if kind == TSTZ:
+        return f"""to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')"""
+    if kind == TIME:
+        return f"(extract(epoch FROM {c}) * 1000000)::bigint::text"
+    if kind == TEXT:
+        if source_type == "bpchar":  # ::text would drop the padding Debezium sends
+            return f"CASE WHEN {c} IS NULL THEN NULL ELSE concat({c}) END"
+        return f"{c}::text"
+    if kind == JSON:
+        return f"{c}::jsonb::text"
+    if kind == BYTES:
+        return f"encode({c}, 'hex')"
+    if kind == ARRAY:
+        return f"array_to_json({c})::text"
+    raise ValueError(f"no canonical text for kind {kind!r}")
+
+
+def mysql_text(c: str, kind: str) -> str:
+    """MySQL/MariaDB expression of the canonical text of column expression ``c`` (a
+    literal ``%`` is written ``%%``: queries are always run with parameters)."""
+    if kind == INT:
+        return f"CAST({c} AS CHAR)"
+    if kind == BOOL:
+        return f"IF({c} IS NULL, NULL, IF({c} <> 0, 'true', 'false'))"
+    if kind == DECIMAL:
+        x = f"CAST({c} AS CHAR)"
+        return f"IF(INSTR({x}, '.') > 0, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {x})), {x})"
+    if kind == DATE:
+        return f"DATE_FORMAT({c}, '%%Y-%%m-%%d')"
+    if kind in (TS, TSTZ):  # the session's time zone is UTC
+        return f"DATE_FORMAT({c}, '%%Y-%%m-%%dT%%H:%%i:%%s.%%f')"
+    if kind == TIME:
+        return f"CAST(TIME_TO_SEC({c}) * 1000000 + MICROSECOND({c}) AS CHAR)"
+    if kind == TEXT:
+        return f"CONVERT({c} USING utf8mb4)"
+    if kind == BYTES:
+        return f"LOWER(HEX({c}))"
+    raise ValueError(f"no canonical text for kind {kind!r}")
+
+
+def pg_row_text(texts: list[str]) -> str:
+    """PostgreSQL expression joining canonical texts into the row text."""
+    parts = [f"coalesce(length({t})::text || ':' || {t}, 'N')" for t in texts]
+    return "concat_ws(',', " + ", ".join(parts) + ")" if parts else "''"
+
+
+def mysql_row_text(texts: list[str]) -> str:
+    parts = [f"IFNULL(CONCAT(CHAR_LENGTH({t}), ':', {t}), 'N')" for t in texts]
+    return "CONCAT_WS(',', " + ", ".join(parts) + ")" if parts else "''"
+
+
+def pg_hash(row_text: str) -> str:
+    return f"('x' || substr(md5({row_text}), 1, 15))::bit(60)::bigint"
+
+
+def mysql_hash(row_text: str) -> str:
+    return f"CAST(CONV(SUBSTR(MD5({row_text}), 1, 15), 16, 10) AS UNSIGNED)"
+
+
+# ----------------------------------------------------------------------------- replica side
+
+
+def _jsonb_number(d: Decimal) -> str:
+    text = format(d, "f")
+    if text.startswith("-") and Decimal(text) == 0:
+        text = text[1:]
+    return text
+
+
+def _jsonb(v: Any) -> str:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, Decimal):
+        return _jsonb_number(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_jsonb(e) for e in v) + "]"
+    if isinstance(v, dict):
+        keys = sorted(v, key=lambda k: (len(k.encode()), k.encode()))
+        return (
+            "{"
+            + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_jsonb(v[k])}" for k in keys)
+            + "}"
+        )
+    raise TypeError(type(v))
+
+
+def jsonb_text(text: str | None) -> str | None:
+    """PostgreSQL's ``jsonb`` output of a JSON text (what ``text::jsonb::text`` gives)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text, parse_float=Decimal, parse_int=Decimal)
+    except ValueError:
+        return text  # not JSON: compared as it is (the source would refuse it anyway)
+    return _jsonb(value)
+
+
+def _array_element(v: Any) -> str:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def array_text(values: list | None) -> str | None:
+    """PostgreSQL's ``array_to_json`` text of a one-dimensional array."""
+    if values is None:
+        return None
+    return "[" + ",".join(_array_element(v) for v in values) + "]"
+
+
+def _float_hex(arr: pa.Array, kind: str) -> pa.Array:
+    width, utype = (16, np.uint64) if kind == FLOAT64 else (8, np.uint32)
+    values = arr.to_numpy(zero_copy_only=False)
+    nan = np.isnan(values)
+    bits = values.view(utype) if values.dtype.itemsize == np.dtype(utype).itemsize else None
+    if bits is None:
+        raise ValueError("float width mismatch")
+    texts = [
+        None if not valid else ("nan" if n else format(int(b), f"0{width}x"))
+        for b, n, valid in zip(bits.tolist(), nan.tolist(), arr.is_valid().to_pylist(), strict=True)
+    ]
+    return pa.array(texts, pa.string())
+
+
+def _strip_zeros(text: pa.Array) -> pa.Array:
+    has_point = pc.match_substring(text, ".")
+    trimmed = pc.utf8_rtrim(pc.utf8_rtrim(text, characters="0"), characters=".")
+    return pc.if_else(has_point, trimmed, text)
+
+
+def replica_text(arr: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
+    """The canonical text of a replica column (strings; nulls stay null)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if kind in (INT, BOOL):
+        return arr.cast(pa.string())
+    if kind == DECIMAL:
+        return _strip_zeros(arr.cast(pa.string()))
+    if kind in (FLOAT64, FLOAT32):
+        return _float_hex(arr, kind)
+    if kind == DATE:
+        return pc.strftime(arr.cast(pa.timestamp("s")), format="%Y-%m-%d")
+    if kind in (TS, TSTZ):
+        naive = arr.cast(pa.timestamp("us")) if arr.type.tz is not None else arr
+        return pc.strftime(naive.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S")
+    if kind == TIME:
+        return arr.cast(pa.time64("us")).cast(pa.int64()).cast(pa.string())
+    if kind == TEXT:
+        return arr.cast(pa.string())
+    if kind == JSON:
+        return pa.array([jsonb_text(v) for v in arr.to_pylist()], pa.string())
+    if kind == BYTES:
+        return pa.array([None if v is None else v.hex() for v in arr.to_pylist()], pa.string())
+    if kind == ARRAY:
+        return pa.array([array_text(v) for v in arr.to_pylist()], pa.string())
+    raise ValueError(f"no canonical text for kind {kind!r}")
+
+
+def row_texts(texts: list[pa.Array]) -> pa.Array:
+    """Join canonical texts into row texts (``<length>:<text>`` or ``N``, by ``,``)."""
+    if not texts:
+        raise ValueError("no hashed column")
+    tokens = []
+    for t in texts:
+        length = pc.utf8_length(t).cast(pa.string())
+        token = pc.binary_join_element_wise(length, t, ":")
+        tokens.append(pc.fill_null(token, NULL_TOKEN))
+    return pc.binary_join_element_wise(*tokens, ",")
+
+
+def row_hash(text: str) -> int:
+    """The 60-bit hash of one row text (what the SQL computes)."""
+    return int(hashlib.md5(text.encode()).hexdigest()[:15], 16)
+
+
+def row_hashes(texts: pa.Array, con: Any = None) -> pa.Array:
+    """The 60-bit hash of every row text (int64), computed by DuckDB (``con``: a DuckDB
+    connection to reuse)."""
+    import duckdb
+
+    own = con is None
+    con = duckdb.connect() if own else con
+    try:
+        con.register("row_texts", pa.table({"t": texts}))
+        hashes = (
+            con.sql("SELECT ('0x' || substr(md5(t), 1, 15))::BIGINT AS h FROM row_texts")
+            .to_arrow_table()
+            .column("h")
+            .combine_chunks()
+        )
+        con.unregister("row_texts")
+        return hashes
+    finally:
+        if own:
+            con.close()
+
+
+# ----------------------------------------------------------------------------- row-only
+
+
+def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
+    """Whether two values of a ``row`` column are equal (floats within a relative 1e-6
+    for single precision, 1e-12 otherwise; everything else by value, then by text)."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            x, y = float(a), float(b)
+        except (TypeError, ValueError):
+            return False
+        if math.isnan(x) or math.isnan(y):
+            return math.isnan(x) and math.isnan(y)
+        tol = 1e-6 if kind_source_type in ("float", "float4", "real") else 1e-12
+        return math.isclose(x, y, rel_tol=tol, abs_tol=0.0)
+    if a == b:
+        return True
+    return str(a) == str(b)
+
+
+def pack_float(v: float, kind: str) -> str:
+    """The canonical text of one float (for tests and single values)."""
+    if math.isnan(v):
+        return "nan"
+    return struct.pack(">d" if kind == FLOAT64 else ">f", v).hex()

@@ -1,0 +1,166 @@
+"""The replica side of a validation: what a replica knows of its source, read slice by slice.
+
+A replica is read with hudi-rs as of one completed instant (the newest when validation
+starts), one file slice (base file merged with its logs) at a time, so memory holds one
+file group, never the table. The instant's extra metadata says which source table the
+replica copies (``cdcctl.source_table``; older tables: parsed from the topic name) and,
+with the rows' ``_cdc_pos``, which source position it reflects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import HudiError
+from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
+from engine.hudi.options import SOURCE_TABLE_KEY
+from engine.lock import table_lock_path
+from engine.model import REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
+
+TOPIC_KEY = "cdcctl.source.topic"  # engine.replicator.progress writes it
+TAIL_KEY = "cdcctl.partition.tail"
+
+
+@dataclass
+class Replica:
+    """One replica as of one instant."""
+
+    name: str
+    path: Path
+    instant: str | None
+    key_fields: list[str]
+    schema: pa.Schema  # data columns only (no _hoodie_*, no _cdc_*)
+    source_table: dict[str, str]  # connector?, db?, schema?, table
+    source_table_recorded: bool  # False: parsed from the topic name
+    #: Newest source position the newest commit records applying (partition tails).
+    tail_position: int | None
+
+    @classmethod
+    def open(cls, path: Path) -> Replica:
+        if not HudiTable.exists(path):
+            raise HudiError(f"{path} is not a Hudi table", hint="check target.path")
+        table = HudiTable.open(path)
+        completed = table.completed_instants()
+        instant = completed[-1] if completed else None
+        extra: dict[str, str] = {}
+        if instant is not None:
+            extra = table.commit_metadata(instant).get("extraMetadata") or {}
+        schema = table.arrow_schema() or pa.schema([])
+        data = pa.schema(
+            [
+                f
+                for f in schema
+                if f.name not in HOODIE_META_COLUMNS and f.name not in REPLICA_CDC_COLUMNS
+            ]
+        )
+        recorded = True
+        source: dict[str, str] = {}
+        if extra.get(SOURCE_TABLE_KEY):
+            try:
+                loaded = json.loads(extra[SOURCE_TABLE_KEY])
+                source = {k: str(v) for k, v in loaded.items() if isinstance(v, str)}
+            except ValueError:
+                source = {}
+        if "table" not in source:
+            recorded = False
+            source = source_from_topic(extra.get(TOPIC_KEY) or "", path.name)
+        tail = None
+        try:
+            tails = json.loads(extra.get(TAIL_KEY) or "{}")
+            positions = [int(v[2]) for v in tails.values() if v and v[2] is not None]
+            tail = max(positions) if positions else None
+        except (ValueError, TypeError, IndexError):
+            tail = None
+        return cls(path.name, path, instant, table.record_key_fields, data, source, recorded, tail)
+
+    def slices(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The rows of every file slice as of :attr:`instant`, one slice at a time, with
+        the replica's exact types (and ``_cdc_pos`` when asked for)."""
+        if self.instant is None:
+            return
+        import hudi
+
+        options = hudi.HudiReadOptions().with_as_of_timestamp(self.instant)
+        reader_table = hudi.HudiTable(str(self.path.resolve()))
+        slices = reader_table.get_file_slices(options)
+        reader = reader_table.create_file_group_reader_with_options(options)
+        stored = HudiTable.open(self.path)
+        full = stored.schema_at(self.instant) or stored.arrow_schema()
+        for fs in slices:
+            batch = reader.read_file_slice(fs, options)
+            table = pa.Table.from_batches([batch])
+            if full is not None:
+                table = conform(table, full)
+            keep = [c for c in (columns or table.column_names) if c in table.column_names]
+            yield table.select(keep)
+
+    def holder(self) -> str | None:
+        """Who holds the table's writer lock (a running replicator), or None."""
+        return lock_holder(table_lock_path(self.path))
+
+
+def source_from_topic(topic: str, fallback: str) -> dict[str, str]:
+    """``<prefix>.<schema-or-db>.<table>`` -> its schema/db and table (Debezium's naming).
+
+    The middle segment is PostgreSQL's schema or MySQL's database: both are filled, the
+    dialect picks the one it needs.
+    """
+    parts = [p for p in topic.split(".") if p]
+    if len(parts) >= 3:
+        return {"schema": parts[-2], "db": parts[-2], "table": parts[-1], "from_topic": "1"}
+    if len(parts) == 2:
+        return {"schema": parts[0], "db": parts[0], "table": parts[1], "from_topic": "1"}
+    return {"table": parts[-1] if parts else fallback, "from_topic": "1"}
+
+
+def lock_holder(path: Path) -> str | None:
+    """The holder of an exclusive writer lock, or None when nobody holds it.
+
+    Probes with a shared, non-blocking ``flock`` released at once; a replicator starting
+    in that instant could find the lock busy and would say so.
+    """
+    import fcntl
+    import os
+
+    if not path.exists():
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            except ValueError:
+                holder = {}
+            if isinstance(holder, dict) and holder:
+                return f"cdcctl pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+            return "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def max_position(table: pa.Table) -> int | None:
+    """The newest ``_cdc_pos`` of a slice's rows."""
+    if ROW_POS not in table.column_names or table.num_rows == 0:
+        return None
+    value = pc.max(table.column(ROW_POS)).as_py()
+    return None if value is None else int(value)
+
+
+def strip_streamed(pos: int | None) -> tuple[int | None, bool]:
+    """A stored position without its streamed bit, and whether the bit was set."""
+    if pos is None:
+        return None, False
+    return pos & ~STREAMED_BIT, bool(pos & STREAMED_BIT)
