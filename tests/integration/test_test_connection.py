@@ -92,14 +92,20 @@ def test_debezium_topics_pass_with_partitions_and_waiting_messages(
         assert line["status"] == "pass" and f"checkpoint {topic} 0:" in line["detail"], line
 
 
-def test_plain_output_names_an_undecodable_message(broker, topic_prefix, tmp_path) -> None:
+def test_plain_output_names_an_undecodable_message_and_a_broken_table(
+    broker, topic_prefix, tmp_path
+) -> None:
     workload = InventoryWorkload(seed=5, prefix=topic_prefix, schemas=True)
     messages = list(workload.events(400))
     produce_messages(broker.bootstrap_servers, messages, partitions=1)
     orders = workload.topic("orders")
     offset = sum(1 for t, _, _ in messages if t == orders)
     produce_messages(broker.bootstrap_servers, [(orders, b'{"id": 1}', b"not json {")])
+    tx_end = b'{"status": "END", "id": "1:2", "event_count": 0, "data_collections": []}'
+    produce_messages(broker.bootstrap_servers, [(f"{topic_prefix}.transaction", None, tx_end)])
     cfg = _config(tmp_path, broker.bootstrap_servers, topic_prefix)
+    # A folder that looks like a table but is not one.
+    (tmp_path / "lake" / "broken" / ".hoodie").mkdir(parents=True)
 
     r = run_cli("test-connection", "--config", str(cfg), timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -110,7 +116,9 @@ def test_plain_output_names_an_undecodable_message(broker, topic_prefix, tmp_pat
     assert lines[bad[0] + 1].strip().startswith("fix: "), r.stdout
     assert "JsonConverter" in lines[bad[0] + 1]
     assert any(line.startswith(f"PASS kafka.topic {orders}: 1 partition,") for line in lines)
-    assert "1 failed" in r.stderr
+    assert f"PASS kafka.transactions {topic_prefix}.transaction: present (1 partition" in r.stdout
+    assert "FAIL target.table broken: not a readable Hudi table" in r.stdout
+    assert "2 failed" in r.stderr
 
 
 def test_everything_unreachable_fails_fast(tmp_path) -> None:
