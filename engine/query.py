@@ -87,15 +87,20 @@ def oldest_readable(table: HudiTable) -> str | None:
     for instant, (action, state) in timeline.services.items():
         if action != "clean":
             continue
-        if state == "COMPLETED":
-            data = (hoodie / f"{instant}.clean").read_bytes()
-            retained = am.deserialize_avro_metadata(data, am.CLEAN_METADATA).get(
-                "earliestCommitToRetain"
-            )
-        else:
-            data = (hoodie / f"{instant}.clean.requested").read_bytes()
-            plan = am.deserialize_avro_metadata(data, am.CLEANER_PLAN)
-            retained = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+        try:
+            if state == "COMPLETED":
+                data = (hoodie / f"{instant}.clean").read_bytes()
+                retained = am.deserialize_avro_metadata(data, am.CLEAN_METADATA).get(
+                    "earliestCommitToRetain"
+                )
+            else:
+                data = (hoodie / f"{instant}.clean.requested").read_bytes()
+                plan = am.deserialize_avro_metadata(data, am.CLEANER_PLAN)
+                retained = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+        except FileNotFoundError:
+            continue  # archived since the listing: a newer clean stays active
+        except (OSError, ValueError) as exc:
+            raise HudiError(f"{table.base_path}: unreadable clean {instant}: {exc}") from exc
         if retained:
             oldest = max(oldest, retained)
     return oldest
