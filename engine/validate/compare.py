@@ -21,6 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -400,8 +401,11 @@ def compare_table(
             _compare_rows(plan, src, rows, found)
         else:
             report.ranges = plan.segments
-            source_sums = {s + 1: v for s, v in _source_segment_sums(db, plan).items()}
-            replica_sums, newest[0] = _replica_sums(replica, plan, report)
+            # The database hashes its side while this process reads the replica's.
+            with ThreadPoolExecutor(1, thread_name_prefix="validate-source") as pool:
+                pending = pool.submit(_source_segment_sums, db, plan)
+                replica_sums, newest[0] = _replica_sums(replica, plan, report)
+                source_sums = {s + 1: v for s, v in pending.result().items()}
             differing = sorted(
                 s
                 for s in set(source_sums) | set(replica_sums)
