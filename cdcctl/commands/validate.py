@@ -117,7 +117,7 @@ def validate(
         typer.Option("--recheck-wait", metavar="SECONDS", help="longest wait before the recheck"),
     ] = 60.0,
 ) -> None:
-    """Check that each replica equals its source table (exit 1 on a difference).
+    """Check each replica against its source table.
 
     Compares row counts, then rows by primary key with values normalised the same way on
     both sides; large tables by key ranges with per-range hashes, fetching only the

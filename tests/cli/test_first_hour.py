@@ -20,7 +20,7 @@ import pytest
 
 from tests.integration.replicas import read_replica, run_cli
 
-COMMANDS = ("init", "start", "demo", "query", "test-connection")
+COMMANDS = ("init", "start", "demo", "query", "test-connection", "validate")
 #: The query of the README's quick start.
 QUICK_START_SQL = (
     "SELECT status, count(*) AS orders, sum(quantity) AS items "
