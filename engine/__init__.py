@@ -44,7 +44,14 @@ if TYPE_CHECKING:
     from engine.query import connect, list_tables, query, read_table
     from engine.replicator import BatchReport, Replicator
     from engine.spark import check_java, start_for
-    from engine.state import TableCounters, TableState, TableStatus
+    from engine.state import (
+        STATUS_FIELDS,
+        TableCounters,
+        TableState,
+        TableStatus,
+        read_status,
+        send_request,
+    )
     from engine.validate import TableReport, redact_dsn, validate_replicas
 
 #: Where each exported name lives.
@@ -77,6 +84,9 @@ _EXPORTS = {
     "Replicator": "engine.replicator",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
+    "STATUS_FIELDS": "engine.state",
+    "read_status": "engine.state",
+    "send_request": "engine.state",
     "TableCounters": "engine.state",
     "TableState": "engine.state",
     "TableStatus": "engine.state",

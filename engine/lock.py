@@ -54,6 +54,29 @@ def _describe(holder: dict[str, Any]) -> str:
     )
 
 
+def held(path: Path) -> bool:
+    """Whether a live process holds the lock at ``path`` (the file is left as it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock taken here
+    return False
+
+
+def holder(path: Path) -> dict[str, Any]:
+    """Who last held the lock at ``path`` (pid, host, started), or {}."""
+    try:
+        return _holder(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+
+
 class WriterLock:
     """An exclusive lock held through an open file descriptor until :meth:`release`."""
 

@@ -79,6 +79,12 @@ class MergeCounts:
     toast_unresolved: int = 0  # TOAST placeholders with no earlier value anywhere
     carried: int = 0
     truncated: int = 0  # stored rows removed by a truncate
+    #: Source events applied, by op (r, c, u, d): each event once, however later events
+    #: of the batch change its key; late events and Kafka tombstones are not counted.
+    events_r: int = 0
+    events_c: int = 0
+    events_u: int = 0
+    events_d: int = 0
 
     def add(self, other: MergeCounts) -> None:
         """Accumulate another group's counts."""
@@ -191,7 +197,9 @@ def merge_file_group(
             # Events before the truncate happened before it: superseded, not late.
             known = pc.is_valid(events.column(POS))
             newer = _newer_than(events.column(POS), events.column(POS_SUB), opts.truncate)
-            events = events.filter(pc.or_(pc.invert(known), newer))
+            keep = pc.or_(pc.invert(known), newer)
+            _count_ops(events.filter(pc.invert(keep)).column(OP), counts)  # applied, then gone
+            events = events.filter(keep)
         if events.num_rows:
             winners, history = _decide(
                 events, old, tombs, floor, opts, counts, old_has_only_batch_keys
@@ -293,6 +301,7 @@ def _decide(
         late = late | (pl.col("_rank") <= pl.col("_prev_rank"))
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
     counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
+    _count_ops(ctl.filter(~pl.col("_late"))[OP].to_arrow(), counts)
     kept = ctl.filter(~pl.col("_late")).with_columns(
         pl.col("_c").fill_null(combined_value((UNKNOWN_POS, 0)))
     )
@@ -319,6 +328,14 @@ def _decide(
         return winners, None
     order = kept.sort([KEY, "_c", PARTITION, OFFSET])  # by the key itself: see resolve_toast
     return winners, events.take(order["_i"].to_arrow())
+
+
+def _count_ops(ops: pa.Array | pa.ChunkedArray, counts: MergeCounts) -> None:
+    """Add applied events by op (``events_r`` ...); tombstones are not counted."""
+    for entry in pc.value_counts(ops).to_pylist():
+        name = f"events_{entry['values']}"
+        if name in MergeCounts.__dataclass_fields__:
+            setattr(counts, name, getattr(counts, name) + entry["counts"])
 
 
 def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:

@@ -17,7 +17,9 @@ property tests drive the real engine.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import functools
 import json
 import logging
 import shutil
@@ -29,7 +31,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine import faults
 from engine.config import Config
@@ -39,7 +43,7 @@ from engine.errors import HudiError, SchemaEvolutionError, TableNameError, Write
 from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
-from engine.model import TX_ID
+from engine.model import SOURCE_TS, TX_ID
 from engine.replicator.deadletter import DeadLetters
 from engine.replicator.planning import TablePlan, plan_table
 from engine.replicator.tables import TableRuntime, Tables
@@ -55,12 +59,17 @@ from engine.source import (
     transaction_topic,
 )
 from engine.source.records import next_offsets
-from engine.state import TableState, TableStatus
+from engine.state import Request, StateRecorder, TableState, TableStatus
+from engine.state.recorder import add_commit_counts
 
 log = logging.getLogger("cdcctl.replicator")
 
 #: Every this many commits of a table, old file slices are cleaned.
 CLEAN_EVERY_COMMITS = 10
+#: How often the lag of every table is measured (also while idle).
+LAG_EVERY_SECONDS = 3.0
+#: Source times of a table's batch sampled for the latency percentiles.
+LATENCY_SAMPLE = 256
 
 
 @dataclass
@@ -87,6 +96,8 @@ class _Decoded:
     key_fields: list[str]
     #: Next offset per partition after what this batch applies.
     read_to: dict[int, int]
+    #: Undecodable messages of this share, quarantined (counted with its commit).
+    bad: int = 0
 
 
 @dataclass
@@ -111,10 +122,20 @@ class _Pending:
     thread: threading.Thread | None = None
     error: BaseException | None = None
     merge_started: float = 0.0
+    #: Per table: undecodable messages, and a sample of its events' source times.
+    bad: dict[str, int] = field(default_factory=dict)
+    source_ts: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[MergeTask]:
         return [t for plan in self.plans for t in plan.tasks]
+
+
+def _commit_counts(writer: Any, instant: str) -> dict[str, int]:
+    """What a completed commit recorded it applied (``cdcctl.counts``)."""
+    extra = writer.table.commit_metadata(instant).get("extraMetadata") or {}
+    counts: dict[str, int] = json.loads(extra.get(COUNTS_KEY) or "{}")
+    return counts
 
 
 class Replicator:
@@ -126,8 +147,13 @@ class Replicator:
         *,
         on_batch: Callable[[BatchReport], None] | None = None,
         spark: Any = None,
+        config_path: str | None = None,
     ) -> None:
         self.cfg = config
+        self.config_path = config_path
+        #: The state store's writer, while :meth:`run` runs.
+        self.recorder: StateRecorder | None = None
+        self._last_lag = 0.0
         self.target = config.target_path()
         self.work = config.work_path()
         self.staging = self.work / "staging"
@@ -186,7 +212,19 @@ class Replicator:
         locks = self.tables.locks = Locks()
         try:
             locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
-            self._run(until_caught_up, max_batches)
+            recorder = self.recorder = StateRecorder(self.work, self.config_path)
+            recorder.started()
+            try:
+                self._run(until_caught_up, max_batches)
+            except BaseException as exc:
+                recorder.replicator_state("failed", str(exc) or type(exc).__name__)
+                raise
+            else:
+                recorder.replicator_state("stopped")
+            finally:
+                recorder.sync(self._store_statuses(), force=True)
+                recorder.close()
+                self.recorder = None
         finally:
             locks.release_all()
             self.tables.locks = None
@@ -210,6 +248,9 @@ class Replicator:
             signal.signal(signal.SIGTERM, self.request_stop)
         try:
             while not self._stop:
+                self._control()
+                if self._stop:
+                    break
                 goal = self._known_goal()
                 if goal is not None and self._pending is None and self._caught_up(goal):
                     break
@@ -221,9 +262,14 @@ class Replicator:
                 ):
                     self._refresh_topics()
                 self._run_batch(source)
+            if self.recorder is not None and self._stop:
+                self.recorder.replicator_state("stopping")
+                self.recorder.sync(self._store_statuses(), force=True)
             if self._pending is not None:  # the batch in flight is finished, never dropped
                 pending, self._pending = self._pending, None
                 self._report(self._finish(pending))
+            if self.recorder is not None:  # the lag as the run ends
+                self.recorder.sync(self._store_statuses(), self._lag(), force=True)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
@@ -262,7 +308,7 @@ class Replicator:
         self.source.assign_transactions(tx_topics)
         for topic, parts in data_topics.items():
             rt = self.tables.get(topic)
-            if rt is None or rt.state.stopped:
+            if rt is None or rt.state.stopped or rt.state is TableState.PAUSED:
                 continue
             for part in parts:
                 if part not in rt.partitions:
@@ -286,6 +332,7 @@ class Replicator:
         self.source.assign(
             {tp: off for tp, off in positions.items() if not self.tables[tp[0]].state.stopped}
         )
+        self._adopt()
 
     def _offset_gaps(
         self, checkpoints: dict[tuple[str, int], int], new: set[tuple[str, int]]
@@ -431,8 +478,8 @@ class Replicator:
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
             keys, values, parts, offs = grouped.pop(topic)
             rt = self.tables.get(topic)
-            if rt is None or rt.state.stopped:
-                continue
+            if rt is None or rt.state.stopped or rt.state is TableState.PAUSED:
+                continue  # a paused table's records are read again from its checkpoint
             read_to = next_offsets(parts, offs)
             t0 = time.monotonic()
             result = self.decode(topic, keys, values, parts, offs)
@@ -463,7 +510,6 @@ class Replicator:
             bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
             if bad:
                 written = self.dead_letters.quarantine(rt.name, bad)
-                rt.counters.bad += len(bad)
                 log.warning(
                     "%s: quarantined %d bad message(s) to %s%s",
                     rt.name,
@@ -473,6 +519,7 @@ class Replicator:
                 )
                 limit = self.cfg.replicator.max_bad_fraction
                 if len(bad) > limit * len(offs):
+                    rt.counters.bad += len(bad)  # no commit follows to count them
                     self._fail(
                         rt,
                         f"{len(bad)} of {len(offs)} messages in one batch could not be decoded "
@@ -480,7 +527,7 @@ class Replicator:
                         f"they are in {self.dead_letters.path(rt.name)}",
                     )
                     continue
-            prepared.tables.append(_Decoded(rt, batch, result.key_fields, read_to))
+            prepared.tables.append(_Decoded(rt, batch, result.key_fields, read_to, len(bad)))
         return prepared
 
     def _confirmable(self, topic: str, rt: TableRuntime, batch: pa.Table) -> bool:
@@ -510,10 +557,11 @@ class Replicator:
         first_task = 0
         for decoded in prepared.tables:
             rt = decoded.rt
-            if rt.state.stopped:
+            if rt.state.stopped or rt.state is TableState.PAUSED:
                 continue
             offsets = {**rt.progress.committed, **decoded.read_to}
             if offsets == rt.progress.committed:
+                rt.counters.bad += decoded.bad
                 continue  # everything was held back: nothing to commit yet
             t0 = time.monotonic()
             try:
@@ -534,8 +582,15 @@ class Replicator:
             prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0
             if plan is None:  # nothing applicable and no table yet: nothing to commit
                 rt.progress.committed = offsets
+                rt.counters.bad += decoded.bad
                 continue
             pending.plans.append(plan)
+            pending.bad[rt.name] = decoded.bad
+            if decoded.batch is not None and decoded.batch.num_rows:
+                times = pc.drop_null(decoded.batch.column(SOURCE_TS)).to_numpy()
+                if times.size > LATENCY_SAMPLE:
+                    times = times[np.linspace(0, times.size - 1, LATENCY_SAMPLE).astype(int)]
+                pending.source_ts[rt.name] = times
             first_task += len(plan.tasks)
         pending.merge_started = time.monotonic()
         if pending.tasks:
@@ -569,7 +624,12 @@ class Replicator:
         for plan in pending.plans:
             own = [next(results) for _ in plan.tasks]
             try:
-                tables[plan.rt.name] = self._commit(plan, own)
+                tables[plan.rt.name] = self._commit(
+                    plan,
+                    own,
+                    pending.bad.get(plan.rt.name, 0),
+                    pending.source_ts.get(plan.rt.name, np.empty(0, np.int64)),
+                )
             except HudiError as exc:
                 # This table alone stops; its instant stays unfinished and is rolled back
                 # at the next start. The other tables of the batch still commit.
@@ -598,7 +658,13 @@ class Replicator:
         prepared.tables.append(_Decoded(rt, batch, key_fields, offsets))
         return self._finish(self._launch(prepared, background=False)).tables.get(rt.name, {})
 
-    def _commit(self, plan: TablePlan, results: list[TaskResult]) -> dict[str, int]:
+    def _commit(
+        self,
+        plan: TablePlan,
+        results: list[TaskResult],
+        bad: int = 0,
+        source_ts: np.ndarray | None = None,
+    ) -> dict[str, int]:
         rt, writer = plan.rt, plan.rt.writer
         if writer is None:
             raise RuntimeError(f"{rt.name}: a planned table has no writer")
@@ -612,6 +678,14 @@ class Replicator:
             "late": total.late,
             "truncated": total.truncated,
             "toast_unresolved": total.toast_unresolved,
+            # Source events applied by op (each once; tombstones and late ones excluded).
+            "events_r": total.events_r,
+            "events_c": total.events_c,
+            "events_u": total.events_u,
+            "events_d": total.events_d,
+            "events_t": plan.truncates,
+            "bad": bad,
+            "ddl": int(plan.schema_changed),
         }
         faults.point("before_commit")
         writer.commit(
@@ -626,17 +700,125 @@ class Replicator:
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
         rt.progress.committed = plan.offsets
         c = rt.counters
-        c.inserts += total.inserts
-        c.updates += total.updates
-        c.deletes += total.deletes
-        c.late += total.late
-        c.toast_unresolved += total.toast_unresolved
-        c.commits += 1
+        add_commit_counts(c, applied)
+        streamed = total.events_c + total.events_u + total.events_d + plan.truncates
+        if rt.state in (TableState.REPLICATING, TableState.SNAPSHOTTING):
+            snapshot = total.events_r > 0 and not streamed
+            rt.state = TableState.SNAPSHOTTING if snapshot else TableState.REPLICATING
+        if self.recorder is not None:
+            sample = source_ts if source_ts is not None else np.empty(0, np.int64)
+            self.recorder.committed(rt.name, plan.instant, applied, sample)
+            if plan.schema_changed:
+                self.recorder.event(rt.name, "schema", f"schema changed at {plan.instant}")
         if c.commits % CLEAN_EVERY_COMMITS == 0:
             writer.clean(self.cfg.hudi.clean_retain_commits)
             h = self.cfg.hudi
             writer.archive(h.keep_min_commits, h.keep_max_commits, h.archive_retention_hours)
         return applied
+
+    # -- state store and control -------------------------------------------------------
+    def _adopt(self) -> None:
+        """Hand tables the state store has not taken on yet to it (counters loaded and
+        reconciled with the commits it missed); a table the store says is paused stays so."""
+        recorder = self.recorder
+        if recorder is None:
+            return
+        for rt in list(self.tables):
+            if self._store_name(rt) in recorder.adopted:
+                continue
+            writer = rt.writer
+            stored = recorder.adopt(
+                self._store_name(rt),
+                rt.topic,
+                rt.counters,
+                writer.completed_instants() if writer is not None else [],
+                functools.partial(_commit_counts, writer),
+            )
+            if stored is TableState.PAUSED and not rt.state.stopped:
+                self._pause(rt)
+
+    def _control(self) -> None:
+        """Answer control requests, measure lag when due, and sync the state store."""
+        recorder = self.recorder
+        if recorder is None:
+            return
+        self._adopt()
+        for request in recorder.requests():
+            recorder.answer(request, self._handle(request))
+        if all(rt.state is TableState.PAUSED for rt in self.tables) and any(self.tables):
+            recorder.replicator_state("paused")
+        elif recorder.state == "paused":
+            recorder.replicator_state("running")
+        lag = None
+        if time.monotonic() - self._last_lag >= LAG_EVERY_SECONDS:
+            lag = self._lag()
+        recorder.sync(self._store_statuses(), lag)
+
+    def _store_name(self, rt: TableRuntime) -> str:
+        """A table's name in the state store (a second topic mapping to a taken name,
+        which fails, is told apart by its topic)."""
+        return rt.name if self.tables.owner(rt.name) == rt.topic else f"{rt.name} ({rt.topic})"
+
+    def _store_statuses(self) -> list[TableStatus]:
+        return [dataclasses.replace(rt.status(), table=self._store_name(rt)) for rt in self.tables]
+
+    def _handle(self, request: Request) -> str:
+        """Carry out one control request; its outcome, in words."""
+        if request.kind == "stop":
+            self._stop = True
+            return "stopping after the batch in flight"
+        if request.table is None:
+            targets = [rt for rt in self.tables if not rt.state.stopped]
+        else:
+            targets = [rt for rt in self.tables if self._store_name(rt) == request.table]
+            if not targets:
+                return f"error: no table named {request.table!r}"
+            if targets[0].state.stopped:
+                return f"error: {request.table} is {targets[0].state.value}: {targets[0].error}"
+        act = self._pause if request.kind == "pause" else self._resume
+        changed = [rt.name for rt in targets if act(rt)]
+        verb = "paused" if request.kind == "pause" else "resumed"
+        return f"{verb} {', '.join(changed)}" if changed else f"already {verb}"
+
+    def _pause(self, rt: TableRuntime) -> bool:
+        """Stop reading a table; its positions stay at its last commit. False if paused."""
+        if rt.state is TableState.PAUSED:
+            return False
+        rt.state = TableState.PAUSED
+        if self.source is not None:
+            self.source.unassign([(rt.topic, p) for p in rt.partitions])
+        for p in rt.partitions:
+            self._consumed.pop((rt.topic, p), None)
+        log.info("%s: paused", rt.name)
+        return True
+
+    def _resume(self, rt: TableRuntime) -> bool:
+        """Read a paused table again from its last commit. False if it was not paused."""
+        if rt.state is not TableState.PAUSED:
+            return False
+        rt.state = TableState.REPLICATING
+        if self.source is not None:
+            self.source.assign({(rt.topic, p): rt.progress.committed.get(p) for p in rt.partitions})
+        log.info("%s: resumed", rt.name)
+        return True
+
+    def _lag(self) -> dict[str, int]:
+        """Messages waiting per table: end offsets minus its committed positions."""
+        self._last_lag = time.monotonic()
+        if self.source is None:
+            return {}
+        assigned = self.source.assigned
+        parts = [(rt.topic, p) for rt in self.tables if not rt.state.stopped for p in rt.partitions]
+        ends = self.source.end_offsets([tp for tp in parts if tp in assigned], cached=True)
+        ends.update(self.source.end_offsets([tp for tp in parts if tp not in assigned]))
+        lag: dict[str, int] = {}
+        for rt in self.tables:
+            lag[self._store_name(rt)] = sum(
+                max(0, ends[(rt.topic, p)] - rt.progress.committed.get(p, 0))
+                for p in rt.partitions
+                if ends.get((rt.topic, p), -1) >= 0
+            )
+        return lag
 
     def failing(self) -> list[TableStatus]:
         """Tables that stopped replicating, with their errors."""

@@ -41,6 +41,10 @@ class TablePlan:
     schema: pa.Schema
     extra: dict[str, str]
     tasks: list[MergeTask]
+    #: Truncate events the batch applies.
+    truncates: int = 0
+    #: Whether the batch changes the table's schema.
+    schema_changed: bool = False
 
 
 def _truncate_position(batch: pa.Table) -> tuple[tuple[int, int] | None, int]:
@@ -151,12 +155,11 @@ def plan_table(
     if has_rows:
         writer.check_schema(schema)  # an unstorable column fails this table, before writing
     progress = rt.progress
-    truncate = None
+    truncate, truncates = None, 0
     keyed = None
     tails = progress.tails()  # as of the previous batch: what this batch's events inherit
     if batch is not None and has_rows:
         truncate, truncates = _truncate_position(batch)
-        rt.counters.truncates += truncates
         keyed = (
             batch.filter(pc.is_valid(batch.column(KEY))) if batch.column(KEY).null_count else batch
         )
@@ -172,7 +175,8 @@ def plan_table(
     instant = writer.begin()
     options = _merge_options(cfg, rt, writer, truncate, tails)
     progress.floor = floor_after
-    plan = TablePlan(rt, instant, offsets, schema, extra, [])
+    changed = current is not None and not schema.equals(current)
+    plan = TablePlan(rt, instant, offsets, schema, extra, [], truncates, changed)
     groups = writer.file_groups()
     chunks = _split_by_bucket(writer, keyed) if keyed is not None else {}
     # Which buckets get a task: those with events, and every group on a truncate.

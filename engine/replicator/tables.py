@@ -64,6 +64,10 @@ class Tables:
         if self.locks is not None:
             self.locks.take(table_lock_path(rt.path), f"table {rt.name} ({rt.path})")
 
+    def owner(self, name: str) -> str | None:
+        """The topic whose table ``name`` is (None: no topic has it yet)."""
+        return self._names.get(name)
+
     def get(self, topic: str) -> TableRuntime | None:
         """The table of a topic: opened on first sight; None when the topic is not replicated."""
         return self.by_topic.get(topic) or self._open(topic)

@@ -1,12 +1,24 @@
-"""Per-table state the replicator reports: states, counters, status records.
-
-Today these live in the running replicator's memory and are returned by
-:meth:`engine.replicator.Replicator.status`; the SQLite state store that the CLI, the
-dashboard and the metrics endpoint read will live in this package too.
+"""Per-table state the replicator reports: states, counters, status records, and the
+state store (SQLite in the work folder) that the running replicator writes and the CLI
+reads (``status``) and sends control requests through (``pause``, ``resume``, ``stop``).
 """
 
 from __future__ import annotations
 
+from engine.state.control import STATUS_FIELDS, read_status, send_request
 from engine.state.model import TableCounters, TableState, TableStatus
+from engine.state.recorder import StateRecorder
+from engine.state.store import Request, StateStore, store_path
 
-__all__ = ["TableCounters", "TableState", "TableStatus"]
+__all__ = [
+    "STATUS_FIELDS",
+    "Request",
+    "StateRecorder",
+    "StateStore",
+    "TableCounters",
+    "TableState",
+    "TableStatus",
+    "read_status",
+    "send_request",
+    "store_path",
+]

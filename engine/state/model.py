@@ -24,8 +24,17 @@ class TableState(StrEnum):
 
 @dataclass
 class TableCounters:
-    """Counters of one table since the replicator started."""
+    """Counters of one table: source events applied, by op, and what else happened.
 
+    Cumulative across runs when the replicator keeps a state store (loaded from it, and
+    reconciled with the commits' ``cdcctl.counts`` after a crash). Each source event
+    applied counts once, whatever later events of its batch do to its key; a Kafka
+    tombstone is not an event of its own.
+    """
+
+    #: Snapshot reads applied (``op=r``).
+    snapshot_rows: int = 0
+    #: Inserts (``op=c``), updates (``op=u``), deletes (``op=d``), truncates (``op=t``).
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
@@ -38,6 +47,10 @@ class TableCounters:
     bad: int = 0
     #: Valid messages that are not row changes (heartbeats, transaction markers, ...).
     ignored: int = 0
+    #: Batches that changed the table's schema.
+    ddl: int = 0
+    #: Retries of transient failures.
+    retries: int = 0
     commits: int = 0
     #: Source commit time (ms) of the newest event applied.
     last_source_ts_ms: int | None = None

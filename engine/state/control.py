@@ -1,0 +1,147 @@
+"""Reading a work folder's state and steering its replicator, from another process.
+
+:func:`read_status` is what ``cdcctl status`` shows: the last state the replicator
+recorded, whether it is alive (a live process holds the work folder's writer lock), and
+each table's state, counters, lag and latency. :func:`send_request` files a pause,
+resume or stop request and waits (bounded) for the running replicator's answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.lock import LOCK_NAME, held
+from engine.state.store import COUNTERS, Request, StateStore, store_path
+
+#: Keys of a table in ``status --json``, in order (the documented ones first).
+STATUS_FIELDS = (
+    "table",
+    "state",
+    "snapshot_rows",
+    "inserts",
+    "updates",
+    "deletes",
+    "truncates",
+    "late",
+    "bad",
+    "retries",
+    "commits",
+    "lag_messages",
+    "lag_seconds",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "events_per_s",
+    "last_event_at",
+    "last_commit_at",
+    "last_error",
+)
+_TIMES = ("state_since", "last_event_at", "last_commit_at", "last_error_at")
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def alive(work_dir: Path) -> bool:
+    """Whether a replicator runs on this work folder (it holds the writer lock)."""
+    return held(work_dir / LOCK_NAME)
+
+
+def open_store(work_dir: Path) -> StateStore | None:
+    """The work folder's state store, or None when no replicator ever ran there."""
+    try:
+        return StateStore(store_path(work_dir), create=False)
+    except FileNotFoundError:
+        return None
+
+
+def read_status(work_dir: Path) -> dict[str, Any] | None:
+    """``{"replicator": {...}, "tables": [...]}`` as last recorded; None without a store.
+
+    A replicator recorded as running (or paused, stopping) whose process has ended
+    without stopping cleanly (killed, crashed) is reported ``failed``.
+    """
+    store = open_store(work_dir)
+    if store is None:
+        return None
+    try:
+        rep = store.replicator() or {"state": "stopped"}
+        tables = store.tables()
+        events = store.events(20)
+    finally:
+        store.close()
+    is_alive = alive(work_dir)
+    if not is_alive and rep.get("state") in ("running", "paused", "stopping"):
+        rep["state"] = "failed"
+        rep["error"] = (
+            f"the replicator (pid {rep.get('pid')}) ended without stopping cleanly; "
+            "`cdcctl start` resumes from each table's last commit"
+        )
+    replicator = {
+        "state": rep.get("state"),
+        "alive": is_alive,
+        "pid": rep.get("pid"),
+        "host": rep.get("host"),
+        "started_at": _iso(rep.get("started_at")),
+        "updated_at": _iso(rep.get("updated_at")),
+        "config": rep.get("config"),
+        "error": rep.get("error"),
+        "work_dir": str(work_dir),
+    }
+    out = []
+    for t in tables:
+        record: dict[str, Any] = {"table": t["name"]}
+        for name in STATUS_FIELDS[1:]:
+            record[name] = _iso(t[name]) if name in _TIMES else t[name]
+        record.update(
+            {
+                "topic": t["topic"],
+                "state_since": _iso(t["state_since"]),
+                "toast_unresolved": t["toast_unresolved"],
+                "ddl": t["ddl"],
+                "last_error_at": _iso(t["last_error_at"]),
+                "this_run": {c: t[f"run_{c}"] for c in COUNTERS},
+                "throughput": t["throughput"],
+            }
+        )
+        out.append(record)
+    return {
+        "replicator": replicator,
+        "tables": out,
+        "events": [{**e, "at": _iso(e["at"])} for e in events],
+    }
+
+
+def send_request(
+    work_dir: Path, kind: str, tables: Sequence[str], wait_seconds: float = 5.0
+) -> list[Request] | None:
+    """File a request per table (none: one for all) and wait for the answers.
+
+    Returns None, filing nothing, when no replicator runs on the work folder; else the
+    requests as answered within ``wait_seconds`` (one not picked up by then is withdrawn,
+    its outcome says so, so that no later replicator acts on it).
+    """
+    store = open_store(work_dir)
+    if store is None or not alive(work_dir):
+        if store is not None:
+            store.close()
+        return None
+    try:
+        ids = store.request(kind, list(tables) or [None])
+        deadline = time.monotonic() + wait_seconds
+        while time.monotonic() < deadline:
+            if all(r.done_at is not None for r in store.requests(ids)):
+                break
+            time.sleep(0.1)
+        else:
+            store.withdraw(ids, f"not picked up within {wait_seconds:g} s")
+        return store.requests(ids)
+    finally:
+        store.close()

@@ -1,0 +1,308 @@
+"""What the running replicator tells its state store, and when.
+
+The loop calls a :class:`StateRecorder` at a few points: when a table is opened
+(:meth:`~StateRecorder.adopt`: its cumulative counters are loaded and reconciled with
+the commits made since the store last recorded one), after each commit
+(:meth:`~StateRecorder.committed`), and once per loop turn (:meth:`~StateRecorder.sync`
+with every table's status and lag), which writes at most every :data:`FLUSH_SECONDS`.
+Each write is one transaction holding every table's counters together with the last
+instant they count, so after a crash the counters are made exact from the commits'
+``cdcctl.counts``. Control requests are read with :meth:`~StateRecorder.requests` and
+answered with :meth:`~StateRecorder.answer`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.state.model import TableCounters, TableState, TableStatus
+from engine.state.store import COUNTERS, Request, StateStore, store_path
+
+#: Shortest time between two writes of the store (unless forced).
+FLUSH_SECONDS = 0.5
+#: Window of the latency percentiles, and of the events/s figure.
+LATENCY_WINDOW_S = 300.0
+RATE_WINDOW_S = 60.0
+#: Throughput history: this many points of this many seconds each.
+HISTORY_POINTS, HISTORY_STEP_S = 60, 10.0
+#: Source times kept per table and batch for the latency percentiles.
+LATENCY_SAMPLE = 256
+
+#: ``cdcctl.counts`` keys of each counter (events by op, then the rest).
+COMMIT_COUNTS = {
+    "snapshot_rows": "events_r",
+    "inserts": "events_c",
+    "updates": "events_u",
+    "deletes": "events_d",
+    "truncates": "events_t",
+    "late": "late",
+    "toast_unresolved": "toast_unresolved",
+    "bad": "bad",
+    "ddl": "ddl",
+}
+_EVENT_KEYS = ("events_r", "events_c", "events_u", "events_d", "events_t")
+
+
+def add_commit_counts(counters: TableCounters, counts: dict[str, int]) -> None:
+    """Add what one commit recorded in ``cdcctl.counts`` (and the commit itself)."""
+    for counter, key in COMMIT_COUNTS.items():
+        setattr(counters, counter, getattr(counters, counter) + int(counts.get(key, 0)))
+    counters.commits += 1
+
+
+@dataclass
+class _Live:
+    """What the recorder keeps of one table between writes."""
+
+    topic: str
+    state: TableState | None = None
+    since: float = 0.0
+    base: TableCounters = field(default_factory=TableCounters)
+    last_instant: str | None = None
+    last_commit_at: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    lag_messages: int | None = None
+    #: (commit time, latencies in s, weight of each)
+    latencies: deque[tuple[float, np.ndarray, float]] = field(default_factory=deque)
+    #: (commit time, events applied)
+    applied: deque[tuple[float, int]] = field(default_factory=deque)
+
+
+def weighted_quantiles(
+    values: np.ndarray, weights: np.ndarray, qs: Sequence[float]
+) -> list[float | None]:
+    """Quantiles of values each standing for ``weight`` events."""
+    if values.size == 0:
+        return [None for _ in qs]
+    order = np.argsort(values)
+    values, cum = values[order], np.cumsum(weights[order])
+    total = cum[-1]
+    return [float(values[min(np.searchsorted(cum, q * total), values.size - 1)]) for q in qs]
+
+
+class StateRecorder:
+    """The replicator's writer of its work folder's state store (one thread)."""
+
+    def __init__(self, work_dir: Path, config_path: str | None = None) -> None:
+        self.store = StateStore(store_path(work_dir))
+        self.config_path = config_path
+        self.started_at = time.time()
+        self._live: dict[str, _Live] = {}
+        self._events: list[tuple[str | None, str, str]] = []
+        self._answers: list[tuple[int, str]] = []
+        self._state = "running"
+        self._error: str | None = None
+        self._last_flush = 0.0
+
+    # -- the replicator -------------------------------------------------------------------
+    def started(self) -> None:
+        with self.store.transaction() as db:
+            self.store.set_replicator(
+                db,
+                state="running",
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                started_at=self.started_at,
+                config=self.config_path,
+                error=None,
+            )
+            self.store.add_event(db, None, "state", f"replicator started (pid {os.getpid()})")
+
+    def replicator_state(self, state: str, error: str | None = None) -> None:
+        """Set the replicator's state (running, paused, stopping, stopped, failed)."""
+        if state != self._state:
+            self._state, self._error = state, error
+            message = f"replicator {state}" + (f": {error}" if error else "")
+            self._events.append((None, "error" if error else "state", message))
+            self._last_flush = 0.0  # written at the next sync
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def adopted(self) -> set[str]:
+        """Tables taken on (see :meth:`adopt`)."""
+        return set(self._live)
+
+    def event(self, table: str | None, kind: str, message: str) -> None:
+        """Add to the event log (written with the next sync)."""
+        self._events.append((table, kind, message))
+
+    # -- tables ---------------------------------------------------------------------------
+    def adopt(
+        self,
+        name: str,
+        topic: str,
+        counters: TableCounters,
+        instants: Iterable[str],
+        counts_of: Callable[[str], dict[str, int]],
+    ) -> TableState | None:
+        """Take a table on: load its counters, add the commits the store has not counted.
+
+        ``counters`` is updated in place; ``instants`` are the table's completed
+        instants and ``counts_of`` reads one's ``cdcctl.counts``. Returns the state the
+        store last recorded (None for a table it has never seen).
+        """
+        row = self.store.table(name)
+        live = self._live[name] = _Live(topic)
+        stored = None
+        if row is not None:
+            for f in fields(TableCounters):
+                if f.name in COUNTERS:
+                    setattr(counters, f.name, int(row[f.name]))
+            if row["last_event_at"] is not None:
+                counters.last_source_ts_ms = int(row["last_event_at"] * 1000)
+            live.last_instant = row["last_instant"]
+            live.last_commit_at = row["last_commit_at"]
+            live.last_error, live.last_error_at = row["last_error"], row["last_error_at"]
+            stored = TableState(row["state"])
+        missed = [i for i in instants if live.last_instant is None or i > live.last_instant]
+        for instant in missed:
+            add_commit_counts(counters, counts_of(instant))
+            live.last_instant = instant
+        if missed:
+            self.event(name, "state", f"counted {len(missed)} commit(s) the store had missed")
+        live.base = replace(counters)
+        with self.store.transaction() as db:
+            self.store.put_table(db, name, self._row(name, live, counters, time.time(), None))
+        return stored
+
+    def committed(
+        self, name: str, instant: str, counts: dict[str, int], source_ts_ms: np.ndarray
+    ) -> None:
+        """A commit of ``name`` completed, applying ``counts`` (``cdcctl.counts``);
+        ``source_ts_ms`` is a sample of its events' source commit times."""
+        live = self._live.get(name)
+        if live is None:
+            return
+        now = time.time()
+        live.last_instant, live.last_commit_at = instant, now
+        events = sum(int(counts.get(k, 0)) for k in _EVENT_KEYS)
+        live.applied.append((now, events))
+        if source_ts_ms.size and events:
+            latencies = np.maximum(now - source_ts_ms.astype(np.float64) / 1000.0, 0.0)
+            live.latencies.append((now, latencies, events / source_ts_ms.size))
+
+    def sync(
+        self,
+        statuses: Sequence[TableStatus],
+        lag: dict[str, int] | None = None,
+        *,
+        force: bool = False,
+    ) -> None:
+        """Note state changes and lag; write the store if due (or ``force``)."""
+        now = time.time()
+        for s in statuses:
+            live = self._live.get(s.table)
+            if live is None:
+                continue
+            if lag is not None and s.table in lag:
+                live.lag_messages = lag[s.table]
+            if live.state != s.state:
+                if live.state is not None:
+                    self.event(s.table, "state", f"{live.state.value} -> {s.state.value}")
+                live.state, live.since = s.state, now
+            if s.error and s.error != live.last_error:
+                live.last_error, live.last_error_at = s.error, now
+                self.event(s.table, "error", s.error)
+        if force or self._answers or now - self._last_flush >= FLUSH_SECONDS:
+            self._flush(statuses, now)
+
+    def _flush(self, statuses: Sequence[TableStatus], now: float) -> None:
+        with self.store.transaction() as db:
+            self.store.set_replicator(db, state=self._state, error=self._error)
+            for s in statuses:
+                live = self._live.get(s.table)
+                if live is not None:
+                    self.store.put_table(db, s.table, self._row(s.table, live, s.counters, now, s))
+            for table, kind, message in self._events:
+                self.store.add_event(db, table, kind, message)
+            for request_id, outcome in self._answers:
+                self.store.answer(db, request_id, outcome)
+        self._events.clear()
+        self._answers.clear()
+        self._last_flush = now
+
+    def _row(
+        self,
+        name: str,
+        live: _Live,
+        counters: TableCounters,
+        now: float,
+        status: TableStatus | None,
+    ) -> dict[str, Any]:
+        while live.latencies and live.latencies[0][0] < now - LATENCY_WINDOW_S:
+            live.latencies.popleft()
+        while live.applied and live.applied[0][0] < now - HISTORY_POINTS * HISTORY_STEP_S:
+            live.applied.popleft()
+        p50 = p95 = p99 = None
+        if live.latencies:
+            values = np.concatenate([v for _, v, _ in live.latencies])
+            weights = np.concatenate([np.full(v.size, w) for _, v, w in live.latencies])
+            p50, p95, p99 = weighted_quantiles(values, weights, (0.5, 0.95, 0.99))
+        span = min(RATE_WINDOW_S, max(now - self.started_at, 1.0))
+        recent = sum(n for t, n in live.applied if t >= now - RATE_WINDOW_S)
+        history = [0.0] * HISTORY_POINTS
+        for t, n in live.applied:
+            slot = HISTORY_POINTS - 1 - int((now - t) // HISTORY_STEP_S)
+            if 0 <= slot < HISTORY_POINTS:
+                history[slot] += n / HISTORY_STEP_S
+        last_event_at = (
+            counters.last_source_ts_ms / 1000.0 if counters.last_source_ts_ms is not None else None
+        )
+        lag_seconds = 0.0
+        if live.lag_messages and last_event_at is not None:
+            lag_seconds = max(now - last_event_at, 0.0)
+        state = status.state if status is not None else (live.state or TableState.REPLICATING)
+        row: dict[str, Any] = {
+            "topic": live.topic,
+            "state": state.value,
+            "state_since": live.since or now,
+            "last_instant": live.last_instant,
+            "lag_messages": live.lag_messages,
+            "lag_seconds": round(lag_seconds, 3),
+            "last_event_at": last_event_at,
+            "last_commit_at": live.last_commit_at,
+            "latency_p50_s": p50,
+            "latency_p95_s": p95,
+            "latency_p99_s": p99,
+            "events_per_s": round(recent / span, 3),
+            "throughput": json.dumps([round(v, 3) for v in history]),
+            "last_error": live.last_error,
+            "last_error_at": live.last_error_at,
+            "updated_at": now,
+        }
+        for c in COUNTERS:
+            row[c] = getattr(counters, c)
+            row[f"run_{c}"] = getattr(counters, c) - getattr(live.base, c)
+        return row
+
+    # -- control --------------------------------------------------------------------------
+    def requests(self) -> list[Request]:
+        """Control requests waiting for an answer, oldest first."""
+        answered = {i for i, _ in self._answers}
+        waiting = [r for r in self.store.pending_requests() if r.id not in answered]
+        for r in [r for r in waiting if r.created_at < self.started_at]:
+            self.answer(r, "withdrawn: filed before this replicator started")
+        return [r for r in waiting if r.created_at >= self.started_at]
+
+    def answer(self, request: Request, outcome: str) -> None:
+        """Record a request's outcome (written with the next sync, at once)."""
+        self._answers.append((request.id, outcome))
+        what = f"{request.kind} {request.table or 'all tables'}: {outcome}"
+        self.event(request.table, "pause" if request.kind != "stop" else "state", what)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,284 @@
+"""The state store: a SQLite database ``<work_dir>/state.db`` the replicator keeps.
+
+The running replicator writes its own state, each table's state, counters, lag and
+latency figures, a bounded event log, and answers control requests; ``cdcctl status``,
+``pause``, ``resume`` and ``stop`` read it and write requests into it, whether or not a
+replicator runs. WAL mode: readers never block the writer, nor it them. The file is
+created readable by its owner only (0600).
+
+Only the replicator's own thread writes replicator and table rows (a few transactions a
+second at most, see :class:`engine.state.recorder.StateRecorder`); the CLI writes only
+``requests`` rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The store's file name in the work folder.
+STORE_NAME = "state.db"
+#: Events kept in the event log (the oldest are dropped).
+MAX_EVENTS = 1000
+
+#: Cumulative counters, each also kept for the current run (``run_<name>``).
+COUNTERS = (
+    "snapshot_rows",
+    "inserts",
+    "updates",
+    "deletes",
+    "truncates",
+    "late",
+    "toast_unresolved",
+    "bad",
+    "ddl",
+    "retries",
+    "commits",
+)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS replicator (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    state TEXT NOT NULL,
+    pid INTEGER,
+    host TEXT,
+    started_at REAL,
+    config TEXT,
+    updated_at REAL,
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS tables (
+    name TEXT PRIMARY KEY,
+    topic TEXT,
+    state TEXT NOT NULL,
+    state_since REAL,
+    {", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in COUNTERS)},
+    {", ".join(f"run_{c} INTEGER NOT NULL DEFAULT 0" for c in COUNTERS)},
+    last_instant TEXT,
+    lag_messages INTEGER,
+    lag_seconds REAL,
+    last_event_at REAL,
+    last_commit_at REAL,
+    latency_p50_s REAL,
+    latency_p95_s REAL,
+    latency_p99_s REAL,
+    events_per_s REAL,
+    throughput TEXT,
+    last_error TEXT,
+    last_error_at REAL,
+    updated_at REAL
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    tbl TEXT,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL CHECK (kind IN ('pause', 'resume', 'stop')),
+    tbl TEXT,
+    created_at REAL NOT NULL,
+    done_at REAL,
+    outcome TEXT
+);
+"""
+
+#: Columns of a table row a writer sets (everything but the key).
+TABLE_COLUMNS = (
+    "topic",
+    "state",
+    "state_since",
+    *COUNTERS,
+    *(f"run_{c}" for c in COUNTERS),
+    "last_instant",
+    "lag_messages",
+    "lag_seconds",
+    "last_event_at",
+    "last_commit_at",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "events_per_s",
+    "throughput",
+    "last_error",
+    "last_error_at",
+    "updated_at",
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A control request: pause, resume or stop, for one table or (None) all."""
+
+    id: int
+    kind: str
+    table: str | None
+    created_at: float
+    done_at: float | None = None
+    outcome: str | None = None
+
+
+def store_path(work_dir: Path) -> Path:
+    """Where a work folder's state store lives."""
+    return work_dir / STORE_NAME
+
+
+class StateStore:
+    """One connection to a work folder's state store."""
+
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        """Open (and with ``create``, create, 0600) the store at ``path``.
+
+        Raises:
+            FileNotFoundError: ``create`` is false and there is no store.
+        """
+        self.path = path
+        if not path.exists():
+            if not create:
+                raise FileNotFoundError(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        self._db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        if create:
+            self._db.executescript(_SCHEMA)
+            for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode
+                side = path.with_name(path.name + suffix)
+                if side.exists():
+                    os.chmod(side, 0o600)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: writers queue, readers go on)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- the replicator's rows -------------------------------------------------------
+    def set_replicator(self, db: sqlite3.Connection, **values: Any) -> None:
+        """Insert or update the one replicator row (``state`` required on insert)."""
+        values = {**values, "updated_at": time.time()}
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        updates = ", ".join(f"{k} = excluded.{k}" for k in values)
+        db.execute(
+            f"INSERT INTO replicator (id, {cols}) VALUES (1, {marks}) "
+            f"ON CONFLICT (id) DO UPDATE SET {updates}",
+            list(values.values()),
+        )
+
+    def put_table(self, db: sqlite3.Connection, name: str, values: dict[str, Any]) -> None:
+        """Insert or update a table's row with ``values`` (columns of :data:`TABLE_COLUMNS`)."""
+        unknown = set(values) - set(TABLE_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown table columns {sorted(unknown)}")
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        updates = ", ".join(f"{k} = excluded.{k}" for k in values) or "name = name"
+        db.execute(
+            f"INSERT INTO tables (name, {cols}) VALUES (?, {marks}) "
+            f"ON CONFLICT (name) DO UPDATE SET {updates}",
+            [name, *values.values()],
+        )
+
+    def add_event(self, db: sqlite3.Connection, table: str | None, kind: str, message: str) -> None:
+        """Append to the event log, dropping the oldest past :data:`MAX_EVENTS`."""
+        db.execute(
+            "INSERT INTO events (at, tbl, kind, message) VALUES (?, ?, ?, ?)",
+            (time.time(), table, kind, message),
+        )
+        db.execute("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?", (MAX_EVENTS,))
+
+    # -- requests ------------------------------------------------------------------------
+    def request(self, kind: str, tables: Sequence[str | None]) -> list[int]:
+        """File control requests (one per table; ``[None]``: all tables); their ids."""
+        ids = []
+        with self.transaction() as db:
+            for table in tables:
+                cur = db.execute(
+                    "INSERT INTO requests (kind, tbl, created_at) VALUES (?, ?, ?)",
+                    (kind, table, time.time()),
+                )
+                ids.append(int(cur.lastrowid or 0))
+        return ids
+
+    def pending_requests(self) -> list[Request]:
+        """Requests not yet answered, oldest first."""
+        rows = self._db.execute(
+            "SELECT id, kind, tbl, created_at FROM requests WHERE done_at IS NULL ORDER BY id"
+        ).fetchall()
+        return [Request(r["id"], r["kind"], r["tbl"], r["created_at"]) for r in rows]
+
+    def answer(self, db: sqlite3.Connection, request_id: int, outcome: str) -> None:
+        db.execute(
+            "UPDATE requests SET done_at = ?, outcome = ? WHERE id = ?",
+            (time.time(), outcome, request_id),
+        )
+
+    def withdraw(self, ids: Sequence[int], outcome: str) -> None:
+        """Answer the requests among ``ids`` still waiting with ``outcome`` (withdrawn)."""
+        with self.transaction() as db:
+            for request_id in ids:
+                db.execute(
+                    "UPDATE requests SET done_at = ?, outcome = ? WHERE id = ? AND done_at IS NULL",
+                    (time.time(), outcome, request_id),
+                )
+
+    def requests(self, ids: Sequence[int]) -> list[Request]:
+        """Requests by id (answered or not)."""
+        marks = ", ".join("?" for _ in ids)
+        rows = self._db.execute(
+            f"SELECT * FROM requests WHERE id IN ({marks}) ORDER BY id", list(ids)
+        ).fetchall()
+        return [
+            Request(r["id"], r["kind"], r["tbl"], r["created_at"], r["done_at"], r["outcome"])
+            for r in rows
+        ]
+
+    # -- reading -------------------------------------------------------------------------
+    def replicator(self) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT * FROM replicator WHERE id = 1").fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out.pop("id")
+        return out
+
+    def tables(self) -> list[dict[str, Any]]:
+        """Every table's row, by name."""
+        rows = self._db.execute("SELECT * FROM tables ORDER BY name").fetchall()
+        out = []
+        for row in rows:
+            record = dict(row)
+            record["throughput"] = json.loads(record["throughput"] or "[]")
+            out.append(record)
+        return out
+
+    def table(self, name: str) -> dict[str, Any] | None:
+        return next((t for t in self.tables() if t["name"] == name), None)
+
+    def events(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest events of the log, oldest first."""
+        rows = self._db.execute(
+            "SELECT at, tbl, kind, message FROM events ORDER BY id DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [dict(r) for r in reversed(rows)]

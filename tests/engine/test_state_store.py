@@ -1,0 +1,169 @@
+"""The state store (SQLite, WAL) and its writer, the replicator's StateRecorder."""
+
+from __future__ import annotations
+
+import stat
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from engine.lock import LOCK_NAME, WriterLock
+from engine.state import StateRecorder, StateStore, TableCounters, TableState, TableStatus
+from engine.state.control import read_status, send_request
+from engine.state.recorder import add_commit_counts, weighted_quantiles
+from engine.state.store import MAX_EVENTS, store_path
+
+
+def _status(name: str, counters: TableCounters, state=TableState.REPLICATING, error=None):
+    return TableStatus(name, f"srv.app.{name}", state, error, counters)
+
+
+def test_store_is_private_and_in_wal_mode(tmp_path: Path) -> None:
+    store = StateStore(store_path(tmp_path))
+    assert stat.S_IMODE(store_path(tmp_path).stat().st_mode) == 0o600
+    mode = store._db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    store.close()
+
+
+def test_readers_never_wait_for_the_writer_nor_it_for_them(tmp_path: Path) -> None:
+    writer = StateStore(store_path(tmp_path))
+    with writer.transaction() as db:
+        writer.put_table(db, "a", {"topic": "t", "state": "REPLICATING", "inserts": 1})
+    reader = StateStore(store_path(tmp_path), create=False)
+    # A write transaction in progress: the reader sees the last committed state at once.
+    with writer.transaction() as db:
+        writer.put_table(db, "a", {"topic": "t", "state": "REPLICATING", "inserts": 2})
+        started = time.monotonic()
+        assert reader.table("a")["inserts"] == 1
+        assert time.monotonic() - started < 0.5
+    assert reader.table("a")["inserts"] == 2
+    # A reader inside a long read transaction does not hold the writer up either.
+    reader._db.execute("BEGIN")
+    assert reader.table("a")["inserts"] == 2
+    started = time.monotonic()
+    with writer.transaction() as db:
+        writer.put_table(db, "a", {"topic": "t", "state": "REPLICATING", "inserts": 3})
+    assert time.monotonic() - started < 0.5
+    assert reader.table("a")["inserts"] == 2  # its snapshot
+    reader._db.execute("COMMIT")
+    assert reader.table("a")["inserts"] == 3
+    reader.close()
+    writer.close()
+
+
+def test_counters_are_cumulative_and_reconciled_with_missed_commits(tmp_path: Path) -> None:
+    commits = {
+        "001": {"events_r": 10, "events_c": 2},
+        "002": {"events_c": 3, "events_u": 4, "late": 1},
+        "003": {"events_d": 5, "events_t": 1, "bad": 2},
+    }
+    first = StateRecorder(tmp_path)
+    first.started()
+    counters = TableCounters()
+    assert first.adopt("a", "srv.app.a", counters, [], commits.__getitem__) is None
+    for instant in ("001", "002"):  # what the loop does after each commit
+        add_commit_counts(counters, commits[instant])
+        counters.last_source_ts_ms = int(time.time() * 1000) - 2000
+        first.committed("a", instant, commits[instant], np.array([time.time() * 1000 - 2000]))
+    first.sync([_status("a", counters)], {"a": 7}, force=True)
+    first.close()
+    row = StateStore(store_path(tmp_path)).table("a")
+    assert (row["snapshot_rows"], row["inserts"], row["updates"], row["late"]) == (10, 5, 4, 1)
+    assert row["commits"] == 2 and row["last_instant"] == "002" and row["lag_messages"] == 7
+    assert 1.5 < row["latency_p50_s"] < 10 and row["lag_seconds"] > 0
+
+    # A crash after commit 003 was made, before the store counted it: the next run
+    # counts it from the commit, and only it.
+    second = StateRecorder(tmp_path)
+    again = TableCounters()
+    second.adopt("a", "srv.app.a", again, ["001", "002", "003"], commits.__getitem__)
+    assert (again.snapshot_rows, again.inserts, again.updates, again.deletes) == (10, 5, 4, 5)
+    assert (again.truncates, again.bad, again.commits) == (1, 2, 3)
+    second.sync([_status("a", again)], {"a": 0}, force=True)
+    row = StateStore(store_path(tmp_path)).table("a")
+    assert row["deletes"] == 5 and row["run_deletes"] == 0 and row["lag_seconds"] == 0
+    second.close()
+
+
+def test_state_changes_errors_and_a_bounded_event_log(tmp_path: Path) -> None:
+    rec = StateRecorder(tmp_path)
+    rec.started()
+    counters = TableCounters()
+    rec.adopt("a", "srv.app.a", counters, [], dict)
+    rec.sync([_status("a", counters)], force=True)
+    rec.sync([_status("a", counters, TableState.FAILING, "boom")], force=True)
+    row = rec.store.table("a")
+    assert row["state"] == "FAILING" and row["last_error"] == "boom" and row["last_error_at"]
+    kinds = [(e["kind"], e["message"]) for e in rec.store.events()]
+    assert ("state", "REPLICATING -> FAILING") in kinds and ("error", "boom") in kinds
+    for n in range(MAX_EVENTS + 50):
+        rec.event("a", "retry", f"retry {n}")
+    rec.sync([_status("a", counters, TableState.FAILING, "boom")], force=True)
+    count = rec.store._db.execute("SELECT count(*) FROM events").fetchone()[0]
+    assert count == MAX_EVENTS
+    assert rec.store.events(1)[0]["message"] == f"retry {MAX_EVENTS + 49}"
+    rec.close()
+
+
+def test_requests_are_answered_by_the_live_replicator_only(tmp_path: Path) -> None:
+    assert read_status(tmp_path) is None
+    rec = StateRecorder(tmp_path)
+    rec.started()
+    # No replicator holds the work folder: nothing is filed.
+    assert send_request(tmp_path, "pause", ["a"], 0.2) is None
+    lock = WriterLock(tmp_path / LOCK_NAME, "work").acquire()
+    try:
+
+        def answer() -> None:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                for request in rec.requests():
+                    rec.answer(request, f"paused {request.table}")
+                    rec.sync([], force=True)
+                    return
+                time.sleep(0.05)
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        answers = send_request(tmp_path, "pause", ["a"], 5)
+        thread.join()
+        assert answers is not None and [(a.kind, a.table, a.outcome) for a in answers] == [
+            ("pause", "a", "paused a")
+        ]
+        # Not picked up in time: withdrawn, so that no later replicator acts on it.
+        late = send_request(tmp_path, "stop", [], 0.2)
+        assert late is not None and late[0].outcome == "not picked up within 0.2 s"
+        assert rec.requests() == []
+        status = read_status(tmp_path)
+        assert status is not None and status["replicator"]["alive"] is True
+        assert status["replicator"]["state"] == "running"
+    finally:
+        lock.release()
+    status = read_status(tmp_path)
+    assert status is not None and status["replicator"]["state"] == "failed"
+    rec.close()
+
+
+def test_a_request_filed_before_the_replicator_started_is_withdrawn(tmp_path: Path) -> None:
+    StateRecorder(tmp_path).close()
+    store = StateStore(store_path(tmp_path))
+    [stale] = store.request("stop", [None])
+    time.sleep(0.01)
+    rec = StateRecorder(tmp_path)
+    assert rec.requests() == []
+    rec.sync([], force=True)
+    [answered] = store.requests([stale])
+    assert answered.outcome and answered.outcome.startswith("withdrawn")
+    rec.close()
+    store.close()
+
+
+def test_weighted_quantiles() -> None:
+    values = np.array([1.0, 2.0, 3.0, 10.0])
+    assert weighted_quantiles(values, np.ones(4), (0.5, 0.99)) == [2.0, 10.0]
+    # One sample standing for 100 events outweighs the others.
+    assert weighted_quantiles(values, np.array([1.0, 1.0, 100.0, 1.0]), (0.5,)) == [3.0]
+    assert weighted_quantiles(np.array([]), np.array([]), (0.5,)) == [None]
