@@ -17,10 +17,12 @@ import typer
 
 import engine
 from cdcctl import exit_codes
+from cdcctl.commands.control import pause, resume, stop
 from cdcctl.commands.demo import demo
 from cdcctl.commands.init import init
 from cdcctl.commands.query import query
 from cdcctl.commands.start import start
+from cdcctl.commands.status import status
 from cdcctl.commands.test_connection import test_connection
 from cdcctl.commands.validate import validate
 from cdcctl.console import configure_logging, err
@@ -33,7 +35,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
 )
-for command in (init, start, query, demo, test_connection, validate):
+for command in (init, start, status, pause, resume, stop, query, demo, test_connection, validate):
     app.command()(command)
 
 

@@ -10,13 +10,12 @@ import typer
 
 import engine
 from cdcctl import exit_codes
-from cdcctl.console import err, print_json, print_rows
+from cdcctl.commands.status import print_status
+from cdcctl.console import err
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
 ]
-
-_COUNTERS = ("inserts", "updates", "deletes", "truncates", "late", "bad", "commits")
 
 
 def _progress_line(report: engine.BatchReport) -> str:
@@ -42,7 +41,7 @@ def start(
         ),
     ] = False,
     json_out: Annotated[
-        bool, typer.Option("--json", help="print the final per-table summary as JSON")
+        bool, typer.Option("--json", help="print the final summary (as `status --json`)")
     ] = False,
 ) -> None:
     """Run the replicator.
@@ -53,7 +52,9 @@ def start(
     cfg = engine.load_config(config)
     engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
     replicator = engine.Replicator(
-        cfg, on_batch=lambda report: err.print(_progress_line(report), markup=False)
+        cfg,
+        on_batch=lambda report: err.print(_progress_line(report), markup=False),
+        config_path=str(config.resolve()),
     )
     if sys.stderr.isatty():
         err.print(
@@ -61,14 +62,9 @@ def start(
             markup=False,
         )
     replicator.run(until_caught_up=until_caught_up)
-    status = replicator.status()
-    if json_out:
-        print_json([s.to_dict() for s in status])
-    else:
-        rows = [
-            [s.table, s.state.value, *(getattr(s.counters, k) for k in _COUNTERS)] for s in status
-        ]
-        print_rows(None, ["table", "state", *_COUNTERS], rows)
+    summary = engine.read_status(cfg.work_path())
+    if summary is not None:
+        print_status(summary, json_out)
     failing = replicator.failing()
     for s in failing:
         err.print(f"FAILING {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)

@@ -168,6 +168,7 @@ class StateRecorder:
             live.last_commit_at = row["last_commit_at"]
             live.last_error, live.last_error_at = row["last_error"], row["last_error_at"]
             stored = TableState(row["state"])
+            live.state, live.since = stored, row["state_since"] or time.time()
         missed = [i for i in instants if live.last_instant is None or i > live.last_instant]
         for instant in missed:
             add_commit_counts(counters, counts_of(instant))

@@ -20,7 +20,18 @@ import pytest
 
 from tests.integration.replicas import read_replica, run_cli
 
-COMMANDS = ("init", "start", "demo", "query", "test-connection", "validate")
+COMMANDS = (
+    "init",
+    "start",
+    "status",
+    "pause",
+    "resume",
+    "stop",
+    "demo",
+    "query",
+    "test-connection",
+    "validate",
+)
 #: The query of the README's quick start.
 QUICK_START_SQL = (
     "SELECT status, count(*) AS orders, sum(quantity) AS items "
@@ -206,7 +217,7 @@ def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
             "start", "--config", relative, "--until-caught-up", "--json", cwd=tmp_path, timeout=300
         )
         assert started.returncode == 0, started.stderr
-        status = {s["table"]: s for s in json.loads(started.stdout)}
+        status = {s["table"]: s for s in json.loads(started.stdout)["tables"]}
         assert set(status) == {"inventory_customers", "inventory_orders", "inventory_products"}
         assert all(s["state"] == "REPLICATING" for s in status.values()), status
         applied = sum(s["inserts"] + s["updates"] + s["deletes"] for s in status.values())

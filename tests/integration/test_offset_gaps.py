@@ -85,10 +85,10 @@ def test_recreated_topic_stops_the_table_unless_its_gap_is_accepted(
     produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 51), 5000))
     stopped = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
     assert stopped.returncode == 3, stopped.stderr
-    status = {s["table"]: s for s in json.loads(stopped.stdout)}
+    status = {s["table"]: s for s in json.loads(stopped.stdout)["tables"]}
     assert status["app_items"]["state"] == "FAILED"
     assert status["app_other"]["state"] == "REPLICATING"
-    error = status["app_items"]["error"]
+    error = status["app_items"]["last_error"]
     assert f"{topic}[0]: the partition now ends at offset 50, before the checkpoint 200" in error
     assert "replicator.accept_offset_gaps" in error and "Rebuild the table" in error
     assert len(read_replica(target / "app_items")) == 200  # nothing applied past the gap

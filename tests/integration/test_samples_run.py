@@ -48,7 +48,7 @@ def test_every_sample_on_its_own_topic_ends_with_the_failed_tables_named(
     run = run_cli("start", "--config", str(config), "--until-caught-up", "--json", timeout=180)
     assert run.returncode == 3, run.stderr
     assert time.monotonic() - started < 120
-    status = {s["topic"]: s for s in json.loads(run.stdout)}
+    status = {s["topic"]: s for s in json.loads(run.stdout)["tables"]}
 
     # Topics whose names collide: the first one seen keeps the table, the others fail,
     # each named with its topic.
@@ -59,7 +59,7 @@ def test_every_sample_on_its_own_topic_ends_with_the_failed_tables_named(
         topics = {t for t in replicated if table_name_for_topic(t) == name}
         assert len(topics & failing) == count - 1, (name, topics & failing)
     for topic in failing:
-        table = status[topic]["table"]
+        table = table_name_for_topic(topic)
         assert f"FAILING {table} (topic {topic}): table name '{table}'" in run.stderr
 
     # Undecodable samples on tables that did not fail are quarantined with coordinates.

@@ -67,7 +67,7 @@ def test_replayed_windows_are_late_and_change_nothing(broker, topic_prefix, tmp_
     )
     run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
     assert run.returncode == 0, run.stderr
-    status = json.loads(run.stdout)
+    status = json.loads(run.stdout)["tables"]
     # Replica == the source state (the fold of the stream without replays).
     assert_replicas_match(target, fold(clean, types=None))
     assert sum(t["late"] for t in status) == stale
@@ -135,7 +135,7 @@ def test_incompatible_change_fails_one_table_others_go_on(broker, topic_prefix, 
     assert run.returncode == 3
     assert "qty" in run.stderr and "int32" in run.stderr and "string" in run.stderr
     assert "rebuild" in run.stderr
-    states = {t["table"]: t["state"] for t in json.loads(run.stdout)}
+    states = {t["table"]: t["state"] for t in json.loads(run.stdout)["tables"]}
     assert states == {"app_items": "FAILING", "app_other": "REPLICATING"}
     assert_replicas_match(target, fold(before) | fold(good))
 

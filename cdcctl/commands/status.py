@@ -1,0 +1,106 @@
+"""``cdcctl status``: the replicator's and each table's last recorded state."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+import engine
+from cdcctl import exit_codes
+from cdcctl.console import err, out, print_json
+
+ConfigOpt = Annotated[
+    Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
+]
+
+#: Columns of the text table: heading, status field.
+_COLUMNS = (
+    ("table", "table"),
+    ("state", "state"),
+    ("snapshot", "snapshot_rows"),
+    ("inserts", "inserts"),
+    ("updates", "updates"),
+    ("deletes", "deletes"),
+    ("truncates", "truncates"),
+    ("late", "late"),
+    ("bad", "bad"),
+    ("retries", "retries"),
+    ("commits", "commits"),
+    ("lag", "lag_messages"),
+    ("lag s", "lag_seconds"),
+    ("p50 s", "latency_p50_s"),
+    ("p95 s", "latency_p95_s"),
+    ("p99 s", "latency_p99_s"),
+    ("events/s", "events_per_s"),
+    ("last commit", "last_commit_at"),
+)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, str) and len(value) > 19 and value[4:5] == "-" and "T" in value:
+        return value[11:19]  # an ISO time: its UTC time of day
+    return str(value)
+
+
+def _headline(rep: dict[str, Any]) -> str:
+    line = f"replicator: {rep['state']}"
+    if rep["alive"]:
+        line += f" (pid {rep['pid']} on {rep['host']}, since {rep['started_at']})"
+    else:
+        line += f" (not running; last update {rep['updated_at'] or 'never'})"
+    if rep.get("error"):
+        line += f"\n  error: {rep['error']}"
+    return line
+
+
+def print_status(status: dict[str, Any], json_out: bool) -> None:
+    """Print a :func:`engine.read_status` record: JSON, a Rich table, or plain columns."""
+    if json_out:
+        print_json({"replicator": status["replicator"], "tables": status["tables"]})
+        return
+    print(_headline(status["replicator"]))
+    rows = [[_cell(t[key]) for _, key in _COLUMNS] for t in status["tables"]]
+    headings = [h for h, _ in _COLUMNS]
+    if sys.stdout.isatty():
+        table = Table(*headings)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    else:
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headings)]
+        for row in [headings, *rows]:
+            print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    for t in status["tables"]:
+        if t["last_error"] and t["state"] in ("FAILING", "FAILED"):
+            print(f"{t['table']}: {t['state']}: {t['last_error']}")
+
+
+def status(
+    config: ConfigOpt = Path("cdcctl.toml"),
+    json_out: Annotated[bool, typer.Option("--json", help="print the status as JSON")] = False,
+) -> None:
+    """Show the replicator's and each table's state.
+
+    Works whether the replicator runs or not: the last state it recorded in its work
+    folder's state store, and whether it is alive.
+    """
+    cfg = engine.load_config(config)
+    found = engine.read_status(cfg.work_path())
+    if found is None:
+        err.print(
+            f"error: no replicator state in {cfg.work_path()}: `cdcctl start` has not run "
+            "with this work folder (replicator.work_dir)",
+            markup=False,
+        )
+        exit_codes.exit_now(exit_codes.CHECK_FAILED)
+    print_status(found, json_out)
