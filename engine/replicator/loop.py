@@ -39,7 +39,13 @@ from engine import faults
 from engine.config import Config
 from engine.decode import decoder_for
 from engine.decode.gtid import gtid_positions
-from engine.errors import HudiError, SchemaEvolutionError, TableNameError, WriterLockError
+from engine.errors import (
+    HudiError,
+    SchemaEvolutionError,
+    SourceError,
+    TableNameError,
+    WriterLockError,
+)
 from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
@@ -802,15 +808,20 @@ class Replicator:
         log.info("%s: resumed", rt.name)
         return True
 
-    def _lag(self) -> dict[str, int]:
-        """Messages waiting per table: end offsets minus its committed positions."""
+    def _lag(self) -> dict[str, int] | None:
+        """Messages waiting per table: end offsets minus its committed positions (None
+        when the broker does not answer: the figures shown stay as they were)."""
         self._last_lag = time.monotonic()
         if self.source is None:
-            return {}
+            return None
         assigned = self.source.assigned
-        parts = [(rt.topic, p) for rt in self.tables if not rt.state.stopped for p in rt.partitions]
-        ends = self.source.end_offsets([tp for tp in parts if tp in assigned], cached=True)
-        ends.update(self.source.end_offsets([tp for tp in parts if tp not in assigned]))
+        parts = [(rt.topic, p) for rt in self.tables for p in rt.partitions]
+        try:
+            ends = self.source.end_offsets([tp for tp in parts if tp in assigned], cached=True)
+            ends.update(self.source.end_offsets([tp for tp in parts if tp not in assigned]))
+        except SourceError as exc:
+            log.debug("lag not measured: %s", exc.message)
+            return None
         lag: dict[str, int] = {}
         for rt in self.tables:
             lag[self._store_name(rt)] = sum(

@@ -8,12 +8,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from engine.config import config_from_dict
 from engine.lock import LOCK_NAME, WriterLock
+from engine.replicator import Replicator
 from engine.state import StateRecorder, StateStore, TableCounters, TableState, TableStatus
 from engine.state.control import read_status, send_request
 from engine.state.recorder import add_commit_counts, weighted_quantiles
 from engine.state.store import MAX_EVENTS, store_path
+from tests import builders
+from tests.engine.test_properties import Msg
+from tests.integration.replicas import applied_counts
 
 
 def _status(name: str, counters: TableCounters, state=TableState.REPLICATING, error=None):
@@ -167,3 +173,59 @@ def test_weighted_quantiles() -> None:
     # One sample standing for 100 events outweighs the others.
     assert weighted_quantiles(values, np.array([1.0, 1.0, 100.0, 1.0]), (0.5,)) == [3.0]
     assert weighted_quantiles(np.array([]), np.array([]), (0.5,)) == [None]
+
+
+@pytest.mark.spark
+def test_events_count_once_by_op_and_a_snapshot_shows(spark, tmp_path: Path) -> None:
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+            "target": {"path": str(tmp_path / "lake")},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    cols = [("id", "int32"), ("name", "string")]
+    topic = "srv.app.items"
+
+    def event(op: str, lsn: int, k: int) -> tuple[str, bytes, bytes | None]:
+        row = None if op == "d" else {"id": k, "name": f"{op}{lsn}"}
+        return topic, builders.key(k), builders.value(op, lsn, row, cols, snapshot=op == "r")
+
+    offset = 0
+
+    def batch(events: list[tuple[str, bytes, bytes | None]]) -> list[Msg]:
+        nonlocal offset
+        out = [Msg(t, k, v, offset + i) for i, (t, k, v) in enumerate(events)]
+        offset += len(out)
+        return out
+
+    replicator = Replicator(cfg, spark=spark)
+    replicator.apply(batch([event("r", 10 + k, k) for k in range(5)]))
+    rt = replicator.tables[topic]
+    assert rt.state is TableState.SNAPSHOTTING and rt.counters.snapshot_rows == 5
+    # Key 9 inserted, updated and deleted in one batch (then its tombstone): three
+    # events, each counted once; a replayed update of key 1 is late, not an update.
+    replicator.apply(
+        batch(
+            [
+                event("c", 100, 9),
+                event("u", 101, 9),
+                event("d", 102, 9),
+                (topic, builders.key(9), None),
+                event("u", 103, 1),
+                event("u", 103, 1),
+                event("c", 104, 11),
+            ]
+        )
+    )
+    c = rt.counters
+    assert rt.state is TableState.REPLICATING
+    assert (c.snapshot_rows, c.inserts, c.updates, c.deletes, c.late) == (5, 2, 2, 1, 1)
+    assert c.commits == 2
+    recorded = applied_counts(tmp_path / "lake" / rt.name)
+    assert {k: recorded[k] for k in ("events_r", "events_c", "events_u", "events_d")} == {
+        "events_r": 5,
+        "events_c": 2,
+        "events_u": 2,
+        "events_d": 1,
+    }
