@@ -62,8 +62,10 @@ ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"
 #: of a commit without the key predates it: its sidecar may or may not exist).
 TOMBSTONES_KEY: Final = "cdcctl.tombstones"
 
-#: JSON object of what the instant applied (inserts, updates, deletes, late, truncated,
-#: toast_unresolved): counters kept with the commit are never counted twice after a crash.
+#: JSON object of what the instant applied: net row effects (inserts, updates, deletes,
+#: truncated), source events applied by op (events_r, events_c, events_u, events_d,
+#: events_t), late, bad, ddl, toast_filled, toast_unresolved. Counters kept with the
+#: commit are never counted twice after a crash (the state store reconciles from them).
 COUNTS_KEY: Final = "cdcctl.counts"
 
 #: JSON object naming the replica's source table, from the Debezium ``source`` block of

@@ -77,6 +77,7 @@ class MergeCounts:
     deletes: int = 0
     late: int = 0  # events not newer than what the table already had for their key
     toast_unresolved: int = 0  # TOAST placeholders with no earlier value anywhere
+    toast_filled: int = 0  # TOAST placeholders given the previous value of their column
     carried: int = 0
     truncated: int = 0  # stored rows removed by a truncate
     #: Source events applied, by op (r, c, u, d): each event once, however later events

@@ -116,7 +116,9 @@ def resolve_toast(
         in_batch = pa.array(source >= 0)
         resolved = pc.if_else(in_batch, from_batch, stored)
         unresolved = pc.and_(mask, pc.and_(pc.invert(in_batch), pc.is_null(old_idx)))
-        counts.toast_unresolved += pc.sum(unresolved).as_py() or 0
+        missing = pc.sum(unresolved).as_py() or 0
+        counts.toast_unresolved += missing
+        counts.toast_filled += (pc.sum(mask).as_py() or 0) - missing
         column = pc.if_else(mask, resolved, upserts.column(name))
         upserts = upserts.set_column(upserts.schema.get_field_index(name), name, column)
     return upserts

@@ -684,6 +684,7 @@ class Replicator:
             "late": total.late,
             "truncated": total.truncated,
             "toast_unresolved": total.toast_unresolved,
+            "toast_filled": total.toast_filled,
             # Source events applied by op (each once; tombstones and late ones excluded).
             "events_r": total.events_r,
             "events_c": total.events_c,

@@ -105,6 +105,7 @@ def read_status(work_dir: Path) -> dict[str, Any] | None:
                 "topic": t["topic"],
                 "state_since": _iso(t["state_since"]),
                 "toast_unresolved": t["toast_unresolved"],
+                "toast_filled": t["toast_filled"],
                 "ddl": t["ddl"],
                 "last_error_at": _iso(t["last_error_at"]),
                 "this_run": {c: t[f"run_{c}"] for c in COUNTERS},

@@ -43,6 +43,8 @@ class TableCounters:
     late: int = 0
     #: TOAST placeholders with no earlier value anywhere (the column stays null).
     toast_unresolved: int = 0
+    #: TOAST placeholders filled with the column's previous value.
+    toast_filled: int = 0
     #: Undecodable messages quarantined to the dead letters.
     bad: int = 0
     #: Valid messages that are not row changes (heartbeats, transaction markers, ...).

@@ -47,6 +47,7 @@ COMMIT_COUNTS = {
     "truncates": "events_t",
     "late": "late",
     "toast_unresolved": "toast_unresolved",
+    "toast_filled": "toast_filled",
     "bad": "bad",
     "ddl": "ddl",
 }

@@ -37,6 +37,7 @@ COUNTERS = (
     "truncates",
     "late",
     "toast_unresolved",
+    "toast_filled",
     "bad",
     "ddl",
     "retries",

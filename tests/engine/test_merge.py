@@ -232,7 +232,9 @@ def test_toast_placeholder_takes_previous_value() -> None:
     )
     new, counts = apply(first, evs, "20250101000000002")
     assert as_dict(new) == {"1": "newer-text", "2": "x", "9": None}
-    assert counts.toast_unresolved == 1
+    assert counts.toast_unresolved == 1 and counts.toast_filled == 2
+    # Events applied by op: each once, whatever later events do to its key.
+    assert (counts.events_u, counts.events_c, counts.late) == (4, 0, 0)
     assert ph not in [v for v in new.column("name").to_pylist()]
 
 
