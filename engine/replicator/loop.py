@@ -74,6 +74,8 @@ log = logging.getLogger("cdcctl.replicator")
 CLEAN_EVERY_COMMITS = 10
 #: How often the lag of every table is measured (also while idle).
 LAG_EVERY_SECONDS = 3.0
+#: How often control requests are looked for while a batch merges.
+CONTROL_EVERY_SECONDS = 0.5
 #: Source times of a table's batch sampled for the latency percentiles.
 LATENCY_SAMPLE = 256
 
@@ -618,7 +620,10 @@ class Replicator:
     def _finish(self, pending: _Pending) -> BatchReport:
         """Wait for the merge, then commit every table of the batch."""
         if pending.thread is not None:
-            pending.thread.join()
+            pending.thread.join(CONTROL_EVERY_SECONDS)
+            while pending.thread.is_alive():  # a long merge: requests are still answered
+                self._control(merging=True)
+                pending.thread.join(CONTROL_EVERY_SECONDS)
         if pending.error is not None:
             raise pending.error
         phases = pending.prepared.phases
@@ -744,14 +749,20 @@ class Replicator:
             if stored is TableState.PAUSED and not rt.state.stopped:
                 self._pause(rt)
 
-    def _control(self) -> None:
-        """Answer control requests, measure lag when due, and sync the state store."""
+    def _control(self, *, merging: bool = False) -> None:
+        """Answer control requests, measure lag when due, and sync the state store.
+
+        ``merging``: called while a batch merges; a resume waits until it is committed
+        (a table's partitions are assigned again at its checkpoint, which that commit
+        may still move).
+        """
         recorder = self.recorder
         if recorder is None:
             return
         self._adopt()
         for request in recorder.requests():
-            recorder.answer(request, self._handle(request))
+            if not (merging and request.kind == "resume"):
+                recorder.answer(request, self._handle(request))
         if all(rt.state is TableState.PAUSED for rt in self.tables) and any(self.tables):
             recorder.replicator_state("paused")
         elif recorder.state == "paused":
