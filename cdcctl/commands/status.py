@@ -77,7 +77,7 @@ def print_status(status: dict[str, Any], json_out: bool) -> None:
             table.add_row(*row)
         out.print(table)
     else:
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headings)]
+        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
         for row in [headings, *rows]:
             print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     for t in status["tables"]:

@@ -24,6 +24,7 @@ from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
+from engine.state import StateRecorder
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
 
@@ -243,3 +244,9 @@ def test_status_of_a_work_folder_without_state_is_a_clear_message(tmp_path: Path
         assert ("no replicator state in" if command[0] == "status" else "no replicator runs") in (
             r.stderr
         )
+    # A replicator that started, matched no topic and was killed: said plainly.
+    StateRecorder(tmp_path / "work").started()
+    r = run_cli("status", "--config", str(config))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("replicator: failed (not running; last update 20")
+    assert "ended without stopping cleanly" in r.stdout and "table  state" in r.stdout
