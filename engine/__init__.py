@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         TableStatus,
         read_status,
         send_request,
+        wait_stopped,
     )
     from engine.validate import TableReport, redact_dsn, validate_replicas
 
@@ -87,6 +88,7 @@ _EXPORTS = {
     "STATUS_FIELDS": "engine.state",
     "read_status": "engine.state",
     "send_request": "engine.state",
+    "wait_stopped": "engine.state",
     "TableCounters": "engine.state",
     "TableState": "engine.state",
     "TableStatus": "engine.state",

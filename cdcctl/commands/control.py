@@ -21,7 +21,7 @@ TablesArg = Annotated[
 WAIT_SECONDS = 5.0
 
 
-def _send(config: Path, kind: str, tables: list[str]) -> None:
+def _send(config: Path, kind: str, tables: list[str], stop_wait: float = 0.0) -> None:
     cfg = engine.load_config(config)
     answers = engine.send_request(cfg.work_path(), kind, tables, WAIT_SECONDS)
     if answers is None:
@@ -36,6 +36,11 @@ def _send(config: Path, kind: str, tables: list[str]) -> None:
         outcome = a.outcome or "no answer"
         failed = failed or a.done_at is None or outcome.startswith(("error", "not picked"))
         print(f"{kind} {a.table or 'all tables'}: {outcome}")
+    if kind == "stop" and not failed:
+        if engine.wait_stopped(cfg.work_path(), stop_wait):
+            print("stopped")
+        else:
+            print(f"still finishing its batch after {stop_wait:g} s; it stops after it")
     exit_codes.exit_now(exit_codes.CHECK_FAILED if failed else exit_codes.OK)
 
 
@@ -56,9 +61,15 @@ def resume(config: ConfigOpt = Path("cdcctl.toml"), tables: TablesArg = None) ->
     _send(config, "resume", tables or [])
 
 
-def stop(config: ConfigOpt = Path("cdcctl.toml")) -> None:
+def stop(
+    config: ConfigOpt = Path("cdcctl.toml"),
+    wait: Annotated[
+        float,
+        typer.Option("--wait", metavar="SECONDS", help="how long to wait for it to exit"),
+    ] = 60.0,
+) -> None:
     """Stop the running replicator cleanly.
 
-    It finishes the batch in flight, commits it and exits 0.
+    It finishes the batch in flight, commits it and exits 0; this waits for that.
     """
-    _send(config, "stop", [])
+    _send(config, "stop", [], wait)

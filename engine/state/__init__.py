@@ -5,7 +5,7 @@ reads (``status``) and sends control requests through (``pause``, ``resume``, ``
 
 from __future__ import annotations
 
-from engine.state.control import STATUS_FIELDS, read_status, send_request
+from engine.state.control import STATUS_FIELDS, read_status, send_request, wait_stopped
 from engine.state.model import TableCounters, TableState, TableStatus
 from engine.state.recorder import StateRecorder
 from engine.state.store import Request, StateStore, store_path
@@ -21,4 +21,5 @@ __all__ = [
     "read_status",
     "send_request",
     "store_path",
+    "wait_stopped",
 ]

@@ -120,6 +120,16 @@ def read_status(work_dir: Path) -> dict[str, Any] | None:
     }
 
 
+def wait_stopped(work_dir: Path, timeout: float) -> bool:
+    """Wait until no replicator runs on the work folder; whether it stopped in time."""
+    deadline = time.monotonic() + timeout
+    while alive(work_dir):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def send_request(
     work_dir: Path, kind: str, tables: Sequence[str], wait_seconds: float = 5.0
 ) -> list[Request] | None:

@@ -153,6 +153,7 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
         stopped = run_cli("stop", "--config", str(config))
         assert stopped.returncode == 0, stopped.stderr
         assert "stopping after the batch in flight" in stopped.stdout
+        assert stopped.stdout.endswith("\nstopped\n")  # it waited for the exit
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert "replicator: stopped" in out  # the exit summary is `status`'s
