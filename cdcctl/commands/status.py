@@ -40,6 +40,10 @@ _COLUMNS = (
 )
 
 
+#: Events of the log shown under the table.
+RECENT_EVENTS = 5
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
@@ -83,6 +87,10 @@ def print_status(status: dict[str, Any], json_out: bool) -> None:
     for t in status["tables"]:
         if t["last_error"] and t["state"] in ("FAILING", "FAILED"):
             print(f"{t['table']}: {t['state']}: {t['last_error']}")
+    if status["events"]:
+        print("recent events:")
+        for e in status["events"][-RECENT_EVENTS:]:
+            print(f"  {e['at']} {e['kind']:<6} {e['tbl'] or '-'}: {e['message']}")
 
 
 def status(

@@ -304,6 +304,8 @@ class StateRecorder:
         """Record a request's outcome (written with the next sync, at once)."""
         self._answers.append((request.id, outcome))
         what = f"{request.kind} {request.table or 'all tables'}: {outcome}"
+        if request.kind == "stop":
+            what = f"stop: {outcome}"
         self.event(request.table, "pause" if request.kind != "stop" else "state", what)
 
     def close(self) -> None:

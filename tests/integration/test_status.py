@@ -251,3 +251,4 @@ def test_status_of_a_work_folder_without_state_is_a_clear_message(tmp_path: Path
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("replicator: failed (not running; last update 20")
     assert "ended without stopping cleanly" in r.stdout and "table  state" in r.stdout
+    assert "recent events:" in r.stdout and "replicator started (pid" in r.stdout
