@@ -161,6 +161,35 @@ def _table_check(name: str, problems: list[tuple[Status, str, str]]) -> Check:
     return Check(name, status, detail, fix)
 
 
+Problems = list[tuple[Status, str, str]]
+
+
+def _tables_checks(
+    kind: str,
+    wanted: list[tuple[str, str]],
+    problems_of: Callable[[str, str], Problems | None],
+    absent: Callable[[str, str], tuple[str, str]],
+    summary: Callable[[list[str]], str],
+) -> list[Check]:
+    """A check for each table that is missing or has problems, one for all the others.
+
+    ``problems_of`` returns None for a table the database does not have.
+    """
+    checks, good = [], []
+    for schema, table in wanted:
+        name = f"{kind}.table {schema}.{table}"
+        problems = problems_of(schema, table)
+        if problems is None:
+            checks.append(failed(name, *absent(schema, table)))
+        elif problems:
+            checks.append(_table_check(name, problems))
+        else:
+            good.append(f"{schema}.{table}")
+    if good:
+        checks.append(passed(f"{kind}.tables", summary(good)))
+    return checks
+
+
 # ------------------------------------------------------------------------- PostgreSQL
 
 
@@ -419,20 +448,11 @@ def _postgres(
         (r[0], r[1]): r[2:]
         for r in rows(_PG_TABLES_SQL, [s for s, _ in wanted], [t for _, t in wanted])
     }
-    good = []
-    for schema, table in wanted:
-        qualified = _pg_table(schema, table)
-        name = f"postgres.table {schema}.{table}"
+
+    def problems_of(schema: str, table: str) -> Problems | None:
         if (schema, table) not in found:
-            checks.append(
-                failed(
-                    name,
-                    f"no table {schema}.{table} in database {database} (from {source})",
-                    "point --source / source.database_dsn at the database the connector "
-                    "captures (its database.dbname), or exclude the topic",
-                )
-            )
-            continue
+            return None
+        qualified = _pg_table(schema, table)
         ident, has_pk, can_select, toastable = found[(schema, table)]
         problems: list[tuple[Status, str, str]] = []
         if not has_pk:
@@ -489,18 +509,25 @@ def _postgres(
                     f"ALTER PUBLICATION {PUBLICATION} ADD TABLE {qualified};",
                 )
             )
-        if problems:
-            checks.append(_table_check(name, problems))
-        else:
-            good.append(f"{schema}.{table}")
-    if good:
-        checks.append(
-            passed(
-                "postgres.tables",
-                f"{plural(len(good), 'table')} (from {source}) with a primary key, a usable "
-                f"replica identity and SELECT: {listing(good)}",
-            )
+        return problems
+
+    def absent(schema: str, table: str) -> tuple[str, str]:
+        return (
+            f"no table {schema}.{table} in database {database} (from {source})",
+            "point --source / source.database_dsn at the database the connector "
+            "captures (its database.dbname), or exclude the topic",
         )
+
+    checks += _tables_checks(
+        "postgres",
+        wanted,
+        problems_of,
+        absent,
+        lambda good: (
+            f"{plural(len(good), 'table')} (from {source}) with a primary key, a "
+            f"usable replica identity and SELECT: {listing(good)}"
+        ),
+    )
     return checks
 
 
@@ -728,20 +755,11 @@ def _mysql(cfg: Config, dsn: Dsn, conn: Any, topics: Callable[[], list[str] | No
             *schemas,
         )
     }
-    good = []
-    for schema, table in wanted:
-        qualified = _my_table(schema, table)
-        name = f"mysql.table {schema}.{table}"
+
+    def problems_of(schema: str, table: str) -> Problems | None:
         if (schema, table) not in info:
-            checks.append(
-                failed(
-                    name,
-                    f"no table {schema}.{table} on this server (from {source})",
-                    "point --source / source.database_dsn at the server the connector "
-                    "captures, or exclude the topic",
-                )
-            )
-            continue
+            return None
+        qualified = _my_table(schema, table)
         engine, has_pk = info[(schema, table)]
         problems: list[tuple[Status, str, str]] = []
         if not has_pk:
@@ -761,18 +779,25 @@ def _mysql(cfg: Config, dsn: Dsn, conn: Any, topics: Callable[[], list[str] | No
                     f"ALTER TABLE {qualified} ENGINE=InnoDB;",
                 )
             )
-        if problems:
-            checks.append(_table_check(name, problems))
-        else:
-            good.append(f"{schema}.{table}")
-    if good:
-        checks.append(
-            passed(
-                "mysql.tables",
-                f"{plural(len(good), 'table')} (from {source}) with a primary key, InnoDB: "
-                f"{listing(good)}",
-            )
+        return problems
+
+    def absent(schema: str, table: str) -> tuple[str, str]:
+        return (
+            f"no table {schema}.{table} on this server (from {source})",
+            "point --source / source.database_dsn at the server the connector "
+            "captures, or exclude the topic",
         )
+
+    checks += _tables_checks(
+        "mysql",
+        wanted,
+        problems_of,
+        absent,
+        lambda good: (
+            f"{plural(len(good), 'table')} (from {source}) with a primary key, "
+            f"InnoDB: {listing(good)}"
+        ),
+    )
     return checks
 
 
