@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 import engine
@@ -31,10 +32,8 @@ _COLUMNS = (
     ("retries", "retries"),
     ("commits", "commits"),
     ("lag", "lag_messages"),
-    ("lag s", "lag_seconds"),
-    ("p50 s", "latency_p50_s"),
-    ("p95 s", "latency_p95_s"),
-    ("p99 s", "latency_p99_s"),
+    ("lag time", "lag_seconds"),
+    ("latency p50/p95/p99", "latency"),
     ("events/s", "events_per_s"),
     ("last commit", "last_commit_at"),
 )
@@ -44,9 +43,33 @@ _COLUMNS = (
 RECENT_EVENTS = 5
 
 
-def _cell(value: Any) -> str:
+#: Columns holding a duration in seconds.
+_DURATIONS = {"lag_seconds"}
+
+
+def _duration(seconds: float) -> str:
+    """A short duration: ``0.42s``, ``12m``, ``5.2h``, ``31d``."""
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+def _value(table: dict[str, Any], key: str) -> Any:
+    if key == "latency":
+        p = [table[f"latency_p{n}_s"] for n in (50, 95, 99)]
+        return None if p[0] is None else "/".join(_duration(v) for v in p)
+    return table[key]
+
+
+def _cell(key: str, value: Any) -> str:
     if value is None:
         return "-"
+    if key in _DURATIONS:
+        return _duration(value)
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int):
@@ -73,10 +96,12 @@ def print_status(status: dict[str, Any], json_out: bool) -> None:
         print_json({"replicator": status["replicator"], "tables": status["tables"]})
         return
     print(_headline(status["replicator"]))
-    rows = [[_cell(t[key]) for _, key in _COLUMNS] for t in status["tables"]]
+    rows = [[_cell(key, _value(t, key)) for _, key in _COLUMNS] for t in status["tables"]]
     headings = [h for h, _ in _COLUMNS]
     if sys.stdout.isatty():
-        table = Table(*headings)
+        table = Table(*headings, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for i, column in enumerate(table.columns[:2]):  # names and states are never cut
+            column.min_width = max([len(headings[i]), *(len(r[i]) for r in rows)])
         for row in rows:
             table.add_row(*row)
         out.print(table)
