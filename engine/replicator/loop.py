@@ -713,6 +713,7 @@ class Replicator:
         rt.progress.committed = plan.offsets
         c = rt.counters
         add_commit_counts(c, applied)
+        c.last_source_ts_ms = rt.progress.max_source_ts  # as of this commit
         streamed = total.events_c + total.events_u + total.events_d + plan.truncates
         if rt.state in (TableState.REPLICATING, TableState.SNAPSHOTTING):
             snapshot = total.events_r > 0 and not streamed

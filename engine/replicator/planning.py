@@ -167,7 +167,6 @@ def plan_table(
         ts = pc.max(batch.column(SOURCE_TS)).as_py()
         if ts is not None:
             progress.max_source_ts = max(ts, progress.max_source_ts or 0)
-            rt.counters.last_source_ts_ms = progress.max_source_ts
     floor_after = progress.floor
     if truncate is not None and (floor_after is None or truncate > floor_after):
         floor_after = truncate

@@ -264,9 +264,10 @@ class StateRecorder:
         last_event_at = (
             counters.last_source_ts_ms / 1000.0 if counters.last_source_ts_ms is not None else None
         )
-        lag_seconds = 0.0
-        if live.lag_messages and last_event_at is not None:
-            lag_seconds = max(now - last_event_at, 0.0)
+        # Nothing waiting: 0. Waiting, with nothing applied yet to measure from: unknown.
+        lag_seconds: float | None = 0.0
+        if live.lag_messages:
+            lag_seconds = None if last_event_at is None else round(max(now - last_event_at, 0), 3)
         state = status.state if status is not None else (live.state or TableState.REPLICATING)
         row: dict[str, Any] = {
             "topic": live.topic,
@@ -274,7 +275,7 @@ class StateRecorder:
             "state_since": live.since or now,
             "last_instant": live.last_instant,
             "lag_messages": live.lag_messages,
-            "lag_seconds": round(lag_seconds, 3),
+            "lag_seconds": lag_seconds,
             "last_event_at": last_event_at,
             "last_commit_at": live.last_commit_at,
             "latency_p50_s": p50,
