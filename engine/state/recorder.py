@@ -35,8 +35,6 @@ LATENCY_WINDOW_S = 300.0
 RATE_WINDOW_S = 60.0
 #: Throughput history: this many points of this many seconds each.
 HISTORY_POINTS, HISTORY_STEP_S = 60, 10.0
-#: Source times kept per table and batch for the latency percentiles.
-LATENCY_SAMPLE = 256
 
 #: ``cdcctl.counts`` keys of each counter (events by op, then the rest).
 COMMIT_COUNTS = {
@@ -178,7 +176,7 @@ class StateRecorder:
             self.event(name, "state", f"counted {len(missed)} commit(s) the store had missed")
         live.base = replace(counters)
         with self.store.transaction() as db:
-            self.store.put_table(db, name, self._row(name, live, counters, time.time(), None))
+            self.store.put_table(db, name, self._row(live, counters, time.time(), None))
         return stored
 
     def committed(
@@ -228,7 +226,7 @@ class StateRecorder:
             for s in statuses:
                 live = self._live.get(s.table)
                 if live is not None:
-                    self.store.put_table(db, s.table, self._row(s.table, live, s.counters, now, s))
+                    self.store.put_table(db, s.table, self._row(live, s.counters, now, s))
             for table, kind, message in self._events:
                 self.store.add_event(db, table, kind, message)
             for request_id, outcome in self._answers:
@@ -239,7 +237,6 @@ class StateRecorder:
 
     def _row(
         self,
-        name: str,
         live: _Live,
         counters: TableCounters,
         now: float,
