@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from engine.playground.demo import DemoReport, run_demo
     from engine.query import connect, list_tables, query, read_table
     from engine.replicator import BatchReport, Replicator
+    from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
     from engine.spark import check_java, start_for
     from engine.state import (
         STATUS_FIELDS,
@@ -83,6 +84,9 @@ _EXPORTS = {
     "read_table": "engine.query",
     "BatchReport": "engine.replicator",
     "Replicator": "engine.replicator",
+    "ReplayResult": "engine.replicator.replay",
+    "list_dead_letters": "engine.replicator.replay",
+    "replay_dead_letters": "engine.replicator.replay",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "STATUS_FIELDS": "engine.state",

@@ -74,6 +74,9 @@ class SourceConfig(_Section):
     database_dsn: str | None = None
     #: Environment variable holding the database password (else PGPASSWORD / MYSQL_PWD).
     database_password_env: str | None = None
+    #: Messages (key plus value) larger than this many bytes are not decoded: they are
+    #: bad messages (see ``errors.tolerance``). None: no limit.
+    max_message_bytes: int | None = Field(default=None, ge=1)
 
     @field_validator("database_dsn")
     @classmethod
@@ -199,9 +202,6 @@ class ReplicatorConfig(_Section):
     max_batch_seconds: float = Field(default=1.0, gt=0)
     topic_refresh_seconds: float = Field(default=10.0, gt=0)
     work_dir: str = ".cdcctl"
-    #: Fraction of messages of one batch that may be undecodable before the replicator
-    #: stops; bad messages are always written to the dead-letter file first.
-    max_bad_fraction: float = Field(default=1.0, ge=0, le=1)
     #: Delete tombstones are kept this long in source time (and for at least
     #: hudi.clean_retain_commits commits) so late events cannot resurrect rows.
     tombstone_retention_hours: float = Field(default=168.0, ge=0)
@@ -210,6 +210,31 @@ class ReplicatorConfig(_Section):
     #: start; each accepted gap is recorded in the table's next commit. Empty: a gap
     #: stops the table (FAILED).
     accept_offset_gaps: list[str] = Field(default_factory=list)
+
+
+#: What ``errors.tolerance`` may be.
+TOLERANCES = ("none", "all")
+
+
+class ErrorsConfig(_Section):
+    """What happens to a message that cannot be decoded (a bad message).
+
+    ``tolerance = "none"``: the table stops (FAILED) at its first bad message, which is
+    written to the dead-letter file; its checkpoint stays at that message. ``"all"``:
+    every bad message goes to the dead-letter file and is counted; the rest applies.
+    """
+
+    tolerance: str = "none"
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, value: str) -> str:
+        if value not in TOLERANCES:
+            raise ValueError(
+                f'{value!r} is not a tolerance: use "none" (a bad message stops its '
+                'table) or "all" (bad messages go to the dead-letter file, the rest applies)'
+            )
+        return value
 
 
 class SparkConfig(_Section):
@@ -227,6 +252,7 @@ class Config(_Section):
     target: TargetConfig
     hudi: HudiConfig = HudiConfig()
     replicator: ReplicatorConfig = ReplicatorConfig()
+    errors: ErrorsConfig = ErrorsConfig()
     spark: SparkConfig = SparkConfig()
     #: Folder of the config file; relative paths in the file are resolved against it.
     base_dir: str = "."
@@ -245,6 +271,15 @@ _FIXES = {
     "extra_forbidden": "remove this key (it is not a known setting)",
 }
 
+#: Keys that were replaced: the problem and its fix, instead of "not a known setting".
+_REPLACED = {
+    "replicator.max_bad_fraction": (
+        "replaced by errors.tolerance",
+        'remove it and set [errors] tolerance = "none" (a bad message stops its table) or '
+        '"all" (bad messages go to the dead-letter file, the rest applies)',
+    ),
+}
+
 _ENV_OVERRIDES = {
     "CDCCTL_BOOTSTRAP_SERVERS": ("source", "bootstrap_servers"),
     "CDCCTL_TOPICS": ("source", "topics"),
@@ -256,6 +291,9 @@ def _problems(exc: ValidationError) -> list[tuple[str, str, str]]:
     problems = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden" and key in _REPLACED:
+            problems.append((key, *_REPLACED[key]))
+            continue
         msg = err["msg"].removeprefix("Value error, ")
         problems.append((key, msg, _FIXES.get(err["type"], "")))
     return problems
@@ -394,6 +432,12 @@ def render_config(
     rep.add("max_batch_seconds", 1.0)
     rep.add("work_dir", ".cdcctl")
     doc.add("replicator", rep)
+    errors = tomlkit.table()
+    errors.add("tolerance", "none")
+    errors["tolerance"].comment(
+        'a bad message stops its table; "all": dead-letter bad messages, apply the rest'
+    )
+    doc.add("errors", errors)
     spark = tomlkit.table()
     spark.add("master", "local[2]")
     spark.add("driver_memory", "1g")

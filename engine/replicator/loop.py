@@ -37,9 +37,10 @@ import pyarrow.compute as pc
 
 from engine import faults
 from engine.config import Config
-from engine.decode import decoder_for
+from engine.decode import BadMessage, DecodeResult, decoder_for
 from engine.decode.gtid import gtid_positions
 from engine.errors import (
+    CdcError,
     HudiError,
     SchemaEvolutionError,
     SourceError,
@@ -50,7 +51,13 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
-from engine.replicator.deadletter import DeadLetters
+from engine.replicator.deadletter import (
+    REPLAYED_KEY,
+    Coordinates,
+    DeadLetters,
+    ReplayOutcome,
+    coordinates_text,
+)
 from engine.replicator.planning import TablePlan, plan_table
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
@@ -106,6 +113,10 @@ class _Decoded:
     read_to: dict[int, int]
     #: Undecodable messages of this share, quarantined (counted with its commit).
     bad: int = 0
+    #: ``errors.tolerance = "none"``: why the table stops once this share is committed.
+    fail: str | None = None
+    #: A replay of dead letters: the ones this share applies (checkpoint unchanged).
+    replayed: list[Coordinates] = field(default_factory=list)
 
 
 @dataclass
@@ -133,6 +144,8 @@ class _Pending:
     #: Per table: undecodable messages, and a sample of its events' source times.
     bad: dict[str, int] = field(default_factory=dict)
     source_ts: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Per table: why it stops once this batch is committed (``errors.tolerance``).
+    fail: dict[str, str] = field(default_factory=dict)
 
     @property
     def tasks(self) -> list[MergeTask]:
@@ -168,6 +181,9 @@ class Replicator:
         self.on_batch = on_batch
         self.tables = Tables(config, self.staging)
         self.dead_letters = DeadLetters(self.work / "deadletter")
+        #: Tables that stop once their batch in flight commits (``errors.tolerance``):
+        #: nothing after their bad message is read into a later batch.
+        self._stopping: set[str] = set()
         self.transactions = TransactionTracker()
         #: Transaction-metadata topics known to exist: only their tables' transactions
         #: can be confirmed complete, so only those are held back until their END.
@@ -488,9 +504,11 @@ class Replicator:
             rt = self.tables.get(topic)
             if rt is None or rt.state.stopped or rt.state is TableState.PAUSED:
                 continue  # a paused table's records are read again from its checkpoint
+            if rt.name in self._stopping:
+                continue  # it stops at a bad message of the batch in flight
             read_to = next_offsets(parts, offs)
             t0 = time.monotonic()
-            result = self.decode(topic, keys, values, parts, offs)
+            result = self._decode(topic, keys, values, parts, offs)
             del keys, values
             prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
             rt.counters.ignored += result.ignored
@@ -513,30 +531,94 @@ class Replicator:
                     for p, cut in cuts.items():
                         read_to[p] = cut
                         prepared.rewind[(topic, p)] = cut
+            bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
+            decoded = _Decoded(rt, batch, result.key_fields, read_to)
+            if bad:
+                self._bad_messages(decoded, bad)
+                if decoded.fail is not None:
+                    self._stopping.add(rt.name)
             for p, o in read_to.items():
                 self._consumed[(topic, p)] = o
-            bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
-            if bad:
-                written = self.dead_letters.quarantine(rt.name, bad)
-                log.warning(
-                    "%s: quarantined %d bad message(s) to %s%s",
-                    rt.name,
-                    len(bad),
-                    self.dead_letters.path(rt.name),
-                    "" if written == len(bad) else f" ({len(bad) - written} already there)",
-                )
-                limit = self.cfg.replicator.max_bad_fraction
-                if len(bad) > limit * len(offs):
-                    rt.counters.bad += len(bad)  # no commit follows to count them
-                    self._fail(
-                        rt,
-                        f"{len(bad)} of {len(offs)} messages in one batch could not be decoded "
-                        f"(more than replicator.max_bad_fraction = {limit}); "
-                        f"they are in {self.dead_letters.path(rt.name)}",
-                    )
-                    continue
-            prepared.tables.append(_Decoded(rt, batch, result.key_fields, read_to, len(bad)))
+            prepared.tables.append(decoded)
         return prepared
+
+    def _decode(
+        self,
+        topic: str,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        parts: Sequence[int],
+        offs: Sequence[int],
+    ) -> DecodeResult:
+        """Decode one topic's records; one larger than ``source.max_message_bytes`` is bad."""
+        limit = self.cfg.source.max_message_bytes
+        sizes = [len(k or b"") + len(v or b"") for k, v in zip(keys, values, strict=True)]
+        if limit is None or max(sizes, default=0) <= limit:
+            return self.decode(topic, keys, values, parts, offs)
+        keep = [i for i, n in enumerate(sizes) if n <= limit]
+        result = self.decode(
+            topic,
+            [keys[i] for i in keep],
+            [values[i] for i in keep],
+            [parts[i] for i in keep],
+            [offs[i] for i in keep],
+        )
+        too_big = [
+            BadMessage(
+                topic,
+                int(parts[i]),
+                int(offs[i]),
+                keys[i],
+                values[i],
+                f"message of {n} bytes is larger than source.max_message_bytes = {limit}",
+            )
+            for i, n in enumerate(sizes)
+            if n > limit
+        ]
+        result.bad = sorted([*result.bad, *too_big], key=lambda b: (b.partition, b.offset))
+        return result
+
+    def _bad_messages(self, decoded: _Decoded, bad: list[BadMessage]) -> None:
+        """Quarantine a share's bad messages as ``errors.tolerance`` says.
+
+        ``"all"``: every one goes to the dead-letter file and is skipped. ``"none"``: the
+        share is cut at the first bad message of each partition (the events before it
+        still commit), that message goes to the dead-letter file, and the table stops
+        once the share is committed, its checkpoint at the bad message.
+        """
+        rt = decoded.rt
+        if self.cfg.errors.tolerance == "none":
+            first: dict[int, BadMessage] = {}
+            for b in bad:
+                if b.partition not in first or b.offset < first[b.partition].offset:
+                    first[b.partition] = b
+            bad = sorted(first.values(), key=lambda b: (b.partition, b.offset))
+            if decoded.batch is not None:
+                decoded.batch = apply_cuts(decoded.batch, {p: b.offset for p, b in first.items()})
+            for p, b in first.items():
+                decoded.read_to[p] = b.offset
+        written = self.dead_letters.quarantine(rt.name, bad)
+        path = self.dead_letters.path(rt.name)
+        if self.cfg.errors.tolerance == "none":
+            where = "; ".join(
+                f"{b.topic}[{b.partition}] offset {b.offset}: {b.reason}" for b in bad
+            )
+            decoded.fail = (
+                f"a message could not be decoded ({where}); it is in {path} and the table "
+                'stopped there (errors.tolerance = "none"). Fix the cause and restart: '
+                'replication resumes at that message; or set errors.tolerance = "all" to '
+                "skip bad messages to the dead-letter file (`cdcctl deadletters replay` "
+                "re-applies them later)"
+            )
+            return
+        decoded.bad = len(bad)
+        log.warning(
+            "%s: quarantined %d bad message(s) to %s%s",
+            rt.name,
+            len(bad),
+            path,
+            "" if written == len(bad) else f" ({len(bad) - written} already there)",
+        )
 
     def _confirmable(self, topic: str, rt: TableRuntime, batch: pa.Table) -> bool:
         """Whether the batch's transactions can be confirmed complete by END records.
@@ -568,10 +650,13 @@ class Replicator:
             if rt.state.stopped or rt.state is TableState.PAUSED:
                 continue
             offsets = {**rt.progress.committed, **decoded.read_to}
-            if offsets == rt.progress.committed:
+            if offsets == rt.progress.committed and not decoded.replayed:
                 rt.counters.bad += decoded.bad
+                if decoded.fail is not None:
+                    self._fail(rt, decoded.fail)
                 continue  # everything was held back: nothing to commit yet
             t0 = time.monotonic()
+            live_tail = dict(rt.progress.tail)
             try:
                 if rt.writer is None:
                     self.tables.lock(rt)  # a new table: locked before it is created
@@ -591,9 +676,20 @@ class Replicator:
             if plan is None:  # nothing applicable and no table yet: nothing to commit
                 rt.progress.committed = offsets
                 rt.counters.bad += decoded.bad
+                if decoded.fail is not None:
+                    self._fail(rt, decoded.fail)
                 continue
+            if decoded.replayed:
+                # Replayed events are old: the live stream's tails stay what they were.
+                rt.progress.tail = live_tail
+                plan.extra = rt.progress.extra(rt.topic, rt.progress.floor)
+                plan.extra[REPLAYED_KEY] = json.dumps(
+                    [coordinates_text(w) for w in decoded.replayed], separators=(",", ":")
+                )
             pending.plans.append(plan)
             pending.bad[rt.name] = decoded.bad
+            if decoded.fail is not None:
+                pending.fail[rt.name] = decoded.fail
             if decoded.batch is not None and decoded.batch.num_rows:
                 times = pc.drop_null(decoded.batch.column(SOURCE_TS)).to_numpy()
                 if times.size > LATENCY_SAMPLE:
@@ -645,6 +741,9 @@ class Replicator:
                 # This table alone stops; its instant stays unfinished and is rolled back
                 # at the next start. The other tables of the batch still commit.
                 self._fail(plan.rt, str(exc))
+                continue
+            if plan.rt.name in pending.fail:  # errors.tolerance = "none": stop at the bad one
+                self._fail(plan.rt, pending.fail[plan.rt.name])
         phases["commit"] = time.monotonic() - t0
         return BatchReport(
             number=pending.number,
@@ -729,6 +828,96 @@ class Replicator:
             writer.archive(h.keep_min_commits, h.keep_max_commits, h.archive_retention_hours)
         return applied
 
+    # -- dead letters ----------------------------------------------------------------------
+    def replay(self, table: str) -> ReplayOutcome:
+        """Re-apply a table's dead letters with no replicator running (``cdcctl deadletters
+        replay``): the work folder's and the table's writer locks are held meanwhile.
+
+        Raises:
+            WriterLockError: a replicator runs on the work folder (send it a request).
+        """
+        locks = self.tables.locks = Locks()
+        try:
+            locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
+            return self._replay(table)
+        finally:
+            locks.release_all()
+            self.tables.locks = None
+
+    def _replay(self, name: str) -> ReplayOutcome:
+        """Decode a table's pending dead letters again and apply those that decode.
+
+        In source order (partition, offset), through the same merge rules as any batch (a
+        stale event is late), as one Hudi instant that leaves the checkpoint where it is
+        and lists the letters it applied in its extra metadata (:data:`REPLAYED_KEY`), so
+        that a crash before the replay log records them is reconciled next time. Dead
+        letters at or after the checkpoint are left to the replicator, which reads them.
+        """
+        letters = self.dead_letters.letters(name)
+        if not letters:
+            raise TableNameError(
+                f"table {name!r} has no dead letters",
+                hint="`cdcctl deadletters` lists the tables that have some",
+            )
+        topic = letters[0].topic
+        rt = self.tables.get(topic)
+        if rt is None or rt.name != name:
+            raise TableNameError(
+                f"topic {topic!r} of table {name!r} is not replicated by this config",
+                hint="check source.topics and source.include_tables / exclude_tables",
+            )
+        if rt.state.stopped:
+            raise TableNameError(
+                f"table {name} is {rt.state.value}: {rt.error}",
+                hint="fix the cause and restart the replicator, then replay",
+            )
+        outcome = ReplayOutcome(name, failed={})
+        writer = rt.writer
+        if writer is not None:
+            self.tables.lock(rt)
+            outcome.reconciled = self.dead_letters.reconcile(
+                name,
+                (
+                    (i, writer.table.commit_metadata(i).get("extraMetadata") or {})
+                    for i in writer.completed_instants()
+                ),
+            )
+        todo = []
+        for letter in self.dead_letters.pending(name):
+            if letter.topic != topic:
+                continue
+            if letter.offset >= rt.progress.committed.get(letter.partition, 0):
+                outcome.waiting += 1
+            else:
+                todo.append(letter)
+        if not todo:
+            return outcome
+        keys = [d.key for d in todo]
+        values = [d.value for d in todo]
+        parts = [d.partition for d in todo]
+        offs = [d.offset for d in todo]
+        result = self._decode(topic, keys, values, parts, offs)
+        failed = {(b.topic, b.partition, b.offset): b.reason for b in result.bad}
+        applied = [d.where for d in todo if d.where not in failed]
+        outcome.failed = failed
+        if applied:
+            batch = result.batch
+            if batch is not None and self.cfg.source.mysql_gtid_ordering:
+                batch = gtid_positions(batch, rt.progress.gtid_lineages)
+            prepared = _Prepared(count=len(todo), started=time.monotonic())
+            prepared.tables.append(_Decoded(rt, batch, result.key_fields, {}, replayed=applied))
+            pending = self._launch(prepared, background=False)
+            instant = pending.plans[0].instant if pending.plans else None
+            self._finish(pending)
+            if rt.state.stopped or instant is None:
+                raise HudiError(f"table {name}: the replay was not committed: {rt.error}")
+            outcome.applied, outcome.instant = len(applied), instant
+            log.info("%s: replayed %d dead letter(s) in instant %s", name, len(applied), instant)
+        self.dead_letters.record_replay(name, applied, outcome.instant, failed)
+        if self.recorder is not None:
+            self.recorder.event(rt.name, "replay", outcome.describe())
+        return outcome
+
     # -- state store and control -------------------------------------------------------
     def _adopt(self) -> None:
         """Hand tables the state store has not taken on yet to it (counters loaded and
@@ -762,7 +951,7 @@ class Replicator:
             return
         self._adopt()
         for request in recorder.requests():
-            if not (merging and request.kind == "resume"):
+            if not (merging and request.kind in ("resume", "replay")):
                 recorder.answer(request, self._handle(request))
         if all(rt.state is TableState.PAUSED for rt in self.tables) and any(self.tables):
             recorder.replicator_state("paused")
@@ -786,6 +975,15 @@ class Replicator:
         if request.kind == "stop":
             self._stop = True
             return "stopping after the batch in flight"
+        if request.kind == "replay":
+            if self._pending is not None:  # its commit comes first: replays plan after it
+                pending, self._pending = self._pending, None
+                self._report(self._finish(pending))
+            try:
+                outcome = self._replay(request.table or "")
+            except CdcError as exc:
+                return f"error: {exc.message}"
+            return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
         if request.table is None:
             targets = [rt for rt in self.tables if not rt.state.stopped]
         else:

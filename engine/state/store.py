@@ -44,6 +44,9 @@ COUNTERS = (
     "commits",
 )
 
+#: Kinds of control requests.
+REQUEST_KINDS = ("pause", "resume", "stop", "replay")
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS replicator (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -85,7 +88,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL CHECK (kind IN ('pause', 'resume', 'stop')),
+    kind TEXT NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in REQUEST_KINDS)})),
     tbl TEXT,
     created_at REAL NOT NULL,
     done_at REAL,
@@ -154,6 +157,7 @@ class StateStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=10000")
         if create:
+            self._migrate_requests()
             self._db.executescript(_SCHEMA)
             for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode
                 side = path.with_name(path.name + suffix)
@@ -162,6 +166,18 @@ class StateStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def _migrate_requests(self) -> None:
+        """Recreate a ``requests`` table that refuses a kind of :data:`REQUEST_KINDS`.
+
+        Requests only live while a replicator answers them, and one filed before it
+        started is withdrawn anyway: nothing of value is dropped.
+        """
+        row = self._db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'requests'"
+        ).fetchone()
+        if row is not None and any(f"'{kind}'" not in row["sql"] for kind in REQUEST_KINDS):
+            self._db.execute("DROP TABLE requests")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

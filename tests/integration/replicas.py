@@ -23,12 +23,23 @@ META = (
 )
 
 
-def write_config(path: Path, bootstrap: str, topics: str, target: Path, **replicator) -> Path:
-    """A config file as `cdcctl init` would write it, plus replicator overrides."""
+def write_config(
+    path: Path,
+    bootstrap: str,
+    topics: str,
+    target: Path,
+    *,
+    tolerance: str | None = None,
+    source: dict | None = None,
+    **replicator,
+) -> Path:
+    """A config file as `cdcctl init` would write it, plus replicator overrides
+    (``tolerance``: errors.tolerance; ``source``: more [source] keys)."""
     lines = [
         "[source]",
         f'bootstrap_servers = "{bootstrap}"',
         f"topics = '{topics}'",
+        *(f"{k} = {v!r}" for k, v in (source or {}).items()),
         "[target]",
         f'path = "{target}"',
         "[hudi]",
@@ -37,6 +48,8 @@ def write_config(path: Path, bootstrap: str, topics: str, target: Path, **replic
         f'work_dir = "{target.parent / "work"}"',
     ]
     lines += [f"{k} = {v!r}" for k, v in replicator.items()]
+    if tolerance is not None:
+        lines += ["[errors]", f"tolerance = {tolerance!r}"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
