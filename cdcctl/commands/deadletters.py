@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,13 +36,24 @@ _COLUMNS = (
 KEY_PREVIEW = 40
 
 
+def _key_preview(letter: dict[str, Any]) -> str:
+    """The key's payload when it is a JsonConverter wrapper, else its text (or base64)."""
+    text = letter["key"] if letter["key"] is not None else letter["key_b64"]
+    if text is None:
+        return "-"
+    try:
+        key = json.loads(text)
+    except ValueError:
+        key = None
+    if isinstance(key, dict) and "payload" in key:
+        text = json.dumps(key["payload"], separators=(",", ":"))
+    return text if len(text) <= KEY_PREVIEW else text[: KEY_PREVIEW - 1] + "…"
+
+
 def _cell(letter: dict[str, Any], field: str) -> str:
-    value = letter[field]
     if field == "key":
-        value = value if value is not None else letter["key_b64"]
-        if value is None:
-            return "-"
-        return value if len(value) <= KEY_PREVIEW else value[: KEY_PREVIEW - 1] + "…"
+        return _key_preview(letter)
+    value = letter[field]
     return "-" if value is None else str(value)
 
 
@@ -84,7 +96,7 @@ def deadletters(
     config: ConfigOpt = Path("cdcctl.toml"),
     json_out: Annotated[bool, typer.Option("--json", help="print the list as JSON")] = False,
 ) -> None:
-    """List dead letters, or re-apply a table's: `deadletters replay TABLE`.
+    """List dead letters, or replay a table's: replay TABLE.
 
     Dead letters are messages that could not be decoded (see errors.tolerance). The list
     shows those not yet applied by a replay, whether the replicator runs or not. `replay

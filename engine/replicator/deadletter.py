@@ -319,4 +319,4 @@ class ReplayOutcome:
             parts.append(f"{self.waiting} at or after the checkpoint, left to the replicator")
         if self.reconciled:
             parts.append(f"{self.reconciled} found applied by an interrupted replay")
-        return f"{self.table}: " + ", ".join(parts)
+        return ", ".join(parts)

@@ -74,3 +74,30 @@ def test_example_config_is_valid() -> None:
     cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "cdcctl.toml")
     assert cfg.source.exclude_tables == ["inventory_audit_*"]
     assert cfg.source.sasl_password() is None  # only commented out there
+
+
+def test_errors_tolerance_is_none_by_default_and_checked(tmp_path: Path) -> None:
+    base = '[source]\nbootstrap_servers = "h:1"\ntopics = "."\n[target]\npath = "lake"\n'
+    path = tmp_path / "c.toml"
+    path.write_text(base)
+    assert load_config(path).errors.tolerance == "none"
+    path.write_text(base + '[errors]\ntolerance = "all"\n')
+    assert load_config(path).errors.tolerance == "all"
+    path.write_text(base + '[errors]\ntolerance = "some"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    [(key, message, _)] = info.value.problems
+    assert key == "errors.tolerance" and '"none"' in message and '"all"' in message
+
+
+def test_max_bad_fraction_is_refused_with_a_pointer_to_errors_tolerance(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[source]\nbootstrap_servers = "h:1"\ntopics = "."\n[target]\npath = "lake"\n'
+        "[replicator]\nmax_bad_fraction = 0.05\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    [(key, message, fix)] = info.value.problems
+    assert key == "replicator.max_bad_fraction"
+    assert "errors.tolerance" in message and "tolerance" in fix

@@ -138,30 +138,3 @@ def test_incompatible_change_fails_one_table_others_go_on(broker, topic_prefix, 
     states = {t["table"]: t["state"] for t in json.loads(run.stdout)["tables"]}
     assert states == {"app_items": "FAILING", "app_other": "REPLICATING"}
     assert_replicas_match(target, fold(before) | fold(good))
-
-
-def test_bad_messages_are_quarantined_and_tolerance_stops_the_table(
-    broker, topic_prefix, tmp_path
-) -> None:
-    topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
-    good = _rows(topic, range(1, 20), 1000, COLS_V1)
-    garbage = [(topic, b'{"id": 99}', b"not json {"), (topic, b'{"id": 98}', b'{"op": 5}')]
-    fine = _rows(other, range(1, 10), 1000, COLS_V1)
-    broker.create_topics([topic, other])
-    produce_messages(broker.bootstrap_servers, good + garbage + fine)
-    target = tmp_path / "lake"
-    config = write_config(
-        tmp_path / "c.toml",
-        broker.bootstrap_servers,
-        f"^{re.escape(topic_prefix)}\\.",
-        target,
-        max_bad_fraction=0.05,
-    )
-    run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
-    assert run.returncode == 3 and "max_bad_fraction" in run.stderr
-    dead = [
-        json.loads(line) for line in (tmp_path / "work" / "deadletter" / "app_items.jsonl").open()
-    ]
-    assert [(d["partition"], d["offset"]) for d in dead] == [(0, 19), (0, 20)]
-    assert dead[0]["value_b64"] == "bm90IGpzb24gew==" and dead[0]["reason"]
-    assert_replicas_match(target, fold(fine))  # the other table went on
