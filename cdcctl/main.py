@@ -17,7 +17,8 @@ import typer
 
 import engine
 from cdcctl import exit_codes
-from cdcctl.commands.control import pause, resume, stop
+from cdcctl.commands.control import pause, resume, resync, stop
+from cdcctl.commands.delete import delete
 from cdcctl.commands.demo import demo
 from cdcctl.commands.init import init
 from cdcctl.commands.query import query
@@ -35,7 +36,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
 )
-for command in (init, start, status, pause, resume, stop, query, demo, test_connection, validate):
+for command in (
+    init,
+    start,
+    status,
+    pause,
+    resume,
+    stop,
+    resync,
+    delete,
+    query,
+    demo,
+    test_connection,
+    validate,
+):
     app.command()(command)
 
 

@@ -37,12 +37,14 @@ if TYPE_CHECKING:
         SchemaEvolutionError,
         SourceDatabaseError,
         SourceError,
+        StateError,
         TableNameError,
         WriterLockError,
     )
     from engine.playground.demo import DemoReport, run_demo
     from engine.query import connect, list_tables, query, read_table
     from engine.replicator import BatchReport, Replicator
+    from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
     from engine.spark import check_java, start_for
     from engine.state import (
         STATUS_FIELDS,
@@ -73,6 +75,7 @@ _EXPORTS = {
     "SchemaEvolutionError": "engine.errors",
     "SourceDatabaseError": "engine.errors",
     "SourceError": "engine.errors",
+    "StateError": "engine.errors",
     "TableNameError": "engine.errors",
     "WriterLockError": "engine.errors",
     "DemoReport": "engine.playground.demo",
@@ -83,6 +86,10 @@ _EXPORTS = {
     "read_table": "engine.query",
     "BatchReport": "engine.replicator",
     "Replicator": "engine.replicator",
+    "DeletePlan": "engine.replicator.reset",
+    "delete_state": "engine.replicator.reset",
+    "plan_delete": "engine.replicator.reset",
+    "resync_offline": "engine.replicator.reset",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "STATUS_FIELDS": "engine.state",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +12,10 @@ import typer
 import engine
 from cdcctl import exit_codes
 from cdcctl.commands.status import print_status
-from cdcctl.console import err
+from cdcctl.console import err, log_to_file
+
+#: The per-batch progress lines: on stderr, and in the log file.
+progress = logging.getLogger("cdcctl.progress")
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
@@ -50,10 +54,12 @@ def start(
     last commit, exactly once.
     """
     cfg = engine.load_config(config)
+    rep = cfg.replicator
+    log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
     engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
     replicator = engine.Replicator(
         cfg,
-        on_batch=lambda report: err.print(_progress_line(report), markup=False),
+        on_batch=lambda report: progress.info(_progress_line(report)),
         config_path=str(config.resolve()),
     )
     if sys.stderr.isatty():
