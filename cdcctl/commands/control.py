@@ -99,7 +99,7 @@ def _resync_offline(cfg: engine.Config, table: str) -> None:
 
 
 def resync(
-    table: Annotated[str, typer.Argument(metavar="TABLE", help="the table to rebuild")],
+    table: Annotated[str, typer.Argument(metavar="TABLE", hidden=True)],  # described below
     config: ConfigOpt = Path("cdcctl.toml"),
     wait: Annotated[
         float,
@@ -108,7 +108,8 @@ def resync(
 ) -> None:
     """Rebuild a table: drop its replica, re-read its topic.
 
-    The running replicator does it between batches (the other tables go on); without
-    one, the replica is dropped now and the next `cdcctl start` re-reads the topic.
+    TABLE's replica is dropped and its topic read again from the beginning. The running
+    replicator does it between batches (the other tables go on); without one, the
+    replica is dropped now and the next `cdcctl start` re-reads the topic.
     """
     _send(config, "resync", [table], wait=wait)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import LOG_NAME, Config
-from engine.errors import StateError, TableNameError
+from engine.errors import HudiError, StateError, TableNameError
 from engine.hudi import HudiWriter
 from engine.lock import LOCK_NAME, Locks, table_lock_path
 from engine.naming import table_name_for_topic, table_path
@@ -182,7 +182,11 @@ def _own_tables(cfg: Config, known: dict[str, str | None]) -> dict[str, Path]:
             continue
         if not HudiWriter.exists(folder) or not table_lock_path(folder).parent.is_dir():
             continue
-        checkpoint = HudiWriter.open(folder).table.checkpoint()
+        try:
+            checkpoint = HudiWriter.open(folder).table.checkpoint()
+        except HudiError as exc:  # not a table cdcctl can read: not one it wrote
+            log.debug("not purging %s: %s", folder, exc.message)
+            continue
         topic = checkpoint.partition(",")[0] if checkpoint else known.get(entry.name)
         if topic and _selects(cfg, topic, entry.name):
             own[entry.name] = folder
