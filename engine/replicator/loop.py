@@ -879,18 +879,21 @@ class Replicator:
             self.source.unassign(parts)
         for tp in parts:
             self._consumed.pop(tp, None)
-        try:
-            drop_replica(self.target, rt.name, keep_lock=self.tables.locks is not None)
-            shutil.rmtree(self.staging / rt.name, ignore_errors=True)
-        except (TableNameError, OSError) as exc:
-            self._fail(rt, f"resync: could not remove the replica: {exc}")
-            return f"error: {exc}"
+        # The store forgets the table's counters first: a crash before the replica is
+        # gone leaves the store counting its commits again at the next start.
         rt.writer = None
         rt.progress = TableProgress()
         rt.counters = TableCounters()
         rt.state, rt.error = TableState.REPLICATING, None
         if self.recorder is not None:
             self.recorder.reset(self._store_name(rt))
+            self.recorder.sync(self._store_statuses(), force=True)
+        try:
+            drop_replica(self.target, rt.name, keep_lock=self.tables.locks is not None)
+            shutil.rmtree(self.staging / rt.name, ignore_errors=True)
+        except (TableNameError, OSError) as exc:
+            self._fail(rt, f"resync: could not remove the replica: {exc}")
+            return f"error: {exc}"
         if self.source is not None:
             self.source.assign(dict.fromkeys(parts))
         log.info(

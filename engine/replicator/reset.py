@@ -124,16 +124,18 @@ def resync_offline(cfg: Config, table: str) -> list[Path]:
             locks.take(work / LOCK_NAME, f"the work folder {work}")
             if folder.is_dir():
                 locks.take(table_lock_path(folder), f"table {table} ({folder})")
-                drop_replica(target, table, keep_lock=False)
+            # The store first: a crash before the replica is gone leaves the next start
+            # counting the commits it still finds.
+            if store is not None:
+                with store.transaction() as db:
+                    store.reset_table(db, table, known.get(table))
+                    store.add_event(db, table, "resync", RESYNC_EVENT)
+            if drop_replica(target, table, keep_lock=False):
                 removed.append(folder)
             staging = work / "staging" / table
             if staging.exists():
                 shutil.rmtree(staging)
                 removed.append(staging)
-            if store is not None:
-                with store.transaction() as db:
-                    store.reset_table(db, table, known.get(table))
-                    store.add_event(db, table, "resync", RESYNC_EVENT)
         finally:
             locks.release_all()
     finally:
