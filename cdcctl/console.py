@@ -32,6 +32,8 @@ class _EngineLogHandler(logging.Handler):
     """Engine log records as plain lines on stderr ("warning: ..." for warnings)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "file_only", False):  # said on the terminal another way
+            return
         try:
             message = record.getMessage()
             if record.levelno >= logging.ERROR:

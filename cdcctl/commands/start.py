@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +17,8 @@ from cdcctl.console import err, log_to_file
 
 #: The per-batch progress lines: on stderr, and in the log file.
 progress = logging.getLogger("cdcctl.progress")
+#: How the run began and ended, for the log file (the terminal says it its own way).
+run_log = logging.getLogger("cdcctl.start")
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
@@ -62,12 +65,26 @@ def start(
         on_batch=lambda report: progress.info(_progress_line(report)),
         config_path=str(config.resolve()),
     )
+    run_log.info(
+        "replicating %s -> %s (config %s, pid %d)",
+        cfg.source.topics,
+        cfg.target_path(),
+        config.resolve(),
+        os.getpid(),
+        extra={"file_only": True},
+    )
     if sys.stderr.isatty():
         err.print(
             f"replicating {cfg.source.topics} -> {cfg.target_path()} (Ctrl-C to stop)",
             markup=False,
         )
-    replicator.run(until_caught_up=until_caught_up)
+    try:
+        replicator.run(until_caught_up=until_caught_up)
+    except engine.CdcError as exc:  # printed by main; the log file says why the run ended
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        run_log.error("replicator ended: %s%s", exc.message, hint, extra={"file_only": True})
+        raise
+    run_log.info("replicator stopped", extra={"file_only": True})
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
         print_status(summary, json_out)

@@ -234,7 +234,10 @@ def test_resync_a_live_table_while_the_others_go_on(
     batches = [line for line in lines if line["logger"] == "cdcctl.progress"]
     assert batches and all(re.match(r"batch \d+: \d+ msgs", b["message"]) for b in batches)
     assert any(line.get("table") == name and "resync" in line["message"] for line in lines)
-    assert "batch 1:" in stderr.read_text()  # and on stderr, as before
+    assert lines[0]["logger"] == "cdcctl.start" and lines[0]["message"].startswith("replicating")
+    assert (lines[-1]["logger"], lines[-1]["message"]) == ("cdcctl.start", "replicator stopped")
+    terminal = stderr.read_text()
+    assert "batch 1:" in terminal and "replicator stopped" not in terminal
     _no_secret(work, secret)
 
 
