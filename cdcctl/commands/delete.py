@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.prompt import Confirm
 
 import engine
 from cdcctl import exit_codes
@@ -49,7 +50,8 @@ def delete(
         if not sys.stdin.isatty():
             err.print("error: not confirmed: pass --yes to delete without a terminal", markup=False)
             exit_codes.exit_now(exit_codes.USAGE)
-        if not typer.confirm("Delete these?", default=False, err=True):
+        # Rich asks on stderr (click would put part of its prompt on stdout, the data's).
+        if not Confirm.ask("Delete these?", console=err, default=False):
             err.print("nothing deleted", markup=False)
             exit_codes.exit_now(exit_codes.CHECK_FAILED)
     for path in engine.delete_state(plan):

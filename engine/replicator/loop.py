@@ -417,8 +417,8 @@ class Replicator:
                 continue
             rt.state, rt.error = (
                 TableState.FAILED,
-                f"{gap}. Rebuild the table from a new snapshot (move its folder away and "
-                f"replay the topic from a fresh Debezium snapshot), or accept the gap: add "
+                f"{gap}. Rebuild the table from a new snapshot (`cdcctl resync {rt.name}` "
+                f"once the topic holds a fresh Debezium snapshot), or accept the gap: add "
                 f"{rt.name!r} to replicator.accept_offset_gaps (recorded in its next commit)",
             )
             log.error("%s: FAILED: %s", rt.name, rt.error)
