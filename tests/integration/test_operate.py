@@ -2,7 +2,7 @@
 `cdcctl start` processes over the embedded broker.
 
 A live resync must rebuild one table from its whole topic while the others keep
-committing; an offline one must leave the next start to do it; `delete` must remove the
+committing, a FAILED table included; an offline one must leave the next start to do it; `delete` must remove the
 state (and with `--purge` the replicator's own tables) and nothing else; the metrics
 scraped over HTTP must equal the events sent; the log file must hold the batch lines,
 rotate as configured and never hold the SASL password.
@@ -33,7 +33,14 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.state import StateStore, store_path
-from tests.integration.replicas import assert_replicas_match, run_cli, write_config
+from tests.integration.replicas import (
+    assert_replicas_match,
+    read_replica,
+    run_cli,
+    write_config,
+)
+from tests.integration.test_offset_gaps import _recreate as recreate_topic
+from tests.integration.test_offset_gaps import _rows as gap_rows
 from tests.integration.test_status import Message, _ops, _wait
 from tests.oracle import fold
 
@@ -330,3 +337,70 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
     )
     nothing = run_cli("delete", "--config", str(config), "--purge", "--yes")
     assert nothing.returncode == 0 and "nothing to delete" in nothing.stderr
+
+
+def test_resync_a_failed_table_of_a_live_replicator(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    # A topic recreated under its table (a gap): the table is FAILED; a resync rebuilds
+    # it from what the new topic holds, while the replicator and the other table go on.
+    topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
+    produce_messages(broker.bootstrap_servers, gap_rows(topic, range(1, 201), 1000))
+    produce_messages(broker.bootstrap_servers, gap_rows(other, range(1, 11), 1000))
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_seconds=0.3,
+    )
+    first = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert first.returncode == 0, first.stderr
+    recreate_topic(broker, topic)
+    produce_messages(broker.bootstrap_servers, gap_rows(topic, range(1, 51), 5000))
+
+    work = tmp_path / "work"
+    stderr = tmp_path / "start.stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("w"),
+    )
+
+    def state(table: str) -> str | None:
+        found = engine.read_status(work)
+        if found is None or not found["replicator"]["alive"]:
+            return None
+        return next((t["state"] for t in found["tables"] if t["table"] == table), None)
+
+    try:
+        _wait("the gap", lambda: state("app_items") == "FAILED", 120)
+        resynced = run_cli("resync", "app_items", "--config", str(config))
+        assert resynced.returncode == 0, resynced.stderr
+        assert "resyncing app_items" in resynced.stdout
+        produce_messages(broker.bootstrap_servers, gap_rows(other, range(11, 21), 2000))
+        _wait(
+            "the rebuilt table",
+            lambda: _committed_to(
+                target,
+                gap_rows(topic, range(1, 51), 0) + gap_rows(other, range(1, 21), 0),
+                [topic, other],
+            ),
+            120,
+        )
+        assert state("app_items") == "REPLICATING"
+        stopped = run_cli("stop", "--config", str(config))
+        assert stopped.returncode == 0, stopped.stderr
+        assert proc.wait(timeout=60) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    rows = read_replica(target / "app_items")
+    assert sorted(int(k) for k in rows) == list(range(1, 51))
+    assert {r["name"] for r in rows.values()} == {"v5000"}  # only the new topic's rows
+    others = read_replica(target / "app_other")
+    assert {k: r["name"] for k, r in others.items()} == {
+        str(k): "v1000" if k <= 10 else "v2000" for k in range(1, 21)
+    }
