@@ -63,7 +63,7 @@ def configure_logging(verbose: bool) -> None:
 
 class JsonLogFormatter(logging.Formatter):
     """One JSON object a line: time (UTC, ISO 8601), level, logger, message, and the
-    table when the record names one (``extra={"table": ...}``)."""
+    table when the record names one (``record.table``, set by the engine)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {

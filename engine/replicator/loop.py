@@ -838,7 +838,7 @@ class Replicator:
             self.source.unassign([(rt.topic, p) for p in rt.partitions])
         for p in rt.partitions:
             self._consumed.pop((rt.topic, p), None)
-        log.info("%s: paused", rt.name, extra={"table": rt.name})
+        log.info("%s: paused", rt.name)
         return True
 
     def _resume(self, rt: TableRuntime) -> bool:
@@ -848,7 +848,7 @@ class Replicator:
         rt.state = TableState.REPLICATING
         if self.source is not None:
             self.source.assign({(rt.topic, p): rt.progress.committed.get(p) for p in rt.partitions})
-        log.info("%s: resumed", rt.name, extra={"table": rt.name})
+        log.info("%s: resumed", rt.name)
         return True
 
     def _settle(self) -> None:
@@ -896,12 +896,7 @@ class Replicator:
             return f"error: {exc}"
         if self.source is not None:
             self.source.assign(dict.fromkeys(parts))
-        log.info(
-            "%s: resync: replica dropped, reading %s from the beginning",
-            rt.name,
-            rt.topic,
-            extra={"table": rt.name},
-        )
+        log.info("%s: resync: replica dropped, reading %s from the beginning", rt.name, rt.topic)
         return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning"
 
     def _lag(self) -> dict[str, int] | None:

@@ -27,6 +27,27 @@ from engine.state import TableCounters, TableState, TableStatus
 log = logging.getLogger("cdcctl.replicator")
 
 
+class _TableField(logging.Filter):
+    """The replicator's lines about one table start with its name (``"%s: ..."``); such
+    a record carries it as ``record.table`` (the JSON log file's ``table``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            not hasattr(record, "table")
+            and isinstance(record.msg, str)
+            and record.msg.startswith("%s: ")
+            and isinstance(args, tuple)
+            and args
+            and isinstance(args[0], str)
+        ):
+            record.table = args[0]
+        return True
+
+
+log.addFilter(_TableField())
+
+
 def table_selected(cfg: Config, name: str) -> bool:
     """Whether ``source.include_tables`` / ``exclude_tables`` select a table name."""
     src = cfg.source
