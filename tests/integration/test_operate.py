@@ -2,10 +2,10 @@
 `cdcctl start` processes over the embedded broker.
 
 A live resync must rebuild one table from its whole topic while the others keep
-committing, a FAILED table included; an offline one must leave the next start to do it; `delete` must remove the
-state (and with `--purge` the replicator's own tables) and nothing else; the metrics
-scraped over HTTP must equal the events sent; the log file must hold the batch lines,
-rotate as configured and never hold the SASL password.
+committing, a FAILED table included; an offline one must leave the next start to do
+it; `delete` must remove the state (and with `--purge` the replicator's own tables) and
+nothing else; the metrics scraped over HTTP must equal the events sent; the log file
+must hold the batch lines, rotate as configured and never hold the SASL password.
 """
 
 from __future__ import annotations
