@@ -1,7 +1,9 @@
 """Where cdcctl writes: data on stdout, diagnostics on stderr, engine logs to stderr.
 
 stdout carries only data (tables, JSON) so that output can be piped; everything else —
-progress, the engine's log lines, errors — goes to stderr.
+progress, the engine's log lines, errors — goes to stderr. ``cdcctl start`` also writes
+every log line (its per-batch progress lines included) to the rotating log file in the
+work folder (:func:`log_to_file`), as plain text or one JSON object a line.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import csv
 import datetime as dt
 import json
 import logging
+import logging.handlers
 import sys
+import time
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -27,6 +32,8 @@ class _EngineLogHandler(logging.Handler):
     """Engine log records as plain lines on stderr ("warning: ..." for warnings)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "file_only", False):  # said on the terminal another way
+            return
         try:
             message = record.getMessage()
             if record.levelno >= logging.ERROR:
@@ -52,6 +59,46 @@ def configure_logging(verbose: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
     logging.getLogger("cdcctl.kafka").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC, ISO 8601), level, logger, message, and the
+    table when the record names one (``record.table``, set by the engine)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        table = getattr(record, "table", None)
+        if table is not None:
+            entry["table"] = table
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def _plain_formatter() -> logging.Formatter:
+    formatter = logging.Formatter(
+        "%(asctime)s.%(msecs)03dZ %(levelname)-7s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S"
+    )
+    formatter.converter = time.gmtime
+    return formatter
+
+
+def log_to_file(path: Path, fmt: str, max_bytes: int, backups: int) -> None:
+    """Also write the ``cdcctl`` logger tree to ``path``, rotated past ``max_bytes``
+    (``backups`` older files kept as ``path.1``, ``path.2``, ...)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+    )
+    handler.setFormatter(JsonLogFormatter() if fmt == "json" else _plain_formatter())
+    logging.getLogger("cdcctl").addHandler(handler)
 
 
 def print_rows(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:

@@ -17,8 +17,9 @@ import typer
 
 import engine
 from cdcctl import exit_codes
-from cdcctl.commands.control import pause, resume, stop
+from cdcctl.commands.control import pause, resume, resync, stop
 from cdcctl.commands.deadletters import deadletters
+from cdcctl.commands.delete import delete
 from cdcctl.commands.demo import demo
 from cdcctl.commands.init import init
 from cdcctl.commands.query import query
@@ -44,6 +45,8 @@ for command in (
     resume,
     stop,
     deadletters,
+    resync,
+    delete,
     query,
     demo,
     test_connection,

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         SchemaEvolutionError,
         SourceDatabaseError,
         SourceError,
+        StateError,
         TableNameError,
         WriterLockError,
     )
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from engine.query import connect, list_tables, query, read_table
     from engine.replicator import BatchReport, Replicator
     from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
+    from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
     from engine.spark import check_java, start_for
     from engine.state import (
         STATUS_FIELDS,
@@ -74,6 +76,7 @@ _EXPORTS = {
     "SchemaEvolutionError": "engine.errors",
     "SourceDatabaseError": "engine.errors",
     "SourceError": "engine.errors",
+    "StateError": "engine.errors",
     "TableNameError": "engine.errors",
     "WriterLockError": "engine.errors",
     "DemoReport": "engine.playground.demo",
@@ -87,6 +90,10 @@ _EXPORTS = {
     "ReplayResult": "engine.replicator.replay",
     "list_dead_letters": "engine.replicator.replay",
     "replay_dead_letters": "engine.replicator.replay",
+    "DeletePlan": "engine.replicator.reset",
+    "delete_state": "engine.replicator.reset",
+    "plan_delete": "engine.replicator.reset",
+    "resync_offline": "engine.replicator.reset",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "STATUS_FIELDS": "engine.state",

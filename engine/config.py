@@ -33,6 +33,8 @@ from pydantic import (
 from engine.errors import ConfigError
 
 SUPPORTED_FORMATS = ("debezium-json",)
+#: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
+LOG_NAME = "cdcctl.log"
 PLANNED_FORMATS = ("debezium-avro", "cdc-json")
 
 #: URL schemes of ``source.database_dsn``.
@@ -210,6 +212,15 @@ class ReplicatorConfig(_Section):
     #: start; each accepted gap is recorded in the table's next commit. Empty: a gap
     #: stops the table (FAILED).
     accept_offset_gaps: list[str] = Field(default_factory=list)
+    #: Port of the Prometheus endpoint (``/metrics``; 0: any free port); None: off.
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = Field(default="127.0.0.1", min_length=1)
+    #: The log file ``<work_dir>/cdcctl.log`` (written by ``cdcctl start``): one line per
+    #: record, ``plain`` text or ``json`` (one object a line); rotated past
+    #: ``log_max_bytes``, keeping ``log_backups`` older files.
+    log_format: Literal["plain", "json"] = "plain"
+    log_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    log_backups: int = Field(default=5, ge=1)
 
 
 #: What ``errors.tolerance`` may be.
@@ -264,6 +275,10 @@ class Config(_Section):
     def work_path(self) -> Path:
         """Absolute path of the work folder (state store, dead letters, staging)."""
         return (Path(self.base_dir) / self.replicator.work_dir).resolve()
+
+    def log_path(self) -> Path:
+        """The replicator's log file (in the work folder)."""
+        return self.work_path() / LOG_NAME
 
 
 _FIXES = {

@@ -83,5 +83,10 @@ class QueryError(CdcError):
     """A query over the replicas failed (bad SQL, unknown table)."""
 
 
+class StateError(CdcError):
+    """A request about the replicator's state cannot be carried out as asked (a
+    replicator runs where none may, or the table is unknown)."""
+
+
 class WriterLockError(CdcError):
     """Another replicator holds the writer lock of the work folder or of a table."""

@@ -1,4 +1,5 @@
-"""``cdcctl pause``, ``resume`` and ``stop``: requests to the running replicator."""
+"""``cdcctl pause``, ``resume``, ``stop`` and ``resync``: requests to the running replicator
+(``resync`` works without one too)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,17 @@ TablesArg = Annotated[
 WAIT_SECONDS = 5.0
 
 
-def _send(config: Path, kind: str, tables: list[str], stop_wait: float = 0.0) -> None:
+def _send(
+    config: Path,
+    kind: str,
+    tables: list[str],
+    stop_wait: float = 0.0,
+    wait: float = WAIT_SECONDS,
+) -> None:
     cfg = engine.load_config(config)
-    answers = engine.send_request(cfg.work_path(), kind, tables, WAIT_SECONDS)
+    answers = engine.send_request(cfg.work_path(), kind, tables, wait)
+    if answers is None and kind == "resync":
+        _resync_offline(cfg, tables[0])
     if answers is None:
         err.print(
             f"error: no replicator runs on {cfg.work_path()}: nothing to {kind}",
@@ -73,3 +82,34 @@ def stop(
     It finishes the batch in flight, commits it and exits 0; this waits for that.
     """
     _send(config, "stop", [], wait)
+
+
+def _resync_offline(cfg: engine.Config, table: str) -> None:
+    try:
+        removed = engine.resync_offline(cfg, table)
+    except engine.StateError as exc:
+        err.print(f"error: {exc.message}", markup=False)
+        if exc.hint:
+            err.print(f"  hint: {exc.hint}", markup=False)
+        exit_codes.exit_now(exit_codes.CHECK_FAILED)
+    for path in removed:
+        print(f"removed {path}")
+    print(f"resync {table}: no replicator runs; `cdcctl start` reads its topic from the beginning")
+    exit_codes.exit_now(exit_codes.OK)
+
+
+def resync(
+    table: Annotated[str, typer.Argument(metavar="TABLE", hidden=True)],  # described below
+    config: ConfigOpt = Path("cdcctl.toml"),
+    wait: Annotated[
+        float,
+        typer.Option("--wait", metavar="SECONDS", help="how long to wait for the batch in flight"),
+    ] = 60.0,
+) -> None:
+    """Rebuild a table: drop its replica, re-read its topic.
+
+    TABLE's replica is dropped and its topic read again from the beginning. The running
+    replicator does it between batches (the other tables go on); without one, the
+    replica is dropped now and the next `cdcctl start` re-reads the topic.
+    """
+    _send(config, "resync", [table], wait=wait)

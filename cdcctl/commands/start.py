@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +13,12 @@ import typer
 import engine
 from cdcctl import exit_codes
 from cdcctl.commands.status import print_status
-from cdcctl.console import err
+from cdcctl.console import err, log_to_file
+
+#: The per-batch progress lines: on stderr, and in the log file.
+progress = logging.getLogger("cdcctl.progress")
+#: How the run began and ended, for the log file (the terminal says it its own way).
+run_log = logging.getLogger("cdcctl.start")
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
@@ -50,18 +57,34 @@ def start(
     last commit, exactly once.
     """
     cfg = engine.load_config(config)
+    rep = cfg.replicator
+    log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
     engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
     replicator = engine.Replicator(
         cfg,
-        on_batch=lambda report: err.print(_progress_line(report), markup=False),
+        on_batch=lambda report: progress.info(_progress_line(report)),
         config_path=str(config.resolve()),
+    )
+    run_log.info(
+        "replicating %s -> %s (config %s, pid %d)",
+        cfg.source.topics,
+        cfg.target_path(),
+        config.resolve(),
+        os.getpid(),
+        extra={"file_only": True},
     )
     if sys.stderr.isatty():
         err.print(
             f"replicating {cfg.source.topics} -> {cfg.target_path()} (Ctrl-C to stop)",
             markup=False,
         )
-    replicator.run(until_caught_up=until_caught_up)
+    try:
+        replicator.run(until_caught_up=until_caught_up)
+    except engine.CdcError as exc:  # printed by main; the log file says why the run ended
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        run_log.error("replicator ended: %s%s", exc.message, hint, extra={"file_only": True})
+        raise
+    run_log.info("replicator stopped", extra={"file_only": True})
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
         print_status(summary, json_out)

@@ -218,7 +218,7 @@ def check_topic(
         return failed(
             check_name,
             f"{detail}; {'; '.join(gaps)}",
-            f"rebuild {name} from a new snapshot (move its folder away), or accept the gap: "
+            f"rebuild {name} from a new snapshot (`cdcctl resync {name}`), or accept the gap: "
             f'replicator.accept_offset_gaps = ["{name}"]',
         )
     return passed(check_name, detail)

@@ -91,8 +91,8 @@ def evolve_schema(current: pa.Schema | None, batch_schema: pa.Schema) -> pa.Sche
             raise SchemaEvolutionError(
                 f"column {f.name!r} changed from {old.type} to {f.type}, which cannot be "
                 "applied in place",
-                hint="this table stopped (others go on); rebuild it: move its folder away "
-                "and restart, so it is re-created from the topic with the new type",
+                hint="this table stopped (others go on); rebuild it with `cdcctl resync "
+                "<table>`, so it is re-created from the topic with the new type",
             )
         out[index[f.name]] = pa.field(f.name, typ, nullable=True)
     return pa.schema(out)

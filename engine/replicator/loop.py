@@ -59,6 +59,8 @@ from engine.replicator.deadletter import (
     coordinates_text,
 )
 from engine.replicator.planning import TablePlan, plan_table
+from engine.replicator.progress import TableProgress
+from engine.replicator.reset import drop_replica
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
     KafkaSource,
@@ -72,7 +74,8 @@ from engine.source import (
     transaction_topic,
 )
 from engine.source.records import next_offsets
-from engine.state import Request, StateRecorder, TableState, TableStatus
+from engine.state import Request, StateRecorder, TableCounters, TableState, TableStatus
+from engine.state.metrics import MetricsServer, serve_metrics
 from engine.state.recorder import add_commit_counts
 
 log = logging.getLogger("cdcctl.replicator")
@@ -174,6 +177,8 @@ class Replicator:
         self.config_path = config_path
         #: The state store's writer, while :meth:`run` runs.
         self.recorder: StateRecorder | None = None
+        #: The Prometheus endpoint (``replicator.metrics_port``), once started.
+        self.metrics: MetricsServer | None = None
         self._last_lag = 0.0
         self.target = config.target_path()
         self.work = config.work_path()
@@ -238,7 +243,9 @@ class Replicator:
             locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
             recorder = self.recorder = StateRecorder(self.work, self.config_path)
             recorder.started()
+            metrics = None
             try:
+                metrics = self._serve_metrics(recorder)
                 self._run(until_caught_up, max_batches)
             except BaseException as exc:
                 recorder.replicator_state("failed", str(exc) or type(exc).__name__)
@@ -247,11 +254,22 @@ class Replicator:
                 recorder.replicator_state("stopped")
             finally:
                 recorder.sync(self._store_statuses(), force=True)
+                if metrics is not None:
+                    metrics.close()
                 recorder.close()
                 self.recorder = None
         finally:
             locks.release_all()
             self.tables.locks = None
+
+    def _serve_metrics(self, recorder: StateRecorder) -> MetricsServer | None:
+        """Serve the Prometheus endpoint when ``replicator.metrics_port`` is set."""
+        port = self.cfg.replicator.metrics_port
+        if port is None:
+            return None
+        server = self.metrics = serve_metrics(recorder, self.cfg.replicator.metrics_host, port)
+        log.info("metrics: %s", server.url)
+        return server
 
     def _run(self, until_caught_up: bool, max_batches: int | None) -> None:
         from engine.spark import check_java
@@ -415,8 +433,8 @@ class Replicator:
                 continue
             rt.state, rt.error = (
                 TableState.FAILED,
-                f"{gap}. Rebuild the table from a new snapshot (move its folder away and "
-                f"replay the topic from a fresh Debezium snapshot), or accept the gap: add "
+                f"{gap}. Rebuild the table from a new snapshot (`cdcctl resync {rt.name}` "
+                f"once the topic holds a fresh Debezium snapshot), or accept the gap: add "
                 f"{rt.name!r} to replicator.accept_offset_gaps (recorded in its next commit)",
             )
             log.error("%s: FAILED: %s", rt.name, rt.error)
@@ -950,7 +968,14 @@ class Replicator:
         if recorder is None:
             return
         self._adopt()
-        for request in recorder.requests():
+        requests = recorder.requests()
+        if any(r.kind == "resync" for r in requests):
+            if merging:  # a resync waits for the batch merging now to be committed
+                requests = [r for r in requests if r.kind != "resync"]
+            elif self._pending is not None:  # the batch in flight may write the table
+                self._settle()
+                requests = recorder.requests()
+        for request in requests:
             if not (merging and request.kind in ("resume", "replay")):
                 recorder.answer(request, self._handle(request))
         if all(rt.state is TableState.PAUSED for rt in self.tables) and any(self.tables):
@@ -976,14 +1001,17 @@ class Replicator:
             self._stop = True
             return "stopping after the batch in flight"
         if request.kind == "replay":
-            if self._pending is not None:  # its commit comes first: replays plan after it
-                pending, self._pending = self._pending, None
-                self._report(self._finish(pending))
+            self._settle()  # its commit comes first: replays plan after it
             try:
                 outcome = self._replay(request.table or "")
             except CdcError as exc:
                 return f"error: {exc.message}"
             return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
+        if request.kind == "resync":
+            found = [rt for rt in self.tables if self._store_name(rt) == request.table]
+            if not found:
+                return f"error: no table named {request.table!r}"
+            return self._resync(found[0])
         if request.table is None:
             targets = [rt for rt in self.tables if not rt.state.stopped]
         else:
@@ -1018,6 +1046,54 @@ class Replicator:
             self.source.assign({(rt.topic, p): rt.progress.committed.get(p) for p in rt.partitions})
         log.info("%s: resumed", rt.name)
         return True
+
+    def _settle(self) -> None:
+        """Finish and commit the batch in flight now (before a resync or a replay)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._report(self._finish(pending))
+
+    def _resync(self, rt: TableRuntime) -> str:
+        """Drop a table's replica and read its topic again from its start; the outcome.
+
+        Carried out between batches (nothing of the table is merging): its partitions
+        are unassigned, its folder emptied (:func:`engine.replicator.reset.drop_replica`:
+        only that table's folder in the target; its writer lock is kept held), its staged
+        files dropped, its progress and counters start over, and its partitions are
+        assigned again from the beginning. Works on a paused or stopped table too; it
+        replicates afterwards. The other tables go on.
+        """
+        owner = self.tables.owner(rt.name)
+        if owner != rt.topic:
+            return f"error: the folder of {rt.name} belongs to topic {owner}"
+        try:
+            self.tables.lock(rt)
+        except WriterLockError as exc:
+            return f"error: {exc}"
+        parts = [(rt.topic, p) for p in rt.partitions]
+        if self.source is not None:
+            self.source.unassign(parts)
+        for tp in parts:
+            self._consumed.pop(tp, None)
+        # The store forgets the table's counters first: a crash before the replica is
+        # gone leaves the store counting its commits again at the next start.
+        rt.writer = None
+        rt.progress = TableProgress()
+        rt.counters = TableCounters()
+        rt.state, rt.error = TableState.REPLICATING, None
+        if self.recorder is not None:
+            self.recorder.reset(self._store_name(rt))
+            self.recorder.sync(self._store_statuses(), force=True)
+        try:
+            drop_replica(self.target, rt.name, keep_lock=self.tables.locks is not None)
+            shutil.rmtree(self.staging / rt.name, ignore_errors=True)
+        except (TableNameError, OSError) as exc:
+            self._fail(rt, f"resync: could not remove the replica: {exc}")
+            return f"error: {exc}"
+        if self.source is not None:
+            self.source.assign(dict.fromkeys(parts))
+        log.info("%s: resync: replica dropped, reading %s from the beginning", rt.name, rt.topic)
+        return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning"
 
     def _lag(self) -> dict[str, int] | None:
         """Messages waiting per table: end offsets minus its committed positions (None

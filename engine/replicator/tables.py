@@ -27,6 +27,35 @@ from engine.state import TableCounters, TableState, TableStatus
 log = logging.getLogger("cdcctl.replicator")
 
 
+class _TableField(logging.Filter):
+    """The replicator's lines about one table start with its name (``"%s: ..."``); such
+    a record carries it as ``record.table`` (the JSON log file's ``table``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            not hasattr(record, "table")
+            and isinstance(record.msg, str)
+            and record.msg.startswith("%s: ")
+            and isinstance(args, tuple)
+            and args
+            and isinstance(args[0], str)
+        ):
+            record.table = args[0]
+        return True
+
+
+log.addFilter(_TableField())
+
+
+def table_selected(cfg: Config, name: str) -> bool:
+    """Whether ``source.include_tables`` / ``exclude_tables`` select a table name."""
+    src = cfg.source
+    if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):
+        return False
+    return not any(fnmatch.fnmatchcase(name, p) for p in src.exclude_tables)
+
+
 @dataclass
 class TableRuntime:
     """What the replicator knows about one topic/table."""
@@ -79,10 +108,7 @@ class Tables:
         return self.by_topic[topic]
 
     def _selected(self, name: str) -> bool:
-        src = self.cfg.source
-        if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):
-            return False
-        return not any(fnmatch.fnmatchcase(name, p) for p in src.exclude_tables)
+        return table_selected(self.cfg, name)
 
     def _open(self, topic: str) -> TableRuntime | None:
         try:

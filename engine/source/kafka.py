@@ -104,13 +104,18 @@ def _watermarks(
     return out
 
 
+def topic_matches(cfg: SourceConfig, topic: str) -> bool:
+    """Whether a topic is selected by ``source.topics`` and ``source.exclude_topics``."""
+    if not re.search(cfg.topics, topic):
+        return False
+    return not (cfg.exclude_topics and re.search(cfg.exclude_topics, topic))
+
+
 class KafkaSource:
     """A consumer over every topic matching the configured pattern."""
 
     def __init__(self, cfg: SourceConfig, batch_size: int) -> None:
         self._cfg = cfg
-        self._include = re.compile(cfg.topics)
-        self._exclude = re.compile(cfg.exclude_topics) if cfg.exclude_topics else None
         try:
             self._consumer = Consumer(consumer_settings(cfg, batch_size))
         except KafkaException as exc:
@@ -131,9 +136,7 @@ class KafkaSource:
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is selected by the include/exclude patterns."""
-        if not self._include.search(topic):
-            return False
-        return not (self._exclude and self._exclude.search(topic))
+        return topic_matches(self._cfg, topic)
 
     def discover(self) -> dict[str, list[int]]:
         """Matching topics and their partitions, as the broker knows them now."""

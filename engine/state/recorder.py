@@ -49,6 +49,8 @@ COMMIT_COUNTS = {
     "bad": "bad",
     "ddl": "ddl",
 }
+#: The event log's entry for a resync.
+RESYNC_EVENT = "replica dropped; its topic is read again from the start"
 _EVENT_KEYS = ("events_r", "events_c", "events_u", "events_d", "events_t")
 
 
@@ -103,6 +105,8 @@ class StateRecorder:
         self._state = "running"
         self._error: str | None = None
         self._last_flush = 0.0
+        #: Each table's row as last written (read by the metrics endpoint's thread).
+        self._rows: dict[str, dict[str, Any]] = {}
 
     # -- the replicator -------------------------------------------------------------------
     def started(self) -> None:
@@ -134,6 +138,20 @@ class StateRecorder:
     def adopted(self) -> set[str]:
         """Tables taken on (see :meth:`adopt`)."""
         return set(self._live)
+
+    def reset(self, name: str) -> None:
+        """A table starts over (resync): its counters, figures and history are dropped,
+        and the event log says so (the store's row is rewritten with the next sync)."""
+        live = self._live.get(name)
+        if live is None:
+            return
+        self._live[name] = _Live(live.topic, state=live.state, since=live.since)
+        self.event(name, "resync", RESYNC_EVENT)
+        self._last_flush = 0.0
+
+    def snapshot(self) -> tuple[str, dict[str, dict[str, Any]]]:
+        """The replicator's state and every table's row as last written (any thread)."""
+        return self._state, self._rows
 
     def event(self, table: str | None, kind: str, message: str) -> None:
         """Add to the event log (written with the next sync)."""
@@ -221,12 +239,14 @@ class StateRecorder:
             self._flush(statuses, now)
 
     def _flush(self, statuses: Sequence[TableStatus], now: float) -> None:
+        rows = dict(self._rows)
         with self.store.transaction() as db:
             self.store.set_replicator(db, state=self._state, error=self._error)
             for s in statuses:
                 live = self._live.get(s.table)
                 if live is not None:
-                    self.store.put_table(db, s.table, self._row(live, s.counters, now, s))
+                    rows[s.table] = self._row(live, s.counters, now, s)
+                    self.store.put_table(db, s.table, rows[s.table])
             for table, kind, message in self._events:
                 self.store.add_event(db, table, kind, message)
             for request_id, outcome in self._answers:
@@ -234,6 +254,7 @@ class StateRecorder:
         self._events.clear()
         self._answers.clear()
         self._last_flush = now
+        self._rows = rows  # one reference swap: a reader sees the old rows or the new
 
     def _row(
         self,

@@ -8,7 +8,8 @@ created readable by its owner only (0600).
 
 Only the replicator's own thread writes replicator and table rows (a few transactions a
 second at most, see :class:`engine.state.recorder.StateRecorder`); the CLI writes only
-``requests`` rows.
+``requests`` rows, except an offline ``cdcctl resync``, which resets a table's row while
+it holds the work folder's writer lock (no replicator runs).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ COUNTERS = (
     "commits",
 )
 
-#: Kinds of control requests.
-REQUEST_KINDS = ("pause", "resume", "stop", "replay")
+#: What a control request may ask for.
+REQUEST_KINDS = ("pause", "resume", "stop", "replay", "resync")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS replicator (
@@ -121,7 +122,7 @@ TABLE_COLUMNS = (
 
 @dataclass(frozen=True)
 class Request:
-    """A control request: pause, resume or stop, for one table or (None) all."""
+    """A control request: pause, resume, stop or resync, for one table or (None) all."""
 
     id: int
     kind: str
@@ -157,27 +158,30 @@ class StateStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=10000")
         if create:
-            self._migrate_requests()
             self._db.executescript(_SCHEMA)
+            self._migrate_requests()
             for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode
                 side = path.with_name(path.name + suffix)
                 if side.exists():
                     os.chmod(side, 0o600)
 
-    def close(self) -> None:
-        self._db.close()
-
     def _migrate_requests(self) -> None:
-        """Recreate a ``requests`` table that refuses a kind of :data:`REQUEST_KINDS`.
-
-        Requests only live while a replicator answers them, and one filed before it
-        started is withdrawn anyway: nothing of value is dropped.
-        """
+        """A store made before a request kind existed refuses it (SQLite cannot alter a
+        CHECK): the requests table is made again with every kind, its rows kept."""
         row = self._db.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'requests'"
         ).fetchone()
-        if row is not None and any(f"'{kind}'" not in row["sql"] for kind in REQUEST_KINDS):
-            self._db.execute("DROP TABLE requests")
+        if row is None or all(f"'{k}'" in row["sql"] for k in REQUEST_KINDS):
+            return
+        create = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS requests") :]
+        with self.transaction() as db:
+            db.execute("ALTER TABLE requests RENAME TO requests_old")
+            db.execute(create)
+            db.execute("INSERT INTO requests SELECT * FROM requests_old")
+            db.execute("DROP TABLE requests_old")
+
+    def close(self) -> None:
+        self._db.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -216,6 +220,13 @@ class StateStore:
             f"ON CONFLICT (name) DO UPDATE SET {updates}",
             [name, *values.values()],
         )
+
+    def reset_table(self, db: sqlite3.Connection, name: str, topic: str | None) -> None:
+        """Start a table's row over: counters at 0, REPLICATING, no figures (a resync)."""
+        db.execute("DELETE FROM tables WHERE name = ?", (name,))
+        now = time.time()
+        values = {"topic": topic, "state": "REPLICATING", "state_since": now, "updated_at": now}
+        self.put_table(db, name, values)
 
     def add_event(self, db: sqlite3.Connection, table: str | None, kind: str, message: str) -> None:
         """Append to the event log, dropping the oldest past :data:`MAX_EVENTS`."""

@@ -27,6 +27,8 @@ COMMANDS = (
     "pause",
     "resume",
     "stop",
+    "resync",
+    "delete",
     "demo",
     "query",
     "test-connection",

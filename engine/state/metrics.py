@@ -1,0 +1,157 @@
+"""The Prometheus endpoint: the replicator's live state in Prometheus' text format.
+
+Started by the replicator when ``replicator.metrics_port`` is set; it serves
+``http://<metrics_host>:<port>/metrics`` from a thread of its own. Every scrape reads the
+figures the :class:`~engine.state.recorder.StateRecorder` last wrote to the state store
+(at most 0.5 s old): the same numbers ``cdcctl status --json`` shows, under Prometheus'
+naming conventions (``_total`` counters, base units, one label per dimension).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from engine.errors import ConfigError
+from engine.state.model import TableState
+from engine.state.recorder import StateRecorder
+
+log = logging.getLogger("cdcctl.metrics")
+
+#: ``op`` label of ``cdcctl_events_applied_total`` -> the status counter.
+APPLIED_OPS = {
+    "snapshot": "snapshot_rows",
+    "insert": "inserts",
+    "update": "updates",
+    "delete": "deletes",
+    "truncate": "truncates",
+}
+#: Other per-table counters: metric name (without ``_total``) -> status counter, help.
+COUNTERS = {
+    "cdcctl_late_events": ("late", "Events dropped as not newer than what the table held"),
+    "cdcctl_bad_messages": ("bad", "Undecodable messages, quarantined to the dead letters"),
+    "cdcctl_retries": ("retries", "Retries of transient failures"),
+    "cdcctl_commits": ("commits", "Hudi commits made"),
+    "cdcctl_schema_changes": ("ddl", "Batches that changed the table's schema"),
+}
+#: Per-table gauges: metric name -> status figure, help.
+GAUGES = {
+    "cdcctl_lag_messages": ("lag_messages", "Messages in the topic not applied yet"),
+    "cdcctl_lag_seconds": (
+        "lag_seconds",
+        "Now minus the source time of the newest applied event while messages wait, else 0",
+    ),
+    "cdcctl_events_per_second": ("events_per_s", "Events applied per second, last minute"),
+    "cdcctl_last_commit_timestamp_seconds": (
+        "last_commit_at",
+        "Unix time of the table's last Hudi commit",
+    ),
+    "cdcctl_last_event_timestamp_seconds": (
+        "last_event_at",
+        "Source commit time (Unix) of the newest applied event",
+    ),
+}
+QUANTILES = {"0.5": "latency_p50_s", "0.95": "latency_p95_s", "0.99": "latency_p99_s"}
+REPLICATOR_STATES = ("running", "paused", "stopping", "stopped", "failed")
+
+
+class StateCollector(Collector):
+    """Metrics from a recorder's last written rows (safe to call from any thread)."""
+
+    def __init__(self, recorder: StateRecorder) -> None:
+        self.recorder = recorder
+
+    def collect(self) -> Iterator[Metric]:
+        state, rows = self.recorder.snapshot()
+        tables = sorted(rows.items())
+        replicator = GaugeMetricFamily(
+            "cdcctl_replicator_state", "The replicator's state (1: current)", labels=["state"]
+        )
+        for s in REPLICATOR_STATES:
+            replicator.add_metric([s], 1.0 if s == state else 0.0)
+        yield replicator
+        table_state = GaugeMetricFamily(
+            "cdcctl_table_state", "Each table's state (1: current)", labels=["table", "state"]
+        )
+        for name, row in tables:
+            for s in TableState:
+                table_state.add_metric([name, s.value], 1.0 if row["state"] == s.value else 0.0)
+        yield table_state
+        applied = CounterMetricFamily(
+            "cdcctl_events_applied",
+            "Source events applied, by op (each once; tombstones and late events excluded)",
+            labels=["table", "op"],
+        )
+        for name, row in tables:
+            for op, counter in APPLIED_OPS.items():
+                applied.add_metric([name, op], float(row[counter]))
+        yield applied
+        for metric, (counter, text) in COUNTERS.items():
+            family = CounterMetricFamily(metric, text, labels=["table"])
+            for name, row in tables:
+                family.add_metric([name], float(row[counter]))
+            yield family
+        for metric, (figure, text) in GAUGES.items():
+            gauge = GaugeMetricFamily(metric, text, labels=["table"])
+            for name, row in tables:
+                if row.get(figure) is not None:  # unknown figures are left out, not 0
+                    gauge.add_metric([name], float(row[figure]))
+            yield gauge
+        latency = GaugeMetricFamily(
+            "cdcctl_latency_seconds",
+            "Source commit to Hudi commit of the events applied in the last 5 minutes",
+            labels=["table", "quantile"],
+        )
+        for name, row in tables:
+            for q, figure in QUANTILES.items():
+                if row.get(figure) is not None:
+                    latency.add_metric([name, q], float(row[figure]))
+        yield latency
+
+
+@dataclass
+class MetricsServer:
+    """A running endpoint."""
+
+    server: WSGIServer
+    thread: threading.Thread
+    host: str
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def serve_metrics(recorder: StateRecorder, host: str, port: int) -> MetricsServer:
+    """Serve ``recorder``'s figures on ``host:port`` (0: a free port).
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, or not an address here).
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StateCollector(recorder))
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
+            hint="choose another replicator.metrics_port (or metrics_host), or leave "
+            "metrics_port unset",
+        ) from None
+    return MetricsServer(server, thread, host)

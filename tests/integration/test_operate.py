@@ -1,0 +1,406 @@
+"""`cdcctl resync`, `delete`, the Prometheus endpoint and the log file, on real
+`cdcctl start` processes over the embedded broker.
+
+A live resync must rebuild one table from its whole topic while the others keep
+committing, a FAILED table included; an offline one must leave the next start to do
+it; `delete` must remove the state (and with `--purge` the replicator's own tables) and
+nothing else; the metrics scraped over HTTP must equal the events sent; the log file
+must hold the batch lines, rotate as configured and never hold the SASL password.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import engine
+from engine.hudi.table import HudiTable
+from engine.lock import LOCK_NAME, WriterLock
+from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
+from engine.state import StateStore, store_path
+from tests.integration.replicas import (
+    assert_replicas_match,
+    read_replica,
+    run_cli,
+    write_config,
+)
+from tests.integration.test_offset_gaps import _recreate as recreate_topic
+from tests.integration.test_offset_gaps import _rows as gap_rows
+from tests.integration.test_status import Message, _ops, _wait
+from tests.oracle import fold
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+PASSWORD_ENV = "CDCCTL_TEST_SASL_PASSWORD"
+#: Metric op label of each status counter.
+METRIC_OPS = {
+    "snapshot_rows": "snapshot",
+    "inserts": "insert",
+    "updates": "update",
+    "deletes": "delete",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(tmp_path: Path, broker, prefix: str, **replicator) -> tuple[Path, Path, Path]:
+    """A config with a SASL password taken from the environment (never to be written)."""
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(prefix)}\\.",
+        target,
+        **replicator,
+    )
+    password = f'sasl_password_env = "{PASSWORD_ENV}"'
+    config.write_text(config.read_text().replace("[source]\n", f"[source]\n{password}\n"))
+    return config, target, tmp_path / "work"
+
+
+def _committed_to(target: Path, sent: list[Message], topics: list[str]) -> bool:
+    for t in topics:
+        path = target / table_name_for_topic(t)
+        end = sum(1 for m in sent if m[0] == t)
+        if not HudiTable.exists(path) or HudiTable.open(path).checkpoint() != f"{t},0:{end}":
+            return False
+    return True
+
+
+def _instants(target: Path, topic: str) -> list[str]:
+    path = target / table_name_for_topic(topic)
+    return HudiTable.open(path).completed_instants() if HudiTable.exists(path) else []
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _applied(metrics: dict, table: str) -> dict[str, int]:
+    return {
+        counter: int(metrics[("cdcctl_events_applied_total", (("op", op), ("table", table)))])
+        for counter, op in METRIC_OPS.items()
+    }
+
+
+def _no_secret(work: Path, secret: str) -> None:
+    """The password is nowhere in the work folder: log files, state store, WAL, Spark log."""
+    files = [p for p in work.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("cdcctl.log") for p in files)
+    assert any(p.name == "state.db" for p in files)
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), f"the password is in {path}"
+
+
+def test_resync_a_live_table_while_the_others_go_on(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    workload = InventoryWorkload(seed=31, prefix=topic_prefix, schemas=True)
+    messages: list[Message] = list(workload.events(3_000))
+    topics = sorted({t for t, _, _ in messages})
+    orders = next(t for t in topics if t.endswith(".orders"))
+    others = [t for t in topics if t != orders]
+    name = table_name_for_topic(orders)
+    broker.create_topics(topics)
+    port = _free_port()
+    config, target, work = _config(
+        tmp_path,
+        broker,
+        topic_prefix,
+        max_batch_events=300,
+        max_batch_seconds=0.3,
+        metrics_port=port,
+        log_format="json",
+    )
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    env = {PASSWORD_ENV: secret}
+    produce_messages(broker.bootstrap_servers, messages)
+    stderr = tmp_path / "start.stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "-v", "start", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("w"),
+        env={**os.environ, **env},
+    )
+    try:
+        _wait("the first events", lambda: _committed_to(target, messages, topics), 180)
+        before = {t: _instants(target, t) for t in topics}
+
+        # Events keep flowing to every table while the resync runs.
+        more: list[Message] = list(workload.stream(2_400))
+        chunks = [more[i : i + 300] for i in range(0, len(more), 300)]
+
+        def feed() -> None:
+            for chunk in chunks:
+                produce_messages(broker.bootstrap_servers, chunk)
+                time.sleep(0.4)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        time.sleep(0.5)
+        asked = time.time()
+        resynced = run_cli("resync", name, "--config", str(config))
+        assert resynced.returncode == 0, resynced.stderr
+        assert f"resync {name}: resyncing {name}: replica dropped" in resynced.stdout
+        feeder.join()
+        sent = messages + more
+        _wait("every table", lambda: _committed_to(target, sent, topics), 180)
+
+        # The resynced table was rebuilt: none of its old instants is left.
+        rebuilt = _instants(target, orders)
+        assert rebuilt and not set(rebuilt) & set(before[orders])
+        assert min(rebuilt) > time.strftime("%Y%m%d%H%M%S", time.gmtime(asked - 1))
+        # The others went on: every old instant is still there, with new ones after
+        # the resync, some of them while the resynced table was being rebuilt.
+        during = []
+        for t in others:
+            now = _instants(target, t)
+            assert now[: len(before[t])] == before[t]
+            during += [i for i in now[len(before[t]) :] if rebuilt[0] <= i <= rebuilt[-1]]
+        assert during, "no other table committed while the resynced one was rebuilt"
+        assert_replicas_match(target, fold(sent))
+
+        # Its counters started over and counted the whole topic once; the others' too.
+        expected = _ops(sent)
+        status = engine.read_status(work)
+        assert status is not None
+        rows = {t["table"]: t for t in status["tables"]}
+        for table, counts in expected.items():
+            assert {c: rows[table][c] for c in counts} == counts, table
+            assert rows[table]["state"] == "REPLICATING"
+        store = StateStore(store_path(work), create=False)
+        try:
+            resyncs = [e for e in store.events(1000) if e["kind"] == "resync"]
+        finally:
+            store.close()
+        assert [e["tbl"] for e in resyncs] == [name]
+
+        # The Prometheus endpoint serves the same counters.
+        def scraped_equal() -> bool:
+            metrics = _scrape(port)
+            return all(_applied(metrics, table) == counts for table, counts in expected.items())
+
+        _wait("the metrics", scraped_equal, 20)
+        metrics = _scrape(port)
+        for table in expected:
+            labels = (("table", table),)
+            assert metrics[("cdcctl_commits_total", labels)] == len(
+                HudiTable.open(target / table).completed_instants()
+            )
+            assert metrics[("cdcctl_late_events_total", labels)] == 0
+            assert metrics[("cdcctl_bad_messages_total", labels)] == 0
+            assert metrics[("cdcctl_events_applied_total", (("op", "truncate"), *labels))] == 0
+            assert metrics[("cdcctl_table_state", (("state", "REPLICATING"), *labels))] == 1
+            assert metrics[("cdcctl_table_state", (("state", "PAUSED"), *labels))] == 0
+            assert metrics[("cdcctl_last_commit_timestamp_seconds", labels)] > asked
+            assert ("cdcctl_lag_messages", labels) in metrics
+            assert ("cdcctl_latency_seconds", (("quantile", "0.99"), *labels)) in metrics
+        assert metrics[("cdcctl_replicator_state", (("state", "running"),))] == 1
+
+        stopped = run_cli("stop", "--config", str(config))
+        assert stopped.returncode == 0, stopped.stderr
+        assert proc.wait(timeout=60) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with pytest.raises(OSError):  # the endpoint ends with the replicator
+        _scrape(port)
+
+    # The log file: one JSON object a line, the batch lines among them, the resync with
+    # its table; the password nowhere.
+    lines = [json.loads(line) for line in (work / "cdcctl.log").read_text().splitlines()]
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    batches = [line for line in lines if line["logger"] == "cdcctl.progress"]
+    assert batches and all(re.match(r"batch \d+: \d+ msgs", b["message"]) for b in batches)
+    assert any(line.get("table") == name and "resync" in line["message"] for line in lines)
+    assert lines[0]["logger"] == "cdcctl.start" and lines[0]["message"].startswith("replicating")
+    assert (lines[-1]["logger"], lines[-1]["message"]) == ("cdcctl.start", "replicator stopped")
+    terminal = stderr.read_text()
+    assert "batch 1:" in terminal and "replicator stopped" not in terminal
+    _no_secret(work, secret)
+
+
+def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_path: Path) -> None:
+    messages: list[Message] = list(
+        InventoryWorkload(seed=32, prefix=topic_prefix, schemas=True).events(1_500)
+    )
+    topics = sorted({t for t, _, _ in messages})
+    broker.create_topics(topics)
+    produce_messages(broker.bootstrap_servers, messages)
+    config, target, work = _config(
+        tmp_path,
+        broker,
+        topic_prefix,
+        max_batch_events=100,
+        max_batch_seconds=0.3,
+        log_max_bytes=1024,
+        log_backups=2,
+    )
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    env = {PASSWORD_ENV: secret}
+    first = run_cli("-v", "start", "--config", str(config), "--until-caught-up", env=env)
+    assert first.returncode == 0, first.stderr
+    # The log file rotated at 1 KiB, keeping two older files.
+    logs = sorted(p.name for p in work.iterdir() if p.name.startswith("cdcctl.log"))
+    assert logs == ["cdcctl.log", "cdcctl.log.1", "cdcctl.log.2"]
+    assert all((work / n).stat().st_size <= 1024 for n in logs)
+    plain = (work / "cdcctl.log").read_text() + (work / "cdcctl.log.1").read_text()
+    assert re.search(r"^\d{4}-\d\d-\d\dT[\d:.]+Z INFO +cdcctl.progress: batch \d+:", plain, re.M)
+    _no_secret(work, secret)
+
+    customers = next(t for t in topics if t.endswith(".customers"))
+    name = table_name_for_topic(customers)
+    old = _instants(target, customers)
+    unknown = run_cli("resync", "no_such_table", "--config", str(config))
+    assert unknown.returncode == 1 and "no table named 'no_such_table'" in unknown.stderr
+    offline = run_cli("resync", name, "--config", str(config))
+    assert offline.returncode == 0, offline.stderr
+    assert f"removed {target / name}" in offline.stdout
+    assert not (target / name).exists()
+    assert all((target / table_name_for_topic(t)).exists() for t in topics if t != customers)
+    status = engine.read_status(work)
+    assert status is not None
+    row = next(t for t in status["tables"] if t["table"] == name)
+    assert row["state"] == "REPLICATING" and row["commits"] == 0 and row["inserts"] == 0
+    assert any(e["kind"] == "resync" and e["tbl"] == name for e in status["events"])
+
+    second = run_cli("start", "--config", str(config), "--until-caught-up", "--json", env=env)
+    assert second.returncode == 0, second.stderr
+    assert not set(_instants(target, customers)) & set(old)
+    assert_replicas_match(target, fold(messages))
+    tables = {t["table"]: t for t in json.loads(second.stdout)["tables"]}
+    for table, counts in _ops(messages).items():
+        assert {c: tables[table][c] for c in counts} == counts, table
+
+    # Things delete must leave alone: a file of the user's in the work folder, a folder
+    # in the target, a Hudi table there that no topic of this config maps to.
+    (work / "keep.txt").write_text("mine")
+    (target / "notes").mkdir()
+    (target / "notes" / "a.txt").write_text("mine")
+    shutil.copytree(target / name, target / "copied_table")
+    state_files = {p.name for p in work.iterdir()} - {"keep.txt"}
+    assert {"state.db", "staging", "writer.lock", "spark.log", "cdcctl.log"} <= state_files
+
+    refused = run_cli("delete", "--config", str(config))  # no terminal, no --yes
+    assert refused.returncode == 2 and "pass --yes" in refused.stderr
+    assert "This removes:" in refused.stderr and str(work / "state.db") in refused.stderr
+    assert (work / "state.db").exists()
+    lock = WriterLock(work / LOCK_NAME, "a replicator").acquire()
+    try:
+        running = run_cli("delete", "--config", str(config), "--yes")
+        assert running.returncode == 1 and "cdcctl stop" in running.stderr
+    finally:
+        lock.release()
+    assert (work / "state.db").exists()
+
+    deleted = run_cli("delete", "--config", str(config), "--yes")
+    assert deleted.returncode == 0, deleted.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["keep.txt"]
+    assert {f"removed {work / n}" for n in state_files} == set(deleted.stdout.splitlines())
+    assert {table_name_for_topic(t) for t in topics} <= {p.name for p in target.iterdir()}
+
+    purged = run_cli("delete", "--config", str(config), "--purge", "--yes")
+    assert purged.returncode == 0, purged.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["copied_table", "notes"]
+    assert (target / "notes" / "a.txt").read_text() == "mine"
+    assert (work / "keep.txt").read_text() == "mine"
+    assert sorted(purged.stdout.splitlines()) == sorted(
+        f"removed {target / table_name_for_topic(t)}" for t in topics
+    )
+    nothing = run_cli("delete", "--config", str(config), "--purge", "--yes")
+    assert nothing.returncode == 0 and "nothing to delete" in nothing.stderr
+
+
+def test_resync_a_failed_table_of_a_live_replicator(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    # A topic recreated under its table (a gap): the table is FAILED; a resync rebuilds
+    # it from what the new topic holds, while the replicator and the other table go on.
+    topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
+    produce_messages(broker.bootstrap_servers, gap_rows(topic, range(1, 201), 1000))
+    produce_messages(broker.bootstrap_servers, gap_rows(other, range(1, 11), 1000))
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_seconds=0.3,
+    )
+    first = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert first.returncode == 0, first.stderr
+    recreate_topic(broker, topic)
+    produce_messages(broker.bootstrap_servers, gap_rows(topic, range(1, 51), 5000))
+
+    work = tmp_path / "work"
+    stderr = tmp_path / "start.stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("w"),
+    )
+
+    def state(table: str) -> str | None:
+        found = engine.read_status(work)
+        if found is None or not found["replicator"]["alive"]:
+            return None
+        return next((t["state"] for t in found["tables"] if t["table"] == table), None)
+
+    try:
+        _wait("the gap", lambda: state("app_items") == "FAILED", 120)
+        resynced = run_cli("resync", "app_items", "--config", str(config))
+        assert resynced.returncode == 0, resynced.stderr
+        assert "resyncing app_items" in resynced.stdout
+        produce_messages(broker.bootstrap_servers, gap_rows(other, range(11, 21), 2000))
+        _wait(
+            "the rebuilt table",
+            lambda: _committed_to(
+                target,
+                gap_rows(topic, range(1, 51), 0) + gap_rows(other, range(1, 21), 0),
+                [topic, other],
+            ),
+            120,
+        )
+        assert state("app_items") == "REPLICATING"
+        stopped = run_cli("stop", "--config", str(config))
+        assert stopped.returncode == 0, stopped.stderr
+        assert proc.wait(timeout=60) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    rows = read_replica(target / "app_items")
+    assert sorted(int(k) for k in rows) == list(range(1, 51))
+    assert {r["name"] for r in rows.values()} == {"v5000"}  # only the new topic's rows
+    others = read_replica(target / "app_other")
+    assert {k: r["name"] for k, r in others.items()} == {
+        str(k): "v1000" if k <= 10 else "v2000" for k in range(1, 21)
+    }
