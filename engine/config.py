@@ -210,6 +210,9 @@ class ReplicatorConfig(_Section):
     #: start; each accepted gap is recorded in the table's next commit. Empty: a gap
     #: stops the table (FAILED).
     accept_offset_gaps: list[str] = Field(default_factory=list)
+    #: How long one incident of a transient failure (broker unreachable, a storage
+    #: error, a failed Spark job) is retried, with backoff, before the replicator stops.
+    retry_max_seconds: float = Field(default=600.0, gt=0)
 
 
 class SparkConfig(_Section):
