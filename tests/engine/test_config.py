@@ -74,3 +74,14 @@ def test_example_config_is_valid() -> None:
     cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "cdcctl.toml")
     assert cfg.source.exclude_tables == ["inventory_audit_*"]
     assert cfg.source.sasl_password() is None  # only commented out there
+
+
+def test_retry_max_seconds_defaults_to_600_and_must_be_positive(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    base = '[source]\nbootstrap_servers = "h:1"\ntopics = "x"\n[target]\npath = "l"\n'
+    path.write_text(base)
+    assert load_config(path).replicator.retry_max_seconds == 600
+    path.write_text(base + "[replicator]\nretry_max_seconds = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert [key for key, _, _ in info.value.problems] == ["replicator.retry_max_seconds"]
