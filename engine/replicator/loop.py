@@ -56,7 +56,7 @@ from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
 from engine.replicator.deadletter import DeadLetters
 from engine.replicator.planning import TablePlan, plan_table
-from engine.replicator.retry import Incident, storage_cause, transient_cause
+from engine.replicator.retry import Incident, storage_cause, task_error, transient_cause
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
     KafkaSource,
@@ -880,6 +880,9 @@ class Replicator:
         if pending.error is not None:
             if isinstance(pending.error, CdcError) or not isinstance(pending.error, Exception):
                 raise pending.error
+            terminal = task_error(pending.error)
+            if terminal is not None:
+                raise terminal from pending.error
             raise SparkJobError(
                 f"the Spark job of batch {pending.number} failed: {_spark_reason(pending.error)}",
                 hint=f"Spark's own log is {self.work / 'spark.log'}",

@@ -17,10 +17,12 @@ failure) or the one table stops (its own storage error).
 from __future__ import annotations
 
 import random
+import re
 import time
 from dataclasses import dataclass
 
-from engine.errors import SourceError, SparkJobError
+from engine import errors
+from engine.errors import CdcError, SourceError, SparkJobError
 
 #: First wait, and the longest single wait.
 BASE_S = 1.0
@@ -47,6 +49,21 @@ def storage_cause(exc: OSError) -> str:
     where = f" on {exc.filename}" if exc.filename else ""
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"storage error{where}: {reason}"
+
+
+def task_error(exc: BaseException) -> CdcError | None:
+    """A terminal engine error that a Spark task raised (e.g. a damaged table file), from
+    the failed job's text (the Python traceback travels inside the Java exception).
+    Such a job failure is not transient: the error itself is raised again."""
+    text = str(exc)
+    found = re.search(r"engine\.errors\.(\w+): (.+)", text)
+    if found is None:
+        return None
+    cls = getattr(errors, found.group(1), None)
+    if not (isinstance(cls, type) and issubclass(cls, CdcError)) or cls.transient:
+        return None
+    hint = re.match(r"\s*hint: (.+)", text[found.end() :])
+    return cls(found.group(2).strip(), hint.group(1).strip() if hint else "")
 
 
 @dataclass

@@ -38,3 +38,22 @@ def test_an_incident_stops_waiting_at_its_limit() -> None:
     message = incident.given_up(3.0)
     assert message.startswith("cannot reach Kafka at h:1 (retried 1 time(s) over 5 s;")
     assert message.endswith("replicator.retry_max_seconds = 3)")
+
+
+def test_a_terminal_engine_error_inside_a_spark_task_is_not_retried() -> None:
+    from engine.errors import HudiError
+    from engine.replicator.retry import task_error
+
+    text = (
+        "An error occurred while calling o1.collect.\n: org.apache.spark.SparkException: "
+        'Job aborted ...\n  File "/x/engine/hudi/tombstones.py", line 64, in read\n'
+        "engine.errors.HudiError: the tombstone sidecar /l/t/x.parquet is unreadable (bad)\n"
+        "  hint: rebuild the table from its topic\n SQLSTATE: 38000\n\tat org.apache..."
+    )
+    found = task_error(RuntimeError(text))
+    assert isinstance(found, HudiError)
+    assert found.message == "the tombstone sidecar /l/t/x.parquet is unreadable (bad)"
+    assert found.hint == "rebuild the table from its topic"
+    crashed = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
+    assert task_error(RuntimeError(crashed)) is None
+    assert task_error(RuntimeError("engine.errors.SourceError: Kafka")) is None  # transient
