@@ -221,6 +221,9 @@ class ReplicatorConfig(_Section):
     log_format: Literal["plain", "json"] = "plain"
     log_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     log_backups: int = Field(default=5, ge=1)
+    #: How long one incident of a transient failure (broker unreachable, a storage
+    #: error, a failed Spark job) is retried, with backoff, before the replicator stops.
+    retry_max_seconds: float = Field(default=600.0, gt=0)
 
 
 #: What ``errors.tolerance`` may be.

@@ -71,6 +71,16 @@ class MergeError(CdcError):
     """The merge of a micro-batch into a table failed."""
 
 
+class SparkJobError(CdcError):
+    """A batch's Spark job failed (a task raised, a Python worker died, the JVM went away)."""
+
+    transient = True
+
+
+class RetriesExhausted(CdcError):
+    """A transient failure outlasted ``replicator.retry_max_seconds``: the replicator stopped."""
+
+
 class HudiError(CdcError):
     """The Hudi table on disk is unreadable or inconsistent."""
 

@@ -1,9 +1,10 @@
-"""Named fault points: where the crash tests may stop the engine, and nothing else.
+"""Named fault points: where the crash and retry tests may break the engine, and nothing else.
 
 The engine calls :func:`point` at the moments that matter for exactly-once recovery
 (``consumed``, ``task_written``, ``files_written``, ``before_commit``, ``after_commit``).
 Normally that is one environment lookup and nothing happens. The injector itself — what
-a point does when a test asks for a crash there — lives apart from the engine, in
+a point does when a test asks for a fault there (a SIGKILL, an I/O error) — lives apart
+from the engine, in
 :mod:`engine.playground.faults`, and is loaded only when ``CDCCTL_CRASH_AT`` is set.
 """
 

@@ -90,5 +90,5 @@ def start(
         print_status(summary, json_out)
     failing = replicator.failing()
     for s in failing:
-        err.print(f"FAILING {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)
+        err.print(f"FAILED {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)
     exit_codes.exit_now(exit_codes.RUNTIME if failing else exit_codes.OK)

@@ -172,6 +172,7 @@ class EmbeddedBroker:
         *,
         start_timeout: float = 30.0,
         port_attempts: int = 5,
+        advertised_port: int | None = None,
     ) -> None:
         """Prepare (but do not start) a broker.
 
@@ -180,10 +181,14 @@ class EmbeddedBroker:
             start_timeout: Seconds to wait for the broker to answer a metadata request.
             port_attempts: How many fresh ports to try when another process takes the
                 chosen port between our probe and the broker's bind.
+            advertised_port: The loopback port the broker tells clients to connect to
+                (default: its own), e.g. that of a :class:`~engine.playground.gate.TcpGate`
+                in front of it, through which a test can make the broker unreachable.
         """
         self._binary = str(binary) if binary is not None else None
         self._start_timeout = start_timeout
         self._port_attempts = max(1, port_attempts)
+        self._advertised_port = advertised_port
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_dir: tempfile.TemporaryDirectory[str] | None = None
         self._log_file: Any = None
@@ -263,6 +268,7 @@ class EmbeddedBroker:
 
     def _spawn(self, binary: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
         url = f"tcp://127.0.0.1:{port}"
+        advertised = f"tcp://127.0.0.1:{self._advertised_port or port}"
         # A file, not a pipe: nobody reads the broker's output while it runs, and a full
         # pipe would block it. Truncated per attempt, so it only tells about this one.
         self._log_file = open(log_path, "wb")  # noqa: SIM115 - closed in _terminate
@@ -277,7 +283,7 @@ class EmbeddedBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                advertised,
                 "--storage-engine",
                 "memory://tansu/",
             ],

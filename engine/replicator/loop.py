@@ -17,6 +17,7 @@ property tests drive the real engine.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import functools
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -42,8 +43,10 @@ from engine.decode.gtid import gtid_positions
 from engine.errors import (
     CdcError,
     HudiError,
+    RetriesExhausted,
     SchemaEvolutionError,
     SourceError,
+    SparkJobError,
     TableNameError,
     WriterLockError,
 )
@@ -61,6 +64,7 @@ from engine.replicator.deadletter import (
 from engine.replicator.planning import TablePlan, plan_table
 from engine.replicator.progress import TableProgress
 from engine.replicator.reset import drop_replica
+from engine.replicator.retry import Incident, storage_cause, task_error, transient_cause
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
     KafkaSource,
@@ -155,6 +159,23 @@ class _Pending:
         return [t for plan in self.plans for t in plan.tasks]
 
 
+def _spark_reason(exc: BaseException) -> str:
+    """The telling line of a failed Spark job (Py4J's own first line says only which
+    call failed; the Java exception's message says why)."""
+    text = ""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):
+            text = str(java.getMessage() or "")
+    lines = [line.strip() for line in (text or str(exc)).splitlines() if line.strip()]
+    line = lines[0] if lines else type(exc).__name__
+    # "Job aborted due to stage failure: ... SparkException: Python worker exited
+    # unexpectedly (crashed). Consider ...": the innermost exception's first sentence.
+    inner = line.rsplit("Exception: ", 1)[-1].split(". ", 1)[0].strip()
+    line = inner or line
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
 def _commit_counts(writer: Any, instant: str) -> dict[str, int]:
     """What a completed commit recorded it applied (``cdcctl.counts``)."""
     extra = writer.table.commit_metadata(instant).get("extraMetadata") or {}
@@ -212,6 +233,12 @@ class Replicator:
         #: Per partition, (high watermark, exact end) as last probed: while the watermark
         #: stays, the exact end does too (the Tansu broker's watermark lags within a batch).
         self._verified_ends: dict[tuple[str, int], tuple[int, int]] = {}
+        #: A transient failure of the whole replicator (Kafka, Spark, storage) being
+        #: retried; tables have incidents of their own for their storage errors.
+        self._incident: Incident | None = None
+        #: Commits made (a turn that made one ends an incident).
+        self._commits = 0
+        self._probe_pool: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def request_stop(self, *_args: Any) -> None:
@@ -276,34 +303,30 @@ class Replicator:
 
         check_java()  # fail fast, in one line, before anything else starts
         self._start_spark()
+        # At start a broker that cannot be reached is an error at once (most likely a
+        # wrong address); once running, Kafka failures are retried (_retry).
         source = self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
         # The end offsets to catch up to are probed by a second consumer (~0.7 s) while
         # the first batch is read; until they are known the replicator is not caught up.
-        probe, self._goal, self._goal_probe = None, None, None
+        self._probe_pool, self._goal, self._goal_probe = None, None, None
         if until_caught_up:
-            probe = ThreadPoolExecutor(1, thread_name_prefix="end-offsets")
-            self._goal_probe = probe.submit(source.exact_end_offsets, source.assigned)
+            self._probe_pool = ThreadPoolExecutor(1, thread_name_prefix="end-offsets")
+            self._goal_probe = self._probe_pool.submit(source.exact_end_offsets, source.assigned)
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, self.request_stop)
             signal.signal(signal.SIGTERM, self.request_stop)
         try:
             while not self._stop:
-                self._control()
-                if self._stop:
-                    break
-                goal = self._known_goal()
-                if goal is not None and self._pending is None and self._caught_up(goal):
-                    break
-                if max_batches is not None and self._batch_no >= max_batches:
-                    break
-                if (
-                    time.monotonic() - self._last_refresh
-                    > self.cfg.replicator.topic_refresh_seconds
-                ):
-                    self._refresh_topics()
-                self._run_batch(source)
+                try:
+                    if not self._turn(max_batches):
+                        break
+                except Exception as exc:
+                    cause = transient_cause(exc)
+                    if cause is None:
+                        raise
+                    self._retry(cause)
             if self.recorder is not None and self._stop:
                 self.recorder.replicator_state("stopping")
                 self.recorder.sync(self._store_statuses(), force=True)
@@ -315,9 +338,235 @@ class Replicator:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-            if probe is not None:
-                probe.shutdown(wait=True)
-            source.close()
+            if self._probe_pool is not None:
+                self._probe_pool.shutdown(wait=True)
+            if self.source is not None:
+                self.source.close()
+
+    def _turn(self, max_batches: int | None) -> bool:
+        """One turn of the loop: control, then a batch. False when the run is over."""
+        commits = self._commits
+        self._control()
+        if self._stop:
+            return False
+        goal = self._known_goal()
+        if goal is not None and self._pending is None and self._caught_up(goal):
+            return False
+        if max_batches is not None and self._batch_no >= max_batches:
+            return False
+        if time.monotonic() - self._last_refresh > self.cfg.replicator.topic_refresh_seconds:
+            self._refresh_topics()
+        if self.source is None:
+            raise RuntimeError("the replicator is not running")
+        polled = self._run_batch(self.source)
+        if self._incident is not None:
+            idle = not polled and self._pending is None
+            if self._commits > commits or (idle and not self._incident.needs_commit):
+                self._recovered()
+        return True
+
+    # -- transient failures (the rule: engine/replicator/retry.py) -----------------------
+    def _retry(self, cause: str) -> None:
+        """Retry a failure of the whole replicator (Kafka, Spark, storage outside one
+        table's commit): every live table goes FAILING, the batch in flight is dropped,
+        and after a backoff the replicator starts over from each table's checkpoint, as a
+        restart would. Returns once that worked (the incident ends with the next
+        successful batch), or when a stop was asked for; raises past the limit."""
+        limit = self.cfg.replicator.retry_max_seconds
+        read_ahead = self._pending is not None or any(
+            off > self.tables[t].progress.committed.get(p, 0)
+            for (t, p), off in self._consumed.items()
+            if t in self.tables.by_topic
+        )
+        incident = self._incident
+        if incident is None:
+            incident = self._incident = Incident.begin(cause)
+            incident.needs_commit = False
+        incident.needs_commit = incident.needs_commit or read_ahead
+        while True:
+            incident.cause = cause
+            wait = incident.next_wait(limit)
+            if wait is None:
+                self._give_up(incident, limit)
+            for rt in self.tables:
+                if rt.state.stopped or rt.state is TableState.PAUSED:
+                    continue
+                if rt.state is not TableState.FAILING:
+                    rt.resume_state = rt.state
+                rt.state, rt.error = TableState.FAILING, cause
+                rt.counters.retries += 1
+            message = f"{cause}; retry {incident.attempts} in {wait:.1f} s"
+            log.warning("%s", message)
+            if self.recorder is not None:
+                self.recorder.event(None, "retry", message)
+            self._discard()
+            if not self._wait(wait):
+                return  # stopping: each table resumes from its checkpoint at the next start
+            try:
+                self._reset()
+                return
+            except Exception as exc:
+                again = transient_cause(exc)
+                if again is None:
+                    raise
+                cause = again
+
+    def _give_up(self, incident: Incident, limit: float) -> NoReturn:
+        """The incident outlasted ``replicator.retry_max_seconds``: stop the replicator."""
+        message = incident.given_up(limit)
+        for rt in self.tables:
+            if rt.state is TableState.FAILING:
+                rt.state, rt.error, rt.held, rt.incident = TableState.FAILED, message, False, None
+        raise RetriesExhausted(
+            message,
+            hint="fix the cause and start again: each table resumes from its last commit",
+        )
+
+    def _recovered(self) -> None:
+        """The replicator's incident is over: its tables are back where they were."""
+        incident, self._incident = self._incident, None
+        if incident is None:
+            return
+        for rt in self.tables:
+            if rt.state is TableState.FAILING and rt.incident is None:
+                rt.state, rt.error = rt.resume_state, None
+        message = (
+            f"recovered after {incident.attempts} retry(s) over {incident.elapsed:.0f} s "
+            f"from: {incident.cause}"
+        )
+        log.warning("%s", message)
+        if self.recorder is not None:
+            self.recorder.event(None, "retry", message)
+
+    def _discard(self) -> None:
+        """Drop the batch in flight (after its Spark job ended) and close the consumer."""
+        pending, self._pending = self._pending, None
+        if pending is not None and pending.thread is not None:
+            while pending.thread.is_alive():
+                pending.thread.join(CONTROL_EVERY_SECONDS)
+        self._stopping.clear()  # bad messages of dropped batches are met again when re-read
+        if self.source is not None:
+            self.source.close()
+            self.source = None
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep, answering control requests; False if a stop was asked for meanwhile."""
+        deadline = time.monotonic() + seconds
+        while not self._stop:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(left, CONTROL_EVERY_SECONDS))
+            self._control()
+        return False
+
+    def _reset(self) -> None:
+        """Start over as a restart would: every table rolls back its unfinished instants
+        and reloads its progress; a new consumer reads from each table's checkpoint."""
+        for rt in self.tables:
+            if rt.state.stopped or rt.held:
+                continue
+            self.tables.reopen(rt)
+            if rt.state is not TableState.PAUSED:
+                rt.partitions = []  # assigned again, at the checkpoint, by _refresh_topics
+        self._consumed, self._seen, self._verified_ends = {}, {}, {}
+        self.transactions = TransactionTracker()  # the new consumer reads them from the start
+        self._restart_spark_if_gone()
+        self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
+        self._refresh_topics()
+        if self._probe_pool is not None and self._goal is None:
+            self._goal_probe = self._probe_pool.submit(
+                self.source.exact_end_offsets, self.source.assigned
+            )
+
+    def _restart_spark_if_gone(self) -> None:
+        """A Spark context whose JVM died is started anew (a dead Python worker is not
+        a reason: Spark starts new workers for the next job)."""
+        if self._spark is None:
+            return
+        try:
+            alive = not self._spark._jsc.sc().isStopped()
+        except Exception:  # noqa: BLE001 - Py4J raises several types for a dead gateway
+            alive = False
+        if alive:
+            return
+        from engine.spark import stop_spark
+
+        log.warning("Spark's JVM is gone; starting a new one")
+        with contextlib.suppress(Exception):
+            stop_spark()
+        self._spark, self._spark_boot = None, None
+        self._start_spark()
+
+    def _table_trouble(self, rt: TableRuntime, exc: OSError, *, committed: bool) -> None:
+        """A storage error of one table: it goes FAILING and is held (not read) until its
+        next try, when it is opened again and read from its checkpoint; the other
+        tables go on. Past ``replicator.retry_max_seconds`` the table alone is FAILED.
+        ``committed``: the error came after its commit (cleaning, archiving)."""
+        limit = self.cfg.replicator.retry_max_seconds
+        cause = f"{rt.name}: {storage_cause(exc)}"
+        incident = rt.incident
+        if incident is None:
+            incident = rt.incident = Incident.begin(cause)
+            incident.needs_commit = not committed
+        incident.cause = cause
+        wait = incident.next_wait(limit)
+        if wait is None:
+            rt.incident, rt.held = None, False
+            self._fail(rt, incident.given_up(limit))
+            return
+        if rt.state is not TableState.FAILING:
+            rt.resume_state = rt.state
+        rt.state, rt.error, rt.held = TableState.FAILING, cause, True
+        rt.counters.retries += 1
+        if self.source is not None:
+            self.source.unassign([(rt.topic, p) for p in rt.partitions])
+        for p in rt.partitions:
+            self._consumed.pop((rt.topic, p), None)
+        message = f"{cause}; retry {incident.attempts} in {wait:.1f} s"
+        log.warning("%s", message)
+        if self.recorder is not None:
+            self.recorder.event(self._store_name(rt), "retry", message)
+
+    def _retry_tables(self) -> None:
+        """Try again the held tables whose wait is over: open each again (rolling back
+        its unfinished instant) and read it from its checkpoint."""
+        now = time.monotonic()
+        for rt in list(self.tables):
+            incident = rt.incident
+            if not rt.held or incident is None or incident.retry_at > now:
+                continue
+            if self.source is None:
+                return
+            try:
+                self.tables.reopen(rt)
+            except OSError as exc:
+                self._table_trouble(rt, exc, committed=not incident.needs_commit)
+                continue
+            except HudiError as exc:
+                rt.incident, rt.held = None, False
+                self._fail(rt, str(exc))
+                continue
+            rt.held = False
+            self._stopping.discard(rt.name)  # its batch was dropped: read again from its checkpoint
+            self.source.assign({(rt.topic, p): rt.progress.committed.get(p) for p in rt.partitions})
+            if not incident.needs_commit:
+                self._table_recovered(rt)
+
+    def _table_recovered(self, rt: TableRuntime) -> None:
+        """A table's own incident is over (it committed, or had nothing to commit)."""
+        incident, rt.incident = rt.incident, None
+        if incident is None:
+            return
+        if rt.state is TableState.FAILING and self._incident is None:
+            rt.state, rt.error = rt.resume_state, None
+        message = (
+            f"recovered after {incident.attempts} retry(s) over {incident.elapsed:.0f} s "
+            f"from: {incident.cause}"
+        )
+        log.warning("%s", message)
+        if self.recorder is not None:
+            self.recorder.event(self._store_name(rt), "retry", message)
 
     def _known_goal(self) -> dict[tuple[str, int], int] | None:
         """The end offsets to catch up to, once probed (a probe error is raised here)."""
@@ -350,7 +599,7 @@ class Replicator:
         self.source.assign_transactions(tx_topics)
         for topic, parts in data_topics.items():
             rt = self.tables.get(topic)
-            if rt is None or rt.state.stopped or rt.state is TableState.PAUSED:
+            if rt is None or not rt.live:
                 continue
             for part in parts:
                 if part not in rt.partitions:
@@ -364,16 +613,14 @@ class Replicator:
         reading = {
             (rt.topic, p): off
             for rt in self.tables
-            if not rt.state.stopped
+            if rt.live
             for p, off in rt.progress.committed.items()
             if (rt.topic, p) in idle
         }
         reading.update({tp: off for tp, off in positions.items() if off is not None})
         for (topic, part), restart in self._offset_gaps(reading, new=set(positions)).items():
             positions[(topic, part)] = restart
-        self.source.assign(
-            {tp: off for tp, off in positions.items() if not self.tables[tp[0]].state.stopped}
-        )
+        self.source.assign({tp: off for tp, off in positions.items() if self.tables[tp[0]].live})
         self._adopt()
 
     def _offset_gaps(
@@ -442,14 +689,17 @@ class Replicator:
         return restarts
 
     def _fail(self, rt: TableRuntime, error: str) -> None:
-        rt.state, rt.error = TableState.FAILING, error
-        log.error("%s: FAILING: %s", rt.name, error)
+        """Stop one table (FAILED: a person must act); the others go on."""
+        rt.state, rt.error = TableState.FAILED, error
+        rt.incident, rt.held = None, False
+        log.error("%s: FAILED: %s", rt.name, error)
         if self.source is not None:
             self.source.unassign([(rt.topic, p) for p in rt.partitions])
 
     # -- one micro-batch -------------------------------------------------------------------
-    def _run_batch(self, source: KafkaSource) -> None:
-        """Poll and decode the next batch while Spark merges the previous one."""
+    def _run_batch(self, source: KafkaSource) -> int:
+        """Poll and decode the next batch while Spark merges the previous one; returns
+        how many messages were polled."""
         started = time.monotonic()
         goal = self._known_goal()
         goal_reached = goal is not None and self._caught_up(goal, read=True)
@@ -485,6 +735,7 @@ class Replicator:
             self._report(self._finish(pending))
         if prepared is not None:
             self._pending = self._launch(prepared, background=True)
+        return count
 
     def _report(self, report: BatchReport) -> None:
         if self.source is None:
@@ -520,8 +771,8 @@ class Replicator:
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
             keys, values, parts, offs = grouped.pop(topic)
             rt = self.tables.get(topic)
-            if rt is None or rt.state.stopped or rt.state is TableState.PAUSED:
-                continue  # a paused table's records are read again from its checkpoint
+            if rt is None or not rt.live:
+                continue  # a paused or held table's records are read again from its checkpoint
             if rt.name in self._stopping:
                 continue  # it stops at a bad message of the batch in flight
             read_to = next_offsets(parts, offs)
@@ -665,7 +916,7 @@ class Replicator:
         first_task = 0
         for decoded in prepared.tables:
             rt = decoded.rt
-            if rt.state.stopped or rt.state is TableState.PAUSED:
+            if not rt.live:
                 continue
             offsets = {**rt.progress.committed, **decoded.read_to}
             if offsets == rt.progress.committed and not decoded.replayed:
@@ -689,6 +940,9 @@ class Replicator:
                 )
             except (SchemaEvolutionError, HudiError, WriterLockError) as exc:
                 self._fail(rt, str(exc))
+                continue
+            except OSError as exc:  # its storage: retried for this table alone
+                self._table_trouble(rt, exc, committed=False)
                 continue
             prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0
             if plan is None:  # nothing applicable and no table yet: nothing to commit
@@ -739,7 +993,15 @@ class Replicator:
                 self._control(merging=True)
                 pending.thread.join(CONTROL_EVERY_SECONDS)
         if pending.error is not None:
-            raise pending.error
+            if isinstance(pending.error, CdcError) or not isinstance(pending.error, Exception):
+                raise pending.error
+            terminal = task_error(pending.error)
+            if terminal is not None:
+                raise terminal from pending.error
+            raise SparkJobError(
+                f"the Spark job of batch {pending.number} failed: {_spark_reason(pending.error)}",
+                hint=f"Spark's own log is {self.work / 'spark.log'}",
+            ) from pending.error
         phases = pending.prepared.phases
         phases["merge"] = time.monotonic() - pending.merge_started
         faults.point("files_written")
@@ -759,6 +1021,12 @@ class Replicator:
                 # This table alone stops; its instant stays unfinished and is rolled back
                 # at the next start. The other tables of the batch still commit.
                 self._fail(plan.rt, str(exc))
+                continue
+            except OSError as exc:
+                # Its storage: retried for this table alone (its instant is rolled back
+                # then); the other tables of the batch still commit.
+                landed = plan.rt.progress.committed is plan.offsets
+                self._table_trouble(plan.rt, exc, committed=landed)
                 continue
             if plan.rt.name in pending.fail:  # errors.tolerance = "none": stop at the bad one
                 self._fail(plan.rt, pending.fail[plan.rt.name])
@@ -828,13 +1096,17 @@ class Replicator:
         faults.point("after_commit")
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
         rt.progress.committed = plan.offsets
+        self._commits += 1
         c = rt.counters
         add_commit_counts(c, applied)
         c.last_source_ts_ms = rt.progress.max_source_ts  # as of this commit
         streamed = total.events_c + total.events_u + total.events_d + plan.truncates
-        if rt.state in (TableState.REPLICATING, TableState.SNAPSHOTTING):
+        if rt.incident is not None:
+            self._table_recovered(rt)
+        if rt.state in (TableState.REPLICATING, TableState.SNAPSHOTTING, TableState.FAILING):
             snapshot = total.events_r > 0 and not streamed
             rt.state = TableState.SNAPSHOTTING if snapshot else TableState.REPLICATING
+            rt.error = None
         if self.recorder is not None:
             sample = source_ts if source_ts is not None else np.empty(0, np.int64)
             self.recorder.committed(rt.name, plan.instant, applied, sample)
@@ -884,7 +1156,7 @@ class Replicator:
                 f"topic {topic!r} of table {name!r} is not replicated by this config",
                 hint="check source.topics and source.include_tables / exclude_tables",
             )
-        if rt.state.stopped:
+        if rt.state.stopped or rt.state is TableState.FAILING:
             raise TableNameError(
                 f"table {name} is {rt.state.value}: {rt.error}",
                 hint="fix the cause and restart the replicator, then replay",
@@ -927,7 +1199,7 @@ class Replicator:
             pending = self._launch(prepared, background=False)
             instant = pending.plans[0].instant if pending.plans else None
             self._finish(pending)
-            if rt.state.stopped or instant is None:
+            if rt.state.stopped or rt.state is TableState.FAILING or instant is None:
                 raise HudiError(f"table {name}: the replay was not committed: {rt.error}")
             outcome.applied, outcome.instant = len(applied), instant
             log.info("%s: replayed %d dead letter(s) in instant %s", name, len(applied), instant)
@@ -964,6 +1236,8 @@ class Replicator:
         (a table's partitions are assigned again at its checkpoint, which that commit
         may still move).
         """
+        if not merging:
+            self._retry_tables()
         recorder = self.recorder
         if recorder is None:
             return
@@ -1012,13 +1286,14 @@ class Replicator:
             if not found:
                 return f"error: no table named {request.table!r}"
             return self._resync(found[0])
+        troubled = (TableState.FAILED, TableState.FAILING)
         if request.table is None:
-            targets = [rt for rt in self.tables if not rt.state.stopped]
+            targets = [rt for rt in self.tables if rt.state not in troubled]
         else:
             targets = [rt for rt in self.tables if self._store_name(rt) == request.table]
             if not targets:
                 return f"error: no table named {request.table!r}"
-            if targets[0].state.stopped:
+            if targets[0].state in troubled:
                 return f"error: {request.table} is {targets[0].state.value}: {targets[0].error}"
         act = self._pause if request.kind == "pause" else self._resume
         changed = [rt.name for rt in targets if act(rt)]
@@ -1081,6 +1356,8 @@ class Replicator:
         rt.progress = TableProgress()
         rt.counters = TableCounters()
         rt.state, rt.error = TableState.REPLICATING, None
+        rt.incident, rt.held = None, False  # a retried storage error of the old replica ends
+        self._stopping.discard(rt.name)
         if self.recorder is not None:
             self.recorder.reset(self._store_name(rt))
             self.recorder.sync(self._store_statuses(), force=True)
@@ -1119,7 +1396,7 @@ class Replicator:
         return lag
 
     def failing(self) -> list[TableStatus]:
-        """Tables that stopped replicating, with their errors."""
+        """Tables that stopped replicating (FAILED), with their errors."""
         return [rt.status() for rt in self.tables if rt.state.stopped]
 
     def status(self) -> list[TableStatus]:

@@ -4,7 +4,8 @@ A topic maps to a table name and folder (:mod:`engine.naming`); ``source.include
 and ``exclude_tables`` select by that name. Opening an existing table rolls back what a
 crashed run left and loads its progress from the newest commit; a new table's folder is
 created with its first batch. Two topics mapping to one name: the second one's table is
-FAILING with a message, never a shared folder.
+FAILED with a message, never a shared folder. After a transient failure a table is
+opened again (:meth:`Tables.reopen`) the way a restart opens it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from engine.hudi import HudiWriter
 from engine.lock import Locks, table_lock_path
 from engine.naming import table_name_for_topic, table_path
 from engine.replicator.progress import TableProgress
+from engine.replicator.retry import Incident
 from engine.state import TableCounters, TableState, TableStatus
 
 log = logging.getLogger("cdcctl.replicator")
@@ -69,6 +71,17 @@ class TableRuntime:
     state: TableState = TableState.REPLICATING
     error: str | None = None
     counters: TableCounters = field(default_factory=TableCounters)
+    #: A transient failure of this table alone being retried (its storage).
+    incident: Incident | None = None
+    #: Not read until its incident's next try (its partitions are unassigned).
+    held: bool = False
+    #: The state to return to once a transient failure is over.
+    resume_state: TableState = TableState.REPLICATING
+
+    @property
+    def live(self) -> bool:
+        """Whether the table is read and applied now (not FAILED, PAUSED or held)."""
+        return not (self.state.stopped or self.state is TableState.PAUSED or self.held)
 
     def status(self) -> TableStatus:
         """A snapshot of the table's state and counters."""
@@ -121,7 +134,7 @@ class Tables:
             return None
         if name in self._names and self._names[name] != topic:
             error = f"table name {name!r} is already used by topic {self._names[name]!r}"
-            rt = TableRuntime(topic, name, path, state=TableState.FAILING, error=error)
+            rt = TableRuntime(topic, name, path, state=TableState.FAILED, error=error)
             self.by_topic[topic] = rt
             log.error("%s", error)
             return rt
@@ -131,9 +144,9 @@ class Tables:
             try:
                 self.lock(rt)  # before rolling back: the unfinished instants may be another's
             except WriterLockError as exc:
-                rt.state, rt.error = TableState.FAILING, str(exc)
+                rt.state, rt.error = TableState.FAILED, str(exc)
                 self.by_topic[topic] = rt
-                log.error("%s: FAILING: %s", name, exc)
+                log.error("%s: FAILED: %s", name, exc)
                 return rt
             rt.writer = HudiWriter.open(path)
             rolled = rt.writer.recover()
@@ -143,3 +156,17 @@ class Tables:
         shutil.rmtree(self.staging / name, ignore_errors=True)
         self.by_topic[topic] = rt
         return rt
+
+    def reopen(self, rt: TableRuntime) -> None:
+        """Open a table again after a failed batch, as a restart would: roll back its
+        unfinished instants, drop its staged files, reload its progress from its newest
+        commit (the batch in flight is forgotten; its events are read again)."""
+        if HudiWriter.exists(rt.path):
+            rt.writer = HudiWriter.open(rt.path)
+            rolled = rt.writer.recover()
+            if rolled:
+                log.info("%s: rolled back unfinished instants %s", rt.name, ", ".join(rolled))
+            rt.progress = TableProgress.load(rt.writer, rt.topic)
+        else:
+            rt.writer, rt.progress = None, TableProgress()
+        shutil.rmtree(self.staging / rt.name, ignore_errors=True)

@@ -116,8 +116,11 @@ class KafkaSource:
 
     def __init__(self, cfg: SourceConfig, batch_size: int) -> None:
         self._cfg = cfg
+        #: Set by librdkafka's error callback when every broker connection is down.
+        self._down: str | None = None
+        settings = {**consumer_settings(cfg, batch_size), "error_cb": self._on_error}
         try:
-            self._consumer = Consumer(consumer_settings(cfg, batch_size))
+            self._consumer = Consumer(settings)
         except KafkaException as exc:
             raise SourceError(
                 f"cannot create a Kafka consumer: {kafka_reason(exc)}", hint="check source.*"
@@ -133,6 +136,11 @@ class KafkaSource:
         self.errors: Counter[str] = Counter()
         #: Partitions whose fetch position fell outside the log (checked by the caller).
         self.out_of_range: set[tuple[str, int]] = set()
+
+    def _on_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback (called inside poll): note a lost broker."""
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._down = "every broker connection is down"
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is selected by the include/exclude patterns."""
@@ -286,6 +294,14 @@ class KafkaSource:
                         raise SourceError(f"fatal Kafka error: {err}")
                     else:
                         self._consumer_error(m, err)
+            if self._down is not None:
+                # librdkafka would reconnect quietly forever; the caller retries from
+                # its checkpoints instead (what was read of this batch is dropped).
+                reason, self._down = self._down, None
+                raise SourceError(
+                    f"lost the connection to Kafka at {self._cfg.bootstrap_servers}: {reason}",
+                    hint="check that the broker is running and reachable",
+                )
             if not msgs and out:
                 break
         return out

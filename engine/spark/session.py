@@ -234,7 +234,6 @@ def start_for(cfg: Config) -> Future[SparkContext]:
 def stop_spark() -> None:
     """Stop the SparkContext if one was started."""
     global _context, _booting
-    if _context is not None:
-        _context.stop()
-        _context = None
-    _booting = None
+    context, _context, _booting = _context, None, None
+    if context is not None:
+        context.stop()  # may raise when its JVM is gone; it is forgotten either way

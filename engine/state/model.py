@@ -18,8 +18,9 @@ class TableState(StrEnum):
 
     @property
     def stopped(self) -> bool:
-        """Whether the table no longer replicates (until it is fixed and restarted)."""
-        return self in (TableState.FAILING, TableState.FAILED)
+        """Whether the table no longer replicates (until it is fixed and restarted):
+        FAILED. A FAILING table is retrying a transient failure and keeps its partitions."""
+        return self is TableState.FAILED
 
 
 @dataclass

@@ -29,6 +29,7 @@ COMMANDS = (
     "stop",
     "resync",
     "delete",
+    "deadletters",
     "demo",
     "query",
     "test-connection",

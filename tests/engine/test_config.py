@@ -101,3 +101,14 @@ def test_max_bad_fraction_is_refused_with_a_pointer_to_errors_tolerance(tmp_path
     [(key, message, fix)] = info.value.problems
     assert key == "replicator.max_bad_fraction"
     assert "errors.tolerance" in message and "tolerance" in fix
+
+
+def test_retry_max_seconds_defaults_to_600_and_must_be_positive(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    base = '[source]\nbootstrap_servers = "h:1"\ntopics = "x"\n[target]\npath = "l"\n'
+    path.write_text(base)
+    assert load_config(path).replicator.retry_max_seconds == 600
+    path.write_text(base + "[replicator]\nretry_max_seconds = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert [key for key, _, _ in info.value.problems] == ["replicator.retry_max_seconds"]

@@ -55,13 +55,13 @@ def test_every_sample_on_its_own_topic_ends_with_the_failed_tables_named(
     # each named with its topic.
     replicated = [t for t in topic_of.values() if not t.endswith(".transaction")]
     by_name = Counter(table_name_for_topic(t) for t in replicated)
-    failing = {t for t, s in status.items() if s["state"] == "FAILING"}
+    failing = {t for t, s in status.items() if s["state"] == "FAILED"}
     for name, count in by_name.items():
         topics = {t for t in replicated if table_name_for_topic(t) == name}
         assert len(topics & failing) == count - 1, (name, topics & failing)
     for topic in failing:
         table = table_name_for_topic(topic)
-        assert f"FAILING {table} (topic {topic}): table name '{table}'" in run.stderr
+        assert f"FAILED {table} (topic {topic}): table name '{table}'" in run.stderr
 
     # Undecodable samples on tables that did not fail are quarantined with coordinates.
     dead = tmp_path / "work" / "deadletter"

@@ -1,0 +1,105 @@
+"""The retry rule: which failures are transient, how long to wait, when to give up.
+
+A *transient* failure is one a retry can cure: Kafka unreachable (a :class:`SourceError`
+from polling, discovering topics, reading end offsets, seeking), a storage error (an
+:class:`OSError` while a table is written or committed), a failed Spark job (a task
+raised, a Python worker died: :class:`SparkJobError`). Everything else — a bad config, a
+schema conflict, a gap in a topic, too many bad messages — is terminal and never retried.
+
+An *incident* lasts from the first failure until the first batch that succeeds after it;
+its retries wait ``BASE_S * 2**(n-1)`` seconds (at most ``CAP_S``), each wait drawn at
+random between half and all of that ("equal jitter", so several replicators that lost
+the same broker do not come back in step). Once an incident has lasted
+``replicator.retry_max_seconds`` it is given up: the replicator stops (a broker or Spark
+failure) or the one table stops (its own storage error).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass
+
+from engine import errors
+from engine.errors import CdcError, SourceError, SparkJobError
+
+#: First wait, and the longest single wait.
+BASE_S = 1.0
+CAP_S = 30.0
+
+
+def backoff(attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry number ``attempt`` (1, 2, ...)."""
+    ceiling = min(CAP_S, BASE_S * 2 ** min(attempt - 1, 30))
+    return ceiling * (0.5 + 0.5 * (rng or random).random())
+
+
+def transient_cause(exc: BaseException) -> str | None:
+    """The one-line cause of a transient failure (None: not transient)."""
+    if isinstance(exc, SourceError | SparkJobError):
+        return exc.message
+    if isinstance(exc, OSError):
+        return storage_cause(exc)
+    return None
+
+
+def storage_cause(exc: OSError) -> str:
+    """One line for a storage error: what failed, on which file."""
+    where = f" on {exc.filename}" if exc.filename else ""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"storage error{where}: {reason}"
+
+
+def task_error(exc: BaseException) -> CdcError | None:
+    """A terminal engine error that a Spark task raised (e.g. a damaged table file), from
+    the failed job's text (the Python traceback travels inside the Java exception).
+    Such a job failure is not transient: the error itself is raised again."""
+    text = str(exc)
+    found = re.search(r"engine\.errors\.(\w+): (.+)", text)
+    if found is None:
+        return None
+    cls = getattr(errors, found.group(1), None)
+    if not (isinstance(cls, type) and issubclass(cls, CdcError)) or cls.transient:
+        return None
+    hint = re.match(r"\s*hint: (.+)", text[found.end() :])
+    return cls(found.group(2).strip(), hint.group(1).strip() if hint else "")
+
+
+@dataclass
+class Incident:
+    """One transient failure being retried (of the whole replicator, or of one table)."""
+
+    cause: str
+    started: float
+    attempts: int = 0
+    #: When the next try is due (time.monotonic()).
+    retry_at: float = 0.0
+    #: Whether it ends only with a commit (a batch was discarded: its events must be
+    #: applied again), or already with a loop turn that runs without an error.
+    needs_commit: bool = True
+
+    @classmethod
+    def begin(cls, cause: str) -> Incident:
+        return cls(cause, time.monotonic())
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def next_wait(self, limit: float) -> float | None:
+        """Count a retry and return how long to wait before it; None once past ``limit``."""
+        elapsed = self.elapsed
+        if elapsed >= limit:
+            return None
+        self.attempts += 1
+        wait = min(backoff(self.attempts), limit - elapsed)
+        self.retry_at = time.monotonic() + wait
+        return wait
+
+    def given_up(self, limit: float) -> str:
+        """The message of an incident past its limit: the cause and how long it was retried."""
+        return (
+            f"{self.cause} (retried {self.attempts} time(s) over {self.elapsed:.0f} s; "
+            f"replicator.retry_max_seconds = {limit:g})"
+        )

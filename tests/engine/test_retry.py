@@ -1,0 +1,59 @@
+"""The retry rule: what is transient, how long each wait is, when an incident is given up."""
+
+from __future__ import annotations
+
+import errno
+import random
+
+from engine.errors import ConfigError, SchemaEvolutionError, SourceError, SparkJobError
+from engine.replicator.retry import BASE_S, CAP_S, Incident, backoff, transient_cause
+
+
+def test_waits_double_from_one_second_up_to_the_cap_with_jitter() -> None:
+    rng = random.Random(7)
+    for attempt in range(1, 12):
+        ceiling = min(CAP_S, BASE_S * 2 ** (attempt - 1))
+        waits = [backoff(attempt, rng) for _ in range(200)]
+        assert all(ceiling / 2 <= w <= ceiling for w in waits)
+        assert max(waits) - min(waits) > ceiling / 4  # jittered, not one fixed value
+    assert backoff(1000, rng) <= CAP_S
+
+
+def test_transient_and_terminal_failures() -> None:
+    assert transient_cause(SourceError("cannot reach Kafka at h:1")) == "cannot reach Kafka at h:1"
+    assert transient_cause(SparkJobError("the Spark job of batch 3 failed: x")) is not None
+    disk = OSError(errno.EIO, "Input/output error", "/lake/t/.hoodie/x.commit")
+    assert transient_cause(disk) == "storage error on /lake/t/.hoodie/x.commit: Input/output error"
+    assert transient_cause(SchemaEvolutionError("qty int32 -> string")) is None
+    assert transient_cause(ConfigError("bad")) is None
+    assert transient_cause(ValueError("a bug")) is None
+
+
+def test_an_incident_stops_waiting_at_its_limit() -> None:
+    incident = Incident.begin("cannot reach Kafka at h:1")
+    wait = incident.next_wait(0.2)
+    assert wait is not None and wait <= 0.2  # never longer than what is left
+    incident.started -= 5.0  # 5 s into the incident
+    assert incident.next_wait(3.0) is None
+    message = incident.given_up(3.0)
+    assert message.startswith("cannot reach Kafka at h:1 (retried 1 time(s) over 5 s;")
+    assert message.endswith("replicator.retry_max_seconds = 3)")
+
+
+def test_a_terminal_engine_error_inside_a_spark_task_is_not_retried() -> None:
+    from engine.errors import HudiError
+    from engine.replicator.retry import task_error
+
+    text = (
+        "An error occurred while calling o1.collect.\n: org.apache.spark.SparkException: "
+        'Job aborted ...\n  File "/x/engine/hudi/tombstones.py", line 64, in read\n'
+        "engine.errors.HudiError: the tombstone sidecar /l/t/x.parquet is unreadable (bad)\n"
+        "  hint: rebuild the table from its topic\n SQLSTATE: 38000\n\tat org.apache..."
+    )
+    found = task_error(RuntimeError(text))
+    assert isinstance(found, HudiError)
+    assert found.message == "the tombstone sidecar /l/t/x.parquet is unreadable (bad)"
+    assert found.hint == "rebuild the table from its topic"
+    crashed = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
+    assert task_error(RuntimeError(crashed)) is None
+    assert task_error(RuntimeError("engine.errors.SourceError: Kafka")) is None  # transient
