@@ -4,7 +4,8 @@ A *transient* failure is one a retry can cure: Kafka unreachable (a :class:`Sour
 from polling, discovering topics, reading end offsets, seeking), a storage error (an
 :class:`OSError` while a table is written or committed), a failed Spark job (a task
 raised, a Python worker died: :class:`SparkJobError`). Everything else — a bad config, a
-schema conflict, a gap in a topic, too many bad messages — is terminal and never retried.
+schema conflict, a gap in a topic, a bad message under ``errors.tolerance = "none"`` —
+is terminal and never retried.
 
 An *incident* lasts from the first failure until the first batch that succeeds after it;
 its retries wait ``BASE_S * 2**(n-1)`` seconds (at most ``CAP_S``), each wait drawn at
