@@ -430,10 +430,7 @@ class Replicator:
         for rt in self.tables:
             if rt.state is TableState.FAILING and rt.incident is None:
                 rt.state, rt.error = rt.resume_state, None
-        message = (
-            f"recovered after {incident.attempts} retry(s) over {incident.elapsed:.0f} s "
-            f"from: {incident.cause}"
-        )
+        message = incident.recovered()
         log.warning("%s", message)
         if self.recorder is not None:
             self.recorder.event(None, "retry", message)
@@ -560,10 +557,7 @@ class Replicator:
             return
         if rt.state is TableState.FAILING and self._incident is None:
             rt.state, rt.error = rt.resume_state, None
-        message = (
-            f"recovered after {incident.attempts} retry(s) over {incident.elapsed:.0f} s "
-            f"from: {incident.cause}"
-        )
+        message = incident.recovered()
         log.warning("%s", message)
         if self.recorder is not None:
             self.recorder.event(self._store_name(rt), "retry", message)

@@ -98,6 +98,12 @@ class Incident:
         self.retry_at = time.monotonic() + wait
         return wait
 
+    def recovered(self) -> str:
+        """The message of an incident that ended: how many retries, how long, the cause."""
+        return (
+            f"recovered after {self.attempts} retry(s) over {self.elapsed:.0f} s from: {self.cause}"
+        )
+
     def given_up(self, limit: float) -> str:
         """The message of an incident past its limit: the cause and how long it was retried."""
         return (
