@@ -27,6 +27,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Sparkline, Static
+from textual.widgets.data_table import ColumnKey
 
 import engine
 from tui import view
@@ -157,12 +158,20 @@ class DashboardApp(App[None]):
         table = self.query_one(TablesTable)
         table.clear(columns=True)
         for column in view.columns(self._wide):
-            label = column.heading
-            if column.key == self.sort_key:
-                label += " ▼" if self.sort_reverse else " ▲"
-            table.add_column(
-                Text(label, justify="right" if column.numeric else "left"), key=column.key
-            )
+            table.add_column(self._label(column), key=column.key)
+
+    def _label(self, column: view.Column) -> Text:
+        label = column.heading
+        if column.key == self.sort_key:
+            label += " ▼" if self.sort_reverse else " ▲"
+        return Text(label, justify="right" if column.numeric else "left")
+
+    def _relabel(self) -> None:
+        """Mark the sort column in the headings (the columns stay as they are)."""
+        table = self.query_one(TablesTable)
+        for column in view.columns(self._wide):
+            table.columns[ColumnKey(column.key)].label = self._label(column)
+        table.refresh()
 
     @property
     def compact(self) -> bool:
@@ -261,7 +270,7 @@ class DashboardApp(App[None]):
         return next(c.heading for c in view.columns(True) if c.key == key)
 
     def _redraw(self) -> None:
-        self._add_columns()
+        self._relabel()
         if self.snapshot is not None:
             self.show(self.snapshot)
 
@@ -294,7 +303,7 @@ class DashboardApp(App[None]):
         shown = view.columns(self._wide)
         keys = [c.key for c in shown]
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
-        self.sort_reverse = self.sort_key not in ("table", "state")  # figures: biggest first
+        self.sort_reverse = self.sort_key != "table"  # the biggest, the most troubled first
         self._redraw()
 
     def action_reverse(self) -> None:
@@ -308,7 +317,7 @@ class DashboardApp(App[None]):
             self.sort_reverse = not self.sort_reverse
         else:
             self.sort_key = key
-            self.sort_reverse = key not in ("table", "state")
+            self.sort_reverse = key != "table"
         self._redraw()
 
     def action_filter(self) -> None:

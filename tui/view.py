@@ -14,7 +14,8 @@ from typing import Any
 
 from rich.text import Text
 
-#: Each table state: its style (colour plus a weight that reads in monochrome) and mark.
+#: Each table state: its style (in the order of trouble: sorting by state puts FAILED
+#: first) (colour plus a weight that reads in monochrome) and mark.
 STATE_STYLES = {
     "REPLICATING": ("green", "▶"),
     "SNAPSHOTTING": ("bold blue", "◆"),
