@@ -51,7 +51,7 @@ CONFIG = """\
 bootstrap_servers = "kafka-1.internal:9092"
 topics = '^dbserver1\\.'
 [target]
-path = "lake"
+path = "{target}"
 [replicator]
 work_dir = "work"
 """
@@ -106,15 +106,16 @@ def _state(step: int, name: str) -> tuple[TableState, str | None]:
     return TableState.REPLICATING, None
 
 
-def build(folder: Path, *, stopped: bool = True) -> Path:
+def build(folder: Path, *, stopped: bool = True, target: str = "lake") -> Path:
     """Write ``folder/cdcctl.toml`` and the recorded ``folder/work``; the config's path.
 
     ``stopped``: the replicator ended cleanly at the end (else it is recorded running,
-    as a live replicator would have left it).
+    as a live replicator would have left it). ``target``: the config's target folder
+    (relative to ``folder``; the screenshots name one that is the same everywhere).
     """
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "cdcctl.toml"
-    config.write_text(CONFIG)
+    config.write_text(CONFIG.replace("{target}", target))
     work = folder / "work"
     now = [START]
     clock = SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic, sleep=time.sleep)

@@ -16,6 +16,8 @@ from tui.app import DashboardApp
 
 #: The dashboard's clock in these tests: half a minute after the recording ends.
 NOW = END + 30
+#: The target folder the snapshots show (the same on every machine; nothing is written).
+SHOWN_TARGET = "/srv/cdc/lake"
 
 
 def frozen() -> float:
@@ -29,10 +31,16 @@ def recorded(tmp_path: Path) -> engine.Config:
 
 
 @pytest.fixture
+def recorded_stopped_shown(tmp_path: Path) -> engine.Config:
+    """The recorded store, stopped, with :data:`SHOWN_TARGET` as its target."""
+    return engine.load_config(build(tmp_path / "recorded", target=SHOWN_TARGET))
+
+
+@pytest.fixture
 def recorded_running(tmp_path: Path) -> Iterator[engine.Config]:
     """The recorded store as a running replicator leaves it, its writer lock held (by
     this process, as a live replicator holds it): the dashboard sees it alive."""
-    cfg = engine.load_config(build(tmp_path / "recorded", stopped=False))
+    cfg = engine.load_config(build(tmp_path / "recorded", stopped=False, target=SHOWN_TARGET))
     lock = WriterLock(cfg.work_path() / LOCK_NAME, "the recorded work folder").acquire()
     try:
         yield cfg
