@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from engine.spark import check_java, start_for
     from engine.state import (
         STATUS_FIELDS,
+        Request,
         TableCounters,
         TableState,
         TableStatus,
@@ -98,6 +99,7 @@ _EXPORTS = {
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "STATUS_FIELDS": "engine.state",
+    "Request": "engine.state",
     "read_status": "engine.state",
     "send_request": "engine.state",
     "wait_stopped": "engine.state",

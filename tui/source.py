@@ -15,12 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import engine
-
-if TYPE_CHECKING:
-    from engine.state.store import Request
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ class StatusSource:
 
     def request(
         self, kind: str, tables: Sequence[str], wait_seconds: float = 5.0
-    ) -> list[Request] | None:
+    ) -> list[engine.Request] | None:
         """File a control request as `cdcctl pause/resume/stop/resync` do; None when no
         replicator runs (blocks until answered or ``wait_seconds``)."""
         return engine.send_request(self.work_dir, kind, tables, wait_seconds)
