@@ -121,6 +121,8 @@ class DashboardApp(App[None]):
         self._told_ended = False
         self._stopping = False
         self._wide = False
+        #: Readings shown so far.
+        self.reads = 0
 
     # -- layout ------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -190,6 +192,7 @@ class DashboardApp(App[None]):
 
     def on_status_read(self, message: StatusRead) -> None:
         self._reading = False
+        self.reads += 1
         self.show(message.snapshot)
         if self.replicator is not None and not self.replicator.is_alive() and not self._told_ended:
             self._told_ended = True
@@ -249,17 +252,29 @@ class DashboardApp(App[None]):
         widget = self.query_one(TablesTable)
         selected = self.selected_table()
         shown = view.visible_tables(tables, self.sort_key, self.sort_reverse, self.filter_text)
+        names = [t["table"] for t in shown]
+        keys = [c.key for c in view.columns(self._wide)]
+        rows = [view.cells(t, self.now(), compact=self.compact, wide=self._wide) for t in shown]
         with self.batch_update():
-            widget.clear()
-            for t in shown:
-                row = view.cells(t, self.now(), compact=self.compact, wide=self._wide)
-                widget.add_row(*row, key=t["table"])
-            names = [t["table"] for t in shown]
-            if selected in names:
-                widget.move_cursor(row=names.index(selected), animate=False)
+            if names == [str(r.key.value) for r in widget.ordered_rows]:
+                # The same rows in the same order: their cells change in place (the
+                # cursor and the scroll position stay where the user left them).
+                for name, row in zip(names, rows, strict=True):
+                    for key, value in zip(keys, row, strict=True):
+                        widget.update_cell(name, key, value, update_width=True)
+            else:
+                widget.clear()
+                for name, row in zip(names, rows, strict=True):
+                    widget.add_row(*row, key=name)
+                if selected in names:
+                    widget.move_cursor(row=names.index(selected), animate=False)
+        self._titles(len(shown), len(tables))
+
+    def _titles(self, shown: int, total: int) -> None:
+        widget = self.query_one(TablesTable)
         title = "replicas"
         if self.filter_text:
-            title += f" matching {self.filter_text!r} ({len(shown)} of {len(tables)})"
+            title += f" matching {self.filter_text!r} ({shown} of {total})"
         widget.border_title = title
         widget.border_subtitle = f"sorted by {self._heading(self.sort_key)}" + (
             " (reversed)" if self.sort_reverse else ""

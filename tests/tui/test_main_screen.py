@@ -235,3 +235,19 @@ async def test_no_color_still_reads(recorded, monkeypatch: pytest.MonkeyPatch) -
         text = screen_text(app)
         for state in ("REPLICATING", "SNAPSHOTTING", "PAUSED", "FAILING ×3", "FAILED"):
             assert state in text
+
+
+async def test_a_refresh_keeps_the_selection_and_the_sideways_scroll(recorded) -> None:
+    app = make_app(recorded, interval=0.1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot, app)
+        table = app.query_one(TablesTable)
+        await pilot.press("down", "down", "end")  # to the last column
+        assert app.selected_table() == "inventory_products" and table.scroll_x > 0
+        scrolled = table.scroll_x
+        reads = app.reads
+        while app.reads < reads + 3:  # three more readings of the store
+            await pilot.pause(0.1)
+        assert app.selected_table() == "inventory_products"
+        assert table.scroll_x == scrolled
+        assert "bad" in screen_text(app)  # the last column is in view
