@@ -466,6 +466,10 @@ class DashboardApp(App[None]):
             hint = f" ({exc.hint})" if exc.hint else ""
             self.call_from_thread(self.notify, f"{what}: {exc.message}{hint}", severity="error")
             return
+        except Exception as exc:  # noqa: BLE001 - the store could not be written: say so
+            said = f"{what}: failed: {type(exc).__name__}: {exc}"
+            self.call_from_thread(self.notify, said, severity="error")
+            return
         if answers is None:
             self.call_from_thread(
                 self.notify,

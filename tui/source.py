@@ -61,6 +61,9 @@ class StatusSource:
         except (sqlite3.Error, OSError, ValueError, KeyError) as exc:
             problem = f"cannot read the state store in {self.work_dir}: {exc}"
             return Snapshot(None, problem, self.now())
+        except Exception as exc:  # noqa: BLE001 - a screen line, never a traceback
+            problem = f"cannot read the state store in {self.work_dir}: {type(exc).__name__}: {exc}"
+            return Snapshot(None, problem, self.now())
         if status is None:
             problem = (
                 f"no state store in {self.work_dir}: `cdcctl start` has not run with this "
