@@ -90,6 +90,15 @@ def _plain_formatter() -> logging.Formatter:
     return formatter
 
 
+def quiet_terminal_logging() -> None:
+    """Stop writing engine log lines to the terminal (a full-screen dashboard owns it);
+    the log file, when set up, keeps them all."""
+    root = logging.getLogger("cdcctl")
+    for handler in list(root.handlers):
+        if isinstance(handler, _EngineLogHandler):
+            root.removeHandler(handler)
+
+
 def log_to_file(path: Path, fmt: str, max_bytes: int, backups: int) -> None:
     """Also write the ``cdcctl`` logger tree to ``path``, rotated past ``max_bytes``
     (``backups`` older files kept as ``path.1``, ``path.2``, ...)."""

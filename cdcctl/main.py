@@ -18,6 +18,7 @@ import typer
 import engine
 from cdcctl import exit_codes
 from cdcctl.commands.control import pause, resume, resync, stop
+from cdcctl.commands.dashboard import dashboard
 from cdcctl.commands.deadletters import deadletters
 from cdcctl.commands.delete import delete
 from cdcctl.commands.demo import demo
@@ -41,6 +42,7 @@ for command in (
     init,
     start,
     status,
+    dashboard,
     pause,
     resume,
     stop,

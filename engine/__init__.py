@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         TableNameError,
         WriterLockError,
     )
-    from engine.playground.demo import DemoReport, run_demo
+    from engine.playground.demo import DemoReport, live_demo, run_demo
     from engine.query import connect, list_tables, query, read_table
     from engine.replicator import BatchReport, Replicator
     from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from engine.spark import check_java, start_for
     from engine.state import (
         STATUS_FIELDS,
+        Request,
         TableCounters,
         TableState,
         TableStatus,
@@ -81,6 +82,7 @@ _EXPORTS = {
     "WriterLockError": "engine.errors",
     "DemoReport": "engine.playground.demo",
     "run_demo": "engine.playground.demo",
+    "live_demo": "engine.playground.demo",
     "connect": "engine.query",
     "list_tables": "engine.query",
     "query": "engine.query",
@@ -97,6 +99,7 @@ _EXPORTS = {
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "STATUS_FIELDS": "engine.state",
+    "Request": "engine.state",
     "read_status": "engine.state",
     "send_request": "engine.state",
     "wait_stopped": "engine.state",

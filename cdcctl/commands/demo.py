@@ -58,12 +58,23 @@ def demo(
             "file for `cdcctl start` (Ctrl-C stops it)",
         ),
     ] = False,
+    tui: Annotated[
+        bool,
+        typer.Option(
+            "--tui",
+            help="watch it in the dashboard: the replicator follows live changes until you quit",
+        ),
+    ] = False,
 ) -> None:
     """Replicate a generated workload end to end.
 
     Runs an embedded broker, writes an inventory workload of Debezium events, replicates
-    it into Hudi tables and queries them.
+    it into Hudi tables and queries them. With --tui the replicator runs behind the
+    dashboard and keeps following a trickle of live changes until the dashboard is quit.
     """
+    if tui:
+        _demo_in_dashboard(events, target)
+        return
     if keep and target is None:
         target = Path("cdcctl-demo") / "lake"
     err.print(
@@ -82,3 +93,21 @@ def demo(
     )
     if not keep:
         _print_results(report)
+
+
+def _demo_in_dashboard(events: int, target: Path | None) -> None:
+    """The demo's broker and live changes, replicated behind the dashboard."""
+    from cdcctl.commands.start import run_with_dashboard
+
+    err.print(
+        f"demo: embedded broker, {events:,} Debezium events, then live changes; "
+        "starting the dashboard…",
+        markup=False,
+    )
+    with engine.live_demo(events=events, target=target) as (cfg, config):
+        run_with_dashboard(cfg, config)
+        err.print(
+            f"the replicas stay in {cfg.target_path()} (config {config}); the demo's "
+            "broker stops now",
+            markup=False,
+        )

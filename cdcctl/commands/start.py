@@ -13,7 +13,7 @@ import typer
 import engine
 from cdcctl import exit_codes
 from cdcctl.commands.status import print_status
-from cdcctl.console import err, log_to_file
+from cdcctl.console import err, log_to_file, quiet_terminal_logging
 
 #: The per-batch progress lines: on stderr, and in the log file.
 progress = logging.getLogger("cdcctl.progress")
@@ -50,21 +50,24 @@ def start(
     json_out: Annotated[
         bool, typer.Option("--json", help="print the final summary (as `status --json`)")
     ] = False,
+    tui: Annotated[
+        bool,
+        typer.Option("--tui", help="show the dashboard while replicating (quitting it stops)"),
+    ] = False,
 ) -> None:
     """Run the replicator.
 
     Ctrl-C or SIGTERM stops it after the batch in flight; a restart resumes from the
-    last commit, exactly once.
+    last commit, exactly once. With --tui the dashboard runs in front (see `cdcctl
+    dashboard`) and its log lines go to the log file only.
     """
     cfg = engine.load_config(config)
+    if tui:
+        _finish(cfg, run_with_dashboard(cfg, config, until_caught_up=until_caught_up), json_out)
     rep = cfg.replicator
     log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
     engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
-    replicator = engine.Replicator(
-        cfg,
-        on_batch=lambda report: progress.info(_progress_line(report)),
-        config_path=str(config.resolve()),
-    )
+    replicator = _replicator(cfg, config)
     run_log.info(
         "replicating %s -> %s (config %s, pid %d)",
         cfg.source.topics,
@@ -85,6 +88,19 @@ def start(
         run_log.error("replicator ended: %s%s", exc.message, hint, extra={"file_only": True})
         raise
     run_log.info("replicator stopped", extra={"file_only": True})
+    _finish(cfg, replicator, json_out)
+
+
+def _replicator(cfg: engine.Config, config: Path) -> engine.Replicator:
+    return engine.Replicator(
+        cfg,
+        on_batch=lambda report: progress.info(_progress_line(report)),
+        config_path=str(config.resolve()),
+    )
+
+
+def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -> None:
+    """The exit summary (as `status`) and exit code of a run that ended."""
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
         print_status(summary, json_out)
@@ -92,3 +108,47 @@ def start(
     for s in failing:
         err.print(f"FAILED {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)
     exit_codes.exit_now(exit_codes.RUNTIME if failing else exit_codes.OK)
+
+
+def run_with_dashboard(
+    cfg: engine.Config, config: Path, *, until_caught_up: bool = False
+) -> engine.Replicator:
+    """The replicator in a background thread, the dashboard in front (``--tui``); the
+    replicator once both have ended (an error that ended the run is raised).
+
+    Quitting the dashboard asks whether to stop the replicator; yes stops it after the
+    batch in flight and waits for that, no keeps the dashboard (a process cannot go on
+    replicating without it: `cdcctl start` without --tui runs headless).
+    """
+    from tui.app import DashboardApp  # Textual loads only for the dashboard
+    from tui.background import BackgroundReplicator
+
+    rep = cfg.replicator
+    log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
+    quiet_terminal_logging()  # the dashboard owns the terminal; the log file has every line
+    engine.start_for(cfg)
+    replicator = _replicator(cfg, config)
+    run_log.info(
+        "replicating %s -> %s (config %s, pid %d, with the dashboard)",
+        cfg.source.topics,
+        cfg.target_path(),
+        config.resolve(),
+        os.getpid(),
+        extra={"file_only": True},
+    )
+    background = BackgroundReplicator(replicator, until_caught_up=until_caught_up)
+    background.start()
+    try:
+        DashboardApp(cfg.work_path(), cfg, replicator=background).run()
+    finally:
+        if background.is_alive():  # the dashboard ended another way (an error in it)
+            err.print("stopping the replicator after the batch in flight…", markup=False)
+            background.stop()
+        background.join()
+    if background.error is not None:
+        exc = background.error
+        message = getattr(exc, "message", str(exc))
+        run_log.error("replicator ended: %s", message, extra={"file_only": True})
+        raise exc
+    run_log.info("replicator stopped", extra={"file_only": True})
+    return replicator

@@ -11,14 +11,16 @@ replicas, and goes on writing a trickle of live changes, so that ``cdcctl start`
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from engine.config import config_from_dict, render_config
+from engine.config import Config, config_from_dict, load_config, render_config
 from engine.playground.broker import EmbeddedBroker, produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.query import list_tables, query
@@ -108,6 +110,42 @@ def run_demo(
     return report
 
 
+@contextmanager
+def live_demo(
+    events: int = 50_000, target: Path | None = None, *, live_rate: int = 50
+) -> Iterator[tuple[Config, Path]]:
+    """The demo's source, for a replicator to follow (``cdcctl demo --tui``).
+
+    Starts a broker, writes ``events`` messages of the inventory workload and a config
+    file next to ``target`` (default: a temporary folder), and writes ``live_rate``
+    changes per second in a thread until the block ends. Yields the config and its path;
+    nothing is replicated here.
+    """
+    target = (target or Path(tempfile.mkdtemp(prefix="cdcctl-demo-")) / "lake").resolve()
+    folder = target.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with EmbeddedBroker() as broker:
+        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True)
+        broker.create_topics(
+            [f"dbserver1.inventory.{t}" for t in ("customers", "products", "orders")]
+        )
+        produce_messages(broker.bootstrap_servers, workload.events(events))
+        path = _write_config(folder, broker.bootstrap_servers, target)
+        stop = threading.Event()
+        writer = threading.Thread(
+            target=_write_live_changes,
+            args=(broker.bootstrap_servers, workload, live_rate, stop),
+            name="demo-live-changes",
+            daemon=True,
+        )
+        writer.start()
+        try:
+            yield load_config(path), path
+        finally:
+            stop.set()
+            writer.join(timeout=10)
+
+
 def _write_config(folder: Path, bootstrap_servers: str, target: Path) -> Path:
     """The config ``cdcctl start`` uses against the kept demo (paths relative to it)."""
     text = render_config(
@@ -121,9 +159,16 @@ def _write_config(folder: Path, bootstrap_servers: str, target: Path) -> Path:
     return path
 
 
-def _write_live_changes(bootstrap: str, workload: InventoryWorkload, rate: int) -> None:
-    """Write ``rate`` changes per second (inserts, updates, deletes) until interrupted."""
-    while True:
+def _write_live_changes(
+    bootstrap: str, workload: InventoryWorkload, rate: int, stop: threading.Event | None = None
+) -> None:
+    """Write ``rate`` changes per second (inserts, updates, deletes) until interrupted
+    (or ``stop`` is set)."""
+    while stop is None or not stop.is_set():
         tick = time.monotonic()
         produce_messages(bootstrap, workload.stream(rate), create_topics=False)
-        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        pause = max(0.0, 1.0 - (time.monotonic() - tick))
+        if stop is None:
+            time.sleep(pause)
+        else:
+            stop.wait(pause)

@@ -21,6 +21,7 @@ from engine.state.store import COUNTERS, Request, StateStore, store_path
 STATUS_FIELDS = (
     "table",
     "state",
+    "rows",
     "snapshot_rows",
     "inserts",
     "updates",

@@ -33,6 +33,10 @@ class TableCounters:
     tombstone is not an event of its own.
     """
 
+    #: Rows in the replica as of its last commit (rows inserted, less rows deleted or
+    #: truncated; counted since the store knew of rows: stores made before count from
+    #: then on).
+    rows: int = 0
     #: Snapshot reads applied (``op=r``).
     snapshot_rows: int = 0
     #: Inserts (``op=c``), updates (``op=u``), deletes (``op=d``), truncates (``op=t``).

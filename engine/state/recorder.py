@@ -49,6 +49,8 @@ COMMIT_COUNTS = {
     "bad": "bad",
     "ddl": "ddl",
 }
+#: ``cdcctl.counts`` keys of rows the replica gained (+1) or lost (-1).
+ROW_CHANGES = {"inserts": 1, "deletes": -1, "truncated": -1}
 #: The event log's entry for a resync.
 RESYNC_EVENT = "replica dropped; its topic is read again from the start"
 _EVENT_KEYS = ("events_r", "events_c", "events_u", "events_d", "events_t")
@@ -58,6 +60,7 @@ def add_commit_counts(counters: TableCounters, counts: dict[str, int]) -> None:
     """Add what one commit recorded in ``cdcctl.counts`` (and the commit itself)."""
     for counter, key in COMMIT_COUNTS.items():
         setattr(counters, counter, getattr(counters, counter) + int(counts.get(key, 0)))
+    counters.rows += sum(int(counts.get(k, 0)) * sign for k, sign in ROW_CHANGES.items())
     counters.commits += 1
 
 

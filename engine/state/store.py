@@ -31,6 +31,7 @@ MAX_EVENTS = 1000
 
 #: Cumulative counters, each also kept for the current run (``run_<name>``).
 COUNTERS = (
+    "rows",
     "snapshot_rows",
     "inserts",
     "updates",
@@ -160,6 +161,7 @@ class StateStore:
         if create:
             self._db.executescript(_SCHEMA)
             self._migrate_requests()
+            self._migrate_counters()
             for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode
                 side = path.with_name(path.name + suffix)
                 if side.exists():
@@ -179,6 +181,13 @@ class StateStore:
             db.execute(create)
             db.execute("INSERT INTO requests SELECT * FROM requests_old")
             db.execute("DROP TABLE requests_old")
+
+    def _migrate_counters(self) -> None:
+        """A store made before a counter existed gets its columns (at 0)."""
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(tables)").fetchall()}
+        for name in (*COUNTERS, *(f"run_{c}" for c in COUNTERS)):
+            if name not in have:
+                self._db.execute(f"ALTER TABLE tables ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         self._db.close()

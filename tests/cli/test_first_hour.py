@@ -24,6 +24,7 @@ COMMANDS = (
     "init",
     "start",
     "status",
+    "dashboard",
     "pause",
     "resume",
     "stop",

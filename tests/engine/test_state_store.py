@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import stat
 import threading
 import time
@@ -19,7 +20,7 @@ from engine.state.recorder import add_commit_counts, weighted_quantiles
 from engine.state.store import MAX_EVENTS, store_path
 from tests import builders
 from tests.engine.test_properties import Msg
-from tests.integration.replicas import applied_counts
+from tests.integration.replicas import applied_counts, read_replica
 
 
 def _status(name: str, counters: TableCounters, state=TableState.REPLICATING, error=None):
@@ -62,9 +63,9 @@ def test_readers_never_wait_for_the_writer_nor_it_for_them(tmp_path: Path) -> No
 
 def test_counters_are_cumulative_and_reconciled_with_missed_commits(tmp_path: Path) -> None:
     commits = {
-        "001": {"events_r": 10, "events_c": 2},
-        "002": {"events_c": 3, "events_u": 4, "late": 1},
-        "003": {"events_d": 5, "events_t": 1, "bad": 2},
+        "001": {"events_r": 10, "events_c": 2, "inserts": 12},
+        "002": {"events_c": 3, "events_u": 4, "late": 1, "inserts": 3},
+        "003": {"events_d": 5, "events_t": 1, "bad": 2, "deletes": 4, "truncated": 6},
     }
     first = StateRecorder(tmp_path)
     first.started()
@@ -88,10 +89,25 @@ def test_counters_are_cumulative_and_reconciled_with_missed_commits(tmp_path: Pa
     second.adopt("a", "srv.app.a", again, ["001", "002", "003"], commits.__getitem__)
     assert (again.snapshot_rows, again.inserts, again.updates, again.deletes) == (10, 5, 4, 5)
     assert (again.truncates, again.bad, again.commits) == (1, 2, 3)
+    assert again.rows == 12 + 3 - 4 - 6  # rows inserted, less those deleted or truncated
     second.sync([_status("a", again)], {"a": 0}, force=True)
     row = StateStore(store_path(tmp_path)).table("a")
     assert row["deletes"] == 5 and row["run_deletes"] == 0 and row["lag_seconds"] == 0
     second.close()
+
+
+def test_a_store_made_before_a_counter_gets_its_column(tmp_path: Path) -> None:
+    StateStore(store_path(tmp_path)).close()
+    old = sqlite3.connect(store_path(tmp_path))  # as it was before `rows` was counted
+    old.execute("ALTER TABLE tables DROP COLUMN rows")
+    old.execute("ALTER TABLE tables DROP COLUMN run_rows")
+    old.execute("INSERT INTO tables (name, state) VALUES ('a', 'REPLICATING')")
+    old.commit()
+    old.close()
+    store = StateStore(store_path(tmp_path))
+    row = store.table("a")
+    assert row is not None and row["rows"] == 0 and row["run_rows"] == 0
+    store.close()
 
 
 def test_state_changes_errors_and_a_bounded_event_log(tmp_path: Path) -> None:
@@ -222,6 +238,8 @@ def test_events_count_once_by_op_and_a_snapshot_shows(spark, tmp_path: Path) -> 
     assert rt.state is TableState.REPLICATING
     assert (c.snapshot_rows, c.inserts, c.updates, c.deletes, c.late) == (5, 2, 2, 1, 1)
     assert c.commits == 2
+    # Rows in the replica: 5 snapshot rows and key 11 (key 9 came and went).
+    assert c.rows == 6 == len(read_replica(tmp_path / "lake" / rt.name))
     recorded = applied_counts(tmp_path / "lake" / rt.name)
     assert {k: recorded[k] for k in ("events_r", "events_c", "events_u", "events_d")} == {
         "events_r": 5,

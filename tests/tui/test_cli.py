@@ -1,0 +1,191 @@
+"""`cdcctl dashboard` and `cdcctl start --tui` as a user runs them: real child processes on
+a pseudo-terminal, keys typed into it, the screen read back from it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+import engine
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
+from tests.data.recorded_store import build
+from tests.integration.replicas import write_config
+
+#: Escape sequences of the terminal output (removed before looking for words).
+_ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78MDEc]")
+
+
+class Terminal:
+    """A child process on a pseudo-terminal of a given size."""
+
+    def __init__(self, args: list[str], size: tuple[int, int] = (120, 36)) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(size[0])}
+        env.pop("NO_COLOR", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cdcctl", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            close_fds=True,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.master = master
+        self.output = b""
+
+    def text(self) -> str:
+        return _ESCAPES.sub(b"", self.output).decode(errors="replace")
+
+    def read(self, seconds: float = 0.2) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.master], [], [], left)
+            if not ready:
+                break
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # the child has closed the terminal
+                break
+            if not chunk:
+                break
+            self.output += chunk
+
+    def wait_for(self, words: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while words not in self.text():
+            assert time.monotonic() < deadline, f"{words!r} never shown:\n{self.text()[-3000:]}"
+            assert self.proc.poll() is None, (
+                f"exited {self.proc.returncode}:\n{self.text()[-3000:]}"
+            )
+            self.read()
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+        self.read(0.3)
+
+    def wait_exit(self, timeout: float = 90.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            assert time.monotonic() < deadline, self.text()[-3000:]
+            self.read()
+        self.read(0.5)
+        return self.proc.returncode
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+
+
+def test_dashboard_shows_a_recorded_store_and_quits(tmp_path: Path) -> None:
+    config = build(tmp_path / "recorded")
+    term = Terminal(["dashboard", "--config", str(config)])
+    try:
+        term.wait_for("FAILING ×3", timeout=60)
+        term.wait_for("showing its last known state")
+        term.type("q")  # no replicator of its own: quits at once
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+
+
+def test_dashboard_of_a_folder_without_state_says_so(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "^x\\.", tmp_path / "lake")
+    term = Terminal(["dashboard", "--config", str(config)])
+    try:
+        term.wait_for("no state store in", timeout=60)
+        term.type("q")
+        assert term.wait_exit() == 0
+        assert "Traceback" not in term.text()
+    finally:
+        term.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+def test_start_tui_asks_before_stopping_and_stops_cleanly(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    messages = list(InventoryWorkload(seed=33, prefix=topic_prefix, schemas=True).events(1_500))
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+    produce_messages(broker.bootstrap_servers, messages)
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        tmp_path / "lake",
+        max_batch_events=500,
+        max_batch_seconds=0.3,
+    )
+    work = engine.load_config(config).work_path()
+    term = Terminal(["start", "--tui", "--config", str(config)])
+    try:
+        term.wait_for("▶ REPLICATING", timeout=180)
+        term.wait_for("RUNNING  up ")
+        term.type("q")
+        term.wait_for("Stop replicating and quit?")
+        term.type("n")  # keep replicating, with the dashboard
+        time.sleep(1.5)
+        term.read()
+        assert term.proc.poll() is None
+        status = engine.read_status(work)
+        assert status is not None and status["replicator"]["alive"]
+        assert status["replicator"]["state"] == "running"
+        term.type("q")
+        term.wait_for("Stop replicating and quit?")
+        term.output = b""
+        term.type("y")
+        assert term.wait_exit() == 0, term.text()[-3000:]
+        assert "replicator: stopped" in term.text()  # `cdcctl start`'s exit summary
+    finally:
+        term.close()
+    status = engine.read_status(work)
+    assert status is not None and status["replicator"]["state"] == "stopped"
+    assert not status["replicator"]["alive"]
+    assert sum(t["rows"] for t in status["tables"]) > 0
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow
+def test_demo_tui_replicates_the_demo_and_its_live_changes(tmp_path: Path) -> None:
+    target = tmp_path / "demo" / "lake"
+    term = Terminal(["demo", "--tui", "--events", "3000", "--target", str(target)])
+    try:
+        term.wait_for("inventory_orders", timeout=180)
+        term.wait_for("▶ REPLICATING", timeout=180)
+        work = target.parent / ".cdcctl"
+
+        def applied() -> int:
+            status = engine.read_status(work) or {"tables": []}
+            return sum(t["inserts"] + t["updates"] + t["deletes"] for t in status["tables"])
+
+        deadline = time.monotonic() + 120
+        first = applied()
+        while applied() <= first:  # the live changes keep coming, and are replicated
+            assert time.monotonic() < deadline, "no live changes replicated"
+            term.read(0.5)
+        term.type("q")
+        term.wait_for("Stop replicating and quit?")
+        term.type("y")
+        assert term.wait_exit() == 0, term.text()[-3000:]
+        assert f"the replicas stay in {target}" in term.text()
+    finally:
+        term.close()
