@@ -100,6 +100,11 @@ class Compaction:
     instant: str
     file_groups: int
 
+    @property
+    def at(self) -> float:
+        """When it started (the instant's time), seconds since the epoch."""
+        return instant_time(self.instant)
+
 
 @dataclass(frozen=True)
 class ReplicaDetail:
