@@ -31,6 +31,7 @@ from engine.hudi import options as o
 from engine.hudi.commit import parse_checkpoint
 from engine.naming import table_name_for_topic, table_path
 from engine.state.control import open_store, read_status
+from engine.state.recorder import HISTORY_STEP_S
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -152,6 +153,8 @@ class TableDetail:
     replica: ReplicaDetail | None
     #: Why there is no replica detail (no config, no replica yet, unreadable).
     replica_error: str | None = None
+    #: Seconds each point of the status record's ``throughput`` history stands for.
+    throughput_step_s: float = HISTORY_STEP_S
 
 
 @dataclass(frozen=True)

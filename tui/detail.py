@@ -136,7 +136,7 @@ class TableDetailScreen(Screen[None]):
         Binding("e", "show_error", "Error"),
         Binding("r", "reload", "Refresh"),
     ]
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     AUTO_FOCUS = "#body"
 
     class Loaded(Message):
@@ -294,7 +294,10 @@ class TableDetailScreen(Screen[None]):
         self.query_one("#throughput", Sparkline).data = history or [0.0]
         peak = max(history, default=0.0)
         self.query_one("#throughput-caption", Static).update(
-            Text(f"events/s, last {len(history) * 10 // 60} min in 10 s steps; peak {peak:,.1f}")
+            Text(
+                f"events/s, last {duration(len(history) * d.throughput_step_s)} "
+                f"in {d.throughput_step_s:g} s steps; peak {peak:,.1f}"
+            )
             if history
             else Text("no throughput history yet", "dim")
         )
@@ -428,9 +431,9 @@ class TableDetailScreen(Screen[None]):
         table = _table("column", "type", "null", "key")
         for c in r.schema:
             style = "dim" if c.name.startswith("_cdc_") else ""
-            name = Text(c.name + (" +" if c.name in added else ""), style)
+            label = Text(c.name + (" +" if c.name in added else ""), style)
             table.add_row(
-                name, Text(c.type, style), "yes" if c.nullable else "no", "key" if c.key else ""
+                label, Text(c.type, style), "yes" if c.nullable else "no", "key" if c.key else ""
             )
         return Group(head, table)
 
