@@ -12,6 +12,10 @@ import asyncio
 import io
 import json
 import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,10 @@ from textual.pilot import Pilot
 from textual.widgets import Footer, Static, TextArea
 
 from engine.config import Config
-from tests.detail_replica import detail_config
+from engine.playground.broker import produce_messages
+from engine.replicator import Replicator
+from tests import builders
+from tests.detail_replica import COLS_V1, detail_config
 from tui.detail import TableDetailScreen
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "detail"
@@ -34,9 +41,16 @@ NO_BROKER = "127.0.0.1:1"
 class DetailApp(App[None]):
     """A tiny app whose first screen pushes the detail screen."""
 
-    def __init__(self, work_dir: Path, config: Config | None, **screen: object) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        config: Config | None,
+        now: Callable[[], float] = lambda: float(RECORDED["now"]),
+        **screen: object,
+    ) -> None:
         super().__init__()
         self.work_dir, self.config, self.screen_options = work_dir, config, screen
+        self.now = now
 
     def compose(self) -> ComposeResult:
         yield Static("main screen", id="main")
@@ -48,7 +62,7 @@ class DetailApp(App[None]):
                 self.work_dir,
                 self.config,
                 TABLE,
-                now=lambda: float(RECORDED["now"]),
+                now=self.now,
                 **self.screen_options,  # type: ignore[arg-type]
             )
         )
@@ -180,3 +194,66 @@ def test_snapshot_of_the_error(snap_compare, recorded_replica: Config) -> None:
         terminal_size=(80, 24),
         run_before=to_error,
     )
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.asyncio
+async def test_the_screen_follows_a_running_replicator(broker, spark, tmp_path: Path) -> None:
+    """Open while a replicator runs: the partitions' applied and end offsets (the broker
+    answers) and the timeline follow its commits."""
+    prefix = f"tui_{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}.app.items"
+    broker.create_topics([topic])
+    cfg = detail_config(tmp_path, broker.bootstrap_servers, prefix)
+    lsn = int(time.time() * 1000) - 1_700_000_000_000
+    sent = 0
+
+    def produce(n: int) -> None:
+        nonlocal lsn, sent
+        msgs = []
+        for i in range(sent, sent + n):
+            lsn += 1
+            row = {"id": i, "name": f"n{i}", "qty": i}
+            msgs.append((topic, builders.key(i), builders.value("c", lsn, row, COLS_V1)))
+        produce_messages(broker.bootstrap_servers, msgs)
+        sent += n
+
+    produce(60)
+    replicator = Replicator(cfg, spark=spark)
+    thread = threading.Thread(target=replicator.run, daemon=True)
+    thread.start()
+    app = DetailApp(cfg.work_path(), cfg, time.time, refresh=0.2, offsets_every=0.3)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, TableDetailScreen)
+
+            async def caught_up() -> str:
+                async with asyncio.timeout(90):
+                    while True:
+                        await pilot.pause(0.1)
+                        kafka = _text(screen, "#kafka-table")
+                        row = [
+                            line.split() for line in kafka.splitlines() if line.split()[:1] == ["0"]
+                        ]
+                        if row and row[0][1:] == [f"{sent:,}", f"{sent:,}", "0"]:
+                            return kafka
+
+            kafka = await caught_up()
+            assert f"topic {topic}" in kafka and "unreachable" not in kafka
+            first = screen.detail
+            assert first is not None and first.replica is not None
+            assert "REPLICATING" in _text(screen, "#title") and "not running" not in _text(
+                screen, "#title"
+            )
+            produce(60)
+            await caught_up()
+            later = screen.detail
+            assert later is not None and later.replica is not None
+            assert later.replica.last_commit is not None
+            assert later.replica.last_commit > (first.replica.last_commit or "")
+            assert later.replica.last_commit in _text(screen, "#hudi-table")
+    finally:
+        replicator.request_stop()
+        thread.join(60)
