@@ -177,7 +177,8 @@ class PartitionOffsets:
 
 @dataclass(frozen=True)
 class KafkaOffsets:
-    """The partitions of the table's topic; ``error`` says why end offsets are unknown."""
+    """The partitions of the table's topic; ``error`` says why end offsets are unknown
+    (``reachable``: the broker answered, e.g. without the topic)."""
 
     topic: str | None
     partitions: tuple[PartitionOffsets, ...] = ()
@@ -358,6 +359,9 @@ class TableDetailReader:
             ends = partition_ends(self.config.source, topic, applied, timeout)
         except CdcError as exc:
             return KafkaOffsets(topic, known(), exc.message, servers)
+        if not ends:
+            missing = f"topic {topic} is not on the broker"
+            return KafkaOffsets(topic, known(), missing, servers, reachable=True)
         parts = sorted(set(ends) | set(applied))
         return KafkaOffsets(
             topic,

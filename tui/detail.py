@@ -373,10 +373,10 @@ class TableDetailScreen(Screen[None]):
             lag = None if end is None else max(0, end - (done or 0))
             table.add_row(str(p), _number(done), _number(end), _number(lag))
         if k.error is not None:
-            where = f" ({k.servers})" if k.servers else ""
-            note = Text(f"end offsets unknown: broker unreachable{where}", "bold")
-            if k.servers is None or k.topic is None:
-                note = Text(k.error, "bold")
+            # librdkafka's reason varies from one attempt to the next: not shown.
+            note = Text(k.error, "bold")
+            if k.servers is not None and k.topic is not None and not k.reachable:
+                note = Text(f"end offsets unknown: broker unreachable ({k.servers})", "bold")
             return Group(note, table) if parts else note
         topic = Text.assemble(("topic ", "dim"), k.topic or "-")
         return Group(topic, table) if parts else Group(topic, Text("no partitions", "dim"))

@@ -139,7 +139,8 @@ def partition_ends(
     cfg: SourceConfig, topic: str, applied: dict[int, int], timeout: float
 ) -> dict[int, int]:
     """The end offset (next offset to be written) of each partition of ``topic``, asked
-    of the broker by a consumer of its own, every wait bounded by ``timeout``.
+    of the broker by a consumer of its own, every wait bounded by ``timeout`` ({}: the
+    broker has no such topic).
 
     A high watermark below the offset ``applied`` says a partition was read up to (the
     Tansu broker's watermark lags within a record batch) is settled by reading the
@@ -147,7 +148,7 @@ def partition_ends(
     long (the dashboard's detail screen).
 
     Raises:
-        SourceError: the broker did not answer in time, or has no such topic.
+        SourceError: the broker did not answer in time.
     """
     settings = {
         **consumer_settings(cfg, 1000),
@@ -168,7 +169,7 @@ def partition_ends(
             ) from None
         found = meta.topics.get(topic)
         if found is None or found.error is not None:
-            raise SourceError(f"topic {topic} is not on the broker")
+            return {}
         parts = [(topic, p) for p in sorted(found.partitions)]
         marks: dict[tuple[str, int], int] = {}
         for tp in parts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -86,6 +87,11 @@ def test_detail_of_a_replica_the_engine_wrote(replica) -> None:
     # The messages from the batch of the incompatible change on wait.
     assert offsets.partitions == (PartitionOffsets(0, applied, SENT),)
     assert offsets.partitions[0].lag == SENT - applied >= 5
+    # A broker that answers without the topic (deleted): said, what was applied kept.
+    gone = dataclasses.replace(detail, topic=f"{topic}_gone")
+    missing = TableDetailReader(cfg.work_path(), cfg, TABLE).offsets(gone)
+    assert missing.reachable and missing.error == f"topic {topic}_gone is not on the broker"
+    assert missing.partitions == (PartitionOffsets(0, applied, None),)
 
 
 @pytest.mark.kafka
