@@ -141,6 +141,9 @@ async def test_the_screen_shows_the_table_copies_its_error_and_goes_back(
         assert app.clipboard == error
         await pilot.press("e")
         assert app.focused is area
+        app.copy_to_clipboard("")
+        await pilot.press("c")  # the keys work from inside the text area too
+        assert app.clipboard == error and area.text == error
 
         # Escape goes back to the screen it came from; so does `q` (a fresh push).
         await pilot.press("escape")
