@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         load_config,
         render_config,
     )
+    from engine.detail import KafkaOffsets, TableDetail, TableDetailReader
     from engine.errors import (
         CdcError,
         ConfigError,
@@ -68,6 +69,9 @@ _EXPORTS = {
     "config_from_dict": "engine.config",
     "load_config": "engine.config",
     "render_config": "engine.config",
+    "KafkaOffsets": "engine.detail",
+    "TableDetail": "engine.detail",
+    "TableDetailReader": "engine.detail",
     "CdcError": "engine.errors",
     "ConfigError": "engine.errors",
     "DecodeError": "engine.errors",

@@ -299,6 +299,11 @@ class HudiTable:
         """The table's timeline as this object knows it (listed on first use)."""
         return self._timeline()
 
+    def rescan(self) -> tl.Timeline:
+        """List ``.hoodie`` again: the timeline as it is now (a reader of a table another
+        process writes calls this before each look)."""
+        return self._rescan()
+
     def completed_instants(self) -> list[str]:
         """Return the completed commit/deltacommit/replacecommit instants, oldest first
         (listing ``.hoodie``; :meth:`timeline` gives this object's current view)."""
@@ -341,6 +346,19 @@ class HudiTable:
             raise HudiError(f"{self.base_path}: no completed instant {instant}")
         self._cache_metadata(instant, meta)
         return meta
+
+    def compacted_groups(self, instant: str) -> int:
+        """File groups a completed write gave a new base file over an earlier slice of
+        theirs (for a Merge-on-Read delta commit: the groups it compacted)."""
+        stats = self.commit_metadata(instant).get("partitionToWriteStats") or {}
+        return sum(
+            1
+            for group in stats.values()
+            for stat in group or []
+            if stat.get("baseFile") is None
+            and str(stat.get("path") or "").endswith(".parquet")
+            and stat.get("prevCommit") not in (None, "null")
+        )
 
     def _cache_metadata(self, instant: str, meta: dict[str, Any]) -> None:
         self._metadata_cache[instant] = meta

@@ -55,6 +55,18 @@ class Timeline:
             t for t, (a, state) in self.services.items() if a == action and state == COMPLETED
         )
 
+    def entries(self) -> list[tuple[str, str, str]]:
+        """Every instant as ``(instant, action, state)``, newest first: completed and
+        pending writes, and the clean and rollback services."""
+        out = [(t, a, COMPLETED) for t, a in self.completed.items()]
+        for t, names in self.pending.items():
+            rest = [(INSTANT_RE.match(n).group(2) or "") for n in names]  # type: ignore[union-attr]
+            state = INFLIGHT if any(r.endswith("inflight") for r in rest) else REQUESTED
+            actions = [r.rsplit(".", 1)[0] for r in rest if r != "inflight"]
+            out.append((t, actions[0] if actions else "commit", state))
+        out += [(t, a, st) for t, (a, st) in self.services.items()]
+        return sorted(out, reverse=True)
+
     @property
     def first(self) -> str:
         """The earliest write instant in any state ("" if none): older slices are archived."""

@@ -104,6 +104,92 @@ def _watermarks(
     return out
 
 
+def _exact_ends(
+    probe: Consumer,
+    marks: dict[tuple[str, int], int],
+    check: Iterable[tuple[str, int]],
+    timeout: float,
+) -> dict[tuple[str, int], int]:
+    """``marks`` (high watermarks) with the partitions of ``check`` settled by reading
+    their last record batch from ``high - 1`` (see :meth:`KafkaSource.exact_end_offsets`);
+    a partition that does not answer within ``timeout`` keeps its watermark."""
+    out = dict(marks)
+    todo = {tp: marks[tp] for tp in check if marks.get(tp, 0) > 0}
+    if not todo:
+        return out
+    probe.assign([TopicPartition(t, p, high - 1) for (t, p), high in todo.items()])
+    waiting = set(todo)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # Once every partition answered, a short wait collects the rest of the
+        # last record batches (delivered together with their first message).
+        msgs = probe.consume(100_000, min(0.5, timeout) if waiting else 0.05)
+        for m in msgs:
+            topic, part, offset = m.topic(), m.partition(), m.offset()
+            if m.error() is None and topic and part is not None and offset is not None:
+                tp = (topic, part)
+                waiting.discard(tp)
+                out[tp] = max(out[tp], offset + 1)
+        if not waiting and not msgs:
+            break
+    return out
+
+
+def partition_ends(
+    cfg: SourceConfig, topic: str, applied: dict[int, int], timeout: float
+) -> dict[int, int]:
+    """The end offset (next offset to be written) of each partition of ``topic``, asked
+    of the broker by a consumer of its own, every wait bounded by ``timeout`` ({}: the
+    broker has no such topic).
+
+    A high watermark below the offset ``applied`` says a partition was read up to (the
+    Tansu broker's watermark lags within a record batch) is settled by reading the
+    partition's last batch, as the replicator does. Used by readers that must not wait
+    long (the dashboard's detail screen).
+
+    Raises:
+        SourceError: the broker did not answer in time.
+    """
+    settings = {
+        **consumer_settings(cfg, 1000),
+        "group.id": cfg.group_id + "-probe",
+        "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
+    }
+    try:
+        probe = Consumer(settings)
+    except KafkaException as exc:
+        raise SourceError(f"cannot create a Kafka consumer: {kafka_reason(exc)}") from None
+    try:
+        try:
+            meta = probe.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise SourceError(
+                f"Kafka at {cfg.bootstrap_servers} did not answer within {timeout:g} s: "
+                f"{kafka_reason(exc)}"
+            ) from None
+        found = meta.topics.get(topic)
+        if found is None or found.error is not None:
+            return {}
+        parts = [(topic, p) for p in sorted(found.partitions)]
+        marks: dict[tuple[str, int], int] = {}
+        for tp in parts:
+            try:
+                _, high = probe.get_watermark_offsets(TopicPartition(*tp), timeout=timeout)
+            except KafkaException as exc:
+                raise SourceError(
+                    f"cannot read end offsets of {topic}[{tp[1]}]: {kafka_reason(exc)}"
+                ) from None
+            marks[tp] = high
+        suspects = [tp for tp in parts if applied.get(tp[1], 0) > marks[tp]]
+        ends = _exact_ends(probe, marks, suspects, timeout)
+        return {p: ends[(t, p)] for t, p in parts}
+    finally:
+        try:
+            probe.close()
+        except (KafkaException, RuntimeError):
+            pass
+
+
 def topic_matches(cfg: SourceConfig, topic: str) -> bool:
     """Whether a topic is selected by ``source.topics`` and ``source.exclude_topics``."""
     if not re.search(cfg.topics, topic):
@@ -247,26 +333,7 @@ class KafkaSource:
         probe = Consumer({**self._tx_settings, "group.id": self._cfg.group_id + "-probe"})
         try:
             marks = _watermarks(probe, partitions)
-            out = dict(marks)
-            todo = {tp: high for tp, high in marks.items() if high > 0}
-            if not todo:
-                return out
-            probe.assign([TopicPartition(t, p, high - 1) for (t, p), high in todo.items()])
-            waiting = set(todo)
-            deadline = time.monotonic() + TIMEOUT_S
-            while time.monotonic() < deadline:
-                # Once every partition answered, a short wait collects the rest of the
-                # last record batches (delivered together with their first message).
-                msgs = probe.consume(100_000, 0.5 if waiting else 0.05)
-                for m in msgs:
-                    topic, part, offset = m.topic(), m.partition(), m.offset()
-                    if m.error() is None and topic and part is not None and offset is not None:
-                        tp = (topic, part)
-                        waiting.discard(tp)
-                        out[tp] = max(out[tp], offset + 1)
-                if not waiting and not msgs:
-                    break
-            return out
+            return _exact_ends(probe, marks, list(marks), TIMEOUT_S)
         finally:
             probe.close()
 

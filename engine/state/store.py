@@ -313,9 +313,11 @@ class StateStore:
     def table(self, name: str) -> dict[str, Any] | None:
         return next((t for t in self.tables() if t["name"] == name), None)
 
-    def events(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest events of the log, oldest first."""
+    def events(self, limit: int = 50, table: str | None = None) -> list[dict[str, Any]]:
+        """The newest events of the log (with ``table``: of that table), oldest first."""
+        where, args = ("WHERE tbl = ? ", [table]) if table is not None else ("", [])
         rows = self._db.execute(
-            "SELECT at, tbl, kind, message FROM events ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT at, tbl, kind, message FROM events {where}ORDER BY id DESC LIMIT ?",
+            [*args, limit],
         ).fetchall()
         return [dict(r) for r in reversed(rows)]

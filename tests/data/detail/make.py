@@ -1,0 +1,64 @@
+"""Record the fixture the detail screen's snapshot tests render.
+
+    .venv/bin/python -m tests.data.detail.make
+
+Runs the real replicator (embedded broker, local Spark) through
+:func:`tests.detail_replica.build_detail_replica` with the topic prefix ``shop``, then
+keeps what the screen reads: the replica (``lake/app_items``, cleaned down to its latest
+file slices) and the state store
+(``work/state.db``, copied with SQLite's backup so the WAL is folded in), and in
+``fixture.json`` the topic and a frozen "now" (a minute after the store's last write),
+so that every time shown is the same on every run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from engine.hudi import HudiWriter
+from engine.playground.broker import EmbeddedBroker
+from engine.spark import get_spark, stop_spark
+from tests.detail_replica import build_detail_replica
+
+HERE = Path(__file__).resolve().parent
+PREFIX = "shop"
+TABLE = "app_items"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
+        root = Path(tmp)
+        spark = get_spark("local[2]", "1g")
+        try:
+            cfg, topic = build_detail_replica(broker, spark, root, PREFIX)
+        finally:
+            stop_spark()
+        for sub in ("lake", "work"):
+            shutil.rmtree(HERE / sub, ignore_errors=True)
+        shutil.copytree(cfg.target_path() / TABLE, HERE / "lake" / TABLE)
+        # Only the latest slices stay (a base file is ~430 kB: its bloom filter has
+        # Hudi's fixed size): a clean, recorded on the timeline as Hudi records it.
+        HudiWriter.open(HERE / "lake" / TABLE).clean(retain_commits=1)
+        # The table's writer lock file names this machine; readers never look at it.
+        (HERE / "lake" / TABLE / ".hoodie" / ".cdcctl" / "writer.lock").unlink()
+        (HERE / "work").mkdir()
+        source = sqlite3.connect(cfg.work_path() / "state.db")
+        target = sqlite3.connect(HERE / "work" / "state.db")
+        source.backup(target)
+        target.execute("PRAGMA journal_mode=DELETE")
+        source.close()
+        target.close()
+        last = sqlite3.connect(HERE / "work" / "state.db").execute(
+            "SELECT max(updated_at) FROM tables"
+        )
+        now = round(last.fetchone()[0] + 60)
+        (HERE / "fixture.json").write_text(json.dumps({"topic": topic, "now": now}) + "\n")
+    print(f"recorded {TABLE} of {topic} into {HERE}")
+
+
+if __name__ == "__main__":
+    main()
