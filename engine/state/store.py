@@ -306,6 +306,9 @@ class StateStore:
         out = []
         for row in rows:
             record = dict(row)
+            for name in COUNTERS:  # a store from before a counter existed, read only
+                record.setdefault(name, 0)
+                record.setdefault(f"run_{name}", 0)
             record["throughput"] = json.loads(record["throughput"] or "[]")
             out.append(record)
         return out
