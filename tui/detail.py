@@ -36,18 +36,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Sparkline, Static, TextArea
 
 import engine
+from tui.view import STATE_STYLES, duration, epoch
 
 if TYPE_CHECKING:
     from engine import KafkaOffsets, TableDetail
 
-#: Style of each table state (the state is always written out too: it reads without colour).
-STATE_STYLES = {
-    "REPLICATING": "bold green",
-    "SNAPSHOTTING": "bold blue",
-    "PAUSED": "bold yellow",
-    "FAILING": "bold dark_orange",
-    "FAILED": "bold red",
-}
 #: Counters shown, in order: (label, status key).
 COUNTERS = (
     ("snapshot", "snapshot_rows"),
@@ -63,32 +56,9 @@ COUNTERS = (
 )
 
 
-def _seconds(value: Any) -> float | None:
-    """A status time (ISO text) or an epoch number as seconds since the epoch."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    return datetime.fromisoformat(str(value)).timestamp()
-
-
-def duration(seconds: float) -> str:
-    """A short duration: ``0.42s``, ``12s``, ``5m``, ``2.1h``, ``3d``."""
-    seconds = max(seconds, 0.0)
-    if seconds < 10:
-        return f"{seconds:.2f}s"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.0f}d"
-
-
 def when(value: Any, now: float, *, date: bool = False) -> str:
     """``12:02:27 (5m ago)`` in UTC (with ``date``: ``2026-11-25 12:02:27``); ``-``."""
-    ts = _seconds(value)
+    ts = epoch(value)
     if ts is None:
         return "-"
     stamp = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S")
@@ -315,8 +285,9 @@ class TableDetailScreen(Screen[None]):
         state = s.get("state")
         title = Text.assemble((d.table, "bold"), "  ")
         if state:
-            title.append(state, STATE_STYLES.get(state, "bold"))
-            since = _seconds(s.get("state_since"))
+            style, mark = STATE_STYLES.get(state, ("bold", ""))
+            title.append(f"{mark} {state}".strip(), style)
+            since = epoch(s.get("state_since"))
             if since is not None:
                 title.append(f" for {duration(now - since)}")
         else:
@@ -330,7 +301,7 @@ class TableDetailScreen(Screen[None]):
             title.append("never ran here")
         else:
             title.append(str(rep.get("state")))
-            seen = _seconds(rep.get("updated_at"))
+            seen = epoch(rep.get("updated_at"))
             if not rep.get("alive") and seen is not None:
                 title.append(f" (not running; last seen {duration(now - seen)} ago)")
         return title

@@ -89,10 +89,12 @@ def sparkline(values: Sequence[float], width: int) -> str:
     return "".join(BARS[max(1, round(v / top * (len(BARS) - 1)))] if v > 0 else "▁" for v in values)
 
 
-def epoch(value: str | None) -> float | None:
-    """An ISO 8601 time of the status record as Unix time."""
+def epoch(value: str | float | None) -> float | None:
+    """A time of the status record (ISO 8601 text, or already Unix time) as Unix time."""
     if value is None:
         return None
+    if isinstance(value, int | float):
+        return float(value)
     return dt.datetime.fromisoformat(value).timestamp()
 
 
