@@ -206,6 +206,7 @@ class DashboardApp(App[None]):
     def show(self, snapshot: Snapshot) -> None:
         """Show a reading: the header, the notice and the rows."""
         self.snapshot = snapshot
+        self._fit()
         notice = self.query_one("#notice", Static)
         if snapshot.status is None:
             notice.update(Text(snapshot.problem or "", style="bold"))
@@ -290,13 +291,16 @@ class DashboardApp(App[None]):
             self.show(self.snapshot)
 
     def on_resize(self) -> None:
+        if self.snapshot is not None:
+            self.show(self.snapshot)
+
+    def _fit(self) -> None:
+        """Columns for the terminal's width (it may have changed since the last reading)."""
         if self._wide != (not self.compact):
             self._wide = not self.compact
             if not self._wide and self.sort_key not in view.COLUMN_KEYS:
                 self.sort_key, self.sort_reverse = "table", False
             self._add_columns()
-        if self.snapshot is not None:
-            self.show(self.snapshot)
 
     def selected_table(self) -> str | None:
         widget = self.query_one(TablesTable)

@@ -251,3 +251,17 @@ async def test_a_refresh_keeps_the_selection_and_the_sideways_scroll(recorded) -
         assert app.selected_table() == "inventory_products"
         assert table.scroll_x == scrolled
         assert "bad" in screen_text(app)  # the last column is in view
+
+
+async def test_a_resized_terminal_gets_the_columns_of_its_width(recorded) -> None:
+    app = make_app(recorded)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot, app)
+        narrow = [str(k.value) for k in app.query_one(TablesTable).columns]
+        assert "commits" not in narrow
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause(app.interval * 2 + 0.2)  # the next reading fits the columns
+        assert "commits" in [str(k.value) for k in app.query_one(TablesTable).columns]
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(app.interval * 2 + 0.2)
+        assert [str(k.value) for k in app.query_one(TablesTable).columns] == narrow
