@@ -79,14 +79,17 @@ def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | N
     if err.code() == KafkaError._SSL:
         lowered = text.lower()
         if "verify" in lowered or "certificate" in lowered:
+            # OpenSSL says "certificate verify failed" for an unknown CA and for a
+            # certificate that does not name the host alike.
             hint = (
                 "set source.ssl_ca_location to the PEM file of the CA that signed the "
                 "brokers' certificates"
             )
-            if "name" in lowered or "hostname" in lowered or "ip address" in lowered:
-                hint = (
-                    "connect to a name the broker's certificate holds (source."
-                    "bootstrap_servers), or set source.ssl_endpoint_identification = false"
+            if cfg.ssl_endpoint_identification:
+                hint += (
+                    "; if it is right, the certificate does not name the host in "
+                    "source.bootstrap_servers (source.ssl_endpoint_identification = false "
+                    "skips that check)"
                 )
         else:
             hint = (

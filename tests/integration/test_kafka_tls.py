@@ -191,3 +191,55 @@ def test_wrong_ca_is_refused_with_the_key_to_fix(
     # Terminal, not retried: no "retrying" lines, and it stops well before a retry budget.
     assert "retry" not in run.stderr.lower(), run.stderr
     assert took < 30, took
+
+
+def test_a_certificate_for_another_name_is_refused_unless_names_are_not_checked(
+    tmp_path: Path,
+) -> None:
+    """Endpoint identification is on by default: a certificate from the right CA but for
+    another host name is refused (and the message says which key relaxes it)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    from engine.config import SourceConfig
+    from engine.errors import KafkaSecurityError
+    from engine.source.kafka import KafkaSource
+
+    ca_key, ca_cert = _make_ca(tmp_path, "name-ca")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("kafka.example"))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("kafka.example")]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (tmp_path / "other.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, tmp_path / "other.key")
+    assert load_pem_private_key((tmp_path / "other.key").read_bytes(), None)
+
+    with EmbeddedBroker(tls_cert=tmp_path / "other.pem", tls_key=tmp_path / "other.key") as b:
+        b.create_topics(["names.t"])
+        for check_names in (True, False):
+            cfg = SourceConfig(
+                bootstrap_servers=b.bootstrap_servers,
+                topics="^names",
+                security_protocol="SSL",
+                ssl_ca_location=str(tmp_path / "name-ca.pem"),
+                ssl_endpoint_identification=check_names,
+            )
+            source = KafkaSource(cfg, 100)
+            try:
+                if check_names:
+                    with pytest.raises(KafkaSecurityError) as info:
+                        source.discover()
+                    assert "certificate verify failed" in info.value.message
+                    assert "source.ssl_endpoint_identification = false" in info.value.hint
+                else:
+                    assert source.discover() == {"names.t": [0]}
+            finally:
+                source.close()
