@@ -175,6 +175,7 @@ class EmbeddedBroker:
         advertised_port: int | None = None,
         tls_cert: str | os.PathLike[str] | None = None,
         tls_key: str | os.PathLike[str] | None = None,
+        authentication: bool = False,
     ) -> None:
         """Prepare (but do not start) a broker.
 
@@ -190,7 +191,14 @@ class EmbeddedBroker:
                 broker only over TLS, through a :class:`~engine.playground.tls.TlsTerminator`
                 (Tansu v0.6.0 cannot serve TLS itself: see that module).
             tls_key: The PEM private key of ``tls_cert``.
+            authentication: Require SASL (tansu's ``--authentication``). Tansu v0.6.0
+                offers SCRAM-SHA-256/512 (and OAUTHBEARER) against users in its own
+                store, and serves nothing but the login before a client is
+                authenticated; with in-memory storage no user can therefore be created,
+                and no client gets in: such a broker serves tests of refused logins only
+                (no topics can be created on it).
         """
+        self._authentication = authentication
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
         if tls_cert is not None and advertised_port is not None:
@@ -328,6 +336,7 @@ class EmbeddedBroker:
                 advertised,
                 "--storage-engine",
                 "memory://tansu/",
+                *(["--authentication"] if self._authentication else []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
@@ -360,6 +369,11 @@ class EmbeddedBroker:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
                 continue
+            if self._authentication:
+                # Metadata needs a login no one can make (see __init__): the broker
+                # listens, and is still alive a moment later (a lost bind race exits).
+                time.sleep(0.2)
+                return "ready" if proc.poll() is None else "failed"
             admin = AdminClient(
                 {
                     "bootstrap.servers": f"127.0.0.1:{port}",

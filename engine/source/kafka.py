@@ -74,7 +74,7 @@ def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | N
     text = re.sub(r" \(after \d+ms in state \w+\)$", "", text)
     text = re.sub(r"error:[0-9A-F]+:[^:]*::", "", text)
     text = re.sub(r", verify that ssl\.ca\.location .*$", "", text)
-    text = text.strip().rstrip(":").strip()
+    text = text.removeprefix("SASL authentication error: ").strip().rstrip(":").strip()
     where = cfg.bootstrap_servers
     if err.code() == KafkaError._SSL:
         lowered = text.lower()
