@@ -61,6 +61,10 @@ SECURITY_ERRORS = frozenset(
 )
 
 
+#: A TLS handshake that ended because the connection did (not a certificate problem).
+_CUT = re.compile(r"disconnect|eof|reset by peer|timed out|broken pipe", re.IGNORECASE)
+
+
 def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | None:
     """The terminal error for a failed TLS handshake or SASL login (None: another error),
     in one line that names the problem and the config key to fix."""
@@ -295,7 +299,12 @@ class KafkaSource:
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self._down = "every broker connection is down"
         elif self._refused is None:
-            self._refused = security_error(err, self._cfg)
+            refused = security_error(err, self._cfg)
+            if refused is not None and self._reached and _CUT.search(refused.message):
+                # A TLS connection cut mid-handshake after the brokers were reached is a
+                # broker going away (transient, noticed as such), not a refusal.
+                return
+            self._refused = refused
 
     def _check_refused(self) -> None:
         """Raise the TLS / SASL failure the error callback saw (terminal, never retried)."""
