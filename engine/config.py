@@ -61,6 +61,17 @@ class SourceConfig(_Section):
     sasl_username: str | None = None
     sasl_password_env: str | None = None
     sasl_password_file: str | None = None
+    #: TLS (security_protocol SSL / SASL_SSL): the CA certificate(s) that signed the
+    #: brokers' certificates (PEM file); unset: the system's CA store.
+    ssl_ca_location: str | None = None
+    #: A client certificate and its private key (PEM), for brokers that require one.
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    #: Environment variable holding the password of an encrypted private key.
+    ssl_key_password_env: str | None = None
+    #: Check that the broker's certificate names the host connected to (turn off only
+    #: for certificates without the right names, never on an untrusted network).
+    ssl_endpoint_identification: bool = True
     #: Glob patterns over table names (after topic -> name mapping); empty: every table.
     include_tables: list[str] = Field(default_factory=list)
     exclude_tables: list[str] = Field(default_factory=list)
@@ -151,6 +162,18 @@ class SourceConfig(_Section):
                 )
             return SecretStr(path.read_text().strip())
         return None
+
+    def ssl_key_password(self) -> SecretStr | None:
+        """The password of the TLS private key, from ``ssl_key_password_env`` if set."""
+        if not self.ssl_key_password_env:
+            return None
+        value = os.environ.get(self.ssl_key_password_env)
+        if value is None:
+            raise ConfigError(
+                f"environment variable {self.ssl_key_password_env} is not set",
+                hint=f"export {self.ssl_key_password_env}=... before starting",
+            )
+        return SecretStr(value)
 
 
 class TargetConfig(_Section):

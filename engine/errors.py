@@ -55,6 +55,11 @@ class SourceError(CdcError):
     transient = True
 
 
+class KafkaSecurityError(CdcError):
+    """A TLS handshake or SASL authentication with Kafka failed: terminal (retrying with
+    the same certificate or password cannot help), unlike an unreachable broker."""
+
+
 class SourceDatabaseError(CdcError):
     """The source database (PostgreSQL, MySQL) could not be reached or read."""
 

@@ -18,7 +18,7 @@ from engine.checks.common import listing, plural, topic_selected
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config
 from engine.decode import decoder_for
-from engine.errors import CdcError, HudiError, TableNameError
+from engine.errors import CdcError, HudiError, KafkaSecurityError, TableNameError
 from engine.hudi.commit import parse_checkpoint
 from engine.hudi.table import HudiTable
 from engine.model import TX_ID
@@ -38,8 +38,8 @@ OFFSETS_TIMEOUT_S = 5.0
 
 _SERVER_FIX = (
     "check source.bootstrap_servers and that the broker is running and reachable from "
-    "here; with TLS or SASL also source.security_protocol, source.sasl_mechanism, "
-    "source.sasl_username and source.sasl_password_env"
+    "here; with TLS or SASL also source.security_protocol, source.ssl_ca_location, "
+    "source.sasl_mechanism, source.sasl_username and source.sasl_password_env"
 )
 
 
@@ -73,6 +73,8 @@ def check_brokers(source: KafkaSource, cfg: Config) -> tuple[Check, dict[str, li
     started = time.monotonic()
     try:
         topics = source.topics()
+    except KafkaSecurityError as exc:  # says which key to fix
+        return failed("kafka.brokers", exc.message, exc.hint), None
     except CdcError as exc:
         return failed("kafka.brokers", exc.message, _SERVER_FIX), None
     took = time.monotonic() - started

@@ -173,6 +173,9 @@ class EmbeddedBroker:
         start_timeout: float = 30.0,
         port_attempts: int = 5,
         advertised_port: int | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        authentication: bool = False,
     ) -> None:
         """Prepare (but do not start) a broker.
 
@@ -184,7 +187,24 @@ class EmbeddedBroker:
             advertised_port: The loopback port the broker tells clients to connect to
                 (default: its own), e.g. that of a :class:`~engine.playground.gate.TcpGate`
                 in front of it, through which a test can make the broker unreachable.
+            tls_cert: A PEM server certificate (chain); with ``tls_key``, clients reach the
+                broker only over TLS, through a :class:`~engine.playground.tls.TlsTerminator`
+                (Tansu v0.6.0 cannot serve TLS itself: see that module).
+            tls_key: The PEM private key of ``tls_cert``.
+            authentication: Require SASL (tansu's ``--authentication``). Tansu v0.6.0
+                offers SCRAM-SHA-256/512 (and OAUTHBEARER) against users in its own
+                store, and serves nothing but the login before a client is
+                authenticated; with in-memory storage no user can therefore be created,
+                and no client gets in: such a broker serves tests of refused logins only
+                (no topics can be created on it).
         """
+        self._authentication = authentication
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if tls_cert is not None and advertised_port is not None:
+            raise ValueError("a TLS broker advertises its TLS port; advertised_port is unused")
+        self._tls = (str(tls_cert), str(tls_key)) if tls_cert and tls_key else None
+        self._terminator: Any = None
         self._binary = str(binary) if binary is not None else None
         self._start_timeout = start_timeout
         self._port_attempts = max(1, port_attempts)
@@ -209,7 +229,26 @@ class EmbeddedBroker:
         """
         if self.port is None or not self.running:
             raise RuntimeError("the embedded broker is not running; call start() first")
+        if self._terminator is not None:
+            return f"127.0.0.1:{self._terminator.port}"
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def tls(self) -> bool:
+        """Whether clients must use TLS (``security.protocol = SSL``)."""
+        return self._tls is not None
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings for the playground's own clients (admin, producer): TLS
+        without verifying the certificate when the broker uses TLS (tests verify it in
+        the clients under test), nothing otherwise."""
+        if self._tls is None:
+            return {}
+        return {
+            "security.protocol": "SSL",
+            "enable.ssl.certificate.verification": False,
+            "ssl.endpoint.identification.algorithm": "none",
+        }
 
     @property
     def running(self) -> bool:
@@ -242,6 +281,11 @@ class EmbeddedBroker:
             self._log_dir = tempfile.TemporaryDirectory(prefix="cdcctl-broker-")
             log_path = self.log_path = Path(self._log_dir.name) / "tansu.log"
             atexit.register(self.stop)
+            if self._tls is not None:
+                from engine.playground.tls import TlsTerminator
+
+                self._terminator = TlsTerminator(*self._tls)
+                self._advertised_port = self._terminator.start()
             last_problem = ""
             for attempt in range(1, self._port_attempts + 1):
                 port = _free_port()
@@ -249,6 +293,11 @@ class EmbeddedBroker:
                 outcome = self._wait_ready(proc, port)
                 if outcome == "ready":
                     self.port = port
+                    if self._terminator is not None:
+                        self._terminator.target = port
+                        # The broker advertises the TLS port: an admin client that went
+                        # to the plain port would be sent there.
+                        self._admin = None
                     log.debug("embedded broker ready on port %d (pid %d)", port, self.pid)
                     return self
                 last_problem = self._log_tail()
@@ -258,6 +307,7 @@ class EmbeddedBroker:
                 # Another process took the port between our probe and the broker's bind.
                 log.debug("port %d was taken (attempt %d), retrying", port, attempt)
             self._cleanup_files()
+            self._stop_terminator()
             atexit.unregister(self.stop)
             raise EnvironmentProblem(
                 "the embedded Kafka broker did not start"
@@ -286,6 +336,7 @@ class EmbeddedBroker:
                 advertised,
                 "--storage-engine",
                 "memory://tansu/",
+                *(["--authentication"] if self._authentication else []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
@@ -318,6 +369,11 @@ class EmbeddedBroker:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
                 continue
+            if self._authentication:
+                # Metadata needs a login no one can make (see __init__): the broker
+                # listens, and is still alive a moment later (a lost bind race exits).
+                time.sleep(0.2)
+                return "ready" if proc.poll() is None else "failed"
             admin = AdminClient(
                 {
                     "bootstrap.servers": f"127.0.0.1:{port}",
@@ -371,6 +427,11 @@ class EmbeddedBroker:
             self._log_file.close()
             self._log_file = None
 
+    def _stop_terminator(self) -> None:
+        if self._terminator is not None:
+            self._terminator.stop()
+            self._terminator = None
+
     def _cleanup_files(self) -> None:
         if self._log_dir is not None:
             with contextlib.suppress(OSError):
@@ -387,6 +448,7 @@ class EmbeddedBroker:
         """
         with self._lock:
             self._terminate(timeout)
+            self._stop_terminator()
             self._cleanup_files()
             self.port = None
             atexit.unregister(self.stop)
@@ -439,7 +501,11 @@ class EmbeddedBroker:
 
         if self._admin is None:
             self._admin = AdminClient(
-                {"bootstrap.servers": self.bootstrap_servers, "client.id": "cdcctl-broker-admin"}
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "client.id": "cdcctl-broker-admin",
+                    **self.client_config(),
+                }
             )
         return self._admin
 
@@ -534,7 +600,18 @@ def produce_messages(
 
     producer = Producer(settings)
     admin = (
-        AdminClient({"bootstrap.servers": bootstrap, "client.id": "cdcctl-produce-admin"})
+        AdminClient(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": "cdcctl-produce-admin",
+                # The connection settings (TLS, SASL) of ``config`` apply to it too.
+                **{
+                    k: v
+                    for k, v in (config or {}).items()
+                    if k.split(".")[0] in ("security", "ssl", "sasl", "enable")
+                },
+            }
+        )
         if create_topics
         else None
     )

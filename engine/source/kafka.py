@@ -19,6 +19,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -30,7 +31,7 @@ from confluent_kafka import (
 )
 
 from engine.config import SourceConfig
-from engine.errors import SourceError
+from engine.errors import KafkaSecurityError, SourceError
 from engine.source.transactions import transaction_topic
 
 #: Operations on the broker wait at most this long before the error is reported.
@@ -52,6 +53,60 @@ def kafka_reason(exc: KafkaException) -> str:
     """The readable part of a librdkafka error ("Failed to get metadata: ...")."""
     first = exc.args[0] if exc.args else exc
     return first.str() if isinstance(first, KafkaError) else str(exc)
+
+
+#: librdkafka errors that a retry cannot cure: the TLS handshake or the SASL login failed.
+SECURITY_ERRORS = frozenset(
+    {KafkaError._SSL, KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
+
+
+#: A TLS handshake that ended because the connection did (not a certificate problem).
+_CUT = re.compile(r"disconnect|eof|reset by peer|timed out|broken pipe", re.IGNORECASE)
+
+
+def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | None:
+    """The terminal error for a failed TLS handshake or SASL login (None: another error),
+    in one line that names the problem and the config key to fix."""
+    if err.code() not in SECURITY_ERRORS:
+        return None
+    text = err.str()
+    # "ssl://host:port/bootstrap: SSL handshake failed: error:0A000086:SSL routines::
+    # certificate verify failed: broker certificate could not be verified, verify that
+    # ssl.ca.location is correctly configured or ... (after 3ms in state SSL_HANDSHAKE)"
+    text = re.sub(r"^\S+://\S+?: ", "", text).removeprefix("SSL handshake failed: ")
+    text = re.sub(r" \(after \d+ms in state \w+\)$", "", text)
+    text = re.sub(r"error:[0-9A-F]+:[^:]*::", "", text)
+    text = re.sub(r", verify that ssl\.ca\.location .*$", "", text)
+    text = text.removeprefix("SASL authentication error: ").strip().rstrip(":").strip()
+    where = cfg.bootstrap_servers
+    if err.code() == KafkaError._SSL:
+        lowered = text.lower()
+        if "verify" in lowered or "certificate" in lowered:
+            # OpenSSL says "certificate verify failed" for an unknown CA and for a
+            # certificate that does not name the host alike.
+            hint = (
+                "set source.ssl_ca_location to the PEM file of the CA that signed the "
+                "brokers' certificates"
+            )
+            if cfg.ssl_endpoint_identification:
+                hint += (
+                    "; if it is right, the certificate does not name the host in "
+                    "source.bootstrap_servers (source.ssl_endpoint_identification = false "
+                    "skips that check)"
+                )
+        else:
+            hint = (
+                "check source.security_protocol (SSL / SASL_SSL only for TLS listeners), "
+                "source.ssl_ca_location, source.ssl_certificate_location and "
+                "source.ssl_key_location"
+            )
+        return KafkaSecurityError(f"TLS handshake with Kafka at {where} failed: {text}", hint)
+    return KafkaSecurityError(
+        f"Kafka at {where} refused the SASL login: {text}",
+        "check source.sasl_mechanism, source.sasl_username and the password in "
+        f"{'source.sasl_password_env' if cfg.sasl_password_env else 'source.sasl_password_file'}",
+    )
 
 
 def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
@@ -83,6 +138,20 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
     password = cfg.sasl_password()
     if password is not None:
         settings["sasl.password"] = password.get_secret_value()
+    if cfg.security_protocol in ("SSL", "SASL_SSL"):
+        settings["ssl.endpoint.identification.algorithm"] = (
+            "https" if cfg.ssl_endpoint_identification else "none"
+        )
+        for key, value in (
+            ("ssl.ca.location", cfg.ssl_ca_location),
+            ("ssl.certificate.location", cfg.ssl_certificate_location),
+            ("ssl.key.location", cfg.ssl_key_location),
+        ):
+            if value:
+                settings[key] = value
+        key_password = cfg.ssl_key_password()
+        if key_password is not None:
+            settings["ssl.key.password"] = key_password.get_secret_value()
     settings.update(cfg.kafka_options)
     return settings
 
@@ -204,6 +273,8 @@ class KafkaSource:
         self._cfg = cfg
         #: Set by librdkafka's error callback when every broker connection is down.
         self._down: str | None = None
+        #: Set by the error callback when a TLS handshake or SASL login failed.
+        self._refused: KafkaSecurityError | None = None
         settings = {**consumer_settings(cfg, batch_size), "error_cb": self._on_error}
         try:
             self._consumer = Consumer(settings)
@@ -227,6 +298,18 @@ class KafkaSource:
         """librdkafka's error callback (called inside poll): note a lost broker."""
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self._down = "every broker connection is down"
+        elif self._refused is None:
+            refused = security_error(err, self._cfg)
+            if refused is not None and self._reached and _CUT.search(refused.message):
+                # A TLS connection cut mid-handshake after the brokers were reached is a
+                # broker going away (transient, noticed as such), not a refusal.
+                return
+            self._refused = refused
+
+    def _check_refused(self) -> None:
+        """Raise the TLS / SASL failure the error callback saw (terminal, never retried)."""
+        if self._refused is not None:
+            raise self._refused
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is selected by the include/exclude patterns."""
@@ -253,7 +336,7 @@ class KafkaSource:
             )
             timeout = FIRST_CONTACT_S
         try:
-            meta = self._consumer.list_topics(timeout=timeout)
+            meta = self._list_topics(timeout)
         except KafkaException as exc:
             waited = "" if self._reached else f" within {timeout:.0f} s"
             raise SourceError(
@@ -262,6 +345,25 @@ class KafkaSource:
             ) from None
         self._reached = True
         return {name: sorted(t.partitions) for name, t in meta.topics.items() if t.error is None}
+
+    def _list_topics(self, timeout: float) -> Any:
+        """Metadata, asked in short slices so that a refused TLS handshake or SASL login
+        (which librdkafka retries quietly) is reported at once, not after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        slice_s = 0.5
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self._consumer.list_topics(timeout=max(0.1, min(slice_s, remaining)))
+            except KafkaException:
+                # Serve the error callback (no partition is assigned before the first
+                # contact; later, a consumed message is dropped with the failed batch).
+                if not self._assigned:
+                    self._consumer.poll(0)
+                self._check_refused()
+                if time.monotonic() >= deadline:
+                    raise
+                slice_s *= 2  # a slow broker still gets time to answer
 
     def assign(self, positions: dict[tuple[str, int], int | None]) -> None:
         """Add partitions, each starting at a next-offset (None: from the beginning)."""
@@ -361,6 +463,7 @@ class KafkaSource:
                         raise SourceError(f"fatal Kafka error: {err}")
                     else:
                         self._consumer_error(m, err)
+            self._check_refused()
             if self._down is not None:
                 # librdkafka would reconnect quietly forever; the caller retries from
                 # its checkpoints instead (what was read of this batch is dropped).

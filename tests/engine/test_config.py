@@ -112,3 +112,39 @@ def test_retry_max_seconds_defaults_to_600_and_must_be_positive(tmp_path: Path) 
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert [key for key, _, _ in info.value.problems] == ["replicator.retry_max_seconds"]
+
+
+def test_tls_keys_map_to_librdkafka_and_the_key_password_comes_from_env(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from engine.source.kafka import consumer_settings
+
+    path = tmp_path / "c.toml"
+    base = '[source]\nbootstrap_servers = "h:1"\ntopics = "x"\n'
+    path.write_text(
+        base + 'security_protocol = "SSL"\nssl_ca_location = "ca.pem"\n'
+        'ssl_certificate_location = "me.pem"\nssl_key_location = "me.key"\n'
+        'ssl_key_password_env = "KEY_PW"\n[target]\npath = "l"\n'
+    )
+    cfg = load_config(path)
+    with pytest.raises(ConfigError, match="KEY_PW"):
+        consumer_settings(cfg.source, 10)
+    monkeypatch.setenv("KEY_PW", "s3cret")
+    settings = consumer_settings(cfg.source, 10)
+    assert settings["security.protocol"] == "SSL"
+    assert settings["ssl.ca.location"] == "ca.pem"
+    assert settings["ssl.certificate.location"] == "me.pem"
+    assert settings["ssl.key.location"] == "me.key"
+    assert settings["ssl.key.password"] == "s3cret"
+    assert settings["ssl.endpoint.identification.algorithm"] == "https"  # on by default
+    assert "s3cret" not in repr(cfg)
+
+    path.write_text(
+        base + 'security_protocol = "SASL_SSL"\nssl_endpoint_identification = false\n'
+        '[target]\npath = "l"\n'
+    )
+    settings = consumer_settings(load_config(path).source, 10)
+    assert settings["ssl.endpoint.identification.algorithm"] == "none"
+    assert "ssl.ca.location" not in settings  # the system's CA store
+    path.write_text(base + '[target]\npath = "l"\n')
+    assert not [k for k in consumer_settings(load_config(path).source, 10) if "ssl" in k]
