@@ -15,6 +15,10 @@ case-insensitive file systems do not tell them apart): :func:`table_key` is what
 collision compares, and :func:`table_path` refuses a folder whose name equals another
 folder's in the target but for case. Which topic a folder belongs to is checked by the
 replicator when it opens the table (``engine/replicator/tables.py``).
+
+Source database names (schemas, tables, columns, users) are never changed: every SQL
+text that names one quotes it with :func:`quote_pg` or :func:`quote_mysql`, and every
+value is bound as a parameter.
 """
 
 from __future__ import annotations
@@ -82,3 +86,28 @@ def table_path(target: Path, table_name: str) -> Path:
                     "the other folder out of target.path",
                 )
     return path
+
+
+def quote_pg(name: str, *, bound: bool = False) -> str:
+    """A PostgreSQL identifier (double quotes, embedded ones doubled): any name is safe.
+
+    ``bound``: the SQL runs with bound parameters, so the driver reads every ``%`` as
+    a placeholder (psycopg would even put a parameter into ``"a%b"``): ``%`` is doubled.
+    """
+    quoted = '"' + name.replace('"', '""') + '"'
+    return quoted.replace("%", "%%") if bound else quoted
+
+
+def quote_mysql(name: str, *, bound: bool = False) -> str:
+    """A MySQL/MariaDB identifier (backticks, embedded ones doubled): any name is safe.
+
+    ``bound``: as for :func:`quote_pg` (PyMySQL formats the SQL with ``%``).
+    """
+    quoted = "`" + name.replace("`", "``") + "`"
+    return quoted.replace("%", "%%") if bound else quoted
+
+
+def quote_sql_string(text: str) -> str:
+    """A SQL string literal (single quotes doubled), for SQL shown in hints only: SQL
+    that runs binds its values."""
+    return "'" + text.replace("'", "''") + "'"

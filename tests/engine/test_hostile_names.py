@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql as pgsql
 
 from engine.config import config_from_dict
 from engine.replicator import Replicator
@@ -33,8 +36,12 @@ def _config(tmp_path: Path):
     )
 
 
-def _message(topic: str, offset: int, i: int, columns: list[str]) -> Msg:
-    """An insert of row ``i`` with an int64 ``id`` key and string ``columns``."""
+def _message(
+    topic: str, offset: int, i: int, columns: list[str], source: dict[str, str] | None = None
+) -> Msg:
+    """An insert of row ``i`` with an int64 ``id`` key and string ``columns`` (``source``:
+    more string members of the source block, e.g. its schema and table)."""
+    source = source or {}
     id_field = {"type": "int64", "optional": False, "field": "id"}
     fields = [id_field] + [{"type": "string", "optional": True, "field": c} for c in columns]
     row = {"type": "struct", "optional": True, "name": "V", "fields": fields}
@@ -53,6 +60,7 @@ def _message(topic: str, offset: int, i: int, columns: list[str]) -> Msg:
                 "fields": [
                     {"type": "int64", "optional": True, "field": "lsn"},
                     {"type": "int64", "optional": False, "field": "ts_ms"},
+                    *({"type": "string", "optional": True, "field": f} for f in source),
                 ],
             },
             {"type": "string", "optional": False, "field": "op"},
@@ -62,7 +70,7 @@ def _message(topic: str, offset: int, i: int, columns: list[str]) -> Msg:
     payload = {
         "before": None,
         "after": after,
-        "source": {"lsn": 100 + offset, "ts_ms": 1_700_000_000_000 + offset},
+        "source": {"lsn": 100 + offset, "ts_ms": 1_700_000_000_000 + offset, **source},
         "op": "c",
     }
     key = {"schema": {"type": "struct", "name": "K", "fields": [id_field]}, "payload": {"id": i}}
@@ -171,3 +179,101 @@ def test_query_over_reserved_words_and_hostile_folder_names(spark, tmp_path: Pat
     done = run_cli("query", "--config", str(config), "SELECT * FROM app_other")
     assert done.returncode == 1
     assert "differ only in case" in done.stderr and "Traceback" not in done.stderr
+
+
+# ------------------------------------------------- source database names (PostgreSQL)
+# The machine's PostgreSQL; a scratch schema made and dropped by the test. Its names are
+# made with psycopg's own quoting, not cdcctl's.
+
+PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+HOSTILE_TABLE = 'Mixed"Case%b; DROP TABLE x; --'
+
+
+@pytest.fixture
+def pg_schema():
+    conn = psycopg.connect(PG, autocommit=True)
+    schema = f'cdc"Names %s {uuid.uuid4().hex[:8]}'
+    conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
+    try:
+        yield conn, schema
+    finally:
+        conn.execute(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(schema)))
+        conn.close()
+
+
+def _write_config(tmp_path: Path, topics: str = ".", include: str = "") -> Path:
+    config = tmp_path / "cdcctl.toml"
+    config.write_text(
+        f'[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "{topics}"\n{include}'
+        f'[target]\npath = "{tmp_path / "lake"}"\n'
+        f'[replicator]\nwork_dir = "{tmp_path / "work"}"\n'
+    )
+    return config
+
+
+def test_validate_quotes_source_names(spark, tmp_path: Path, pg_schema) -> None:
+    conn, schema = pg_schema
+    words = ["select", "Order", "table"]
+    table = pgsql.Identifier(schema, HOSTILE_TABLE)
+    conn.execute(
+        pgsql.SQL(
+            'CREATE TABLE {} (id bigint PRIMARY KEY, "select" text, "Order" text, "table" text)'
+        ).format(table)
+    )
+    conn.execute(
+        pgsql.SQL(
+            "INSERT INTO {} SELECT g, 'select=' || g, 'Order=' || g, 'table=' || g "
+            "FROM generate_series(0, 1) g"
+        ).format(table)
+    )
+    source = {"connector": "postgresql", "db": "postgres", "schema": schema}
+    source["table"] = HOSTILE_TABLE
+    replicator = Replicator(_config(tmp_path), spark=spark)
+    replicator.apply([_message("srv.names.t", n, n, words, source) for n in range(2)])
+    assert not replicator.failing()
+    config = _write_config(tmp_path)
+
+    def validate() -> tuple[int, dict]:
+        run = run_cli("validate", "--config", str(config), "--source", PG, "--json")
+        assert run.returncode in (0, 1), run.stderr[-3000:]
+        (report,) = json.loads(run.stdout)
+        return run.returncode, report
+
+    code, report = validate()
+    assert code == 0 and report["status"] == "equal", report
+    assert report["source_rows"] == 2 and report["identity"] == "commit"
+    # Not vacuous: a changed value in a mixed-case, reserved-word column is found.
+    conn.execute(pgsql.SQL("""UPDATE {} SET "Order" = 'changed' WHERE id = 1""").format(table))
+    code, report = validate()
+    assert code == 1 and report["status"] != "equal", report
+    # The hostile table is still there: nothing in its name ran as SQL.
+    assert conn.execute(pgsql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() == (2,)
+
+
+def test_test_connection_finds_and_quotes_source_names(pg_schema) -> None:
+    conn, schema = pg_schema
+    keyed, bare = pgsql.Identifier(schema, "Select"), pgsql.Identifier(schema, HOSTILE_TABLE)
+    conn.execute(pgsql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY)").format(keyed))
+    conn.execute(pgsql.SQL("CREATE TABLE {} (id bigint)").format(bare))
+    from engine.checks.database import database_checks
+    from engine.config import config_from_dict
+    from engine.naming import table_name_for_topic
+
+    prefix = table_name_for_topic(f"srv.{schema}.x")[: -len("_x")]
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": "127.0.0.1:1",
+                "topics": "^srv\\.",
+                "include_tables": [f"{prefix}_*"],
+            },
+            "target": {"path": "/tmp/unused"},
+        }
+    )
+    # No topic yet: the database's own tables are checked, names and all.
+    checks = {c.name: c for c in database_checks(cfg, PG, lambda: None)}
+    tables = [c for name, c in checks.items() if name.startswith("postgres.table")]
+    text = "\n".join(f"{c.name} {c.status} {c.detail} {c.fix}" for c in tables)
+    quoted = '"' + schema.replace('"', '""') + '"."' + HOSTILE_TABLE.replace('"', '""') + '"'
+    assert f"ALTER TABLE {quoted} ADD PRIMARY KEY" in text, text
+    assert "Select" in text and "no table" not in text, text
