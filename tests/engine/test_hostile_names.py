@@ -115,11 +115,12 @@ def test_a_later_run_never_writes_another_topics_table(spark, tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("columns", "message"),
     [
-        (["Name", "name"], "'name' and 'Name': they differ only in case"),
-        (["ID"], "'ID' and 'id': they differ only in case"),
-        (["_hoodie_commit_time"], "'_hoodie_commit_time' twice"),
-        (["_HOODIE_FILE_NAME"], "they differ only in case"),
-        (["order-id"], "'order-id' is not a valid Avro name"),
+        (["Name", "name"], "columns 'Name' and 'name' differ only in case"),
+        (["ID"], "columns 'id' and 'ID' differ only in case"),
+        (["_hoodie_commit_time"], "column '_hoodie_commit_time' appears twice"),
+        (["_HOODIE_FILE_NAME"], "'_hoodie_file_name' and '_HOODIE_FILE_NAME' differ only"),
+        (["_CDC_OP"], "columns '_CDC_OP' and '_cdc_op' differ only in case"),  # a cdc column
+        (["order-id"], "column 'order-id' is not a valid Avro name"),
         (["名前"], "'名前' is not a valid Avro name"),
         (['a"b'], "'a\"b' is not a valid Avro name"),
         (['x"; DROP VIEW app_t; --'], "is not a valid Avro name"),
@@ -142,7 +143,7 @@ def test_a_column_equal_but_for_case_added_later_fails_the_table(spark, tmp_path
     replicator.apply(_batch("srv.app.t", ["name"]))
     assert not replicator.failing()
     replicator.apply([_message("srv.app.t", 2, 9, ["name", "NAME"])])
-    assert "'NAME' and 'name': they differ only in case" in _errors(replicator)["srv.app.t"]
+    assert "columns 'name' and 'NAME' differ only in case" in _errors(replicator)["srv.app.t"]
     assert sorted(read_replica(tmp_path / "lake" / "app_t")) == ["0", "1"]
 
 
