@@ -141,7 +141,10 @@ class Tables:
             return rt
         owner = self._names.get(table_key(name))
         if owner is not None and owner != topic:
-            error = f"table name {name!r} is already used by topic {owner!r}"
+            error = (
+                f"table name {name!r} is already used by topic {owner!r}; exclude one of "
+                "them (source.exclude_topics)"
+            )
             rt = TableRuntime(topic, name, path, state=TableState.FAILED, error=error)
             self.by_topic[topic] = rt
             log.error("%s", error)
@@ -163,7 +166,9 @@ class Tables:
                 rt.state = TableState.FAILED
                 rt.error = (
                     f"the table folder {path} holds the replica of topic {written_by!r}, "
-                    f"not of {topic!r} (both map to table {name!r})"
+                    f"not of {topic!r} (both map to table {name!r}); exclude one of the "
+                    "topics (source.exclude_topics), or move the folder out of target.path "
+                    "to rebuild it from this topic"
                 )
                 self.by_topic[topic] = rt
                 log.error("%s: FAILED: %s", name, rt.error)
