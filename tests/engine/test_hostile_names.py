@@ -278,3 +278,49 @@ def test_test_connection_finds_and_quotes_source_names(pg_schema) -> None:
     quoted = '"' + schema.replace('"', '""') + '"."' + HOSTILE_TABLE.replace('"', '""') + '"'
     assert f"ALTER TABLE {quoted} ADD PRIMARY KEY" in text, text
     assert "Select" in text and "no table" not in text, text
+
+
+def test_validate_quotes_mysql_source_names(spark, tmp_path: Path) -> None:
+    import pymysql
+
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+    db = f"cdc`Names %s {uuid.uuid4().hex[:8]}"
+    qdb, qtable = "`" + db.replace("`", "``") + "`", "`" + HOSTILE_TABLE.replace("`", "``") + "`"
+    # No parameters in these statements: PyMySQL leaves a % alone then.
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {qdb}")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                f"CREATE TABLE {qdb}.{qtable} (id bigint PRIMARY KEY, `select` text, "
+                "`Order` text, `table` text)"
+            )
+            cur.execute(
+                f"INSERT INTO {qdb}.{qtable} VALUES (0, 'select=0', 'Order=0', 'table=0'), "
+                "(1, 'select=1', 'Order=1', 'table=1')"
+            )
+        source = {"connector": "mysql", "db": db, "table": HOSTILE_TABLE}
+        replicator = Replicator(_config(tmp_path), spark=spark)
+        words = ["select", "Order", "table"]
+        replicator.apply([_message("srv.names.t", n, n, words, source) for n in range(2)])
+        assert not replicator.failing()
+        config = _write_config(tmp_path)
+
+        def validate() -> tuple[int, dict]:
+            dsn = "mysql://root@127.0.0.1:3306"
+            run = run_cli("validate", "--config", str(config), "--source", dsn, "--json")
+            assert run.returncode in (0, 1), run.stderr[-3000:]
+            (report,) = json.loads(run.stdout)
+            return run.returncode, report
+
+        code, report = validate()
+        assert code == 0 and report["status"] == "equal", report
+        assert report["source_rows"] == 2 and report["identity"] == "commit"
+        with conn.cursor() as cur:
+            cur.execute(f"UPDATE {qdb}.{qtable} SET `Order` = 'changed' WHERE id = 1")
+        code, report = validate()
+        assert code == 1 and report["status"] != "equal", report
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE {qdb}")
+        conn.close()
