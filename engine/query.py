@@ -30,6 +30,7 @@ import pyarrow as pa
 from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
 from engine.hudi import avro_models as am
+from engine.naming import table_key
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -281,10 +282,20 @@ def _open(target_or_config: str | Path | Config, as_of: str | None, meta: bool) 
     con = duckdb.connect()
     # TIMESTAMP WITH TIME ZONE columns print and export in UTC, as they are stored.
     con.execute("SET TimeZone = 'UTC'")
-    replicas = {}
+    replicas: dict[str, Replica] = {}
+    by_key: dict[str, str] = {}
     for name in list_tables(root):
         replica = _replica(root / name, meta, instant)
-        con.register(name, replica)
+        other = by_key.setdefault(table_key(name), name)
+        if other != name:
+            # DuckDB view names ignore case: one view for both, refused when read.
+            replica.refused = QueryError(
+                f"the folders {other!r} and {name!r} in {root} differ only in case, and "
+                "view names do not",
+                "move one of them out of the target folder",
+            )
+            replicas.pop(other, None)
+        con.register(name, replica)  # a name, never SQL text: any folder name is safe
         replicas[name] = replica
     return _Session(root, con, replicas)
 

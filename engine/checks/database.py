@@ -24,6 +24,7 @@ from engine.checks.common import listing, plural, topic_selected
 from engine.checks.result import FAIL, PASS, WARN, Check, Status, failed, passed, warned
 from engine.config import DATABASE_SCHEMES, Config
 from engine.errors import ConfigError
+from engine.naming import quote_mysql, quote_pg, quote_sql_string
 
 #: Seconds to wait for a connection, and for one statement.
 CONNECT_TIMEOUT_S = 5
@@ -193,12 +194,8 @@ def _tables_checks(
 # ------------------------------------------------------------------------- PostgreSQL
 
 
-def _pg_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _pg_table(schema: str, table: str) -> str:
-    return f"{_pg_ident(schema)}.{_pg_ident(table)}"
+    return f"{quote_pg(schema)}.{quote_pg(table)}"
 
 
 _PG_TABLES_SQL = """
@@ -370,7 +367,7 @@ def _postgres(
             failed(
                 "postgres.role",
                 f"{user} has neither REPLICATION nor superuser: it cannot stream changes",
-                f"ALTER ROLE {_pg_ident(user)} WITH REPLICATION;",
+                f"ALTER ROLE {quote_pg(user)} WITH REPLICATION;",
             )
         )
 
@@ -498,7 +495,7 @@ def _postgres(
                 (
                     FAIL,
                     "no SELECT privilege: the snapshot cannot read it",
-                    f"GRANT SELECT ON {qualified} TO {_pg_ident(user)};",
+                    f"GRANT SELECT ON {qualified} TO {quote_pg(user)};",
                 )
             )
         if published is not None and (schema, table) not in published:
@@ -534,12 +531,8 @@ def _postgres(
 # ------------------------------------------------------------------------- MySQL / MariaDB
 
 
-def _my_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _my_table(schema: str, table: str) -> str:
-    return f"{_my_ident(schema)}.{_my_ident(table)}"
+    return f"{quote_mysql(schema)}.{quote_mysql(table)}"
 
 
 def _granted(grants: list[str], privilege: str) -> bool:
@@ -804,7 +797,9 @@ def _mysql(cfg: Config, dsn: Dsn, conn: Any, topics: Callable[[], list[str] | No
 def _account(account: str) -> str:
     """``user@host`` as a quoted account name: ``'user'@'host'``."""
     user, _, host = str(account).rpartition("@")
-    return f"'{user}'@'{host}'" if user else f"'{account}'"
+    if not user:
+        return quote_sql_string(str(account))
+    return f"{quote_sql_string(user)}@{quote_sql_string(host)}"
 
 
 def database_checks(cfg: Config, url: str, topics: Callable[[], list[str] | None]) -> list[Check]:

@@ -63,6 +63,45 @@ HOODIE_META_COLUMNS: Final = (
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def check_names(names: list[str], what: str, where: str = "") -> None:
+    """Refuse names a Hudi table cannot hold: each must be an Avro name, and no two may
+    be equal but for case (Spark and Hudi's readers are case-insensitive, so they would
+    read one column). The one rule for table, column and nested field names.
+
+    Args:
+        names: the names, in order.
+        what: what they are, singular (``column``).
+        where: where they are, for the message (`` in <record>``).
+
+    Raises:
+        HudiError: naming the first offending name.
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        if not _AVRO_NAME.match(name):
+            raise HudiError(
+                f"{what} {name!r}{where} is not a valid Avro name",
+                "table, column and nested field names must match [A-Za-z_][A-Za-z0-9_]*; "
+                "rename the column at the source (or in Debezium with a transform)",
+            )
+        other = seen.get(name.casefold())
+        if other == name:
+            raise HudiError(f"{what} {name!r}{where} appears twice", _RENAME)
+        if other is not None:
+            raise HudiError(
+                f"{what}s {other!r} and {name!r}{where} differ only in case (Hudi and Spark "
+                "read names case-insensitively, so they would be one column)",
+                _RENAME,
+            )
+        seen[name.casefold()] = name
+
+
+_RENAME = (
+    "rename one of them at the source; a column may not take the name of a _hoodie_* meta "
+    "column or of a _cdc_* column cdcctl adds"
+)
+
+
 def file_schema(data_schema: pa.Schema) -> pa.Schema:
     """Full base-file schema: the five Hudi meta columns (strings), then the data columns."""
     meta = [pa.field(name, pa.string()) for name in HOODIE_META_COLUMNS]
@@ -134,12 +173,7 @@ def _avro_type(t: pa.DataType, name_path: str) -> Any:
         # A named record, named after its field in the enclosing record's namespace, as
         # Spark's Avro converter names nested records.
         namespace, _, name = name_path.rpartition(".")
-        for f in t:
-            if not _AVRO_NAME.match(f.name):
-                raise HudiError(
-                    f"{f.name!r} (in {name_path}) is not a valid Avro name",
-                    "nested field names must match [A-Za-z_][A-Za-z0-9_]*",
-                )
+        check_names([f.name for f in t], "field", f" (in {name_path})")
         fields = [
             {
                 "name": f.name,
@@ -218,12 +252,8 @@ def avro_schema(arrow_schema: pa.Schema, table_name: str) -> dict[str, Any]:
 
     See :func:`avro_schema_json`.
     """
-    for name in (table_name, *arrow_schema.names):
-        if not _AVRO_NAME.match(name):
-            raise HudiError(
-                f"{name!r} is not a valid Avro name",
-                "table and column names must match [A-Za-z_][A-Za-z0-9_]*",
-            )
+    check_names([table_name], "table name")
+    check_names(arrow_schema.names, "column")
     record = f"{table_name}_record"
     namespace = f"hoodie.{table_name}"
     fields = [

@@ -66,7 +66,13 @@ class HudiWriter:
         schema: pa.Schema,
         table_type: str,
     ) -> HudiWriter:
-        """Create an empty table in ``path`` (created if missing)."""
+        """Create an empty table in ``path`` (created if missing).
+
+        Raises:
+            HudiError: the table cannot store ``schema`` (checked before anything is
+                written, :meth:`check_schema`).
+        """
+        avro_schema_json(file_schema(schema), name)
         path.mkdir(parents=True, exist_ok=True)
         table = HudiTable.create(
             path,

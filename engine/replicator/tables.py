@@ -21,8 +21,8 @@ from engine.config import Config
 from engine.errors import TableNameError, WriterLockError
 from engine.hudi import HudiWriter
 from engine.lock import Locks, table_lock_path
-from engine.naming import table_name_for_topic, table_path
-from engine.replicator.progress import TableProgress
+from engine.naming import table_key, table_name_for_topic, table_path
+from engine.replicator.progress import TOPIC_KEY, TableProgress
 from engine.replicator.retry import Incident
 from engine.state import TableCounters, TableState, TableStatus
 
@@ -108,7 +108,7 @@ class Tables:
 
     def owner(self, name: str) -> str | None:
         """The topic whose table ``name`` is (None: no topic has it yet)."""
-        return self._names.get(name)
+        return self._names.get(table_key(name))
 
     def get(self, topic: str) -> TableRuntime | None:
         """The table of a topic: opened on first sight; None when the topic is not replicated."""
@@ -126,19 +126,30 @@ class Tables:
     def _open(self, topic: str) -> TableRuntime | None:
         try:
             name = table_name_for_topic(topic)
-            path = table_path(self.target, name)
         except TableNameError as exc:
             log.warning("skipping topic %r: %s", topic, exc.message)
             return None
         if not self._selected(name):
             return None
-        if name in self._names and self._names[name] != topic:
-            error = f"table name {name!r} is already used by topic {self._names[name]!r}"
+        try:
+            path = table_path(self.target, name)
+        except TableNameError as exc:  # a folder it must not write: the table fails
+            rt = TableRuntime(topic, name, self.target / name, state=TableState.FAILED)
+            rt.error = exc.message
+            self.by_topic[topic] = rt
+            log.error("%s: FAILED: %s", name, exc.message)
+            return rt
+        owner = self._names.get(table_key(name))
+        if owner is not None and owner != topic:
+            error = (
+                f"table name {name!r} is already used by topic {owner!r}; exclude one of "
+                "them (source.exclude_topics)"
+            )
             rt = TableRuntime(topic, name, path, state=TableState.FAILED, error=error)
             self.by_topic[topic] = rt
             log.error("%s", error)
             return rt
-        self._names[name] = topic
+        self._names[table_key(name)] = topic
         rt = TableRuntime(topic, name, path)
         if HudiWriter.exists(path):
             try:
@@ -149,6 +160,19 @@ class Tables:
                 log.error("%s: FAILED: %s", name, exc)
                 return rt
             rt.writer = HudiWriter.open(path)
+            written_by = rt.writer.extra_metadata().get(TOPIC_KEY)
+            if written_by and written_by != topic:
+                rt.writer = None
+                rt.state = TableState.FAILED
+                rt.error = (
+                    f"the table folder {path} holds the replica of topic {written_by!r}, "
+                    f"not of {topic!r} (both map to table {name!r}); exclude one of the "
+                    "topics (source.exclude_topics), or move the folder out of target.path "
+                    "to rebuild it from this topic"
+                )
+                self.by_topic[topic] = rt
+                log.error("%s: FAILED: %s", name, rt.error)
+                return rt
             rolled = rt.writer.recover()
             if rolled:
                 log.info("%s: rolled back unfinished instants %s", name, ", ".join(rolled))

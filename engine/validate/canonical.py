@@ -150,14 +150,6 @@ def column_kind(dialect: str, source: SourceColumn, replica_type: pa.DataType) -
 # ----------------------------------------------------------------------------- source SQL
 
 
-def quote_pg(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_mysql(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def pg_text(c: str, kind: str, source_type: str) -> str:
     """PostgreSQL expression of the canonical text of column expression ``c``."""
     if kind == INT:

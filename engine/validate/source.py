@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from engine.errors import ConfigError, SourceDatabaseError
+from engine.naming import quote_mysql, quote_pg
 from engine.validate import canonical as cn
 from engine.validate.canonical import ColumnPlan, SourceColumn
 
@@ -173,7 +174,7 @@ class PostgresDB(SourceDB):
         return str(self.conn.info.dbname)
 
     def quote(self, name: str) -> str:
-        return cn.quote_pg(name)
+        return quote_pg(name, bound=True)  # every query runs with parameters (maybe none)
 
     def text_expr(self, col: ColumnPlan) -> str:
         return cn.pg_text(self.quote(col.name), col.kind, col.source_type)
@@ -281,7 +282,7 @@ class MySQLDB(SourceDB):
         return self._db
 
     def quote(self, name: str) -> str:
-        return cn.quote_mysql(name)
+        return quote_mysql(name, bound=True)  # every query runs with parameters (maybe none)
 
     def text_expr(self, col: ColumnPlan) -> str:
         return cn.mysql_text(self.quote(col.name), col.kind)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 from pathlib import Path
 
 import hudi
@@ -263,3 +264,17 @@ def test_nested_and_time_types_map_as_hudis_spark_converter_names_them() -> None
     assert storage_type(pa.decimal256(40, 2)) == pa.string()
     nested = pa.struct([("d", pa.decimal256(50, 0))])
     assert storage_type(nested) == pa.struct([("d", pa.string())])
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ([("a", pa.int32()), ("A", pa.int32())], "fields 'a' and 'A' (in hoodie.t.t_record.s)"),
+        ([("ok", pa.int32()), ("b-c", pa.int32())], "field 'b-c' (in hoodie.t.t_record.s) is"),
+        ([("x", pa.int32()), ("x", pa.int32())], "field 'x' (in hoodie.t.t_record.s) appears"),
+    ],
+)
+def test_nested_field_names_follow_the_column_rule(fields, message) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.struct(fields))])
+    with pytest.raises(HudiError, match=re.escape(message)):
+        avro_schema(schema, "t")

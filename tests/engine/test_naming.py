@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.errors import TableNameError
-from engine.naming import table_name_for_topic, table_path
+from engine.naming import MAX_NAME, table_key, table_name_for_topic, table_path
 
 
 @pytest.mark.parametrize(
@@ -49,5 +49,71 @@ def test_any_topic_stays_inside_target(topic: str) -> None:
 
 @pytest.mark.parametrize("name", ["..", "../x", "a/b", "."])
 def test_table_path_refuses_escaping_names(name: str) -> None:
+    with pytest.raises(TableNameError):
+        table_path(Path("/srv/lake"), name)
+
+
+# ------------------------------------------------------------------ hostile topic names
+# Kafka itself allows only [a-zA-Z0-9._-] in topic names; the naming function is driven
+# directly with worse, since it is the one place every folder name comes from.
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "srv.app.a\x00b",  # NUL
+        "srv.app.a\\..\\b",  # backslashes
+        'srv.app.x"; DROP VIEW y; --',  # quotes, SQL
+        "srv.app.caf\u00e9",  # NFC é
+        "srv.app.cafe\u0301",  # NFD e + combining acute
+        "srv.app.\u0430dmin",  # Cyrillic а, looks like Latin a
+        "srv.app.ａｄｍｉｎ",  # fullwidth
+        "srv.app.名前x",
+    ],
+)
+def test_hostile_topics_map_to_plain_ascii_names(topic: str) -> None:
+    name = table_name_for_topic(topic)
+    assert name.isascii() and name.replace("_", "").isalnum(), name
+    assert table_path(Path("/srv/lake"), name).parent == Path("/srv/lake")
+
+
+def test_normal_forms_are_one_name_and_look_alikes_another() -> None:
+    nfc, nfd = table_name_for_topic("s.app.caf\u00e9"), table_name_for_topic("s.app.cafe\u0301")
+    assert nfc == nfd == "app_caf"
+    assert table_name_for_topic("s.app.ａｄｍｉｎ") == "app_admin"  # NFKC: fullwidth is ASCII
+    # A Cyrillic а is not an a: it is not the name of "admin" (and where a look-alike does
+    # end on another topic's name, the second topic's table is FAILED: tests/engine/
+    # test_hostile_names.py).
+    assert table_name_for_topic("s.app.\u0430dmin") == "app_dmin"
+
+
+def test_case_only_differences_are_one_table() -> None:
+    assert table_key(table_name_for_topic("s.Inv.Orders")) == table_key(
+        table_name_for_topic("s.inv.orders")
+    )
+
+
+def test_very_long_names_fit_a_folder_name() -> None:
+    # 300 bytes of name (and 900 of UTF-8): a folder name holds at most 255 bytes.
+    for topic in ("s.app." + "x" * 300, "s.app." + "é" * 300, "s.app." + "ab" * 200 + "é"):
+        name = table_name_for_topic(topic)
+        assert 0 < len(name.encode()) <= MAX_NAME <= 255
+
+
+def test_names_cut_to_the_same_length_collide_by_key() -> None:
+    a = table_name_for_topic("s.app." + "x" * 200 + "a")
+    b = table_name_for_topic("s.app." + "x" * 200 + "b")
+    assert table_key(a) == table_key(b)  # so the second topic's table is FAILED
+
+
+def test_table_path_refuses_a_folder_equal_but_for_case(tmp_path: Path) -> None:
+    (tmp_path / "inv_Orders").mkdir()
+    assert table_path(tmp_path, "inv_Orders") == tmp_path / "inv_Orders"
+    with pytest.raises(TableNameError, match="differs only in case"):
+        table_path(tmp_path, "inv_orders")
+
+
+@pytest.mark.parametrize("name", ["", "a\x00b", "a\\b", 'a"b', "é"])
+def test_table_path_refuses_names_naming_did_not_make(name: str) -> None:
     with pytest.raises(TableNameError):
         table_path(Path("/srv/lake"), name)
