@@ -189,9 +189,21 @@ def test_resync_a_live_table_while_the_others_go_on(
 
         # Its counters started over and counted the whole topic once; the others' too.
         expected = _ops(sent)
-        status = engine.read_status(work)
-        assert status is not None
-        rows = {t["table"]: t for t in status["tables"]}
+
+        def stored_rows() -> dict[str, dict]:
+            status = engine.read_status(work)
+            assert status is not None
+            return {t["table"]: t for t in status["tables"]}
+
+        def stored_equal() -> bool:  # the store is written at most every 0.5 s
+            rows = stored_rows()
+            return all(
+                table in rows and {c: rows[table][c] for c in counts} == counts
+                for table, counts in expected.items()
+            )
+
+        _wait("the stored counters", stored_equal, 20)
+        rows = stored_rows()
         for table, counts in expected.items():
             assert {c: rows[table][c] for c in counts} == counts, table
             assert rows[table]["state"] == "REPLICATING"
