@@ -10,7 +10,7 @@ source database password come from the environment or a file: either a reference
 ``database_password``), resolved when the config is loaded, or the older
 ``sasl_password_env`` / ``sasl_password_file`` / ``ssl_key_password_env`` /
 ``database_password_env`` keys. A literal value is refused. Each resolved secret is
-held as a ``SecretStr`` and registered with :mod:`engine.redact`, so it is never
+held as a ``SecretStr`` and registered with :mod:`engine.redaction`, so it is never
 logged, stored or printed.
 """
 
@@ -36,7 +36,7 @@ from pydantic import (
 )
 
 from engine.errors import ConfigError
-from engine.redact import register as register_secret
+from engine.redaction import register as register_secret
 
 SUPPORTED_FORMATS = ("debezium-json",)
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).

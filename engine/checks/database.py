@@ -25,7 +25,7 @@ from engine.checks.result import FAIL, PASS, WARN, Check, Status, failed, passed
 from engine.config import DATABASE_SCHEMES, Config
 from engine.errors import ConfigError
 from engine.naming import quote_mysql, quote_pg, quote_sql_string
-from engine.redact import register as register_secret
+from engine.redaction import register as register_secret
 
 #: Seconds to wait for a connection, and for one statement.
 CONNECT_TIMEOUT_S = 5

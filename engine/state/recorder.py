@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.redact import redact
+from engine.redaction import redact
 from engine.state.model import TableCounters, TableState, TableStatus
 from engine.state.store import COUNTERS, Request, StateStore, store_path
 

@@ -158,7 +158,7 @@ def _secret_config(path: Path, lines: str) -> Path:
 
 
 def test_secret_references_resolve_from_env_and_file(tmp_path: Path, monkeypatch) -> None:
-    from engine.redact import redact
+    from engine.redaction import redact
 
     secret_file = tmp_path / "kafka.pw"
     secret_file.write_text("file-secret-9f3k\n")
@@ -197,8 +197,7 @@ def test_secret_reference_missing_env_or_file_is_clear(tmp_path: Path, monkeypat
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.message == (
-        "source.sasl_password = ${env:NO_SUCH_PW_T}: environment variable NO_SUCH_PW_T "
-        "is not set"
+        "source.sasl_password = ${env:NO_SUCH_PW_T}: environment variable NO_SUCH_PW_T is not set"
     )
     missing = tmp_path / "nope.pw"
     path = _secret_config(tmp_path / "c.toml", f'ssl_key_password = "${{file:{missing}}}"')
