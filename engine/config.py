@@ -467,6 +467,23 @@ def _path_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     return problems
 
 
+def _absolute_secret_files(data: dict[str, Any]) -> dict[str, Any]:
+    """``${file:PATH}`` references with a relative path made relative to the config
+    file's folder, like every path in the file."""
+    source = data.get("source")
+    if not isinstance(source, dict):
+        return data
+    base = Path(str(data.get("base_dir") or "."))
+    changed = dict(source)
+    for key in SECRET_KEYS:
+        match = SECRET_REFERENCE.fullmatch(str(source.get(key, "")))
+        if match and match.group(1) == "file":
+            path = Path(match.group(2)).expanduser()
+            if not path.is_absolute():
+                changed[key] = "${file:" + str(base / path) + "}"
+    return {**data, "source": changed}
+
+
 def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> Config:
     """Validate a config mapping, reporting every problem at once.
 
@@ -475,6 +492,7 @@ def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> 
     """
     problems = []
     config = None
+    data = _absolute_secret_files(data)
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:

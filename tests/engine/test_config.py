@@ -179,6 +179,17 @@ def test_secret_references_resolve_from_env_and_file(tmp_path: Path, monkeypatch
     # Resolved secrets are registered for redaction; the config never shows them.
     assert redact("login failed for env-secret-7c2q") == "login failed for ***"
     assert "file-secret-9f3k" not in repr(cfg) and "env-secret-7c2q" not in repr(cfg)
+    # A relative ${file:...} is relative to the config file's folder, not the cwd.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "db.pw").write_text("relative-secret-4d8z")
+    monkeypatch.chdir(tmp_path / "sub")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "db.pw").write_text("conf-relative-5h1w\n")
+    cfg = load_config(
+        _secret_config(tmp_path / "conf" / "c.toml", 'database_password = "${file:db.pw}"')
+    )
+    db = cfg.source.database_password_value()
+    assert db is not None and db.get_secret_value() == "conf-relative-5h1w"
 
 
 def test_secret_literal_refused_naming_key_and_fix(tmp_path: Path) -> None:
