@@ -329,6 +329,7 @@ class StateRecorder:
 
     def answer(self, request: Request, outcome: str) -> None:
         """Record a request's outcome (written with the next sync, at once)."""
+        outcome = redact(outcome)
         self._answers.append((request.id, outcome))
         what = f"{request.kind} {request.table or 'all tables'}: {outcome}"
         if request.kind == "stop":
