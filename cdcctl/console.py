@@ -81,8 +81,8 @@ class JsonLogFormatter(logging.Formatter):
         table = getattr(record, "table", None)
         if table is not None:
             entry["table"] = table
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+        if record.exc_info:  # exc_text: set (redacted) by engine.RedactFilter
+            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
 
 
