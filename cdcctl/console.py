@@ -23,6 +23,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+import engine
+
 # Piped output is not squeezed to 80 columns (tables would be truncated).
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -55,7 +57,9 @@ def configure_logging(verbose: bool) -> None:
     root = logging.getLogger("cdcctl")
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    root.addHandler(_EngineLogHandler())
+    handler = _EngineLogHandler()
+    handler.addFilter(engine.RedactFilter())
+    root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
     logging.getLogger("cdcctl.kafka").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
@@ -77,8 +81,8 @@ class JsonLogFormatter(logging.Formatter):
         table = getattr(record, "table", None)
         if table is not None:
             entry["table"] = table
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+        if record.exc_info:  # exc_text: set (redacted) by engine.RedactFilter
+            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
 
 
@@ -99,13 +103,23 @@ def quiet_terminal_logging() -> None:
             root.removeHandler(handler)
 
 
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file created owner-only (0600), also after each rotation."""
+
+    def _open(self) -> Any:
+        engine.private_file(Path(self.baseFilename))
+        return super()._open()
+
+
 def log_to_file(path: Path, fmt: str, max_bytes: int, backups: int) -> None:
     """Also write the ``cdcctl`` logger tree to ``path``, rotated past ``max_bytes``
     (``backups`` older files kept as ``path.1``, ``path.2``, ...)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.handlers.RotatingFileHandler(
+    engine.private_dir(path.parent)
+    engine.private_file(path)
+    handler = _PrivateRotatingFileHandler(
         path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
     )
+    handler.addFilter(engine.RedactFilter())
     handler.setFormatter(JsonLogFormatter() if fmt == "json" else _plain_formatter())
     logging.getLogger("cdcctl").addHandler(handler)
 

@@ -98,18 +98,20 @@ def main() -> None:
     """Entry point: run the app, rendering engine errors without tracebacks."""
     try:
         app()
-    except engine.CdcError as exc:
-        err.print(f"error: {exc.message}", markup=False)
+    except engine.CdcError as exc:  # every line redacted: no secret reaches the terminal
+        say = engine.redact
+        err.print(say(f"error: {exc.message}"), markup=False)
         if isinstance(exc, engine.ConfigError):
             for key, msg, fix in exc.problems:
-                err.print(f"  - {key}: {msg}" + (f" (fix: {fix})" if fix else ""), markup=False)
+                line = f"  - {key}: {msg}" + (f" (fix: {fix})" if fix else "")
+                err.print(say(line), markup=False)
         if exc.hint:
-            err.print(f"  hint: {exc.hint}", markup=False)
+            err.print(say(f"  hint: {exc.hint}"), markup=False)
         sys.exit(_exit_code(exc))
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if os.environ.get("CDCCTL_DEBUG"):
             raise
-        err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
+        err.print(engine.redact(f"internal error: {type(exc).__name__}: {exc}"), markup=False)
         err.print("  hint: rerun with CDCCTL_DEBUG=1 for the traceback and report it", markup=False)
         sys.exit(exit_codes.RUNTIME)
 

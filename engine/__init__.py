@@ -43,8 +43,10 @@ if TYPE_CHECKING:
         TableNameError,
         WriterLockError,
     )
+    from engine.files import private_dir, private_file
     from engine.playground.demo import DemoReport, live_demo, run_demo
     from engine.query import connect, list_tables, query, read_table
+    from engine.redaction import RedactFilter, redact
     from engine.replicator import BatchReport, Replicator
     from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
     from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
@@ -63,6 +65,10 @@ if TYPE_CHECKING:
 
 #: Where each exported name lives.
 _EXPORTS = {
+    "private_dir": "engine.files",
+    "private_file": "engine.files",
+    "RedactFilter": "engine.redaction",
+    "redact": "engine.redaction",
     "Check": "engine.checks",
     "run_checks": "engine.checks",
     "SUPPORTED_FORMATS": "engine.config",

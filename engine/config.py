@@ -4,9 +4,14 @@ Layering, lowest first: defaults in the models below < the TOML file < ``CDCCTL_
 environment variables (``CDCCTL_BOOTSTRAP_SERVERS``, ``CDCCTL_TARGET``) < command-line
 flags (applied by the caller through :func:`load_config` overrides).
 
-Secrets never live in the file: the Kafka SASL password is read from the environment
-variable named by ``source.sasl_password_env`` or from the file named by
-``source.sasl_password_file``, held as a ``SecretStr`` and never logged or rendered.
+Secrets never live in the file. The Kafka SASL password, the TLS key password and the
+source database password come from the environment or a file: either a reference
+(``sasl_password = "${env:NAME}"`` / ``"${file:PATH}"``, also ``ssl_key_password`` and
+``database_password``), resolved when the config is loaded, or the older
+``sasl_password_env`` / ``sasl_password_file`` / ``ssl_key_password_env`` /
+``database_password_env`` keys. A literal value is refused. Each resolved secret is
+held as a ``SecretStr`` and registered with :mod:`engine.redaction`, so it is never
+logged, stored or printed.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pydantic import (
 )
 
 from engine.errors import ConfigError
+from engine.redaction import register as register_secret
 
 SUPPORTED_FORMATS = ("debezium-json",)
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
@@ -39,6 +45,15 @@ PLANNED_FORMATS = ("debezium-avro", "cdc-json")
 
 #: URL schemes of ``source.database_dsn``.
 DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb")
+
+#: A secret reference: ``${env:NAME}`` or ``${file:PATH}``.
+SECRET_REFERENCE = re.compile(r"\$\{(env|file):([^}]+)\}")
+#: The keys that take a secret reference, with the older key(s) they replace.
+SECRET_KEYS = {
+    "sasl_password": ("sasl_password_env", "sasl_password_file"),
+    "ssl_key_password": ("ssl_key_password_env",),
+    "database_password": ("database_password_env",),
+}
 
 #: Topics Debezium writes that never hold row changes; excluded unless the user overrides.
 DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confluent)"
@@ -59,6 +74,8 @@ class SourceConfig(_Section):
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
+    #: ``${env:NAME}`` or ``${file:PATH}`` (never the password itself).
+    sasl_password: str | None = None
     sasl_password_env: str | None = None
     sasl_password_file: str | None = None
     #: TLS (security_protocol SSL / SASL_SSL): the CA certificate(s) that signed the
@@ -69,6 +86,8 @@ class SourceConfig(_Section):
     ssl_key_location: str | None = None
     #: Environment variable holding the password of an encrypted private key.
     ssl_key_password_env: str | None = None
+    #: ``${env:NAME}`` or ``${file:PATH}``: the password of an encrypted private key.
+    ssl_key_password: str | None = None
     #: Check that the broker's certificate names the host connected to (turn off only
     #: for certificates without the right names, never on an untrusted network).
     ssl_endpoint_identification: bool = True
@@ -87,6 +106,8 @@ class SourceConfig(_Section):
     database_dsn: str | None = None
     #: Environment variable holding the database password (else PGPASSWORD / MYSQL_PWD).
     database_password_env: str | None = None
+    #: ``${env:NAME}`` or ``${file:PATH}``: the database password.
+    database_password: str | None = None
     #: Messages (key plus value) larger than this many bytes are not decoded: they are
     #: bad messages (see ``errors.tolerance``). None: no limit.
     max_message_bytes: int | None = Field(default=None, ge=1)
@@ -108,6 +129,26 @@ class SourceConfig(_Section):
                 "source.database_password_env (or set PGPASSWORD / MYSQL_PWD)"
             )
         return value
+
+    @field_validator("sasl_password", "ssl_key_password", "database_password")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and not SECRET_REFERENCE.fullmatch(value):
+            raise ValueError(
+                "a password must not be in the file: write a reference, "
+                '"${env:NAME}" (an environment variable) or "${file:PATH}" (a file holding it)'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SourceConfig:
+        for key, older in SECRET_KEYS.items():
+            both = [o for o in older if getattr(self, o)]
+            if getattr(self, key) is not None and both:
+                raise ValueError(
+                    f"source.{key} and source.{both[0]} both name the password: keep one"
+                )
+        return self
 
     @field_validator("topics", "exclude_topics")
     @classmethod
@@ -144,36 +185,77 @@ class SourceConfig(_Section):
                 raise ValueError(f"{key!r} looks like a secret and must not be in the file")
         return value
 
-    def sasl_password(self) -> SecretStr | None:
-        """The SASL password from the environment or the secret file, if configured."""
-        if self.sasl_password_env:
-            value = os.environ.get(self.sasl_password_env)
-            if value is None:
-                raise ConfigError(
-                    f"environment variable {self.sasl_password_env} is not set",
-                    hint=f"export {self.sasl_password_env}=... before starting",
-                )
-            return SecretStr(value)
-        if self.sasl_password_file:
-            path = Path(self.sasl_password_file)
-            if not path.is_file():
-                raise ConfigError(
-                    f"secret file {path} does not exist", hint="create it or fix the path"
-                )
-            return SecretStr(path.read_text().strip())
-        return None
+    def secret(self, key: str) -> SecretStr | None:
+        """The secret ``key`` (``sasl_password``, ``ssl_key_password``,
+        ``database_password``) from its reference or its older ``*_env`` / ``*_file``
+        key; None when neither is set (for the database: the caller falls back on
+        PGPASSWORD / MYSQL_PWD). Registered for redaction.
 
-    def ssl_key_password(self) -> SecretStr | None:
-        """The password of the TLS private key, from ``ssl_key_password_env`` if set."""
-        if not self.ssl_key_password_env:
+        Raises:
+            ConfigError: the variable is not set or the file cannot be read.
+        """
+        reference = getattr(self, key)
+        env, file = f"{key}_env", f"{key}_file"
+        if reference is None and getattr(self, env, None):
+            reference = "${env:" + getattr(self, env) + "}"
+            key = env
+        elif reference is None and getattr(self, file, None):
+            reference = "${file:" + getattr(self, file) + "}"
+            key = file
+        if reference is None:
             return None
-        value = os.environ.get(self.ssl_key_password_env)
+        value = resolve_reference(f"source.{key}", reference)
+        register_secret(value)
+        return SecretStr(value)
+
+    def sasl_password_value(self) -> SecretStr | None:
+        """The SASL password, if configured."""
+        return self.secret("sasl_password")
+
+    def ssl_key_password_value(self) -> SecretStr | None:
+        """The password of the TLS private key, if configured."""
+        return self.secret("ssl_key_password")
+
+    def database_password_value(self) -> SecretStr | None:
+        """The database password, if configured (else PGPASSWORD / MYSQL_PWD apply)."""
+        return self.secret("database_password")
+
+    def resolve_secrets(self) -> None:
+        """Resolve every secret reference now, so a missing one fails at load time (the
+        older ``*_env`` / ``*_file`` keys are read when used, as before)."""
+        for key in SECRET_KEYS:
+            if getattr(self, key) is not None:
+                self.secret(key)
+
+
+def resolve_reference(key: str, reference: str) -> str:
+    """The value ``${env:NAME}`` or ``${file:PATH}`` points at (a file's text without
+    its trailing newline).
+
+    Raises:
+        ConfigError: naming the key and the reference, never a value.
+    """
+    match = SECRET_REFERENCE.fullmatch(reference)
+    if match is None:  # pragma: no cover - the model refuses anything else
+        raise ConfigError(f"{key} is not a secret reference", hint='use "${env:NAME}"')
+    kind, name = match.groups()
+    if kind == "env":
+        value = os.environ.get(name)
         if value is None:
             raise ConfigError(
-                f"environment variable {self.ssl_key_password_env} is not set",
-                hint=f"export {self.ssl_key_password_env}=... before starting",
+                f"{key} = {reference}: environment variable {name} is not set",
+                hint=f"export {name}=... before running cdcctl, or change {key}",
             )
-        return SecretStr(value)
+        return value
+    path = Path(name).expanduser()
+    try:
+        return path.read_text().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(
+            f"{key} = {reference}: cannot read {path}: {reason}",
+            hint=f"create the file (readable by this user only: chmod 600) or change {key}",
+        ) from None
 
 
 class TargetConfig(_Section):
@@ -385,6 +467,23 @@ def _path_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     return problems
 
 
+def _absolute_secret_files(data: dict[str, Any]) -> dict[str, Any]:
+    """``${file:PATH}`` references with a relative path made relative to the config
+    file's folder, like every path in the file."""
+    source = data.get("source")
+    if not isinstance(source, dict):
+        return data
+    base = Path(str(data.get("base_dir") or "."))
+    changed = dict(source)
+    for key in SECRET_KEYS:
+        match = SECRET_REFERENCE.fullmatch(str(source.get(key, "")))
+        if match and match.group(1) == "file":
+            path = Path(match.group(2)).expanduser()
+            if not path.is_absolute():
+                changed[key] = "${file:" + str(base / path) + "}"
+    return {**data, "source": changed}
+
+
 def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> Config:
     """Validate a config mapping, reporting every problem at once.
 
@@ -393,6 +492,7 @@ def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> 
     """
     problems = []
     config = None
+    data = _absolute_secret_files(data)
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
@@ -400,6 +500,7 @@ def config_from_dict(data: dict[str, Any], *, source_name: str = "<config>") -> 
     problems += _path_problems(data)
     if problems or config is None:
         raise ConfigError(f"{source_name} is not a valid cdcctl config", problems=problems)
+    config.source.resolve_secrets()
     return config
 
 
@@ -448,7 +549,11 @@ def render_config(
     """
     doc = tomlkit.document()
     doc.add(tomlkit.comment("cdcctl replicator configuration (see README: Configuration)"))
-    doc.add(tomlkit.comment("Secrets never go here: use source.sasl_password_env or _file."))
+    doc.add(
+        tomlkit.comment(
+            'Secrets never go here: reference them, e.g. sasl_password = "${env:KAFKA_PASSWORD}"'
+        )
+    )
     src = tomlkit.table()
     src.add("bootstrap_servers", bootstrap_servers)
     src.add("topics", topics)

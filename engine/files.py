@@ -20,6 +20,29 @@ from pathlib import Path
 Content = bytes | Callable[[Path], None]
 
 
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) readable by the owner only (0700).
+
+    The work folder holds the state store, logs and dead letters (message contents):
+    nobody else may list or read it. An existing folder is tightened to 0700.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o777 != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create ``path`` if missing, readable and writable by the owner only (0600); an
+    existing file is tightened to 0600. Its folder must exist."""
+    path = Path(path)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    if path.stat().st_mode & 0o777 != 0o600:
+        os.chmod(path, 0o600)
+    return path
+
+
 def fsync(path: Path) -> None:
     """Flush a file (e.g. written by another process) or a folder to stable storage.
 

@@ -88,7 +88,7 @@ class WriterLock:
     def acquire(self) -> WriterLock:
         """Take the lock or raise :class:`WriterLockError` naming its holder."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

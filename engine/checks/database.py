@@ -25,6 +25,7 @@ from engine.checks.result import FAIL, PASS, WARN, Check, Status, failed, passed
 from engine.config import DATABASE_SCHEMES, Config
 from engine.errors import ConfigError
 from engine.naming import quote_mysql, quote_pg, quote_sql_string
+from engine.redaction import register as register_secret
 
 #: Seconds to wait for a connection, and for one statement.
 CONNECT_TIMEOUT_S = 5
@@ -97,13 +98,16 @@ def _password(cfg: Config, dsn: Dsn) -> tuple[str | None, str | None]:
     if dsn.password is not None:
         return dsn.password, None
     env = cfg.source.database_password_env
-    if env:
-        value = os.environ.get(env)
-        if value is None:
-            return None, env
-        return value, None
+    if env and cfg.source.database_password is None and env not in os.environ:
+        return None, env
+    secret = cfg.source.database_password_value()
+    if secret is not None:
+        return secret.get_secret_value(), None
     standard = "PGPASSWORD" if dsn.kind == "postgresql" else "MYSQL_PWD"
-    return os.environ.get(standard), None
+    value = os.environ.get(standard)
+    if value is not None:
+        register_secret(value)
+    return value, None
 
 
 def _reason(exc: BaseException, password: str | None) -> str:
@@ -234,7 +238,7 @@ def postgres_checks(
                 f"cannot connect to {dsn.redacted()}: {_reason(exc, password)}",
                 "check the URL (--source or source.database_dsn) and that the server accepts "
                 "this user from here (pg_hba.conf); the password comes from "
-                "source.database_password_env or PGPASSWORD",
+                "source.database_password, source.database_password_env or PGPASSWORD",
             )
         ]
     try:
@@ -570,8 +574,8 @@ def mysql_checks(
                 "mysql.connect",
                 f"cannot connect to {dsn.redacted()}: {_reason(exc, password)}",
                 "check the URL (--source or source.database_dsn) and that the server accepts "
-                "this user from here; the password comes from source.database_password_env "
-                "or MYSQL_PWD",
+                "this user from here; the password comes from source.database_password, "
+                "source.database_password_env or MYSQL_PWD",
             )
         ]
     try:

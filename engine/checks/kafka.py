@@ -39,7 +39,7 @@ OFFSETS_TIMEOUT_S = 5.0
 _SERVER_FIX = (
     "check source.bootstrap_servers and that the broker is running and reachable from "
     "here; with TLS or SASL also source.security_protocol, source.ssl_ca_location, "
-    "source.sasl_mechanism, source.sasl_username and source.sasl_password_env"
+    "source.sasl_mechanism, source.sasl_username and source.sasl_password"
 )
 
 

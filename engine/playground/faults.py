@@ -10,7 +10,8 @@ written), ``task_written`` (inside a Spark task, after its file is written),
   driver: some files of the instant exist and others do not), else this one;
 * ``kill-self``: SIGKILL this process even where the point names another (inside a Spark
   task: a Python worker that dies);
-* ``oserror``: raise an ``OSError`` (EIO) here, as a failing disk would.
+* ``oserror``: raise an ``OSError`` (EIO) here, as a failing disk would; its message
+  ends with ``CDCCTL_CRASH_DETAIL`` when set (the secrets test plants a secret there).
 
 With ``CDCCTL_CRASH_ONCE=PATH`` the fault happens once in all processes (the first to
 create PATH acts): Spark starts new workers after one dies, and each counts anew.
@@ -26,6 +27,8 @@ from engine.faults import CRASH_AT_ENV
 
 #: The environment variable naming the file that makes a fault happen only once.
 ONCE_ENV = "CDCCTL_CRASH_ONCE"
+#: Text added to an injected error's message.
+DETAIL_ENV = "CDCCTL_CRASH_DETAIL"
 
 _hits: dict[str, int] = {}
 
@@ -60,7 +63,10 @@ def reached(name: str, pid: int | None = None) -> None:
         return
     action = target[2]
     if action == "oserror":
-        raise OSError(errno.EIO, f"injected I/O error at {name}")
+        detail = os.environ.get(DETAIL_ENV)
+        raise OSError(
+            errno.EIO, f"injected I/O error at {name}" + (f" ({detail})" if detail else "")
+        )
     if action == "kill-self":
         pid = None
     os.kill(pid or os.getpid(), signal.SIGKILL)

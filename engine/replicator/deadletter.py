@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.decode import BadMessage
+from engine.files import private_dir, private_file
 
 #: Commit extra metadata: the dead letters a replay commit applied (``topic:partition:offset``).
 REPLAYED_KEY = "cdcctl.replayed"
@@ -122,7 +123,8 @@ def _bytes(b64: Any) -> bytes | None:
 
 def _append(path: Path, records: Sequence[dict[str, Any]]) -> None:
     """Append JSON lines durably (after a newline if a crash cut the last line short)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
+    private_file(path)
     with path.open("a+") as fh:
         if fh.tell() > 0:
             fh.seek(fh.tell() - 1)

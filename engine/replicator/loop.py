@@ -50,6 +50,7 @@ from engine.errors import (
     TableNameError,
     WriterLockError,
 )
+from engine.files import private_dir
 from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
@@ -264,7 +265,7 @@ class Replicator:
     def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
         """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
         self.target.mkdir(parents=True, exist_ok=True)
-        self.work.mkdir(parents=True, exist_ok=True)
+        private_dir(self.work)  # owner-only: state, logs, dead letters
         locks = self.tables.locks = Locks()
         try:
             locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")

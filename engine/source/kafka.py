@@ -105,8 +105,16 @@ def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | N
     return KafkaSecurityError(
         f"Kafka at {where} refused the SASL login: {text}",
         "check source.sasl_mechanism, source.sasl_username and the password in "
-        f"{'source.sasl_password_env' if cfg.sasl_password_env else 'source.sasl_password_file'}",
+        f"{_password_key(cfg)}",
     )
+
+
+def _password_key(cfg: SourceConfig) -> str:
+    """The config key the SASL password comes from."""
+    for key in ("sasl_password", "sasl_password_env", "sasl_password_file"):
+        if getattr(cfg, key):
+            return f"source.{key}"
+    return "source.sasl_password"
 
 
 def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
@@ -135,7 +143,7 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
         settings["sasl.mechanism"] = cfg.sasl_mechanism
     if cfg.sasl_username:
         settings["sasl.username"] = cfg.sasl_username
-    password = cfg.sasl_password()
+    password = cfg.sasl_password_value()
     if password is not None:
         settings["sasl.password"] = password.get_secret_value()
     if cfg.security_protocol in ("SSL", "SASL_SSL"):
@@ -149,7 +157,7 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
         ):
             if value:
                 settings[key] = value
-        key_password = cfg.ssl_key_password()
+        key_password = cfg.ssl_key_password_value()
         if key_password is not None:
             settings["ssl.key.password"] = key_password.get_secret_value()
     settings.update(cfg.kafka_options)

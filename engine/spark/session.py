@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import EnvironmentProblem
+from engine.files import private_dir, private_file
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -157,7 +158,8 @@ def _gateway_logging_to(conf: Any, log_path: Path) -> Any:
     """Launch Spark's JVM with its stdout and stderr in ``log_path`` (truncated)."""
     from pyspark.java_gateway import launch_gateway
 
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log_path.parent)
+    private_file(log_path)
     with open(log_path, "wb") as log:  # the JVM keeps a descriptor of its own
         try:
             return launch_gateway(conf, {"stdout": log, "stderr": subprocess.STDOUT})

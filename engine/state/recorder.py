@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.redaction import redact
 from engine.state.model import TableCounters, TableState, TableStatus
 from engine.state.store import COUNTERS, Request, StateStore, store_path
 
@@ -126,7 +127,10 @@ class StateRecorder:
             self.store.add_event(db, None, "state", f"replicator started (pid {os.getpid()})")
 
     def replicator_state(self, state: str, error: str | None = None) -> None:
-        """Set the replicator's state (running, paused, stopping, stopped, failed)."""
+        """Set the replicator's state (running, paused, stopping, stopped, failed).
+
+        Error text, here and everywhere the store keeps it, is redacted (no secret)."""
+        error = redact(error) if error else error
         if state != self._state:
             self._state, self._error = state, error
             message = f"replicator {state}" + (f": {error}" if error else "")
@@ -158,7 +162,7 @@ class StateRecorder:
 
     def event(self, table: str | None, kind: str, message: str) -> None:
         """Add to the event log (written with the next sync)."""
-        self._events.append((table, kind, message))
+        self._events.append((table, kind, redact(message)))
 
     # -- tables ---------------------------------------------------------------------------
     def adopt(
@@ -235,9 +239,10 @@ class StateRecorder:
                 if live.state is not None:
                     self.event(s.table, "state", f"{live.state.value} -> {s.state.value}")
                 live.state, live.since = s.state, now
-            if s.error and s.error != live.last_error:
-                live.last_error, live.last_error_at = s.error, now
-                self.event(s.table, "error", s.error)
+            error = redact(s.error) if s.error else s.error
+            if error and error != live.last_error:
+                live.last_error, live.last_error_at = error, now
+                self.event(s.table, "error", error)
         if force or self._answers or now - self._last_flush >= FLUSH_SECONDS:
             self._flush(statuses, now)
 
@@ -324,6 +329,7 @@ class StateRecorder:
 
     def answer(self, request: Request, outcome: str) -> None:
         """Record a request's outcome (written with the next sync, at once)."""
+        outcome = redact(outcome)
         self._answers.append((request.id, outcome))
         what = f"{request.kind} {request.table or 'all tables'}: {outcome}"
         if request.kind == "stop":

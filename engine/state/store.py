@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.files import private_dir, private_file
+
 #: The store's file name in the work folder.
 STORE_NAME = "state.db"
 #: Events kept in the event log (the oldest are dropped).
@@ -151,8 +153,8 @@ class StateStore:
         if not path.exists():
             if not create:
                 raise FileNotFoundError(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            private_dir(path.parent)
+            private_file(path)
         self._db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")

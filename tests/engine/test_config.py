@@ -54,9 +54,9 @@ def test_secrets_are_refused_in_file_and_read_from_env(tmp_path: Path, monkeypat
     )
     cfg = load_config(path)
     with pytest.raises(ConfigError, match="MY_PW"):
-        cfg.source.sasl_password()
+        cfg.source.sasl_password_value()
     monkeypatch.setenv("MY_PW", "hunter2")
-    secret = load_config(path).source.sasl_password()
+    secret = load_config(path).source.sasl_password_value()
     assert secret is not None and secret.get_secret_value() == "hunter2"
     assert "hunter2" not in repr(load_config(path)) and "hunter2" not in str(secret)
 
@@ -73,7 +73,7 @@ def test_missing_and_invalid_toml(tmp_path: Path) -> None:
 def test_example_config_is_valid() -> None:
     cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "cdcctl.toml")
     assert cfg.source.exclude_tables == ["inventory_audit_*"]
-    assert cfg.source.sasl_password() is None  # only commented out there
+    assert cfg.source.sasl_password_value() is None  # only commented out there
 
 
 def test_errors_tolerance_is_none_by_default_and_checked(tmp_path: Path) -> None:
@@ -148,3 +148,78 @@ def test_tls_keys_map_to_librdkafka_and_the_key_password_comes_from_env(
     assert "ssl.ca.location" not in settings  # the system's CA store
     path.write_text(base + '[target]\npath = "l"\n')
     assert not [k for k in consumer_settings(load_config(path).source, 10) if "ssl" in k]
+
+
+def _secret_config(path: Path, lines: str) -> Path:
+    path.write_text(
+        f'[source]\nbootstrap_servers = "h:1"\ntopics = "x"\n{lines}\n[target]\npath = "l"\n'
+    )
+    return path
+
+
+def test_secret_references_resolve_from_env_and_file(tmp_path: Path, monkeypatch) -> None:
+    from engine.redaction import redact
+
+    secret_file = tmp_path / "kafka.pw"
+    secret_file.write_text("file-secret-9f3k\n")
+    monkeypatch.setenv("DB_PW_T", "env-secret-7c2q")
+    cfg = load_config(
+        _secret_config(
+            tmp_path / "c.toml",
+            f'sasl_password = "${{file:{secret_file}}}"\n'
+            'database_password = "${env:DB_PW_T}"\nssl_key_password = "${env:DB_PW_T}"',
+        )
+    )
+    sasl = cfg.source.sasl_password_value()
+    assert sasl is not None and sasl.get_secret_value() == "file-secret-9f3k"
+    db = cfg.source.database_password_value()
+    assert db is not None and db.get_secret_value() == "env-secret-7c2q"
+    key = cfg.source.ssl_key_password_value()
+    assert key is not None and key.get_secret_value() == "env-secret-7c2q"
+    # Resolved secrets are registered for redaction; the config never shows them.
+    assert redact("login failed for env-secret-7c2q") == "login failed for ***"
+    assert "file-secret-9f3k" not in repr(cfg) and "env-secret-7c2q" not in repr(cfg)
+    # A relative ${file:...} is relative to the config file's folder, not the cwd.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "db.pw").write_text("relative-secret-4d8z")
+    monkeypatch.chdir(tmp_path / "sub")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "db.pw").write_text("conf-relative-5h1w\n")
+    cfg = load_config(
+        _secret_config(tmp_path / "conf" / "c.toml", 'database_password = "${file:db.pw}"')
+    )
+    db = cfg.source.database_password_value()
+    assert db is not None and db.get_secret_value() == "conf-relative-5h1w"
+
+
+def test_secret_literal_refused_naming_key_and_fix(tmp_path: Path) -> None:
+    path = _secret_config(tmp_path / "c.toml", 'database_password = "hunter2-literal"')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (key, msg, _fix), *_ = info.value.problems
+    assert key == "source.database_password"
+    assert "${env:NAME}" in msg and "${file:PATH}" in msg
+    assert "hunter2-literal" not in str(info.value) + repr(info.value.problems)
+
+
+def test_secret_reference_missing_env_or_file_is_clear(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("NO_SUCH_PW_T", raising=False)
+    path = _secret_config(tmp_path / "c.toml", 'sasl_password = "${env:NO_SUCH_PW_T}"')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message == (
+        "source.sasl_password = ${env:NO_SUCH_PW_T}: environment variable NO_SUCH_PW_T is not set"
+    )
+    missing = tmp_path / "nope.pw"
+    path = _secret_config(tmp_path / "c.toml", f'ssl_key_password = "${{file:{missing}}}"')
+    with pytest.raises(ConfigError, match=r"source.ssl_key_password = .*cannot read .*nope.pw"):
+        load_config(path)
+
+
+def test_secret_reference_and_older_key_together_refused(tmp_path: Path) -> None:
+    path = _secret_config(
+        tmp_path / "c.toml", 'sasl_password = "${env:A_T}"\nsasl_password_env = "A_T"'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "keep one" in repr(info.value.problems)
