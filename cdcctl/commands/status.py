@@ -22,6 +22,7 @@ ConfigOpt = Annotated[
 _COLUMNS = (
     ("table", "table"),
     ("state", "state"),
+    ("rows", "rows"),
     ("snapshot", "snapshot_rows"),
     ("inserts", "inserts"),
     ("updates", "updates"),

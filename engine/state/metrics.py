@@ -43,6 +43,7 @@ COUNTERS = {
 }
 #: Per-table gauges: metric name -> status figure, help.
 GAUGES = {
+    "cdcctl_rows": ("rows", "Rows in the replica as of its last commit"),
     "cdcctl_lag_messages": ("lag_messages", "Messages in the topic not applied yet"),
     "cdcctl_lag_seconds": (
         "lag_seconds",

@@ -227,6 +227,7 @@ def test_resync_a_live_table_while_the_others_go_on(
                 HudiTable.open(target / table).completed_instants()
             )
             assert metrics[("cdcctl_late_events_total", labels)] == 0
+            assert metrics[("cdcctl_rows", labels)] == len(read_replica(target / table))
             assert metrics[("cdcctl_bad_messages_total", labels)] == 0
             assert metrics[("cdcctl_events_applied_total", (("op", "truncate"), *labels))] == 0
             assert metrics[("cdcctl_table_state", (("state", "REPLICATING"), *labels))] == 1
