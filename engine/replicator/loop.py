@@ -517,10 +517,7 @@ class Replicator:
             rt.resume_state = rt.state
         rt.state, rt.error, rt.held = TableState.FAILING, cause, True
         rt.counters.retries += 1
-        if self.source is not None:
-            self.source.unassign([(rt.topic, p) for p in rt.partitions])
-        for p in rt.partitions:
-            self._consumed.pop((rt.topic, p), None)
+        self._stop_reading(rt)
         message = f"{cause}; retry {incident.attempts} in {wait:.1f} s"
         log.warning("%s", message)
         if self.recorder is not None:
@@ -1300,12 +1297,17 @@ class Replicator:
         if rt.state is TableState.PAUSED:
             return False
         rt.state = TableState.PAUSED
+        self._stop_reading(rt)
+        log.info("%s: paused", rt.name)
+        return True
+
+    def _stop_reading(self, rt: TableRuntime) -> None:
+        """Unassign a table's partitions and forget how far they were read (they are read
+        again from its checkpoint when assigned again)."""
         if self.source is not None:
             self.source.unassign([(rt.topic, p) for p in rt.partitions])
         for p in rt.partitions:
             self._consumed.pop((rt.topic, p), None)
-        log.info("%s: paused", rt.name)
-        return True
 
     def _resume(self, rt: TableRuntime) -> bool:
         """Read a paused table again from its last commit. False if it was not paused."""
@@ -1341,10 +1343,7 @@ class Replicator:
         except WriterLockError as exc:
             return f"error: {exc}"
         parts = [(rt.topic, p) for p in rt.partitions]
-        if self.source is not None:
-            self.source.unassign(parts)
-        for tp in parts:
-            self._consumed.pop(tp, None)
+        self._stop_reading(rt)
         # The store forgets the table's counters first: a crash before the replica is
         # gone leaves the store counting its commits again at the next start.
         rt.writer = None

@@ -251,7 +251,7 @@ def test_validate_quotes_source_names(spark, tmp_path: Path, pg_schema) -> None:
     assert conn.execute(pgsql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() == (2,)
 
 
-def test_test_connection_finds_and_quotes_source_names(pg_schema) -> None:
+def test_test_connection_finds_and_quotes_source_names(pg_schema, tmp_path: Path) -> None:
     conn, schema = pg_schema
     keyed, bare = pgsql.Identifier(schema, "Select"), pgsql.Identifier(schema, HOSTILE_TABLE)
     conn.execute(pgsql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY)").format(keyed))
@@ -268,7 +268,7 @@ def test_test_connection_finds_and_quotes_source_names(pg_schema) -> None:
                 "topics": "^srv\\.",
                 "include_tables": [f"{prefix}_*"],
             },
-            "target": {"path": "/tmp/unused"},
+            "target": {"path": str(tmp_path / "lake")},  # not written to
         }
     )
     # No topic yet: the database's own tables are checked, names and all.
