@@ -364,6 +364,11 @@ class SparkConfig(_Section):
     options: dict[str, str] = Field(default_factory=dict)
 
 
+class TableConfig(_Section):
+    """Settings of one table, under ``[tables.<name>]`` (the replica's table name, as
+    ``cdcctl status`` shows it). Each format and feature adds the keys it reads here."""
+
+
 class Config(_Section):
     """The whole replicator configuration."""
 
@@ -373,6 +378,8 @@ class Config(_Section):
     replicator: ReplicatorConfig = ReplicatorConfig()
     errors: ErrorsConfig = ErrorsConfig()
     spark: SparkConfig = SparkConfig()
+    #: Per-table settings by replica table name.
+    tables: dict[str, TableConfig] = Field(default_factory=dict)
     #: Folder of the config file; relative paths in the file are resolved against it.
     base_dir: str = "."
 
@@ -387,6 +394,10 @@ class Config(_Section):
     def log_path(self) -> Path:
         """The replicator's log file (in the work folder)."""
         return self.work_path() / LOG_NAME
+
+    def table_config(self, name: str) -> TableConfig:
+        """The ``[tables.<name>]`` settings of a replica table (defaults if it has none)."""
+        return self.tables.get(name) or TableConfig()
 
 
 _FIXES = {

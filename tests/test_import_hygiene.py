@@ -22,8 +22,8 @@ def test_engine_imports_no_front_end() -> None:
 
 
 def test_every_configurable_format_has_a_decoder() -> None:
-    # config validation accepts SUPPORTED_FORMATS; the decode stage registers DECODERS.
+    # config validation accepts SUPPORTED_FORMATS; the decode stage registers FORMATS.
     from engine.config import SUPPORTED_FORMATS
-    from engine.decode import DECODERS
+    from engine.decode import FORMATS
 
-    assert set(DECODERS) == set(SUPPORTED_FORMATS)
+    assert set(FORMATS) == set(SUPPORTED_FORMATS)

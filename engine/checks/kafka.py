@@ -229,7 +229,7 @@ def check_topic(
 def check_samples(cfg: Config, samples: dict[str, dict[int, Partition]]) -> tuple[Check, set[str]]:
     """The last messages of each topic decode with ``source.format``; returns the topics
     whose messages carry transaction ids."""
-    decode = decoder_for(cfg.source.format)
+    decode = decoder_for(cfg)
     count = 0
     bad: list[str] = []
     with_tx: set[str] = set()

@@ -7,16 +7,23 @@ records with their coordinates, and how many valid non-row records were skipped.
 package per message format; ``positions`` turns Debezium ``source`` blocks into source
 positions for every format, ``gtid`` re-encodes MySQL positions by GTID where configured.
 
-Adding a format: a package with a function of the :class:`Decoder` shape, registered in
-:data:`DECODERS` under the ``source.format`` value that selects it.
+Adding a format: a package with a function of the :class:`Decoder` shape, and a factory
+``(Config) -> Decoder`` registered in :data:`FORMATS` under the ``source.format`` value
+that selects it. The factory reads what the format needs from the config once (a schema
+registry client, ``[tables.<name>]`` overrides through :meth:`Config.table_config`); the
+decoder it returns is called per topic and batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from engine.decode.debezium_json import decode_debezium_json
 from engine.decode.result import BadMessage, DecodeResult
+
+if TYPE_CHECKING:
+    from engine.config import Config
 
 #: A decoder: ``(topic, keys, values, partitions, offsets) -> DecodeResult``.
 Decoder = Callable[
@@ -24,23 +31,33 @@ Decoder = Callable[
     DecodeResult,
 ]
 
-#: Decoders by ``source.format``.
-DECODERS: dict[str, Decoder] = {"debezium-json": decode_debezium_json}
+#: Builds the decoder of one format from the whole config.
+DecoderFactory = Callable[["Config"], Decoder]
 
 
-def decoder_for(fmt: str) -> Decoder:
-    """The decoder of a ``source.format`` value (config validation refuses others)."""
+def _debezium_json(cfg: Config) -> Decoder:
+    return decode_debezium_json
+
+
+#: Decoder factories by ``source.format``.
+FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json}
+
+
+def decoder_for(cfg: Config) -> Decoder:
+    """The decoder of ``cfg.source.format`` (config validation refuses unknown formats)."""
     try:
-        return DECODERS[fmt]
+        factory = FORMATS[cfg.source.format]
     except KeyError:
-        raise ValueError(f"no decoder for format {fmt!r}") from None
+        raise ValueError(f"no decoder for format {cfg.source.format!r}") from None
+    return factory(cfg)
 
 
 __all__ = [
-    "DECODERS",
+    "FORMATS",
     "BadMessage",
     "DecodeResult",
     "Decoder",
+    "DecoderFactory",
     "decode_debezium_json",
     "decoder_for",
 ]

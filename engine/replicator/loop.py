@@ -216,7 +216,7 @@ class Replicator:
         #: can be confirmed complete, so only those are held back until their END.
         self._tx_topics: set[str] = set()
         self._tx_warned: set[str] = set()
-        self.decode = decoder_for(config.source.format)
+        self.decode = decoder_for(config)
         self.source: KafkaSource | None = None
         self._stop = False
         self._batch_no = 0
