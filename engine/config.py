@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from engine.column_types import parse_column_type
 from engine.errors import ConfigError
 from engine.redaction import register as register_secret
 
@@ -108,6 +109,10 @@ class SourceConfig(_Section):
     database_password_env: str | None = None
     #: ``${env:NAME}`` or ``${file:PATH}``: the database password.
     database_password: str | None = None
+    #: Read the column types of schemaless (``schemas.enable=false``) tables from the
+    #: catalog (information_schema) of ``database_dsn``: at start, and again when a batch
+    #: has a column or table the catalog did not list.
+    catalog_types: bool = False
     #: Messages (key plus value) larger than this many bytes are not decoded: they are
     #: bad messages (see ``errors.tolerance``). None: no limit.
     max_message_bytes: int | None = Field(default=None, ge=1)
@@ -148,6 +153,11 @@ class SourceConfig(_Section):
                 raise ValueError(
                     f"source.{key} and source.{both[0]} both name the password: keep one"
                 )
+        if self.catalog_types and not self.database_dsn:
+            raise ValueError(
+                "source.catalog_types reads column types from the source database: set "
+                "source.database_dsn (postgresql://user@host:5432/db or mysql://user@host:3306)"
+            )
         return self
 
     @field_validator("topics", "exclude_topics")
@@ -367,6 +377,24 @@ class SparkConfig(_Section):
 class TableConfig(_Section):
     """Settings of one table, under ``[tables.<name>]`` (the replica's table name, as
     ``cdcctl status`` shows it). Each format and feature adds the keys it reads here."""
+
+    #: ``[tables.<name>.columns]``: column name -> type hint (``decimal(12,2)``,
+    #: ``timestamp``, ``bytes(hex)``, ...; see :mod:`engine.column_types`). A hint wins
+    #: over the catalog and over the type the message gives.
+    columns: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = []
+        for column, text in value.items():
+            try:
+                parse_column_type(text)
+            except ValueError as exc:
+                problems.append(f"column {column!r}: {exc}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
 
 class Config(_Section):

@@ -19,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from engine.column_types import ColumnType, parse_column_type
 from engine.decode.debezium_json import decode_debezium_json
 from engine.decode.result import BadMessage, DecodeResult
+from engine.naming import table_name_for_topic
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -36,7 +38,37 @@ DecoderFactory = Callable[["Config"], Decoder]
 
 
 def _debezium_json(cfg: Config) -> Decoder:
-    return decode_debezium_json
+    """The Debezium JSON decoder with the config's column types.
+
+    ``[tables.<name>.columns]`` hints (parsed once per table) and, with
+    ``source.catalog_types``, the source database's catalog (read now: a catalog that
+    cannot be read stops the start with the reason).
+    """
+    catalog = None
+    if cfg.source.catalog_types:
+        from engine.decode.catalog import SourceCatalog
+
+        catalog = SourceCatalog(cfg)
+    hints: dict[str, dict[str, ColumnType]] = {}
+
+    def decode(
+        topic: str,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        partitions: Sequence[int],
+        offsets: Sequence[int],
+    ) -> DecodeResult:
+        name = table_name_for_topic(topic)
+        if name not in hints:
+            columns = cfg.table_config(name).columns
+            hints[name] = {c: parse_column_type(t) for c, t in columns.items()}
+        if not hints[name] and catalog is None:
+            return decode_debezium_json(topic, keys, values, partitions, offsets)
+        return decode_debezium_json(
+            topic, keys, values, partitions, offsets, column_types=hints[name], catalog=catalog
+        )
+
+    return decode
 
 
 #: Decoder factories by ``source.format``.

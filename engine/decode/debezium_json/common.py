@@ -78,6 +78,13 @@ class Ctx:
     rerouting: bool = False
     #: The source table of the topic's row events (``source`` block), from one record.
     source_table: dict[str, str] | None = None
+    #: Column type hints by column name (``[tables.<name>.columns]``).
+    column_types: dict[str, Any] = field(default_factory=dict)
+    #: Types of schemaless columns from the source database's catalog (or None): an
+    #: object with ``types_for(source_table, topic, columns) -> (types, problem)``.
+    catalog: Any = None
+    #: The hints applied to row columns in this call (record-key columns get them too).
+    applied_types: dict[str, Any] = field(default_factory=dict)
 
 
 def index_array(group: Group, positions: list[int] | range) -> pa.Array:

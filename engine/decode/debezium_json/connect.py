@@ -27,6 +27,11 @@ Type decisions (see also the module docstring of :mod:`.decoder`):
 * A ``Decimal`` with precision above 76 (PostgreSQL allows 1000) also becomes exact text.
 * Temporal values: see :data:`_TEMPORAL` and the ``_timestamp_converter`` /
   ``_time_converter`` helpers (timestamps without zone, times of day as time64[us]).
+  ``ZonedTime`` (PostgreSQL ``timetz``, sent normalized to UTC) is a time64[us] in UTC.
+* Types Debezium sends as text (``Json``, ``Uuid``, ``Xml``, ``Enum``, ``EnumSet``,
+  ``Interval``, and every column under ``decimal.handling.mode=string`` or a string
+  ``binary.handling.mode``) stay text: the message does not say more. A column type
+  hint (``[tables.<name>.columns]``, :mod:`.hints`) turns them into real types.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ DBZ_TIMESTAMP = "io.debezium.time.Timestamp"
 DBZ_MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 DBZ_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 DBZ_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+DBZ_ZONED_TIME = "io.debezium.time.ZonedTime"
 
 #: Precision used when a Decimal schema has no ``connect.decimal.precision`` parameter
 #: (MySQL and old connectors omit it); 38 is the widest decimal128.
@@ -531,6 +537,24 @@ def _zoned_timestamp_convert(arr: pa.Array, path: str) -> Converted:
     return Converted(out, _mask_or_none(pa.array(bad)), f"{path}: invalid ZonedTimestamp")
 
 
+def _iso_time_us(text: Any) -> int:
+    """Microseconds since midnight, in UTC, of an ISO time (``09:15:30.5Z``)."""
+    if not isinstance(text, str):
+        raise ValueError("not text")
+    t = dt.time.fromisoformat(text.strip())
+    us = ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
+    if t.tzinfo is not None:
+        offset = t.utcoffset() or dt.timedelta(0)
+        us = (us - (offset // dt.timedelta(microseconds=1))) % _DAY_US
+    return us
+
+
+def zoned_time_convert(arr: pa.Array, path: str) -> Converted:
+    """ISO-8601 times of day (``ZonedTime``: normalized to ``Z``) -> time64[us] in UTC."""
+    us, bad = _per_value(arr, _iso_time_us, pa.int64(), (ValueError, TypeError))
+    return Converted(us.cast(pa.time64("us")), _mask_or_none(bad), f"{path}: invalid time of day")
+
+
 def _list_converter(item: TypePlan) -> Callable[[pa.Array, str], Converted]:
     item_convert = item.convert
     if item_convert is None:
@@ -706,10 +730,12 @@ def plan_for(schema: Any, path: str = "") -> TypePlan:
     if name == DBZ_ZONED_TIMESTAMP and ctype == "string":
         out = pa.timestamp("us", "UTC")
         return TypePlan(name, pa.string(), out, _zoned_timestamp_convert, _norm_str)
+    if name == DBZ_ZONED_TIME and ctype == "string":
+        return TypePlan(name, pa.string(), pa.time64("us"), zoned_time_convert, _norm_str)
 
     if ctype in _PRIMITIVES:
         parse, out, norm = _PRIMITIVES[ctype]
-        # Json, Uuid, Enum, EnumSet, Xml, ZonedTime, Interval, ... are plain strings.
+        # Json, Uuid, Enum, EnumSet, Xml, Interval, ... are plain strings.
         return TypePlan(name or ctype, parse, out, None, norm)
     if ctype == "bytes":
         # Bits and other bytes-based semantic types are kept as raw bytes.

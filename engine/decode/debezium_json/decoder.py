@@ -46,11 +46,13 @@ Edge-case decisions:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.column_types import ColumnType
 from engine.decode.debezium_json.common import (
     IDX,
     KEY_SET,
@@ -61,6 +63,7 @@ from engine.decode.debezium_json.common import (
     str_scalar,
 )
 from engine.decode.debezium_json.envelope import decode_values, tombstone_rows
+from engine.decode.debezium_json.hints import apply_hint
 from engine.decode.debezium_json.keys import Keys, decode_keys
 from engine.decode.debezium_json.split import split_records, split_slow
 from engine.decode.positions import MYSQL_HINTS, POSTGRES_HINTS
@@ -71,9 +74,14 @@ __all__ = ["decode_debezium_json"]
 
 
 def _fill_delete_keys(
-    batch: pa.Table, keys: pa.Table, key_fields: list[str], notes: list[str]
+    batch: pa.Table, keys: pa.Table, key_fields: list[str], notes: list[str], types: dict
 ) -> pa.Table:
-    """Put the record-key fields into the row columns of delete events."""
+    """Put the record-key fields into the row columns of delete events.
+
+    A key field with a column type hint gets the hint's conversion (its wire form is the
+    row column's); a key value that does not fit leaves the delete's row column null
+    (the record key, which identifies the row, is unaffected) and is noted.
+    """
     is_delete = pc.fill_null(pc.equal(batch.column(OP), str_scalar("d")), False)
     if not pc.any(is_delete).as_py():
         return batch
@@ -81,6 +89,12 @@ def _fill_delete_keys(
         if name in RESERVED or name not in keys.column_names:
             continue
         key_col = keys.column(name)
+        if name in types:
+            key_col = key_col.combine_chunks() if isinstance(key_col, pa.ChunkedArray) else key_col
+            res = apply_hint(key_col, types[name], f"key.{name}", schemaless=True)
+            if res.bad is not None:
+                notes.append(res.reason)
+            key_col = res.array
         i = batch.schema.get_field_index(name)
         if i < 0:
             filled = pc.if_else(is_delete, key_col, pa.nulls(len(key_col), key_col.type))
@@ -140,7 +154,7 @@ def _assemble(
         keys.used_sets = [keys.field_sets[i] for i in sorted(used)]
 
     row_names = [name for name in batch.column_names if name not in RESERVED]
-    batch = _fill_delete_keys(batch, key_rows, keys.fields, ctx.notes)
+    batch = _fill_delete_keys(batch, key_rows, keys.fields, ctx.notes, ctx.applied_types)
     row_names += [
         name for name in batch.column_names if name not in RESERVED and name not in row_names
     ]
@@ -187,6 +201,8 @@ def decode_debezium_json(
     offsets: Sequence[int],
     *,
     connector_hint: str | None = None,
+    column_types: Mapping[str, ColumnType] | None = None,
+    catalog: Any = None,
 ) -> DecodeResult:
     """Decode the JsonConverter records of one topic from one micro-batch.
 
@@ -202,6 +218,13 @@ def decode_debezium_json(
         connector_hint: ``"postgresql"`` or ``"mysql"`` to force the position encoding;
             by default it is detected per record from ``source.connector`` (and from
             ``source.file`` for 0.x MySQL records, which lack ``connector``).
+        column_types: Column type hints by column name (``[tables.<name>.columns]``):
+            each named row column is converted to its hint's type (see
+            :mod:`engine.column_types`); a value that does not fit makes its message bad.
+        catalog: Types of schemaless columns from the source database, an object with
+            ``types_for(source_table, topic, columns) -> (types, problem)`` (see
+            :mod:`engine.decode.catalog`); hints win over it, and messages with a Connect
+            schema do not use it.
 
     Returns:
         The change batch, the key fields, the bad records and the ignored count.
@@ -213,6 +236,8 @@ def decode_debezium_json(
     if not len(keys) == len(partitions) == len(offsets) == n:
         raise ValueError("keys, values, partitions and offsets must have the same length")
     ctx = Ctx(topic, _normalize_hint(connector_hint))
+    ctx.column_types = dict(column_types or {})
+    ctx.catalog = catalog
     if n == 0:
         return DecodeResult(None, [], [], 0)
 

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.decode.debezium_json import connect
+from engine.decode.debezium_json import connect, hints
 from engine.decode.debezium_json.common import (
     IDX,
     RESERVED,
@@ -431,6 +431,7 @@ def _envelope_piece(
                 flag(ctx.bad, idx, is_row, "a row column collides with a control column name")
                 return None
             rows = dict(zip(names, after.flatten(), strict=True))
+    _apply_types(rows, plan, piece, group, ctx, checks)
 
     after_valid = after.is_valid() if after is not None else pa.array([False] * n, pa.bool_())
     needs_after = pc.fill_null(pc.is_in(op, value_set=_NEEDS_AFTER), False)
@@ -460,6 +461,38 @@ def _envelope_piece(
         ctx.source_table = _source_table(group, piece.positions[first])
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
+
+
+def _apply_types(
+    rows: dict[str, pa.Array],
+    plan: _ValuePlan,
+    piece: Piece,
+    group: Group,
+    ctx: Ctx,
+    checks: list[tuple[pa.Array, str]],
+) -> None:
+    """Convert row columns to their hinted types (config hints, then the catalog's).
+
+    The catalog only types schemaless messages: a Connect schema already says what each
+    value is. Values that do not fit are added to ``checks`` (their messages go bad).
+    """
+    schemaless = plan.after is None
+    types = dict(ctx.column_types)
+    if schemaless and ctx.catalog is not None and rows:
+        source = _source_table(group, piece.positions[0])
+        found, problem = ctx.catalog.types_for(source, ctx.topic, list(rows))
+        types = {**found, **types}
+        if problem:
+            n = len(next(iter(rows.values())))
+            checks.append((pa.array([True] * n, pa.bool_()), problem))
+    for name, ct in types.items():
+        if name not in rows:
+            continue
+        res = hints.apply_hint(rows[name], ct, f"after.{name}", schemaless=schemaless)
+        rows[name] = res.array
+        ctx.applied_types[name] = ct
+        if res.bad is not None:
+            checks.append((res.bad, f"undecodable field: {res.reason}"))
 
 
 _SOURCE_TABLE_MEMBERS = ("connector", "db", "schema", "table")
