@@ -127,7 +127,7 @@ def _expected(i: int) -> dict:
     return {
         "id": i,
         "t": dt.time(13, 14, 15, 123456),
-        "ttz": "13:14:15.123456Z",
+        "ttz": dt.time(13, 14, 15, 123456),  # ZonedTime: a time of day in UTC
         # Wider than Spark's 38 digits: exact text.
         "big": f"{(BIG + i) // 100}.{(BIG + i) % 100:02d}",
         "vs": "-1.234",

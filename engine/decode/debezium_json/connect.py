@@ -66,6 +66,9 @@ DBZ_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 DBZ_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 DBZ_ZONED_TIME = "io.debezium.time.ZonedTime"
 
+#: Decimal arithmetic without rounding (the default context rounds to 28 digits).
+EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
 #: Precision used when a Decimal schema has no ``connect.decimal.precision`` parameter
 #: (MySQL and old connectors omit it); 38 is the widest decimal128.
 DEFAULT_DECIMAL_PRECISION = 38
@@ -207,7 +210,7 @@ def _norm_decimal(scale: int) -> Callable[[Any, str], Any]:
         d = decimal.Decimal(v) if not isinstance(v, float) else decimal.Decimal(repr(v))
         if not d.is_finite():
             raise FieldError(f"{path}: {v} is not a finite decimal")
-        unscaled = d.scaleb(scale)
+        unscaled = d.scaleb(scale, context=EXACT)
         if unscaled != unscaled.to_integral_value():
             raise FieldError(f"{path}: {v} has more than {scale} fractional digits")
         n = int(unscaled)
@@ -371,7 +374,7 @@ def unscaled_to_decimal(raw: pa.Array, out_type: pa.DataType) -> Converted:
     limit = 10**out_type.precision
     flags: list[bool] = []
     for v in wide.to_pylist():
-        flags.append(v is not None and abs(int(v.scaleb(out_type.scale))) >= limit)
+        flags.append(v is not None and abs(int(v.scaleb(out_type.scale, context=EXACT))) >= limit)
     over = pa.array(flags, pa.bool_())
     fixed = _null_where(wide, over).cast(out_type)
     return Converted(fixed, over if bad is None else pc.or_(over, bad))

@@ -94,7 +94,7 @@ def _per_value(
 
 
 def _fits_decimal(ct: ColumnType) -> Callable[[decimal.Decimal], decimal.Decimal]:
-    quantum = decimal.Decimal(1).scaleb(-ct.scale)
+    quantum = decimal.Decimal(1).scaleb(-ct.scale, context=connect.EXACT)
     limit = decimal.Decimal(10) ** (ct.precision - ct.scale)
 
     def check(d: decimal.Decimal) -> decimal.Decimal:
@@ -138,7 +138,7 @@ def _to_decimal(arr: pa.Array, ct: ColumnType, schemaless: bool) -> Converted | 
         def vsd(v: dict) -> decimal.Decimal:
             raw = binascii.a2b_base64(v["value"], strict_mode=True)
             unscaled = int.from_bytes(raw, "big", signed=True)
-            return check(decimal.Decimal(unscaled).scaleb(-int(v["scale"])))
+            return check(decimal.Decimal(unscaled).scaleb(-int(v["scale"]), context=connect.EXACT))
 
         return _per_value(arr, target, vsd)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -276,7 +276,8 @@ def _to_boolean(arr: pa.Array) -> Converted | tuple:
         return Converted(arr)
     if pa.types.is_integer(t):
         # MySQL BOOLEAN is TINYINT(1): 0 and 1 only.
-        bad = pc.fill_null(pc.invert(pc.is_in(arr, value_set=pa.array([0, 1], t))), False)
+        allowed = pc.is_in(arr, value_set=pa.array([0, 1], t))
+        bad = pc.and_(pc.is_valid(arr), pc.invert(allowed))
         out = pc.not_equal(arr, pa.scalar(0, t))
         if pc.any(bad).as_py():
             return Converted(pc.if_else(bad, pa.nulls(len(arr), pa.bool_()), out), bad)
