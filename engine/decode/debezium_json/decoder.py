@@ -115,6 +115,21 @@ def _fill_delete_keys(
     return batch
 
 
+def _key_types(keys: Keys, ctx: Ctx) -> dict[str, ColumnType]:
+    """Type hints of the record-key fields (the delete rows' key columns get them).
+
+    The hints applied to the batch's row columns, the configured ones, and, for a
+    schemaless batch (say one of deletes only), the catalog's.
+    """
+    types: dict[str, ColumnType] = {}
+    if ctx.catalog is not None and not ctx.fingerprints and keys.fields:
+        found, _ = ctx.catalog.types_for(ctx.source_table, ctx.topic, list(keys.fields))
+        types.update(found)
+    types.update(ctx.applied_types)
+    types.update(ctx.column_types)
+    return types
+
+
 def _assemble(
     tables: list[pa.Table],
     keys: Keys,
@@ -154,7 +169,7 @@ def _assemble(
         keys.used_sets = [keys.field_sets[i] for i in sorted(used)]
 
     row_names = [name for name in batch.column_names if name not in RESERVED]
-    batch = _fill_delete_keys(batch, key_rows, keys.fields, ctx.notes, ctx.applied_types)
+    batch = _fill_delete_keys(batch, key_rows, keys.fields, ctx.notes, _key_types(keys, ctx))
     row_names += [
         name for name in batch.column_names if name not in RESERVED and name not in row_names
     ]
