@@ -36,8 +36,14 @@ def _event(i: int, after: dict | None, op: str = "c") -> tuple[bytes, bytes]:
     value = {
         "before": {"id": i} if op == "d" else None,
         "after": after,
-        "source": {"connector": "postgresql", "schema": "app", "table": "t", "lsn": 100 + i,
-                   "sequence": json.dumps([None, str(100 + i)]), "ts_ms": 1},  # fmt: skip
+        "source": {
+            "connector": "postgresql",
+            "schema": "app",
+            "table": "t",
+            "lsn": 100 + i,
+            "sequence": json.dumps([None, str(100 + i)]),
+            "ts_ms": 1,
+        },  # fmt: skip
         "op": op,
     }
     return json.dumps({"id": i}).encode(), json.dumps(value).encode()
@@ -205,9 +211,9 @@ def test_hints_apply_over_a_connect_schema_too() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.integers(min_value=1, max_value=38).flatmap(
-        lambda p: st.tuples(st.just(p), st.integers(min_value=0, max_value=p))
-    ).flatmap(
+    st.integers(min_value=1, max_value=38)
+    .flatmap(lambda p: st.tuples(st.just(p), st.integers(min_value=0, max_value=p)))
+    .flatmap(
         lambda ps: st.tuples(
             st.just(ps),
             st.lists(
@@ -217,12 +223,16 @@ def test_hints_apply_over_a_connect_schema_too() -> None:
             ),
         )
     ),
-    st.lists(st.integers(min_value=-(2**62) // 1000, max_value=2**62 // 1000), min_size=8, max_size=8),
+    st.lists(
+        st.integers(min_value=-(2**62) // 1000, max_value=2**62 // 1000), min_size=8, max_size=8
+    ),
 )
 def test_decimals_and_timestamps_equal_a_python_oracle(case, micros) -> None:
     (precision, scale), unscaled = case
     hint = f"decimal({precision},{scale})"
-    values = [decimal.Decimal(n).scaleb(-scale, context=decimal.Context(prec=100)) for n in unscaled]
+    values = [
+        decimal.Decimal(n).scaleb(-scale, context=decimal.Context(prec=100)) for n in unscaled
+    ]
     rows = []
     for i, d in enumerate(values):
         after = {"id": i, "b64": _unscaled(d, scale), "text": str(d), "us": micros[i]}

@@ -221,11 +221,19 @@ def pg_columns() -> list[Col]:
             "list<item: decimal128(10, 2)>",
         ),
         # time.precision.mode=adaptive (PostgreSQL default)
-        Col("d", sch("int32", T + "Date"), [(19737, dt.date(2024, 1, 15)), (-1, dt.date(1969, 12, 31))], "date32[day]"),
+        Col(
+            "d",
+            sch("int32", T + "Date"),
+            [(19737, dt.date(2024, 1, 15)), (-1, dt.date(1969, 12, 31))],
+            "date32[day]",
+        ),
         Col(
             "time3",
             sch("int32", T + "Time"),
-            [(since_midnight(dt.time(13, 14, 15, 123000), "ms"), dt.time(13, 14, 15, 123000)), (0, dt.time(0))],
+            [
+                (since_midnight(dt.time(13, 14, 15, 123000), "ms"), dt.time(13, 14, 15, 123000)),
+                (0, dt.time(0)),
+            ],
             "time64[us]",
         ),
         Col(
@@ -258,7 +266,10 @@ def pg_columns() -> list[Col]:
         Col(
             "tstz",
             sch("string", T + "ZonedTimestamp"),
-            [(zoned(TS_A), TS_A.replace(tzinfo=UTC)), ("1969-12-31T00:00:00Z", dt.datetime(1969, 12, 31, tzinfo=UTC))],
+            [
+                (zoned(TS_A), TS_A.replace(tzinfo=UTC)),
+                ("1969-12-31T00:00:00Z", dt.datetime(1969, 12, 31, tzinfo=UTC)),
+            ],
             "timestamp[us, tz=UTC]",
         ),
         Col(
@@ -277,7 +288,10 @@ def pg_columns() -> list[Col]:
         Col(
             "c_time",
             sch("int32", "org.apache.kafka.connect.data.Time"),
-            [(since_midnight(dt.time(1, 2, 3, 4000), "ms"), dt.time(1, 2, 3, 4000)), (0, dt.time(0))],
+            [
+                (since_midnight(dt.time(1, 2, 3, 4000), "ms"), dt.time(1, 2, 3, 4000)),
+                (0, dt.time(0)),
+            ],
             "time64[us]",
         ),
         Col(
@@ -330,13 +344,28 @@ def pg_columns() -> list[Col]:
         ),
         # strings with meaning
         Col("js", sch("string", "io.debezium.data.Json"), same('{"a": [1, 2]}', "[]"), "string"),
-        Col("uid", sch("string", "io.debezium.data.Uuid"), same("7c9e6679-7425-40de-944b-e07fc1f90ae7", "00000000-0000-0000-0000-000000000000"), "string"),
+        Col(
+            "uid",
+            sch("string", "io.debezium.data.Uuid"),
+            same("7c9e6679-7425-40de-944b-e07fc1f90ae7", "00000000-0000-0000-0000-000000000000"),
+            "string",
+        ),
         Col("xml", sch("string", "io.debezium.data.Xml"), same("<a>1</a>", "<b/>"), "string"),
-        Col("mood", sch("string", "io.debezium.data.Enum", allowed="sad,ok,happy"), same("happy", "sad"), "string"),
+        Col(
+            "mood",
+            sch("string", "io.debezium.data.Enum", allowed="sad,ok,happy"),
+            same("happy", "sad"),
+            "string",
+        ),
         Col("path", sch("string", "io.debezium.data.Ltree"), same("a.b.c", "a"), "string"),
         Col("hstore", sch("string", "io.debezium.data.Json"), same('{"k":"v"}', "{}"), "string"),
         # bits
-        Col("bits", sch("bytes", "io.debezium.data.Bits", length="10"), [(b64(b"\x01\x02"), b"\x01\x02"), (b64(b"\x00\x00"), b"\x00\x00")], "binary"),
+        Col(
+            "bits",
+            sch("bytes", "io.debezium.data.Bits", length="10"),
+            [(b64(b"\x01\x02"), b"\x01\x02"), (b64(b"\x00\x00"), b"\x00\x00")],
+            "binary",
+        ),
         Col("bit1", sch("boolean"), same(True, False), "bool"),
         # geometry
         Col(
@@ -375,14 +404,30 @@ def pg_columns() -> list[Col]:
                 ("srid", {"type": "int32", "optional": True}),
             ),
             [
-                ({"x": 1.0, "y": 2.0, "wkb": b64(WKB_POINT), "srid": None}, {"x": 1.0, "y": 2.0, "wkb": WKB_POINT, "srid": None}),
-                ({"x": -1.5, "y": 0.25, "wkb": None, "srid": 3857}, {"x": -1.5, "y": 0.25, "wkb": None, "srid": 3857}),
+                (
+                    {"x": 1.0, "y": 2.0, "wkb": b64(WKB_POINT), "srid": None},
+                    {"x": 1.0, "y": 2.0, "wkb": WKB_POINT, "srid": None},
+                ),
+                (
+                    {"x": -1.5, "y": 0.25, "wkb": None, "srid": 3857},
+                    {"x": -1.5, "y": 0.25, "wkb": None, "srid": 3857},
+                ),
             ],
             "struct<x: double, y: double, wkb: binary, srid: int32>",
         ),
         # arrays
-        Col("ints", {"type": "array", "optional": True, "items": sch("int32")}, same([1, None, 3], []), "list<item: int32>"),
-        Col("texts", {"type": "array", "optional": True, "items": sch("string")}, same(["x", "ü"], [None]), "list<item: string>"),
+        Col(
+            "ints",
+            {"type": "array", "optional": True, "items": sch("int32")},
+            same([1, None, 3], []),
+            "list<item: int32>",
+        ),
+        Col(
+            "texts",
+            {"type": "array", "optional": True, "items": sch("string")},
+            same(["x", "ü"], [None]),
+            "list<item: string>",
+        ),
         Col(
             "stamps",
             {"type": "array", "optional": True, "items": sch("int64", T + "MicroTimestamp")},
@@ -401,7 +446,12 @@ MAX_UBIGINT = 18446744073709551615
 
 def mysql_columns() -> list[Col]:
     return [
-        Col("price", sch("bytes", DEC, scale="2", **{"connect.decimal.precision": "10"}), [dec("99.99", 2), dec("-12345678.9", 2)], "decimal128(10, 2)"),
+        Col(
+            "price",
+            sch("bytes", DEC, scale="2", **{"connect.decimal.precision": "10"}),
+            [dec("99.99", 2), dec("-12345678.9", 2)],
+            "decimal128(10, 2)",
+        ),
         Col("price_double", sch("double"), same(99.99, -0.5), "double"),
         Col("price_string", sch("string"), same("99.99", "-0.50"), "string"),
         Col(
@@ -415,28 +465,101 @@ def mysql_columns() -> list[Col]:
         Col("small_u", sch("int32"), same(65535, 0), "int32"),
         Col("flt", sch("float"), [(0.1, float32(0.1)), (-2.5, -2.5)], "float"),
         Col("yr", sch("int32", T + "Year"), same(2024, 1901), "int32"),
-        Col("d", sch("int32", T + "Date"), [(days(dt.date(2024, 2, 29)), dt.date(2024, 2, 29)), (-719162, dt.date(1, 1, 1))], "date32[day]"),
+        Col(
+            "d",
+            sch("int32", T + "Date"),
+            [(days(dt.date(2024, 2, 29)), dt.date(2024, 2, 29)), (-719162, dt.date(1, 1, 1))],
+            "date32[day]",
+        ),
         # time.precision.mode=adaptive_time_microseconds (MySQL default)
-        Col("tm", sch("int64", T + "MicroTime"), [(since_midnight(TIME_A, "us"), TIME_A), (0, dt.time(0))], "time64[us]"),
-        Col("dt0", sch("int64", T + "Timestamp"), [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (since_epoch(TS_B_MS, "ms"), TS_B_MS)], "timestamp[us]"),
-        Col("dt6", sch("int64", T + "MicroTimestamp"), [(since_epoch(TS_A, "us"), TS_A), (since_epoch(TS_B, "us"), TS_B)], "timestamp[us]"),
-        Col("tstamp", sch("string", T + "ZonedTimestamp"), [("2024-03-04T05:06:07Z", dt.datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)), (zoned(TS_A), TS_A.replace(tzinfo=UTC))], "timestamp[us, tz=UTC]"),
+        Col(
+            "tm",
+            sch("int64", T + "MicroTime"),
+            [(since_midnight(TIME_A, "us"), TIME_A), (0, dt.time(0))],
+            "time64[us]",
+        ),
+        Col(
+            "dt0",
+            sch("int64", T + "Timestamp"),
+            [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (since_epoch(TS_B_MS, "ms"), TS_B_MS)],
+            "timestamp[us]",
+        ),
+        Col(
+            "dt6",
+            sch("int64", T + "MicroTimestamp"),
+            [(since_epoch(TS_A, "us"), TS_A), (since_epoch(TS_B, "us"), TS_B)],
+            "timestamp[us]",
+        ),
+        Col(
+            "tstamp",
+            sch("string", T + "ZonedTimestamp"),
+            [
+                ("2024-03-04T05:06:07Z", dt.datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)),
+                (zoned(TS_A), TS_A.replace(tzinfo=UTC)),
+            ],
+            "timestamp[us, tz=UTC]",
+        ),
         # zero dates: null when nullable, the epoch when NOT NULL
         Col("zero_date_null", sch("int32", T + "Date"), same(None, None), "date32[day]"),
-        Col("zero_date", sch("int32", T + "Date"), [(0, EPOCH_DATE), (0, EPOCH_DATE)], "date32[day]"),
-        Col("zero_datetime", sch("int64", T + "Timestamp"), [(0, EPOCH), (0, EPOCH)], "timestamp[us]"),
-        Col("zero_timestamp", sch("string", T + "ZonedTimestamp"), [("1970-01-01T00:00:00Z", EPOCH.replace(tzinfo=UTC))] * 2, "timestamp[us, tz=UTC]"),
+        Col(
+            "zero_date", sch("int32", T + "Date"), [(0, EPOCH_DATE), (0, EPOCH_DATE)], "date32[day]"
+        ),
+        Col(
+            "zero_datetime",
+            sch("int64", T + "Timestamp"),
+            [(0, EPOCH), (0, EPOCH)],
+            "timestamp[us]",
+        ),
+        Col(
+            "zero_timestamp",
+            sch("string", T + "ZonedTimestamp"),
+            [("1970-01-01T00:00:00Z", EPOCH.replace(tzinfo=UTC))] * 2,
+            "timestamp[us, tz=UTC]",
+        ),
         # time.precision.mode=connect
-        Col("c_time", sch("int32", "org.apache.kafka.connect.data.Time"), [(since_midnight(dt.time(23, 59, 59, 999000), "ms"), dt.time(23, 59, 59, 999000)), (0, dt.time(0))], "time64[us]"),
-        Col("c_ts", sch("int64", "org.apache.kafka.connect.data.Timestamp"), [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (0, EPOCH)], "timestamp[us]"),
+        Col(
+            "c_time",
+            sch("int32", "org.apache.kafka.connect.data.Time"),
+            [
+                (since_midnight(dt.time(23, 59, 59, 999000), "ms"), dt.time(23, 59, 59, 999000)),
+                (0, dt.time(0)),
+            ],
+            "time64[us]",
+        ),
+        Col(
+            "c_ts",
+            sch("int64", "org.apache.kafka.connect.data.Timestamp"),
+            [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (0, EPOCH)],
+            "timestamp[us]",
+        ),
         Col("js", sch("string", "io.debezium.data.Json"), same('{"a":[1,2]}', "null"), "string"),
-        Col("en", sch("string", "io.debezium.data.Enum", allowed="s,m,l"), same("m", "s"), "string"),
-        Col("st", sch("string", "io.debezium.data.EnumSet", allowed="a,b,c"), same("a,c", ""), "string"),
+        Col(
+            "en", sch("string", "io.debezium.data.Enum", allowed="s,m,l"), same("m", "s"), "string"
+        ),
+        Col(
+            "st",
+            sch("string", "io.debezium.data.EnumSet", allowed="a,b,c"),
+            same("a,c", ""),
+            "string",
+        ),
         Col("bit1", sch("boolean"), same(True, False), "bool"),
-        Col("bits", sch("bytes", "io.debezium.data.Bits", length="12"), [(b64(b"\xff\x0f"), b"\xff\x0f"), (b64(b"\x00\x00"), b"\x00\x00")], "binary"),
-        Col("blob", sch("bytes"), [(b64(b"\x00\x01binary"), b"\x00\x01binary"), ("", b"")], "binary"),
+        Col(
+            "bits",
+            sch("bytes", "io.debezium.data.Bits", length="12"),
+            [(b64(b"\xff\x0f"), b"\xff\x0f"), (b64(b"\x00\x00"), b"\x00\x00")],
+            "binary",
+        ),
+        Col(
+            "blob", sch("bytes"), [(b64(b"\x00\x01binary"), b"\x00\x01binary"), ("", b"")], "binary"
+        ),
         Col("blob_hex", sch("string"), same("0001ff", "00"), "string"),
-        Col("blob_hex_hinted", sch("string"), [("0001ff", b"\x00\x01\xff"), ("00", b"\x00")], "binary", hint="bytes(hex)"),
+        Col(
+            "blob_hex_hinted",
+            sch("string"),
+            [("0001ff", b"\x00\x01\xff"), ("00", b"\x00")],
+            "binary",
+            hint="bytes(hex)",
+        ),
         Col(
             "shape",  # MySQL spatial types (POINT too): Geometry with the SRID
             struct_schema(
@@ -475,8 +598,9 @@ def source_block(connector: str, ns: str, table: str, n: int) -> dict:
               "ts_ms": 1_700_000_000_000 + n, "snapshot": "false", "db": ns}  # fmt: skip
     if connector == "postgresql":
         lsn = 1000 + 10 * n
-        return {**common, "db": "app", "sequence": json.dumps([str(lsn - 10), str(lsn)]),
-                "schema": ns, "table": table, "txId": 500 + n, "lsn": lsn, "xmin": None}  # fmt: skip
+        sequence = json.dumps([str(lsn - 10), str(lsn)])
+        return {**common, "db": "app", "sequence": sequence, "schema": ns, "table": table,
+                "txId": 500 + n, "lsn": lsn, "xmin": None}  # fmt: skip
     return {**common, "table": table, "server_id": 1, "gtid": None, "file": "mysql-bin.000003",
             "pos": 1000 + 100 * n, "row": 0, "thread": 7}  # fmt: skip
 
@@ -607,22 +731,99 @@ def typed_case(about: str, stream: Stream) -> dict:
 def schemaless_pg() -> list[Col]:
     s = lambda: {}  # noqa: E731 - schemaless: the Connect schema is not sent
     return [
-        Col("price", s(), [dec("1234.56", 2), dec("-0.01", 2)], "decimal128(12, 2)", "decimal(12,2)"),
-        Col("price_text", s(), [("1234.56", D("1234.56")), (7, D("7.00"))], "decimal128(12, 2)", "decimal(12,2,string)"),
-        Col("price_number", s(), [(1234.56, D("1234.56")), (-3, D("-3.00"))], "decimal128(12, 2)", "decimal(12,2)"),
-        Col("amount", s(), [(vsd("-1.234")[0], D("-1.2340")), (vsd("5")[0], D("5.0000"))], "decimal128(20, 4)", "decimal(20,4)"),
+        Col(
+            "price", s(), [dec("1234.56", 2), dec("-0.01", 2)], "decimal128(12, 2)", "decimal(12,2)"
+        ),
+        Col(
+            "price_text",
+            s(),
+            [("1234.56", D("1234.56")), (7, D("7.00"))],
+            "decimal128(12, 2)",
+            "decimal(12,2,string)",
+        ),
+        Col(
+            "price_number",
+            s(),
+            [(1234.56, D("1234.56")), (-3, D("-3.00"))],
+            "decimal128(12, 2)",
+            "decimal(12,2)",
+        ),
+        Col(
+            "amount",
+            s(),
+            [(vsd("-1.234")[0], D("-1.2340")), (vsd("5")[0], D("5.0000"))],
+            "decimal128(20, 4)",
+            "decimal(20,4)",
+        ),
         Col("price_raw", s(), same(dec("1234.56", 2)[0], dec("-0.01", 2)[0]), "string"),
-        Col("created", s(), [(since_epoch(TS_A, "us"), TS_A), (since_epoch(TS_B, "us"), TS_B)], "timestamp[us]", "timestamp"),
-        Col("created_ms", s(), [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (since_epoch(TS_B_MS, "ms"), TS_B_MS)], "timestamp[us]", "timestamp(ms)"),
+        Col(
+            "created",
+            s(),
+            [(since_epoch(TS_A, "us"), TS_A), (since_epoch(TS_B, "us"), TS_B)],
+            "timestamp[us]",
+            "timestamp",
+        ),
+        Col(
+            "created_ms",
+            s(),
+            [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (since_epoch(TS_B_MS, "ms"), TS_B_MS)],
+            "timestamp[us]",
+            "timestamp(ms)",
+        ),
         Col("created_raw", s(), same(since_epoch(TS_A, "us"), since_epoch(TS_B, "us")), "int64"),
-        Col("at", s(), [(zoned(TS_A), TS_A.replace(tzinfo=UTC)), ("2024-01-15T10:30:00+02:00", dt.datetime(2024, 1, 15, 8, 30, tzinfo=UTC))], "timestamp[us, tz=UTC]", "timestamptz"),
-        Col("day", s(), [(19737, dt.date(2024, 1, 15)), ("1969-12-31", dt.date(1969, 12, 31))], "date32[day]", "date"),
-        Col("tod", s(), [(since_midnight(TIME_A, "us"), TIME_A), (0, dt.time(0))], "time64[us]", "time"),
-        Col("tod_ms", s(), [(since_midnight(dt.time(1, 2, 3, 4000), "ms"), dt.time(1, 2, 3, 4000)), (0, dt.time(0))], "time64[us]", "time(ms)"),
-        Col("ttz", s(), [("09:15:30.5Z", dt.time(9, 15, 30, 500000)), ("10:00:00+02:00", dt.time(8))], "time64[us]", "time"),
+        Col(
+            "at",
+            s(),
+            [
+                (zoned(TS_A), TS_A.replace(tzinfo=UTC)),
+                ("2024-01-15T10:30:00+02:00", dt.datetime(2024, 1, 15, 8, 30, tzinfo=UTC)),
+            ],
+            "timestamp[us, tz=UTC]",
+            "timestamptz",
+        ),
+        Col(
+            "day",
+            s(),
+            [(19737, dt.date(2024, 1, 15)), ("1969-12-31", dt.date(1969, 12, 31))],
+            "date32[day]",
+            "date",
+        ),
+        Col(
+            "tod",
+            s(),
+            [(since_midnight(TIME_A, "us"), TIME_A), (0, dt.time(0))],
+            "time64[us]",
+            "time",
+        ),
+        Col(
+            "tod_ms",
+            s(),
+            [
+                (since_midnight(dt.time(1, 2, 3, 4000), "ms"), dt.time(1, 2, 3, 4000)),
+                (0, dt.time(0)),
+            ],
+            "time64[us]",
+            "time(ms)",
+        ),
+        Col(
+            "ttz",
+            s(),
+            [("09:15:30.5Z", dt.time(9, 15, 30, 500000)), ("10:00:00+02:00", dt.time(8))],
+            "time64[us]",
+            "time",
+        ),
         Col("raw", s(), [(b64(b"\x00\xff"), b"\x00\xff"), ("", b"")], "binary", "bytes"),
         Col("raw_hex", s(), [("00ff", b"\x00\xff"), ("ABCD", b"\xab\xcd")], "binary", "bytes(hex)"),
-        Col("uid", s(), [("7C9E6679-7425-40DE-944B-E07FC1F90AE7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"), ("00000000-0000-0000-0000-000000000000",) * 2], "string", "uuid"),
+        Col(
+            "uid",
+            s(),
+            [
+                ("7C9E6679-7425-40DE-944B-E07FC1F90AE7", "7c9e6679-7425-40de-944b-e07fc1f90ae7"),
+                ("00000000-0000-0000-0000-000000000000",) * 2,
+            ],
+            "string",
+            "uuid",
+        ),
         Col("doc", s(), same('{"a": 1}', "[1, 2]"), "string", "json"),
         Col("n", s(), same(5, -5), "int64"),
     ]
@@ -632,11 +833,44 @@ def schemaless_mysql() -> list[Col]:
     s = lambda: {}  # noqa: E731
     return [
         Col("amount", s(), [dec("99.99", 2), dec("0", 2)], "decimal128(10, 2)", "decimal(10,2)"),
-        Col("dt0", s(), [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (0, EPOCH)], "timestamp[us]", "timestamp(ms)"),
-        Col("dt6", s(), [(since_epoch(TS_A, "us"), TS_A), (since_epoch(TS_B, "us"), TS_B)], "timestamp[us]", "timestamp(us)"),
-        Col("ts", s(), [("2024-03-04T05:06:07Z", dt.datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)), ("1970-01-01T00:00:00Z", EPOCH.replace(tzinfo=UTC))], "timestamp[us, tz=UTC]", "timestamptz"),
-        Col("d", s(), [(days(dt.date(2024, 2, 29)), dt.date(2024, 2, 29)), (0, EPOCH_DATE)], "date32[day]", "date"),
-        Col("t", s(), [(since_midnight(TIME_A, "us"), TIME_A), (0, dt.time(0))], "time64[us]", "time"),
+        Col(
+            "dt0",
+            s(),
+            [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (0, EPOCH)],
+            "timestamp[us]",
+            "timestamp(ms)",
+        ),
+        Col(
+            "dt6",
+            s(),
+            [(since_epoch(TS_A, "us"), TS_A), (since_epoch(TS_B, "us"), TS_B)],
+            "timestamp[us]",
+            "timestamp(us)",
+        ),
+        Col(
+            "ts",
+            s(),
+            [
+                ("2024-03-04T05:06:07Z", dt.datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)),
+                ("1970-01-01T00:00:00Z", EPOCH.replace(tzinfo=UTC)),
+            ],
+            "timestamp[us, tz=UTC]",
+            "timestamptz",
+        ),
+        Col(
+            "d",
+            s(),
+            [(days(dt.date(2024, 2, 29)), dt.date(2024, 2, 29)), (0, EPOCH_DATE)],
+            "date32[day]",
+            "date",
+        ),
+        Col(
+            "t",
+            s(),
+            [(since_midnight(TIME_A, "us"), TIME_A), (0, dt.time(0))],
+            "time64[us]",
+            "time",
+        ),
         Col("flag", s(), [(1, True), (0, False)], "bool", "boolean"),
         Col("blob", s(), [(b64(b"\x01\x02"), b"\x01\x02"), ("", b"")], "binary", "bytes"),
         Col("js", s(), same('{"a":[1,2]}', "{}"), "string", "json"),
