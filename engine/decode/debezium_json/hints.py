@@ -28,7 +28,6 @@ from engine.decode.debezium_json import connect
 from engine.decode.debezium_json.connect import Converted
 
 _UUID = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
-_DAY_US = 86_400_000_000
 _WIRE = {
     "decimal": "base64 unscaled bytes, a JSON number or a VariableScaleDecimal",
     "decimal-text": 'decimal text such as "1234.56", or a JSON number',
