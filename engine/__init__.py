@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         load_config,
         render_config,
     )
+    from engine.decode.catalog import check_catalog
     from engine.detail import KafkaOffsets, TableDetail, TableDetailReader
     from engine.errors import (
         CdcError,
@@ -72,6 +73,7 @@ _EXPORTS = {
     "Check": "engine.checks",
     "run_checks": "engine.checks",
     "SUPPORTED_FORMATS": "engine.config",
+    "check_catalog": "engine.decode.catalog",
     "Config": "engine.config",
     "config_from_dict": "engine.config",
     "load_config": "engine.config",

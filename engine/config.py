@@ -580,11 +580,13 @@ def render_config(
     fmt: str = "debezium-json",
     num_buckets: int = 8,
     base_dir: Path | None = None,
+    database_dsn: str | None = None,
 ) -> str:
     """The annotated TOML `cdcctl init` writes (validated before it is returned).
 
     ``base_dir`` is the folder the file will be written to: relative paths in it are
-    relative to that folder, and are checked there.
+    relative to that folder, and are checked there. With ``database_dsn`` the source
+    database is named and schemaless columns are typed from its catalog.
     """
     doc = tomlkit.document()
     doc.add(tomlkit.comment("cdcctl replicator configuration (see README: Configuration)"))
@@ -600,6 +602,12 @@ def render_config(
     src.add("format", fmt)
     src.add("group_id", "cdcctl")
     src["group_id"].comment("offsets are committed here for lag tools only; recovery uses Hudi")
+    if database_dsn:
+        src.add("database_dsn", database_dsn)
+        src["database_dsn"].comment("password: PGPASSWORD / MYSQL_PWD or database_password")
+        flag = tomlkit.item(True)
+        flag.comment("type schemaless JSON columns from the database's catalog")
+        src.add("catalog_types", flag)
     doc.add("source", src)
     tgt = tomlkit.table()
     tgt.add("path", target)
@@ -627,6 +635,11 @@ def render_config(
     spark.add("master", "local[2]")
     spark.add("driver_memory", "1g")
     doc.add("spark", spark)
+    doc.add(
+        tomlkit.comment(
+            'Column types per table, e.g. [tables.inventory_orders.columns] price = "decimal(12,2)"'
+        )
+    )
     text = tomlkit.dumps(doc)
     data = tomllib.loads(text)
     data["base_dir"] = str(base_dir or Path.cwd())

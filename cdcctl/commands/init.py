@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -42,6 +43,15 @@ def init(
         ),
     ] = "debezium-json",
     num_buckets: Annotated[int, typer.Option(metavar="N", help="bucket index size per table")] = 8,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            metavar="DSN",
+            help="the source database (postgresql://user@host:5432/db or "
+            "mysql://user@host:3306): schemaless JSON columns get its catalog's types",
+        ),
+    ] = None,
     output: Annotated[Path, typer.Option(metavar="FILE", help="config file to write")] = Path(
         "cdcctl.toml"
     ),
@@ -73,7 +83,14 @@ def init(
         fmt=fmt,
         num_buckets=num_buckets,
         base_dir=output.resolve().parent,
+        database_dsn=source,
     )
+    if source:
+        # Read the catalog once now: a wrong URL or password shows here, not at start.
+        data = tomllib.loads(text)
+        data["base_dir"] = str(output.resolve().parent)
+        tables = engine.check_catalog(engine.config_from_dict(data))
+        err.print(f"read the column types of {tables} table(s) from the source", markup=False)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     err.print(f"wrote {output}; next: cdcctl start --config {output}", markup=False)

@@ -78,6 +78,11 @@ class SourceCatalog:
                 "source.catalog_types off and give [tables.<name>.columns] hints",
             ) from None
 
+    @property
+    def tables(self) -> Tables:
+        """The column types read last, by (schema or database, table)."""
+        return self._tables
+
     def _password(self) -> str | None:
         from engine.checks.database import _password
 
@@ -178,3 +183,12 @@ def _text(value: Any) -> str:
     if isinstance(value, bytes | bytearray):
         return value.decode()
     return "" if value is None else str(value)
+
+
+def check_catalog(cfg: Config) -> int:
+    """Read the catalog of ``source.database_dsn`` once; the number of tables it lists.
+
+    Raises:
+        ConfigError: It cannot be read (the message names the database and the reason).
+    """
+    return len(SourceCatalog(cfg).tables)
