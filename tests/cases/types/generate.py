@@ -130,7 +130,9 @@ def dec(value: str | None, scale: int) -> tuple[Any, Any]:
     if value is None:
         return None, None
     d = D(value)
-    return unscaled_b64(d, scale), d.quantize(D(1).scaleb(-scale))
+    return unscaled_b64(d, scale), d.quantize(
+        D(1).scaleb(-scale), context=decimal.Context(prec=100)
+    )
 
 
 def vsd(value: str) -> tuple[Any, Any]:
@@ -636,7 +638,10 @@ def envelope_schema(topic: str, id_schema: dict, cols: list[Col], source_fields:
 class Stream:
     """Builds the messages of one table (with or without Connect schemas)."""
 
-    def __init__(self, topic: str, connector: str, cols: list[Col], *, schemas: bool) -> None:
+    def __init__(
+        self, topic: str, connector: str, cols: list[Col], *, schemas: bool, numeric: bool = False
+    ) -> None:
+        self.numeric = numeric  # decimal.format=NUMERIC
         self.topic = topic
         self.connector = connector
         self.cols = cols
@@ -693,6 +698,13 @@ class Stream:
 
 
 def matrix(stream: Stream) -> tuple[list[list[dict]], dict]:
+    parts, rows = _matrix(stream)
+    if stream.numeric:
+        parts = [[as_numeric_decimals(m) if m["value"] else m for m in p] for p in parts]
+    return parts, rows
+
+
+def _matrix(stream: Stream) -> tuple[list[list[dict]], dict]:
     """Rows 1..4 over two batches: value sets A (0) and B (1), and all nulls.
 
     Batch 1 inserts 1=A, 2=B, 3=nulls, 4=A; batch 2 updates 1 to B and 2 to A and
@@ -712,15 +724,83 @@ def table_name(topic: str) -> str:
     return f"{ns}_{table}"
 
 
-def typed_case(about: str, stream: Stream) -> dict:
-    batches, rows = matrix(stream)
-    name = table_name(stream.topic)
-    return {
-        "about": about,
-        "config": {"tables": {name: {"columns": stream.hints()}}},
-        "batches": batches,
-        "expect": {name: {"rows": rows, "types": stream.types()}},
-    }
+def typed_case(about: str, *streams: Stream, misfits: list[dict] | None = None) -> dict:
+    """One table per stream, batches interleaved; ``misfits`` are bad messages."""
+    case: dict[str, Any] = {"about": about, "config": {"tables": {}}, "expect": {}}
+    batches: list[list[dict]] = [[], []]
+    for stream in streams:
+        parts, rows = matrix(stream)
+        name = table_name(stream.topic)
+        case["config"]["tables"][name] = {"columns": stream.hints()}
+        case["expect"][name] = {"rows": rows, "types": stream.types()}
+        for k, part in enumerate(parts):
+            batches[k].extend(part)
+    if misfits:
+        batches[0].extend(misfits)
+        case["config"]["errors"] = {"tolerance": "all"}
+        case["bad"] = len(misfits)
+    case["batches"] = batches
+    return case
+
+
+def as_numeric_decimals(message: dict) -> dict:
+    """The message as ``decimal.format=NUMERIC`` writes it: Decimals as exact JSON numbers.
+
+    The JSON text is written raw (``value_text``) so that no float ever holds a decimal.
+    """
+    value = message["value"]
+    schema = {f["field"]: f for f in value["schema"]["fields"][1]["fields"]}
+    numbers: dict[str, str] = {}
+
+    def swap(v: Any, s: dict) -> Any:
+        if v is None:
+            return None
+        if s.get("name") == DEC:
+            text = str(decode_unscaled(v, int(s["parameters"]["scale"])))
+            token = f"__number_{len(numbers)}__"
+            numbers[token] = text
+            return token
+        if s.get("type") == "array":
+            return [swap(x, s["items"]) for x in v]
+        return v
+
+    after = value["payload"]["after"]
+    if after is not None:
+        after = {k: swap(v, schema[k]) if k in schema else v for k, v in after.items()}
+    text = json.dumps({**value, "payload": {**value["payload"], "after": after}})
+    for token, number in numbers.items():
+        text = text.replace(f'"{token}"', number)
+    out = {k: v for k, v in message.items() if k != "value"}
+    return {**out, "value_text": text}
+
+
+def decode_unscaled(b64text: str, scale: int) -> D:
+    n = int.from_bytes(base64.b64decode(b64text), "big", signed=True)
+    return D(n).scaleb(-scale, context=decimal.Context(prec=100))
+
+
+def numeric_columns() -> list[Col]:
+    prec = {"connect.decimal.precision": "12"}
+    return [
+        Col(
+            "price",
+            sch("bytes", DEC, scale="2", **prec),
+            [dec("1234.56", 2), dec("-0.01", 2)],
+            "decimal128(12, 2)",
+        ),  # fmt: skip
+        Col(
+            "wide",
+            sch("bytes", DEC, scale="4", **{"connect.decimal.precision": "30"}),
+            [dec("12345678901234567890123456.7891", 4), dec("0", 4)],
+            "decimal128(30, 4)",
+        ),  # fmt: skip
+        Col(
+            "prices",
+            {"type": "array", "optional": True, "items": sch("bytes", DEC, scale="2", **prec)},
+            [([dec("1.5", 2)[0]], [D("1.50")]), ([None], [None])],
+            "list<item: decimal128(12, 2)>",
+        ),  # fmt: skip
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -919,6 +999,19 @@ def schemaless_case() -> dict:
     }
 
 
+def mysql_case() -> dict:
+    stream = Stream("mysrv.shop.kinds", "mysql", mysql_columns(), schemas=True)
+    # MySQL allows TIME values outside one day, which Debezium cannot represent
+    # correctly and no time-of-day type holds: such a message is bad, never a null.
+    return typed_case(
+        "MySQL connector (JsonConverter with schemas): every logical type, zero dates, "
+        "unsigned bigint, under each decimal, time and binary mode; a TIME of -01:00 is "
+        "a bad message",
+        stream,
+        misfits=[stream.event("c", 9, stream.row(9, 0, {"tm": -3_600_000_000}))],
+    )
+
+
 def main() -> None:
     cases = {
         "pg-every-type.json": typed_case(
@@ -926,12 +1019,15 @@ def main() -> None:
             "each decimal.handling.mode, time.precision.mode and binary.handling.mode, "
             "with the column type hints that turn Debezium's text into real types",
             Stream("pgsrv.public.kinds", "postgresql", pg_columns(), schemas=True),
+            Stream(
+                "pgsrv.public.numeric_format",
+                "postgresql",
+                numeric_columns(),
+                schemas=True,
+                numeric=True,
+            ),
         ),
-        "mysql-every-type.json": typed_case(
-            "MySQL connector (JsonConverter with schemas): every logical type, zero "
-            "dates, unsigned bigint, under each decimal, time and binary mode",
-            Stream("mysrv.shop.kinds", "mysql", mysql_columns(), schemas=True),
-        ),
+        "mysql-every-type.json": mysql_case(),
         "schemaless-hints.json": schemaless_case(),
     }
     for name, case in cases.items():
