@@ -282,3 +282,43 @@ def test_catalog_types_map_what_json_cannot_carry() -> None:
     assert catalog_column_type(my, "blob", None, None, None, "blob").text() == "bytes"
     assert catalog_column_type(my, "bit", 1, None, None, "bit(1)") is None  # a boolean
     assert catalog_column_type(my, "bit", 12, None, None, "bit(12)").text() == "bytes"
+
+
+HINT_FORMS = [
+    "decimal(12,2)", "decimal(5,0,string)", "date", "time", "time(ms)", "timestamp(ns)",
+    "timestamptz", "bytes", "bytes(hex)", "bytes(base64-url-safe)", "uuid", "json", "string",
+    "boolean", "int32", "int64", "float32", "float64",
+]  # fmt: skip
+JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["00ff", "AAE=", "-_8=", "12.50", "2024-01-15", "13:14:15Z", "{}", "NaN"]),
+)
+JSON_VALUES = st.one_of(
+    JSON_SCALARS,
+    st.lists(JSON_SCALARS, max_size=2),
+    st.dictionaries(st.text(max_size=3), JSON_SCALARS, max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(HINT_FORMS), st.lists(JSON_VALUES, min_size=1, max_size=6), st.booleans())
+def test_any_json_value_is_converted_or_flagged_never_silently_null(
+    hint, values, schemaless
+) -> None:
+    from engine.decode.debezium_json.connect import infer_array
+    from engine.decode.debezium_json.hints import apply_hint, out_type
+
+    arr = infer_array(values)
+    ct = parse_column_type(hint)
+    res = apply_hint(arr, ct, "after.c", schemaless=schemaless)  # never raises
+    assert res.array.type == out_type(ct) and len(res.array) == len(arr)
+    bad = [False] * len(arr) if res.bad is None else res.bad.to_pylist()
+    for src, out, flagged in zip(arr.to_pylist(), res.array.to_pylist(), bad, strict=True):
+        if flagged:
+            assert out is None and res.reason.startswith("after.c: ")
+        elif src is not None:
+            assert out is not None, (hint, src)
