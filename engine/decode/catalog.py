@@ -14,8 +14,9 @@ settings give ``[tables.<name>.columns]`` hints, which always win.
 When it is read: once when the decoder is built (the replicator's start; a catalog that
 cannot be read then stops the start with the reason), and again when a batch holds a
 column or table that the last read did not list (a column added at the source). If that
-re-read fails, the messages of the batch that needed it are bad (quarantined with their
-coordinates and the reason), never applied with guessed types.
+re-read fails, the messages with a value in such a column are bad (quarantined with their
+coordinates and the reason), never applied with a guessed type; the others apply
+without the column.
 """
 
 from __future__ import annotations
@@ -143,27 +144,33 @@ class SourceCatalog:
 
     def types_for(
         self, source: dict[str, str] | None, topic: str, columns: list[str]
-    ) -> tuple[dict[str, ColumnType], str | None]:
-        """Catalog types of the named columns, and a problem (their messages go bad).
+    ) -> tuple[dict[str, ColumnType], str | None, list[str]]:
+        """Catalog types of the named columns, and what could not be typed.
 
         A column the last read did not list triggers one re-read (a column added at the
         source); a column still absent after it keeps its JSON type.
+
+        Returns:
+            The types found; when a needed re-read failed, the reason and the columns it
+            left untyped (messages with a value in them must not be applied).
         """
         where = self._locate(source, topic)
         if where is None:
-            return {}, None
+            return {}, None, []
         known = self._tables.get(where, {})
         missing = [c for c in columns if c not in known and (*where, c) not in self._absent]
         if missing:
             try:
                 self._tables = self._read()
             except Exception as exc:  # noqa: BLE001 - any driver error: one clear message
-                return {}, (
+                reason = (
                     f"column(s) {', '.join(missing)} of {where[0]}.{where[1]} are not in the "
                     f"column types read from {self._dsn.redacted()} and reading them again "
                     f"failed: {self._reason(exc)}; fix the database connection (or give "
                     "[tables.<name>.columns] hints) and replay the dead letters"
                 )
+                found = {c: known[c] for c in columns if c in known and known[c].kind != "__json__"}
+                return found, reason, missing
             known = self._tables.get(where, {})
             for c in columns:
                 if c not in known:
@@ -176,7 +183,7 @@ class SourceCatalog:
                         *where,
                     )
         found = {c: known[c] for c in columns if c in known and known[c].kind != "__json__"}
-        return found, None
+        return found, None, []
 
 
 def _text(value: Any) -> str:

@@ -224,3 +224,37 @@ def test_mariadb_catalog_types_schemaless_columns(spark, tmp_path: Path, mariadb
     assert row["ts"] == dt.datetime(2024, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
     assert row["d"] == dt.date(1970, 1, 1) and row["t"] == dt.time(0, 0, 0, 1)
     assert row["blob_col"] == b"\x01\x02" and row["bits"] == b"\xff\x0f"
+
+
+def test_a_new_column_whose_catalog_cannot_be_read_again_makes_bad_messages(pg_database) -> None:
+    from engine.decode import decoder_for
+
+    dsn = f"{PG}/{pg_database}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.t (id int PRIMARY KEY, price numeric(6,2))")
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": "127.0.0.1:1",
+                "topics": ".",
+                "database_dsn": dsn,
+                "catalog_types": True,
+            },  # fmt: skip
+            "target": {"path": "lake"},
+        }
+    )
+    decode = decoder_for(cfg)  # reads the catalog now
+    source = {"connector": "postgresql", "schema": "public", "table": "t", "lsn": 1, "ts_ms": 1}
+    known = _message("pg.public.t", 0, source, {"id": 1, "price": _b64_unscaled("1.25", 2)})
+    # The database goes away; a row with a column the first read did not list arrives.
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {pg_database} WITH (FORCE)")
+    new = _message("pg.public.t", 1, source, {"id": 2, "price": None, "extra": "AQ=="})
+    result = decode("pg.public.t", [known.key(), new.key()], [known.value(), new.value()],
+                    [0, 0], [0, 1])  # fmt: skip
+    assert result.batch is not None and result.batch.column("id").to_pylist() == [1]
+    assert result.batch.column("price").to_pylist() == [D("1.25")]
+    (bad,) = result.bad
+    assert (bad.partition, bad.offset) == (0, 1)
+    assert "extra" in bad.reason and "reading them again failed" in bad.reason
+    assert "replay the dead letters" in bad.reason

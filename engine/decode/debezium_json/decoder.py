@@ -123,7 +123,7 @@ def _key_types(keys: Keys, ctx: Ctx) -> dict[str, ColumnType]:
     """
     types: dict[str, ColumnType] = {}
     if ctx.catalog is not None and not ctx.fingerprints and keys.fields:
-        found, _ = ctx.catalog.types_for(ctx.source_table, ctx.topic, list(keys.fields))
+        found, _, _ = ctx.catalog.types_for(ctx.source_table, ctx.topic, list(keys.fields))
         types.update(found)
     types.update(ctx.applied_types)
     types.update(ctx.column_types)

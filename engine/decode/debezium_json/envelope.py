@@ -480,11 +480,17 @@ def _apply_types(
     types = dict(ctx.column_types)
     if schemaless and ctx.catalog is not None and rows:
         source = _source_table(group, piece.positions[0])
-        found, problem = ctx.catalog.types_for(source, ctx.topic, list(rows))
+        found, problem, untyped = ctx.catalog.types_for(source, ctx.topic, list(rows))
         types = {**found, **types}
-        if problem:
-            n = len(next(iter(rows.values())))
-            checks.append((pa.array([True] * n, pa.bool_()), problem))
+        untyped = [c for c in untyped if c not in types]
+        if problem and untyped:
+            # Messages with a value in a column the catalog could not type are bad; the
+            # others apply without the column (its type is still unknown).
+            valid = [pc.is_valid(rows.pop(c)) for c in untyped]
+            mask = valid[0]
+            for v in valid[1:]:
+                mask = pc.or_(mask, v)
+            checks.append((mask, problem))
     for name, ct in types.items():
         if name not in rows:
             continue
