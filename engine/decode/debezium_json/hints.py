@@ -131,7 +131,11 @@ def _to_decimal(arr: pa.Array, ct: ColumnType, schemaless: bool) -> Converted | 
     if pa.types.is_floating(t):
         # Shortest round-trip text of each double (0.1 stays 0.1), then exact parsing:
         # a double with more digits than the scale is not rounded but reported.
-        return _per_value(arr, target, lambda v: check(decimal.Decimal(repr(v))))
+        try:
+            # Arrow renders doubles as their shortest round-trip text too (vectorised).
+            return Converted(arr.cast(pa.string()).cast(target))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return _per_value(arr, target, lambda v: check(decimal.Decimal(repr(v))))
     if pa.types.is_struct(t) and {f.name for f in t} >= {"scale", "value"}:
         # A schemaless VariableScaleDecimal {scale, value}.
         def vsd(v: dict) -> decimal.Decimal:
