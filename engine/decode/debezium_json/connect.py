@@ -889,3 +889,11 @@ def infer_array(values: list[Any]) -> pa.Array:
         mask = pa.array([v is None for v in values], pa.bool_())
         return pa.StructArray.from_arrays(children, names=list(names), mask=mask)
     return pa.array([json_text(v) for v in values], pa.string())
+
+
+# The converters column type hints (:mod:`.hints`) reuse for the same wire forms.
+time_converter = _time_converter
+timestamp_converter = _timestamp_converter
+date_convert = _date_convert
+zoned_timestamp_convert = _zoned_timestamp_convert
+short = _short

@@ -27,6 +27,9 @@ from engine.column_types import ColumnType
 from engine.decode.debezium_json import connect
 from engine.decode.debezium_json.connect import Converted
 
+#: A conversion's outcome: a :class:`Converted`, or the values and the mask of misfits.
+_Result = Converted | tuple[pa.Array, pa.Array | None]
+
 _UUID = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 _WIRE = {
     "decimal": "base64 unscaled bytes, a JSON number or a VariableScaleDecimal",
@@ -119,7 +122,7 @@ def _decimal_from_text(text: Any, ct: ColumnType) -> decimal.Decimal:
     return _fits_decimal(ct)(decimal.Decimal(text))
 
 
-def _to_decimal(arr: pa.Array, ct: ColumnType, schemaless: bool) -> Converted | tuple:
+def _to_decimal(arr: pa.Array, ct: ColumnType, schemaless: bool) -> _Result:
     target = out_type(ct)
     check = _fits_decimal(ct)
     t = arr.type
@@ -165,31 +168,31 @@ def _to_decimal(arr: pa.Array, ct: ColumnType, schemaless: bool) -> Converted | 
     return _unsupported(arr, target)
 
 
-def _unsupported(arr: pa.Array, target: pa.DataType) -> tuple[pa.Array, pa.Array | None]:
+def _unsupported(arr: pa.Array, target: pa.DataType) -> _Result:
     """Every non-null value is flagged: the column's type cannot become the hint."""
     valid = pc.is_valid(arr)
     flags = valid if pc.any(valid).as_py() else None
     return pa.nulls(len(arr), target), flags
 
 
-def _to_time(arr: pa.Array, ct: ColumnType) -> Converted | tuple:
+def _to_time(arr: pa.Array, ct: ColumnType) -> _Result:
     t = arr.type
     if pa.types.is_integer(t):
-        return connect._time_converter(ct.unit)(arr, "")
+        return connect.time_converter(ct.unit)(arr, "")
     if pa.types.is_string(t):
         return connect.zoned_time_convert(arr, "")
     return _cast_or_flag(arr, out_type(ct))
 
 
-def _to_timestamp(arr: pa.Array, ct: ColumnType) -> Converted | tuple:
+def _to_timestamp(arr: pa.Array, ct: ColumnType) -> _Result:
     target = out_type(ct)
     t = arr.type
     tz = "UTC" if ct.kind == "timestamptz" else None
     if pa.types.is_integer(t):
-        return connect._timestamp_converter(ct.unit, tz)(arr, "")
+        return connect.timestamp_converter(ct.unit, tz)(arr, "")
     if pa.types.is_string(t):
         if tz:
-            return connect._zoned_timestamp_convert(arr, "")
+            return connect.zoned_timestamp_convert(arr, "")
         try:
             return Converted(arr.cast(target))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -207,10 +210,10 @@ def _naive_timestamp(text: Any) -> dt.datetime:
     return value
 
 
-def _to_date(arr: pa.Array, ct: ColumnType) -> Converted | tuple:
+def _to_date(arr: pa.Array, ct: ColumnType) -> _Result:
     t = arr.type
     if pa.types.is_integer(t):
-        return connect._date_convert(arr, "")
+        return connect.date_convert(arr, "")
     if pa.types.is_string(t):
         try:
             return Converted(arr.cast(pa.date32()))
@@ -219,7 +222,7 @@ def _to_date(arr: pa.Array, ct: ColumnType) -> Converted | tuple:
     return _cast_or_flag(arr, pa.date32())
 
 
-def _to_bytes(arr: pa.Array, ct: ColumnType) -> Converted | tuple:
+def _to_bytes(arr: pa.Array, ct: ColumnType) -> _Result:
     t = arr.type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return Converted(arr.cast(pa.binary()))
@@ -241,7 +244,7 @@ def _to_bytes(arr: pa.Array, ct: ColumnType) -> Converted | tuple:
     return Converted(raw, bad)
 
 
-def _to_uuid(arr: pa.Array) -> Converted | tuple:
+def _to_uuid(arr: pa.Array) -> _Result:
     if not pa.types.is_string(arr.type):
         return _unsupported(arr, pa.string())
     ok = pc.match_substring_regex(arr, _UUID)
@@ -257,14 +260,14 @@ def _json_check(v: Any) -> str:
     return v
 
 
-def _to_json(arr: pa.Array) -> Converted | tuple:
+def _to_json(arr: pa.Array) -> _Result:
     if pa.types.is_string(arr.type):
         return _per_value(arr, pa.string(), _json_check)
     # A JSON document that arrived as an object or array (schemaless): its compact text.
     return Converted(pa.array([connect.json_text(v) for v in arr.to_pylist()], pa.string()))
 
 
-def _to_string(arr: pa.Array) -> Converted | tuple:
+def _to_string(arr: pa.Array) -> _Result:
     t = arr.type
     if pa.types.is_string(t):
         return Converted(arr)
@@ -273,7 +276,7 @@ def _to_string(arr: pa.Array) -> Converted | tuple:
     return _cast_or_flag(arr, pa.string())
 
 
-def _to_boolean(arr: pa.Array) -> Converted | tuple:
+def _to_boolean(arr: pa.Array) -> _Result:
     t = arr.type
     if pa.types.is_boolean(t):
         return Converted(arr)
@@ -288,7 +291,7 @@ def _to_boolean(arr: pa.Array) -> Converted | tuple:
     return _unsupported(arr, pa.bool_())
 
 
-def _cast_or_flag(arr: pa.Array, target: pa.DataType) -> Converted | tuple:
+def _cast_or_flag(arr: pa.Array, target: pa.DataType) -> _Result:
     if pa.types.is_nested(arr.type):
         return _unsupported(arr, target)
     try:
@@ -360,7 +363,7 @@ def apply_hint(arr: pa.Array, ct: ColumnType, path: str, *, schemaless: bool) ->
     if bad is None:
         return Converted(res.array)
     first = pc.filter(arr, bad)[0].as_py()
-    shown = connect._short(first if not isinstance(first, bytes) else first.hex())
+    shown = connect.short(first if not isinstance(first, bytes) else first.hex())
     reason = (
         f"{path}: {shown} does not fit the column type {ct.text()} "
         f"(expected {_wire(ct)}; arrived as {arr.type}); fix the value at the source or "
