@@ -828,3 +828,13 @@ def database_checks(cfg: Config, url: str, topics: Callable[[], list[str] | None
     if dsn.kind == "postgresql":
         return postgres_checks(cfg, dsn, password, topics)
     return mysql_checks(cfg, dsn, password, topics)
+
+
+def database_password(cfg: Config, dsn: Dsn) -> str | None:
+    """The password for ``dsn`` (URL, configured reference, PGPASSWORD / MYSQL_PWD)."""
+    return _password(cfg, dsn)[0]
+
+
+def error_text(exc: BaseException, password: str | None) -> str:
+    """A driver error on one line, without the password."""
+    return _reason(exc, password)

@@ -85,14 +85,14 @@ class SourceCatalog:
         return self._tables
 
     def _password(self) -> str | None:
-        from engine.checks.database import _password
+        from engine.checks.database import database_password
 
-        return _password(self._cfg, self._dsn)[0]
+        return database_password(self._cfg, self._dsn)
 
     def _reason(self, exc: BaseException) -> str:
-        from engine.checks.database import _reason
+        from engine.checks.database import error_text
 
-        return _reason(exc, self._password())
+        return error_text(exc, self._password())
 
     def _read(self) -> Tables:
         """One query over ``information_schema.columns``."""
