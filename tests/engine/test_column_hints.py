@@ -322,3 +322,32 @@ def test_any_json_value_is_converted_or_flagged_never_silently_null(
             assert out is None and res.reason.startswith("after.c: ")
         elif src is not None:
             assert out is not None, (hint, src)
+
+
+def test_isostring_types_decode_and_a_broken_one_is_bad() -> None:
+    def field(name: str, semantic: str) -> dict:
+        return {"type": "string", "optional": True, "field": name, "name": semantic}
+
+    row = {"type": "struct", "optional": True, "name": "V", "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        field("d", "io.debezium.time.IsoDate"),
+        field("t", "io.debezium.time.IsoTime"),
+        field("ts", "io.debezium.time.IsoTimestamp"),
+    ]}  # fmt: skip
+    schema = {"type": "struct", "name": "E", "optional": False, "fields": [
+        {**row, "field": "after"}, {"type": "string", "optional": False, "field": "op"},
+    ]}  # fmt: skip
+    afters = [
+        {"id": 1, "d": "2024-01-15Z", "t": "13:14:15.5Z", "ts": "2024-01-15T08:30:00.000001Z"},
+        {"id": 2, "d": "2024-13-45", "t": None, "ts": None},
+    ]
+    values = [json.dumps({"schema": schema, "payload": {"after": a, "op": "c"}}).encode()
+              for a in afters]  # fmt: skip
+    keys = [json.dumps({"id": a["id"]}).encode() for a in afters]
+    result = decode_debezium_json("srv.app.t", keys, values, [0, 0], [5, 6])
+    got = result.batch.to_pylist()[0]
+    assert (got["d"], got["t"], got["ts"]) == (
+        dt.date(2024, 1, 15), dt.time(13, 14, 15, 500000), dt.datetime(2024, 1, 15, 8, 30, 0, 1)
+    )  # fmt: skip
+    (bad,) = result.bad
+    assert bad.offset == 6 and "after.d" in bad.reason and "invalid ISO date" in bad.reason

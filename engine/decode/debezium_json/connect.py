@@ -28,6 +28,8 @@ Type decisions (see also the module docstring of :mod:`.decoder`):
 * Temporal values: see :data:`_TEMPORAL` and the ``_timestamp_converter`` /
   ``_time_converter`` helpers (timestamps without zone, times of day as time64[us]).
   ``ZonedTime`` (PostgreSQL ``timetz``, sent normalized to UTC) is a time64[us] in UTC.
+  ``IsoDate`` / ``IsoTime`` / ``IsoTimestamp`` (``time.precision.mode=isostring``) are
+  date32 / time64[us] / timestamp[us] like their integer counterparts.
 * Types Debezium sends as text (``Json``, ``Uuid``, ``Xml``, ``Enum``, ``EnumSet``,
   ``Interval``, and every column under ``decimal.handling.mode=string`` or a string
   ``binary.handling.mode``) stay text: the message does not say more. A column type
@@ -65,6 +67,10 @@ DBZ_MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 DBZ_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 DBZ_ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 DBZ_ZONED_TIME = "io.debezium.time.ZonedTime"
+# time.precision.mode=isostring (newest releases): ISO-8601 text in UTC.
+DBZ_ISO_DATE = "io.debezium.time.IsoDate"
+DBZ_ISO_TIME = "io.debezium.time.IsoTime"
+DBZ_ISO_TIMESTAMP = "io.debezium.time.IsoTimestamp"
 
 #: Decimal arithmetic without rounding (the default context rounds to 28 digits).
 EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
@@ -558,6 +564,40 @@ def zoned_time_convert(arr: pa.Array, path: str) -> Converted:
     return Converted(us.cast(pa.time64("us")), _mask_or_none(bad), f"{path}: invalid time of day")
 
 
+def _without_utc_suffix(arr: pa.Array) -> pa.Array:
+    return pc.replace_substring_regex(arr, r"(Z|\+00:00)$", "")
+
+
+def _iso_date_convert(arr: pa.Array, path: str) -> Converted:
+    """``IsoDate`` text (``2024-01-15``, a ``Z`` allowed) -> date32."""
+    plain = _without_utc_suffix(arr)
+    try:
+        return Converted(plain.cast(pa.date32()))
+    except pa.ArrowInvalid:
+        pass
+    out, bad = _per_value(plain, dt.date.fromisoformat, pa.date32(), (ValueError, TypeError))
+    return Converted(out, _mask_or_none(bad), f"{path}: invalid ISO date")
+
+
+def _iso_naive(text: Any) -> dt.datetime:
+    value = dt.datetime.fromisoformat(text)
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def _iso_timestamp_convert(arr: pa.Array, path: str) -> Converted:
+    """``IsoTimestamp`` text in UTC (a wall clock read as UTC, like ``MicroTimestamp``)
+    -> timestamp[us] without zone."""
+    plain = _without_utc_suffix(arr)
+    try:
+        return Converted(plain.cast(pa.timestamp("us")))
+    except pa.ArrowInvalid:
+        pass
+    out, bad = _per_value(arr, _iso_naive, pa.timestamp("us"), (ValueError, TypeError))
+    return Converted(out, _mask_or_none(bad), f"{path}: invalid ISO timestamp")
+
+
 def _list_converter(item: TypePlan) -> Callable[[pa.Array, str], Converted]:
     item_convert = item.convert
     if item_convert is None:
@@ -733,8 +773,13 @@ def plan_for(schema: Any, path: str = "") -> TypePlan:
     if name == DBZ_ZONED_TIMESTAMP and ctype == "string":
         out = pa.timestamp("us", "UTC")
         return TypePlan(name, pa.string(), out, _zoned_timestamp_convert, _norm_str)
-    if name == DBZ_ZONED_TIME and ctype == "string":
+    if name in (DBZ_ZONED_TIME, DBZ_ISO_TIME) and ctype == "string":
         return TypePlan(name, pa.string(), pa.time64("us"), zoned_time_convert, _norm_str)
+    if name == DBZ_ISO_DATE and ctype == "string":
+        return TypePlan(name, pa.string(), pa.date32(), _iso_date_convert, _norm_str)
+    if name == DBZ_ISO_TIMESTAMP and ctype == "string":
+        out = pa.timestamp("us")
+        return TypePlan(name, pa.string(), out, _iso_timestamp_convert, _norm_str)
 
     if ctype in _PRIMITIVES:
         parse, out, norm = _PRIMITIVES[ctype]

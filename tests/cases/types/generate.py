@@ -302,6 +302,25 @@ def pg_columns() -> list[Col]:
             [(since_epoch(TS_A_MS, "ms"), TS_A_MS), (since_epoch(TS_B_MS, "ms"), TS_B_MS)],
             "timestamp[us]",
         ),
+        # time.precision.mode=isostring (newest releases): ISO text in UTC
+        Col(
+            "iso_date",
+            sch("string", T + "IsoDate"),
+            [("2024-01-15Z", dt.date(2024, 1, 15)), ("1969-12-31", dt.date(1969, 12, 31))],
+            "date32[day]",
+        ),
+        Col(
+            "iso_time",
+            sch("string", T + "IsoTime"),
+            [("13:14:15.123456Z", TIME_A), ("00:00:00Z", dt.time(0))],
+            "time64[us]",
+        ),
+        Col(
+            "iso_ts",
+            sch("string", T + "IsoTimestamp"),
+            [(zoned(TS_A), TS_A), ("1969-12-31T00:00:00.000001Z", TS_B)],
+            "timestamp[us]",
+        ),
         # nanosecond types (time.precision.mode=nanoseconds)
         Col(
             "time_ns",
