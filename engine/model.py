@@ -55,3 +55,24 @@ ROW_POS: Final = "_cdc_pos"
 ROW_POS_SUB: Final = "_cdc_pos_sub"
 ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
 REPLICA_CDC_COLUMNS: Final = (ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS)
+
+# Partial images (generic CDC JSON with ``images = "partial"``): hidden columns of the
+# replica. Each non-key column ``c`` keeps the position of the event its value came from
+# in ``_cdc_pos__c`` / ``_cdc_sub__c`` (null: never set since the row's last delete);
+# ``_cdc_floor_pos`` / ``_cdc_floor_sub`` hold the newest delete older than the row's
+# values, so that a late event older than that delete changes nothing. In a change batch
+# the same per-column columns mark which columns an event carries (null: absent).
+FLOOR_POS: Final = "_cdc_floor_pos"
+FLOOR_SUB: Final = "_cdc_floor_sub"
+COLUMN_POS_PREFIX: Final = "_cdc_pos__"
+COLUMN_SUB_PREFIX: Final = "_cdc_sub__"
+
+
+def column_pos(name: str) -> str:
+    """The hidden position column of row column ``name`` (partial images)."""
+    return COLUMN_POS_PREFIX + name
+
+
+def column_sub(name: str) -> str:
+    """The hidden sub-position column of row column ``name`` (partial images)."""
+    return COLUMN_SUB_PREFIX + name
