@@ -134,7 +134,7 @@ class CdcJsonDecoder:
         ops = {v: OP_CREATE for v in cfg.insert_values}
         ops.update({v: OP_UPDATE for v in cfg.update_values})
         ops.update({v: OP_DELETE for v in cfg.delete_values})
-        rows: list[tuple[int, str, str, int, int, dict[str, Any]]] = []
+        rows: list[tuple[int, str, str, int, int, int | None, dict[str, Any]]] = []
         bad: list[BadMessage] = []
         ignored = 0
         key_fields: list[str] = list(cfg.key_fields)
@@ -181,10 +181,10 @@ class CdcJsonDecoder:
                     )
                 )
                 continue
-            for fields, text, op, pos, sub, image in decoded:
+            for fields, text, op, pos, sub, ts, image in decoded:
                 if not key_fields:
                     key_fields.extend(fields)
-                rows.append((i, text, op, pos, sub, image))
+                rows.append((i, text, op, pos, sub, ts, image))
         if not rows:
             return DecodeResult(None, key_fields, bad, ignored)
         notes: list[str] = []
@@ -221,7 +221,7 @@ class CdcJsonDecoder:
         cfg: CdcJsonConfig,
         ops: dict[str, str],
         key_fields: list[str],
-    ) -> tuple[list[str], str, str, int, int, dict[str, Any]]:
+    ) -> tuple[list[str], str, str, int, int, int | None, dict[str, Any]]:
         if cfg.op_field not in ev:
             raise _Bad(f"the op field {cfg.op_field!r} is missing")
         op_value = ev[cfg.op_field]
@@ -235,7 +235,7 @@ class CdcJsonDecoder:
         if ev.get(cfg.order_field) is None:
             raise _Bad(f"the order field {cfg.order_field!r} is missing or null")
         try:
-            pos, sub = encode_order(ev[cfg.order_field])
+            pos, sub, ts = encode_order(ev[cfg.order_field])
         except OrderError as exc:
             raise _Bad(f"order field {cfg.order_field!r}: {exc}") from None
         for name in ev:
@@ -271,11 +271,11 @@ class CdcJsonDecoder:
         else:
             image = {k: v for k, v in ev.items() if k != cfg.op_field}
             image.update(zip(fields, key_values, strict=True))
-        return fields, key_text(fields, key_values), op, pos, sub, image
+        return fields, key_text(fields, key_values), op, pos, sub, ts, image
 
     @staticmethod
     def _batch(
-        rows: list[tuple[int, str, str, int, int, dict[str, Any]]],
+        rows: list[tuple[int, str, str, int, int, int | None, dict[str, Any]]],
         key_fields: list[str],
         partitions: Sequence[int],
         offsets: Sequence[int],
@@ -290,7 +290,7 @@ class CdcJsonDecoder:
             OP: pa.array([r[2] for r in rows], pa.string()),
             POS: pa.array(pos, pa.int64()),
             POS_SUB: pa.array(sub, pa.int64()),
-            SOURCE_TS: pa.nulls(m, pa.int64()),
+            SOURCE_TS: pa.array([r[5] for r in rows], pa.int64()),
             PARTITION: pa.array([int(partitions[r[0]]) for r in rows], pa.int32()),
             OFFSET: pa.array([int(offsets[r[0]]) for r in rows], pa.int64()),
             TX_ID: pa.nulls(m, pa.string()),
@@ -299,15 +299,15 @@ class CdcJsonDecoder:
         names: list[str] = list(key_fields)
         seen = set(names)
         for r in rows:
-            for name in r[5]:
+            for name in r[6]:
                 if name not in seen:
                     seen.add(name)
                     names.append(name)
         partial = cfg.images == "partial"
         hidden: dict[str, pa.Array] = {}
         for name in names:
-            present = [name in r[5] for r in rows]
-            values = [r[5].get(name) for r in rows]
+            present = [name in r[6] for r in rows]
+            values = [r[6].get(name) for r in rows]
             if name not in key_fields and all(v is None for v in values) and not partial:
                 continue  # never a value: the column arrives with its first value
             col = _column(values, notes, name)

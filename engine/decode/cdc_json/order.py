@@ -12,7 +12,9 @@ kind of order value is mapped so that the pair compares like the values themselv
 * **timestamps** (ISO 8601 text: ``2024-03-04T05:06:07.123456789Z``, a space instead of
   ``T``, an offset ``+02:00``, or a date alone): ``(microseconds since 1970-01-01 UTC,
   the fraction digits beyond the sixth, as a 12-digit integer)``; nanoseconds and finer
-  order. A timestamp without an offset is taken as UTC.
+  order. A timestamp without an offset is taken as UTC. Its milliseconds become the
+  event's source time (``_cdc_source_ts_ms``: lag in seconds, tombstone retention);
+  numeric order values give no source time.
 
 A table must use one kind for its order values: a timestamp and a number are not
 comparable (a timestamp orders like its microseconds since the epoch). Booleans, null,
@@ -58,7 +60,7 @@ def _decimal_pair(value: Decimal) -> tuple[int, int]:
     return _int_pair(whole)[0], sub
 
 
-def _timestamp_pair(text: str) -> tuple[int, int]:
+def _timestamp_pair(text: str) -> tuple[int, int, int | None]:
     match = _TS_RE.match(text)
     if match is None:
         raise OrderError(f"{text!r} is not an integer, a decimal or an ISO 8601 timestamp")
@@ -79,11 +81,12 @@ def _timestamp_pair(text: str) -> tuple[int, int]:
     digits = (match["frac"] or "").ljust(_FRACTION_DIGITS, "0")
     delta = moment - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + int(digits[:6])
-    return _int_pair(micros)[0], int(digits[6:])
+    return _int_pair(micros)[0], int(digits[6:]), micros // 1000
 
 
-def encode_order(value: Any) -> tuple[int, int]:
-    """The position pair of one order value (see the module docstring).
+def encode_order(value: Any) -> tuple[int, int, int | None]:
+    """The position pair of one order value (see the module docstring), and for a
+    timestamp its milliseconds since the epoch (the event's source time), else None.
 
     Raises:
         OrderError: the value is of no supported kind, or out of range.
@@ -91,20 +94,20 @@ def encode_order(value: Any) -> tuple[int, int]:
     if isinstance(value, bool) or value is None:
         raise OrderError(f"{value!r} is not an integer, a decimal or a timestamp")
     if isinstance(value, int):
-        return _int_pair(value)
+        return (*_int_pair(value), None)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise OrderError(f"{value} is not a finite number")
-        return _decimal_pair(Decimal(repr(value)))
+        return (*_decimal_pair(Decimal(repr(value))), None)
     if isinstance(value, Decimal):
-        return _decimal_pair(value)
+        return (*_decimal_pair(value), None)
     if isinstance(value, str):
         text = value.strip()
         if _INT_RE.match(text):
-            return _int_pair(int(text))
+            return (*_int_pair(int(text)), None)
         if _DECIMAL_RE.match(text):
             try:
-                return _decimal_pair(Decimal(text))
+                return (*_decimal_pair(Decimal(text)), None)
             except InvalidOperation:  # pragma: no cover - the pattern admits valid text only
                 raise OrderError(f"{text!r} is not a decimal") from None
         return _timestamp_pair(text)
