@@ -466,9 +466,7 @@ class Config(_Section):
                 CdcJsonConfig.model_validate(table.cdc_json(self.source.cdc_json).model_dump())
             except ValidationError as exc:
                 reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
-                raise ValueError(
-                    f"tables.{name} with source.cdc_json: {reason}"
-                ) from None
+                raise ValueError(f"tables.{name} with source.cdc_json: {reason}") from None
         return self
 
     def target_path(self) -> Path:

@@ -146,17 +146,19 @@ def _deletes(events: pa.Table, stored: pa.Table, tombs: pa.Table) -> pl.DataFram
                     }
                 )
             )
-    schema = {
-        KEY: pl.String,
-        "_dpos": pl.Int64,
-        "_dsub": pl.Int64,
-        "_dts": pl.Int64,
-        "_dev": pl.Int64,
-        "_stored": pl.Int8,
+    schema: dict[str, pl.DataType] = {
+        KEY: pl.String(),
+        "_dpos": pl.Int64(),
+        "_dsub": pl.Int64(),
+        "_dts": pl.Int64(),
+        "_dev": pl.Int64(),
+        "_stored": pl.Int8(),
     }
     if not frames:
-        return pl.DataFrame(schema=schema | {"_dc": pl.Int128})
-    frame = pl.concat([f.cast(schema) for f in frames]).filter(pl.col("_dpos").is_not_null())
+        return pl.DataFrame(schema=schema | {"_dc": pl.Int128()})
+    frame = pl.concat([f.cast(pl.Schema(schema)) for f in frames]).filter(
+        pl.col("_dpos").is_not_null()
+    )
     frame = frame.with_columns(_dc=combined(pl.col("_dpos"), pl.col("_dsub").fill_null(0)))
     return frame.sort([KEY, "_dc", "_stored"]).unique(subset=[KEY], keep="last")
 

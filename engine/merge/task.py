@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from engine import faults
 from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite
-from engine.merge.rules import MergeCounts, MergeOptions, merge_file_group
 from engine.merge.partial import is_partial
+from engine.merge.rules import MergeCounts, MergeOptions, merge_file_group
 from engine.merge.toast import has_toast
 from engine.model import KEY, POS, POS_SUB
 

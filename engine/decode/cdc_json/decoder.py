@@ -148,9 +148,7 @@ class CdcJsonDecoder:
                 if not events:
                     ignored += 1
                     continue
-                decoded = [
-                    self._event(ev, keys[i], cfg, ops, key_fields) for ev in events
-                ]
+                decoded = [self._event(ev, keys[i], cfg, ops, key_fields) for ev in events]
             except _Bad as exc:
                 raw_key = keys[i]
                 bad.append(

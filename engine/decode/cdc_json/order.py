@@ -111,6 +111,4 @@ def encode_order(value: Any) -> tuple[int, int, int | None]:
             except InvalidOperation:  # pragma: no cover - the pattern admits valid text only
                 raise OrderError(f"{text!r} is not a decimal") from None
         return _timestamp_pair(text)
-    raise OrderError(
-        f"a JSON {type(value).__name__} is not an integer, a decimal or a timestamp"
-    )
+    raise OrderError(f"a JSON {type(value).__name__} is not an integer, a decimal or a timestamp")
