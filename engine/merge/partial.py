@@ -14,7 +14,7 @@ stored position), the key's delete tombstone and the batch's events:
 * The row is live iff some upsert (insert or update) is newer than ``D``.
 * Each column takes the value of the newest upsert newer than ``D`` that carries it;
   none: null. On equal positions the stored value wins (a replay), then the event
-  consumed last.
+  consumed first (as in the full-image fold, a repeated position is a replay).
 * A dead row is deleted and leaves (or keeps) a tombstone at ``D``.
 
 This equals applying every event in order-field order (an upsert sets the columns it
@@ -53,7 +53,9 @@ from engine.model import (
 )
 
 _UPSERTS = [OP_READ, OP_CREATE, OP_UPDATE]
-_ORDER = ["_stored", PARTITION, OFFSET]
+#: Tie-breaks after the position: the stored value (a replay changes nothing), then the
+#: event consumed first (lowest partition, then offset), as the full-image fold does.
+_ORDER = ["_stored", "_np", "_no"]
 
 
 def is_partial(data_schema: pa.Schema) -> bool:
@@ -219,6 +221,7 @@ def fold_partial(
             **{f"_s{j}": cand.column(column_sub(c)) for j, c in enumerate(columns)},
         }
     ).with_row_index("_i")
+    ctl = ctl.with_columns(_np=-pl.col(PARTITION).cast(pl.Int64), _no=-pl.col(OFFSET))
     ctl = ctl.join(deletes.select(KEY, "_dc"), on=KEY, how="left", maintain_order="left")
     newer = pl.col("_dc").is_null()
 
