@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import config_from_dict
+from engine.hudi.table import HudiTable
 from engine.replicator import Replicator
 from tests.engine.cdc_json_oracle import fold_events
 from tests.engine.test_properties import Msg
@@ -27,7 +28,7 @@ TOPIC = "shop.public.items"
 TABLE = "public_items"
 
 
-def _config(tmp: Path, images: str) -> Any:
+def _config(tmp: Path, images: str, table_type: str = "MERGE_ON_READ") -> Any:
     return config_from_dict(
         {
             "source": {
@@ -37,15 +38,21 @@ def _config(tmp: Path, images: str) -> Any:
                 "cdc_json": {"key_fields": ["PK"], "images": images},
             },
             "target": {"path": str(tmp / "lake")},
-            "hudi": {"num_buckets": 2},
+            "hudi": {"num_buckets": 2, "table_type": table_type},
             "replicator": {"work_dir": str(tmp / "work")},
         }
     )
 
 
-def _apply(tmp: Path, images: str, batches: list[list[dict]], spark: Any) -> dict[str, dict]:
+def _apply(
+    tmp: Path,
+    images: str,
+    batches: list[list[dict]],
+    spark: Any,
+    table_type: str = "MERGE_ON_READ",
+) -> dict[str, dict]:
     """Apply each batch through the real engine; the replica as hudi-rs reads it."""
-    replicator = Replicator(_config(tmp, images), spark=spark)
+    replicator = Replicator(_config(tmp, images, table_type), spark=spark)
     offset = 0
     for batch in batches:
         records = []
@@ -120,20 +127,42 @@ def test_delete_update_insert_in_every_order_and_cut(spark) -> None:
         assert {k: {**v, "col_3": float(v["col_3"])} for k, v in oracle.items()} == rows
 
 
-def test_late_delete_older_than_a_reinsert_changes_nothing(spark) -> None:
+def test_late_deletes_and_hidden_positions_copy_on_write(spark) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = _apply(
             Path(tmp),
             "partial",
             [
-                [{"PK": 7, "a": 1, "b": 2, "_action": "_insert", "_timestamp": 10}],
-                [{"PK": 7, "a": 5, "b": 6, "_action": "_insert", "_timestamp": 30}],
-                [{"PK": 7, "_action": "_delete", "_timestamp": 20}],
-                [{"PK": 7, "b": 9, "_action": "_update", "_timestamp": 25}],  # older than 30
+                [
+                    {"PK": 7, "a": 1, "b": 2, "_action": "_insert", "_timestamp": 10},
+                    {"PK": 8, "a": 1, "b": 2, "_action": "_insert", "_timestamp": 10},
+                ],
+                [
+                    {"PK": 7, "a": 5, "b": 6, "_action": "_insert", "_timestamp": 30},
+                    {"PK": 8, "a": 3, "_action": "_update", "_timestamp": 30},
+                ],
+                # Late deletes: older than the re-insert of 7 (changes nothing), newer
+                # than 8's column b (clears just b, the row stays: a is newer).
+                [
+                    {"PK": 7, "_action": "_delete", "_timestamp": 20},
+                    {"PK": 8, "_action": "_delete", "_timestamp": 20},
+                ],
+                # Older than those deletes: late, nothing changes.
+                [
+                    {"PK": 7, "b": 9, "_action": "_update", "_timestamp": 15},
+                    {"PK": 8, "b": 9, "_action": "_update", "_timestamp": 15},
+                ],
             ],
             spark,
+            table_type="COPY_ON_WRITE",
         )
-    assert rows == {"7": {"PK": 7, "a": 5, "b": 6, "_timestamp": 30}}
+        schema = HudiTable.open(Path(tmp) / "lake" / TABLE).arrow_schema()
+    assert rows == {
+        "7": {"PK": 7, "a": 5, "b": 6, "_timestamp": 30},
+        "8": {"PK": 8, "a": 3, "b": None, "_timestamp": 30},
+    }
+    hidden = {"_cdc_pos__a", "_cdc_sub__a", "_cdc_pos__b", "_cdc_floor_pos", "_cdc_floor_sub"}
+    assert hidden <= set(schema.names) and "_cdc_pos__PK" not in schema.names
 
 
 # -- property: random partial-image streams, any delivery order, any batch cuts ---------
