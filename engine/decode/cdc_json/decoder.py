@@ -72,10 +72,15 @@ class _Bad(Exception):
 
 
 def _scalar_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return value
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float:
+        return repr(value)  # what json.dumps writes for a float
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
