@@ -89,6 +89,16 @@ def _candidates(events: pa.Table, stored: pa.Table, data_schema: pa.Schema) -> p
     schema = schema.append(pa.field(PARTITION, pa.int32())).append(pa.field(OFFSET, pa.int64()))
     schema = schema.append(pa.field("_stored", pa.int8()))
     n = events.num_rows
+    if FLOOR_POS not in events.column_names:
+        # A full-image batch (the table's images setting changed): every upsert carries
+        # every column, absent ones as null.
+        for c in value_columns(data_schema):
+            for name, part in ((column_pos(c), POS), (column_sub(c), POS_SUB)):
+                arr = events.column(part)
+                if name in events.column_names:
+                    events = events.set_column(events.schema.get_field_index(name), name, arr)
+                else:
+                    events = events.append_column(name, arr)
     ev = pa.Table.from_arrays(
         [
             *_conform(events, data_schema),
