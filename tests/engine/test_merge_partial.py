@@ -118,7 +118,7 @@ def _compare(rows: dict[str, dict], oracle: dict[str, dict]) -> None:
     assert got == want
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(stream=_streams())
 def test_partial_fold_equals_the_ordered_fold(stream) -> None:
     events, cuts = stream
@@ -127,7 +127,7 @@ def test_partial_fold_equals_the_ordered_fold(stream) -> None:
     _compare(rows, fold_events(events, key="PK", partial=True))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(stream=_streams())
 def test_full_image_batches_into_a_partial_table_carry_every_column(stream) -> None:
     """A table whose images setting changes from partial to full goes on correctly:
