@@ -241,17 +241,18 @@ class CdcJsonDecoder:
             pos, sub, ts = encode_order(ev[cfg.order_field])
         except OrderError as exc:
             raise _Bad(f"order field {cfg.order_field!r}: {exc}") from None
-        for name in ev:
-            if name.startswith(_RESERVED_PREFIXES):
-                raise _Bad(f"field {name!r}: names starting with _cdc_ or _hoodie_ are reserved")
+        names = "\0" + "\0".join(ev)
+        if "\0_cdc_" in names or "\0_hoodie_" in names:
+            name = next(n for n in ev if n.startswith(_RESERVED_PREFIXES))
+            raise _Bad(f"field {name!r}: names starting with _cdc_ or _hoodie_ are reserved")
+        fields = cfg.key_fields or key_fields
         key_obj: dict[str, Any] | None = None
-        if raw_key is not None:
+        if raw_key is not None and (not fields or any(f not in ev for f in fields)):
             try:
                 parsed = json.loads(raw_key)
             except (ValueError, UnicodeDecodeError):
                 parsed = None
             key_obj = parsed if isinstance(parsed, dict) else None
-        fields = list(cfg.key_fields) or list(key_fields)
         if not fields:
             if not key_obj:
                 raise _Bad(
@@ -272,9 +273,11 @@ class CdcJsonDecoder:
         if op == OP_DELETE:
             image = dict(zip(fields, key_values, strict=True))
         else:
-            image = {k: v for k, v in ev.items() if k != cfg.op_field}
-            image.update(zip(fields, key_values, strict=True))
-        return fields, key_text(fields, key_values), op, pos, sub, ts, image
+            image = dict(ev)
+            del image[cfg.op_field]
+            if key_obj is not None:
+                image.update(zip(fields, key_values, strict=True))
+        return list(fields), key_text(fields, key_values), op, pos, sub, ts, image
 
     @staticmethod
     def _batch(
