@@ -14,6 +14,9 @@ compared lexicographically, so that ordering is a plain integer comparison every
 * MySQL: ``_cdc_pos = STREAMED_BIT | file_index << 32 | pos``, ``_cdc_pos_sub = row``.
 * ``STREAMED_BIT`` (``1 << 62``) is set for every streamed change and clear for
   snapshot reads, so a snapshot row orders before any streamed change of the same key.
+* Generic CDC JSON: the configured order field, ``(n, 0)`` for an integer,
+  ``(floor(x), fraction * 10**18)`` for a decimal, ``(µs since the epoch, digits past
+  the sixth)`` for a timestamp (:mod:`engine.decode.cdc_json.order`); no STREAMED_BIT.
 
 Ties on the position are broken by Kafka partition and offset. The stored table keeps
 the position of the event that produced each row (``_cdc_pos``, ``_cdc_pos_sub``), so a
