@@ -230,3 +230,19 @@ def test_bad_cdc_json_config_is_refused_before_anything_runs(
     with pytest.raises(ConfigError) as info:
         _cfg(tmp_path, cdc_json, tables)
     assert words in str(info.value) + repr(getattr(info.value, "problems", "")), info.value
+
+
+def test_connection_check_samples_decode_as_cdc_json(tmp_path: Path) -> None:
+    from engine.checks.kafka import Partition, check_samples
+
+    cfg = _cfg(tmp_path, {"key_fields": ["id"]})
+    good = json.dumps({"id": 1, "_action": "_insert", "_timestamp": 1}).encode()
+    ok, _ = check_samples(cfg, {"s.app.t": {0: Partition(0, 1, [(None, good, 0)])}})
+    assert ok.status == "pass" and "decode as cdc-json" in ok.detail
+    bad = json.dumps({"id": 1, "_timestamp": 1}).encode()
+    check, _ = check_samples(
+        cfg, {"s.app.t": {0: Partition(0, 2, [(None, good, 0), (None, bad, 1)])}}
+    )
+    assert check.status == "fail"
+    assert "s.app.t[0]@1: the op field '_action' is missing" in check.detail
+    assert "[source.cdc_json]" in check.fix and "JsonConverter" not in check.fix
