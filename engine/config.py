@@ -77,6 +77,9 @@ class CdcJsonConfig(_Section):
     #: The event field whose value orders the events of a key (newest wins): integers,
     #: decimals, or timestamps (ISO 8601 text).
     order_field: str = Field(default="_timestamp", min_length=1)
+    #: The kind of the order values: ``auto`` (any), or ``integer`` / ``decimal`` /
+    #: ``timestamp`` only (a value of another kind is a bad message, never mis-ordered).
+    order_type: Literal["auto", "integer", "decimal", "timestamp"] = "auto"
     #: Record-key fields; empty: the fields of the message key (a JSON object).
     key_fields: list[str] = Field(default_factory=list)
     #: ``full``: an event carries the whole row (absent columns are null); ``partial``:
@@ -425,6 +428,7 @@ class TableConfig(_Section):
     update_values: list[str] | None = None
     delete_values: list[str] | None = None
     order_field: str | None = Field(default=None, min_length=1)
+    order_type: Literal["auto", "integer", "decimal", "timestamp"] | None = None
     #: Record-key fields of the table (cdc-json: overrides source.cdc_json.key_fields).
     key_fields: list[str] | None = None
     images: Literal["full", "partial"] | None = None

@@ -90,6 +90,12 @@ def test_order_value_details() -> None:
     assert _pair("2024-01-01") == _pair("2024-01-01T00:00:00Z")
     assert encode_order("1970-01-01T00:00:01.5Z") == (1_500_000, 0, 1500)
     assert _pair(3) < _pair(3.5) < _pair("4")
+    # order_type: one kind only.
+    assert encode_order("2024-01-01", "timestamp")[2] is not None
+    assert encode_order(7, "decimal") == (7, 0, None)  # decimal accepts integers
+    for value, kind in ((5, "timestamp"), ("2024-01-01", "integer"), ("1.5", "integer")):
+        with pytest.raises(OrderError, match=f"order_type is '{kind}'"):
+            encode_order(value, kind)
     for bad in (True, None, "yesterday", float("nan"), 2**63, {"a": 1}, [1], "2024-13-01"):
         with pytest.raises(OrderError):
             encode_order(bad)
@@ -201,6 +207,18 @@ def test_bad_messages_are_quarantined_with_their_coordinates(tmp_path: Path) -> 
     assert "reserved" in reasons[47]
     assert sorted(reasons) == list(range(40, 48))
     assert result.batch.column("_cdc_offset").to_pylist() == [48]
+
+
+def test_order_type_quarantines_values_of_another_kind(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, {"key_fields": ["id"]}, tables={"app_items": {"order_type": "timestamp"}})
+    values = [
+        {"id": 1, "_action": "_insert", "_timestamp": "2024-01-01T00:00:00Z"},
+        {"id": 1, "_action": "_update", "_timestamp": 1704067201000},
+    ]
+    result = _decode(cfg, values)
+    assert [b.offset for b in result.bad] == [101]
+    assert "order_type is 'timestamp'" in result.bad[0].reason
+    assert _decode(cfg, values, topic="srv.app.other").bad == []  # auto elsewhere
 
 
 def test_no_key_fields_and_no_object_key_is_bad(tmp_path: Path) -> None:

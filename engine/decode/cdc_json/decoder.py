@@ -238,7 +238,7 @@ class CdcJsonDecoder:
         if ev.get(cfg.order_field) is None:
             raise _Bad(f"the order field {cfg.order_field!r} is missing or null")
         try:
-            pos, sub, ts = encode_order(ev[cfg.order_field])
+            pos, sub, ts = encode_order(ev[cfg.order_field], cfg.order_type)
         except OrderError as exc:
             raise _Bad(f"order field {cfg.order_field!r}: {exc}") from None
         names = "\0" + "\0".join(ev)

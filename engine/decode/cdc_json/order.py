@@ -17,8 +17,10 @@ kind of order value is mapped so that the pair compares like the values themselv
   numeric order values give no source time.
 
 A table must use one kind for its order values: a timestamp and a number are not
-comparable (a timestamp orders like its microseconds since the epoch). Booleans, null,
-objects, arrays, NaN and values out of range are refused (the message is quarantined).
+comparable (a timestamp orders like its microseconds since the epoch). ``order_type``
+(``integer``, ``decimal`` or ``timestamp``) makes a value of another kind a bad message.
+Booleans, null, objects, arrays, NaN and values out of range are refused (the message is
+quarantined).
 """
 
 from __future__ import annotations
@@ -84,13 +86,38 @@ def _timestamp_pair(text: str) -> tuple[int, int, int | None]:
     return _int_pair(micros)[0], int(digits[6:]), micros // 1000
 
 
-def encode_order(value: Any) -> tuple[int, int, int | None]:
+#: What ``order_type`` may be: any kind, or one kind only.
+ORDER_TYPES = ("auto", "integer", "decimal", "timestamp")
+
+
+def encode_order(value: Any, order_type: str = "auto") -> tuple[int, int, int | None]:
     """The position pair of one order value (see the module docstring), and for a
     timestamp its milliseconds since the epoch (the event's source time), else None.
 
+    ``order_type`` other than ``auto`` accepts that kind only (``decimal`` accepts
+    integers too): a value of another kind is refused rather than mis-ordered.
+
     Raises:
-        OrderError: the value is of no supported kind, or out of range.
+        OrderError: the value is of no supported (or not of the expected) kind, or out
+            of range.
     """
+    pair = _encode(value)
+    if order_type != "auto":
+        kind = (
+            "timestamp" if pair[2] is not None else "integer" if _is_integer(value) else "decimal"
+        )
+        if kind != order_type and not (order_type == "decimal" and kind == "integer"):
+            raise OrderError(f"{value!r} is a {kind}, but order_type is {order_type!r}")
+    return pair
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and _INT_RE.match(value.strip()) is not None
+
+
+def _encode(value: Any) -> tuple[int, int, int | None]:
     if isinstance(value, bool) or value is None:
         raise OrderError(f"{value!r} is not an integer, a decimal or a timestamp")
     if isinstance(value, int):
