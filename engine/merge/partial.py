@@ -205,12 +205,11 @@ def fold_partial(
     ev_c = pl.DataFrame(events.select([POS, POS_SUB])).select(
         combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)).alias("_c")
     )["_c"]
-    in_play = pa.array(
-        (ev_c.is_not_null() & (ev_c > floor)).to_list()
-        if floor is not None
-        else ev_c.is_not_null().to_list(),
-        pa.bool_(),
-    )
+    # Events without a position, or at or below a truncate, take no part (late).
+    play = ev_c.is_not_null()
+    if floor is not None:
+        play = play & (ev_c > pl.lit(floor, pl.Int128)).fill_null(False)
+    in_play = play.to_arrow()
     ops = events.column(OP)
     is_upsert = pc.and_(in_play, pc.is_in(ops, value_set=pa.array(_UPSERTS)))
     is_delete = pc.and_(in_play, pc.equal(ops, OP_DELETE))
