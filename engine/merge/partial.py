@@ -202,14 +202,13 @@ def fold_partial(
     stored = old if old_has_only_batch_keys else only_keys(old, batch_keys)
     tombs = tombs.filter(pc.is_in(tombs.column(KEY), value_set=batch_keys))
     events = events.append_column("_ev", pa.array(range(events.num_rows), pa.int64()))
-    ev_c = pl.DataFrame(events.select([POS, POS_SUB])).select(
-        combined(pl.col(POS), pl.col(POS_SUB).fill_null(0)).alias("_c")
-    )["_c"]
     # Events without a position, or at or below a truncate, take no part (late).
-    play = ev_c.is_not_null()
+    position = combined(pl.col(POS), pl.col(POS_SUB).fill_null(0))
+    play = position.is_not_null()
     if floor is not None:
-        play = play & (ev_c > pl.lit(floor, pl.Int128)).fill_null(False)
-    in_play = play.to_arrow()
+        play = play & (position > pl.lit(floor, pl.Int128)).fill_null(False)
+    frame = pl.DataFrame(events.select([POS, POS_SUB]))
+    in_play = frame.select(play.alias("_play"))["_play"].to_arrow()
     ops = events.column(OP)
     is_upsert = pc.and_(in_play, pc.is_in(ops, value_set=pa.array(_UPSERTS)))
     is_delete = pc.and_(in_play, pc.equal(ops, OP_DELETE))
