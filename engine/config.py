@@ -39,10 +39,10 @@ from engine.column_types import parse_column_type
 from engine.errors import ConfigError
 from engine.redaction import register as register_secret
 
-SUPPORTED_FORMATS = ("debezium-json",)
+SUPPORTED_FORMATS = ("debezium-json", "cdc-json")
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
 LOG_NAME = "cdcctl.log"
-PLANNED_FORMATS = ("debezium-avro", "cdc-json")
+PLANNED_FORMATS = ("debezium-avro",)
 
 #: URL schemes of ``source.database_dsn``.
 DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb")
@@ -62,6 +62,58 @@ DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confl
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CdcJsonConfig(_Section):
+    """``[source.cdc_json]``: how a generic (non-Debezium) CDC JSON event is read
+    (``source.format = "cdc-json"``); every key can be overridden per table under
+    ``[tables.<name>]``. See README "Generic CDC JSON"."""
+
+    #: The event field holding the operation.
+    op_field: str = Field(default="_action", min_length=1)
+    #: Values of ``op_field`` meaning insert / update / delete.
+    insert_values: list[str] = Field(default_factory=lambda: ["_insert"])
+    update_values: list[str] = Field(default_factory=lambda: ["_update"])
+    delete_values: list[str] = Field(default_factory=lambda: ["_delete"])
+    #: The event field whose value orders the events of a key (newest wins): integers,
+    #: decimals, or timestamps (ISO 8601 text).
+    order_field: str = Field(default="_timestamp", min_length=1)
+    #: The kind of the order values: ``auto`` (any), or ``integer`` / ``decimal`` /
+    #: ``timestamp`` only (a value of another kind is a bad message, never mis-ordered).
+    order_type: Literal["auto", "integer", "decimal", "timestamp"] = "auto"
+    #: Record-key fields; empty: the fields of the message key (a JSON object).
+    key_fields: list[str] = Field(default_factory=list)
+    #: ``full``: an event carries the whole row (absent columns are null); ``partial``:
+    #: absent columns are unchanged, each column's newest value wins by the order field.
+    images: Literal["full", "partial"] = "full"
+    #: A field holding an array of events per message; empty: a message is one event.
+    records_field: str = ""
+
+    @model_validator(mode="after")
+    def _ops(self) -> CdcJsonConfig:
+        _check_cdc_json(self.model_dump())
+        return self
+
+
+def _check_cdc_json(values: dict[str, Any]) -> None:
+    """The op values must not overlap, and every op needs at least one value."""
+    seen: dict[str, str] = {}
+    for kind in ("insert_values", "update_values", "delete_values"):
+        listed = values.get(kind)
+        if listed is None:
+            continue
+        if not listed:
+            raise ValueError(f"{kind} is empty: list at least one value of the op field")
+        for value in listed:
+            if value in seen and seen[value] != kind:
+                raise ValueError(
+                    f"{value!r} is in both {seen[value]} and {kind}: an op value must mean one "
+                    "operation"
+                )
+            seen[value] = kind
+    names = [values.get("op_field"), values.get("order_field")]
+    if names[0] is not None and names[0] == names[1]:
+        raise ValueError("op_field and order_field name the same field: they must differ")
 
 
 class SourceConfig(_Section):
@@ -116,6 +168,8 @@ class SourceConfig(_Section):
     #: Messages (key plus value) larger than this many bytes are not decoded: they are
     #: bad messages (see ``errors.tolerance``). None: no limit.
     max_message_bytes: int | None = Field(default=None, ge=1)
+    #: How generic CDC JSON events are read (``format = "cdc-json"``).
+    cdc_json: CdcJsonConfig = CdcJsonConfig()
 
     @field_validator("database_dsn")
     @classmethod
@@ -396,6 +450,32 @@ class TableConfig(_Section):
             raise ValueError("; ".join(problems))
         return value
 
+    # -- generic CDC JSON: overrides of [source.cdc_json] (None: the source's value) --
+    op_field: str | None = Field(default=None, min_length=1)
+    insert_values: list[str] | None = None
+    update_values: list[str] | None = None
+    delete_values: list[str] | None = None
+    order_field: str | None = Field(default=None, min_length=1)
+    order_type: Literal["auto", "integer", "decimal", "timestamp"] | None = None
+    #: Record-key fields of the table (cdc-json: overrides source.cdc_json.key_fields).
+    key_fields: list[str] | None = None
+    images: Literal["full", "partial"] | None = None
+    records_field: str | None = None
+
+    @model_validator(mode="after")
+    def _cdc_json_values(self) -> TableConfig:
+        _check_cdc_json(self.model_dump())
+        return self
+
+    def cdc_json(self, base: CdcJsonConfig) -> CdcJsonConfig:
+        """``base`` (``[source.cdc_json]``) with this table's overrides applied."""
+        overrides = {
+            name: value
+            for name in CdcJsonConfig.model_fields
+            if (value := getattr(self, name, None)) is not None
+        }
+        return base.model_copy(update=overrides) if overrides else base
+
 
 class Config(_Section):
     """The whole replicator configuration."""
@@ -410,6 +490,16 @@ class Config(_Section):
     tables: dict[str, TableConfig] = Field(default_factory=dict)
     #: Folder of the config file; relative paths in the file are resolved against it.
     base_dir: str = "."
+
+    @model_validator(mode="after")
+    def _table_cdc_json(self) -> Config:
+        for name, table in self.tables.items():
+            try:
+                CdcJsonConfig.model_validate(table.cdc_json(self.source.cdc_json).model_dump())
+            except ValidationError as exc:
+                reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+                raise ValueError(f"tables.{name} with source.cdc_json: {reason}") from None
+        return self
 
     def target_path(self) -> Path:
         """Absolute path of the target folder."""

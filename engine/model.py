@@ -14,6 +14,9 @@ compared lexicographically, so that ordering is a plain integer comparison every
 * MySQL: ``_cdc_pos = STREAMED_BIT | file_index << 32 | pos``, ``_cdc_pos_sub = row``.
 * ``STREAMED_BIT`` (``1 << 62``) is set for every streamed change and clear for
   snapshot reads, so a snapshot row orders before any streamed change of the same key.
+* Generic CDC JSON: the configured order field, ``(n, 0)`` for an integer,
+  ``(floor(x), fraction * 10**18)`` for a decimal, ``(µs since the epoch, digits past
+  the sixth)`` for a timestamp (:mod:`engine.decode.cdc_json.order`); no STREAMED_BIT.
 
 Ties on the position are broken by Kafka partition and offset. The stored table keeps
 the position of the event that produced each row (``_cdc_pos``, ``_cdc_pos_sub``), so a
@@ -55,3 +58,24 @@ ROW_POS: Final = "_cdc_pos"
 ROW_POS_SUB: Final = "_cdc_pos_sub"
 ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
 REPLICA_CDC_COLUMNS: Final = (ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS)
+
+# Partial images (generic CDC JSON with ``images = "partial"``): hidden columns of the
+# replica. Each non-key column ``c`` keeps the position of the event its value came from
+# in ``_cdc_pos__c`` / ``_cdc_sub__c`` (null: never set since the row's last delete);
+# ``_cdc_floor_pos`` / ``_cdc_floor_sub`` hold the newest delete older than the row's
+# values, so that a late event older than that delete changes nothing. In a change batch
+# the same per-column columns mark which columns an event carries (null: absent).
+FLOOR_POS: Final = "_cdc_floor_pos"
+FLOOR_SUB: Final = "_cdc_floor_sub"
+COLUMN_POS_PREFIX: Final = "_cdc_pos__"
+COLUMN_SUB_PREFIX: Final = "_cdc_sub__"
+
+
+def column_pos(name: str) -> str:
+    """The hidden position column of row column ``name`` (partial images)."""
+    return COLUMN_POS_PREFIX + name
+
+
+def column_sub(name: str) -> str:
+    """The hidden sub-position column of row column ``name`` (partial images)."""
+    return COLUMN_SUB_PREFIX + name

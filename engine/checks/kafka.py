@@ -259,9 +259,16 @@ def check_samples(cfg: Config, samples: dict[str, dict[int, Partition]]) -> tupl
         return failed(
             "kafka.decode",
             f"{len(bad)} of {count} sampled messages do not decode as {fmt}; first: {bad[0]}",
-            "the connector must write Kafka Connect JSON (key.converter and value.converter "
-            "= org.apache.kafka.connect.json.JsonConverter) matching source.format; "
-            "messages that still do not decode are quarantined by cdcctl start",
+            (
+                "each event must be a JSON object with the fields [source.cdc_json] names "
+                "(op_field, order_field, key_fields) and their values (README: Generic CDC "
+                "JSON); "
+                if fmt == "cdc-json"
+                else "the connector must write Kafka Connect JSON (key.converter and "
+                "value.converter = org.apache.kafka.connect.json.JsonConverter) matching "
+                "source.format; "
+            )
+            + "messages that still do not decode are quarantined by cdcctl start",
         ), with_tx
     if not count:
         return passed("kafka.decode", "no messages yet to sample"), with_tx

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.column_types import ColumnType, parse_column_type
+from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
 from engine.decode.result import BadMessage, DecodeResult
 from engine.naming import table_name_for_topic
@@ -71,8 +72,15 @@ def _debezium_json(cfg: Config) -> Decoder:
     return decode
 
 
+def _cdc_json(cfg: Config) -> Decoder:
+    base = cfg.source.cdc_json
+    return CdcJsonDecoder(
+        lambda topic: cfg.table_config(table_name_for_topic(topic)).cdc_json(base)
+    )
+
+
 #: Decoder factories by ``source.format``.
-FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json}
+FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json, "cdc-json": _cdc_json}
 
 
 def decoder_for(cfg: Config) -> Decoder:

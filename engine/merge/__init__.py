@@ -4,8 +4,9 @@ In: a change batch split by bucket (staged by the planner) and the Hudi writer's
 each group. Out: per group the written file (:class:`~engine.hudi.SliceResult`) and what
 the fold did (:class:`MergeCounts`). ``rules`` is the pure fold (order, late events,
 deletes and tombstones, truncate), ``positions`` position comparison and inheritance,
-``toast`` unchanged-value placeholders, ``evolution`` which schema changes apply,
-``task`` one group's merge with its file I/O, ``job`` the Spark job of a batch.
+``toast`` unchanged-value placeholders, ``partial`` partial images (per-column
+positions), ``evolution`` which schema changes apply, ``task`` one group's merge with
+its file I/O, ``job`` the Spark job of a batch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Schema evolution of a replica: which changes of the source schema are applied.
 
 Applied in place: a new column (added as nullable; old file slices read it as null),
-int8 -> int16 -> int32 -> int64, float -> double, decimal precision increases at the
+int8 -> int16 -> int32 -> int64, float -> double, integer -> double (a schemaless column
+first seen with integers, later with fractions; integers then arriving in it are stored
+as doubles, exact up to 2**53), decimal precision increases at the
 same scale, a column missing from a batch (kept; new rows get null). Anything else —
 type narrowing, a change of kind (e.g. int -> string), a decimal scale change — is
 refused with a message naming the column, both types and what to do, and the table
@@ -38,6 +40,12 @@ def widened(old: pa.DataType, new: pa.DataType) -> pa.DataType | None:
         return new if _INT_ORDER.index(new) > _INT_ORDER.index(old) else None
     if old == pa.float32() and new == pa.float64():
         return new
+    # A column first seen with integers and later with fractions (schemaless JSON):
+    # double; integers arriving in a double column are stored as doubles.
+    if old in _INT_ORDER and new in (pa.float32(), pa.float64()):
+        return pa.float64()
+    if old in (pa.float32(), pa.float64()) and new in _INT_ORDER:
+        return old
     if pa.types.is_decimal(old) and pa.types.is_decimal(new):
         if old.scale == new.scale and new.precision > old.precision:
             return new

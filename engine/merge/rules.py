@@ -22,6 +22,9 @@ Rules (README "How changes are applied"):
   delete the row and leave a tombstone.
 * A truncate at position T removes every stored row and tombstone older than T; events
   of the batch older than T are dropped (they happened before it).
+* Partial images (tables with per-column positions, :mod:`engine.merge.partial`): the
+  newest value of each column wins, and a row lives iff an upsert is newer than its
+  newest delete.
 * A TOAST placeholder means "unchanged": the value comes from the previous event of the
   key in the batch, else from the stored row; a row never seen keeps null (counted).
 * Carry-over: untouched stored rows are returned as they are (the Hudi writer keeps
@@ -39,6 +42,7 @@ import pyarrow.compute as pc
 from engine.hudi import HOODIE_RECORD_KEY, tombstones
 from engine.hudi.file_slice import only_keys
 from engine.hudi.schema import file_schema
+from engine.merge import partial
 from engine.merge.positions import (
     KEY_GROUP,
     Tail,
@@ -201,7 +205,13 @@ def merge_file_group(
             keep = pc.or_(pc.invert(known), newer)
             _count_ops(events.filter(pc.invert(keep)).column(OP), counts)  # applied, then gone
             events = events.filter(keep)
-        if events.num_rows:
+        if events.num_rows and partial.is_partial(data_schema):
+            winners, applied, late = partial.fold_partial(
+                events, old, tombs, data_schema, combined_value(floor), old_has_only_batch_keys
+            )
+            counts.late = len(late)
+            _count_ops(applied, counts)
+        elif events.num_rows:
             winners, history = _decide(
                 events, old, tombs, floor, opts, counts, old_has_only_batch_keys
             )

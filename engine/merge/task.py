@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from engine import faults
 from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite
+from engine.merge.partial import is_partial
 from engine.merge.rules import MergeCounts, MergeOptions, merge_file_group
 from engine.merge.toast import has_toast
 from engine.model import KEY, POS, POS_SUB
@@ -62,7 +63,10 @@ def execute_task(task: MergeTask) -> TaskResult:
         # positions, unless a TOAST placeholder needs the stored values.
         keys = events.column(KEY) if events is not None else pa.array([], pa.string())
         columns = None
-        if events is None or not has_toast(events, task.options.toast_placeholder):
+        # Partial images fill every column a batch does not carry from the stored row.
+        if not is_partial(data_schema) and (
+            events is None or not has_toast(events, task.options.toast_placeholder)
+        ):
             columns = APPEND_COLUMNS
         old = plan.read(keys=keys, columns=columns)
     else:
