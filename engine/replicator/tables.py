@@ -21,7 +21,7 @@ from engine.config import Config
 from engine.errors import TableNameError, WriterLockError
 from engine.hudi import HudiWriter
 from engine.lock import Locks, table_lock_path
-from engine.naming import table_key, table_name_for_topic, table_path
+from engine.naming import table_key, table_path
 from engine.replicator.progress import TOPIC_KEY, TableProgress
 from engine.replicator.retry import Incident
 from engine.state import TableCounters, TableState, TableStatus
@@ -125,7 +125,7 @@ class Tables:
 
     def _open(self, topic: str) -> TableRuntime | None:
         try:
-            name = table_name_for_topic(topic)
+            name = self.cfg.table_name(topic)
         except TableNameError as exc:
             log.warning("skipping topic %r: %s", topic, exc.message)
             return None
