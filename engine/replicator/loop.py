@@ -38,8 +38,10 @@ import pyarrow.compute as pc
 
 from engine import faults
 from engine.config import Config
-from engine.decode import BadMessage, DecodeResult, decoder_for
+from engine.decode import BadMessage, DecodeResult, control, decoder_for
+from engine.decode.ddl import parse_schema_change
 from engine.decode.gtid import gtid_positions
+from engine.decode.messages import decode_messages
 from engine.errors import (
     CdcError,
     HudiError,
@@ -55,6 +57,7 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
+from engine.replicator.ddl import apply_column_ops, decide, record, truncate_row
 from engine.replicator.deadletter import (
     REPLAYED_KEY,
     Coordinates,
@@ -78,6 +81,7 @@ from engine.source import (
     group_by_topic,
     transaction_topic,
 )
+from engine.source.kafka import topic_matches
 from engine.source.records import next_offsets
 from engine.state import Request, StateRecorder, TableCounters, TableState, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
@@ -125,6 +129,11 @@ class _Decoded:
     fail: str | None = None
     #: A replay of dead letters: the ones this share applies (checkpoint unchanged).
     replayed: list[Coordinates] = field(default_factory=list)
+    #: Schema change events handled with this share, and the column drops and renames
+    #: they apply (``source.ddl = "apply"``).
+    ddl_events: int = 0
+    drop_columns: list[str] = field(default_factory=list)
+    renames: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -216,6 +225,10 @@ class Replicator:
         #: can be confirmed complete, so only those are held back until their END.
         self._tx_topics: set[str] = set()
         self._tx_warned: set[str] = set()
+        #: Topics known to hold rows (never checked for being a non-table topic again),
+        #: and topics of logical decoding messages kept as tables.
+        self._row_topics: set[str] = set()
+        self._message_topics: set[str] = set()
         self.decode = decoder_for(config)
         self.source: KafkaSource | None = None
         self._stop = False
@@ -759,6 +772,8 @@ class Replicator:
         for topic in [t for t in grouped if t.endswith(".transaction")]:
             self._tx_topics.add(topic)
             self.transactions.observe(grouped.pop(topic)[1])
+        self._pending_ddl(prepared)
+        schema_changes: list[tuple[TableRuntime, TopicRecords]] = []
         for topic in list(grouped):
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
             keys, values, parts, offs = grouped.pop(topic)
@@ -768,8 +783,28 @@ class Replicator:
             if rt.name in self._stopping:
                 continue  # it stops at a bad message of the batch in flight
             read_to = next_offsets(parts, offs)
+            if rt.control is None and rt.writer is None and topic not in self._row_topics:
+                self._recognise(rt, values)
+            if rt.control is not None:
+                # Not a table: read, never written; its position is kept in memory only.
+                rt.progress.committed = {**rt.progress.committed, **read_to}
+                for p, o in read_to.items():
+                    self._consumed[(topic, p)] = o
+                if rt.control == control.SCHEMA_CHANGE:
+                    schema_changes.append((rt, (keys, values, parts, offs)))
+                    continue
+                if rt.control == control.TRANSACTION:
+                    self._tx_topics.add(topic)
+                    self.transactions.observe(list(values))
+                rt.counters.ignored += len(values)
+                continue
             t0 = time.monotonic()
-            result = self._decode(topic, keys, values, parts, offs)
+            if topic in self._message_topics:
+                result = decode_messages(topic, keys, values, parts, offs)
+            else:
+                result = self._decode(topic, keys, values, parts, offs)
+            if result.batch is not None:
+                self._row_topics.add(topic)
             del keys, values
             prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
             rt.counters.ignored += result.ignored
@@ -777,7 +812,7 @@ class Replicator:
                 rt.progress.source_table = json.dumps(
                     result.source_table, sort_keys=True, separators=(",", ":")
                 )
-            batch = result.batch
+            batch = apply_column_ops(result.batch, rt.progress.ddl)
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)
             cuts: dict[int, int] = {}
@@ -801,7 +836,157 @@ class Replicator:
             for p, o in read_to.items():
                 self._consumed[(topic, p)] = o
             prepared.tables.append(decoded)
+        for ddl_rt, records in schema_changes:
+            self._schema_changes(prepared, ddl_rt, records)
         return prepared
+
+    # -- topics that are not tables, and schema changes ------------------------------------
+    def _recognise(self, rt: TableRuntime, values: Sequence[bytes | None]) -> None:
+        """Tell from a new topic's records whether it is a table (see
+        :mod:`engine.decode.control`); a topic of another kind never becomes one."""
+        kind = control.topic_kind(values)
+        if kind is None:
+            return
+        if kind == control.MESSAGE and self.cfg.source.logical_messages == "table":
+            self._message_topics.add(rt.topic)
+            log.info("%s: logical decoding messages: kept in an append-only table", rt.name)
+            return
+        rt.control = kind
+        what = {
+            control.SCHEMA_CHANGE: "schema changes are applied to the tables they name",
+            control.MESSAGE: 'skipped and counted (source.logical_messages = "skip")',
+        }.get(kind, "skipped")
+        log.info("topic %r holds %s records, not rows: not a table; %s", rt.topic, kind, what)
+
+    def control_topics(self) -> dict[str, tuple[str, int]]:
+        """Topics recognised as holding no rows: topic -> (kind, records skipped)."""
+        return {
+            rt.topic: (rt.control, rt.counters.ignored)
+            for rt in self.tables.by_topic.values()
+            if rt.control is not None
+        }
+
+    def _schema_changes(
+        self, prepared: _Prepared, ddl_rt: TableRuntime, records: TopicRecords
+    ) -> None:
+        """Route the schema change topic's records to the tables they name."""
+        keys, values, parts, offs = records
+        bad = []
+        for key, value, part, off in zip(keys, values, parts, offs, strict=True):
+            if value is None:
+                ddl_rt.counters.ignored += 1
+                continue
+            try:
+                change = parse_schema_change(value)
+            except ValueError as exc:
+                reason = f"not a usable schema change event: {exc}"
+                bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))
+                continue
+            if not change.changes:
+                ddl_rt.counters.ignored += 1
+                log.info("schema change %r names no table: skipped", change.ddl[:200])
+            for tc in change.changes:
+                target = f"{ddl_rt.topic}.{tc.database}.{tc.table}"
+                rt = self._ddl_target(target)
+                if rt is None:
+                    log.debug("schema change of %s: no replicated table", target)
+                    continue
+                item = (ddl_rt.topic, change, tc, int(part), int(off))
+                if not rt.live or rt.name in self._stopping:
+                    rt.pending_ddl.append(item)
+                    continue
+                self._apply_ddl(prepared, rt, item)
+        if bad:
+            self.dead_letters.quarantine(ddl_rt.name, bad)
+            for b in bad:
+                log.error(
+                    "schema change topic %s[%d] offset %d: %s; quarantined to %s",
+                    b.topic,
+                    b.partition,
+                    b.offset,
+                    b.reason,
+                    self.dead_letters.path(ddl_rt.name),
+                )
+
+    def _ddl_target(self, topic: str) -> TableRuntime | None:
+        rt = self.tables.by_topic.get(topic)
+        if rt is None and topic_matches(self.cfg.source, topic):
+            rt = self.tables.get(topic)
+        return None if rt is None or rt.control is not None else rt
+
+    def _pending_ddl(self, prepared: _Prepared) -> None:
+        """Schema changes read while their table was paused or held, now it is live."""
+        for rt in list(self.tables):
+            if rt.pending_ddl and rt.live and rt.name not in self._stopping:
+                items, rt.pending_ddl = rt.pending_ddl, []
+                for item in items:
+                    if rt.live:
+                        self._apply_ddl(prepared, rt, item)
+
+    def _apply_ddl(self, prepared: _Prepared, rt: TableRuntime, item: tuple) -> None:
+        """Decide and carry out one table change on one table (see
+        :mod:`engine.replicator.ddl`): it lands with the table's share of this batch."""
+        ddl_topic, change, tc, part, off = item
+        state = rt.progress.ddl
+        if state.seen(ddl_topic, part, off):
+            return  # handled by an earlier commit (the topic is read again on each start)
+        new_name = None
+        if tc.kind == "RENAME" and tc.new_table:
+            with contextlib.suppress(TableNameError):
+                new_name = self.cfg.table_name(f"{ddl_topic}.{tc.database}.{tc.new_table}")
+        outcome = decide(
+            self.cfg.ddl_policy(rt.name),
+            rt.name,
+            tc,
+            change,
+            state,
+            rt.writer.schema() if rt.writer is not None else None,
+            new_topic_table=new_name,
+        )
+        where = f"{ddl_topic}[{part}] offset {off}"
+        if self.recorder is not None:
+            self.recorder.event(rt.name, "ddl", f"{outcome.verdict}: {outcome.message}")
+        if outcome.verdict == "failed":
+            rt.counters.ddl += 1
+            self._fail(rt, f"{outcome.message} (schema change at {where})")
+            return
+        level = logging.INFO if outcome.verdict == "applied" else logging.WARNING
+        log.log(
+            level,
+            "%s: schema change at %s %s: %s",
+            rt.name,
+            where,
+            outcome.verdict,
+            outcome.message,
+        )
+        state.mark(ddl_topic, part, off)
+        decoded = next((d for d in prepared.tables if d.rt is rt), None)
+        if decoded is None:
+            decoded = _Decoded(rt, None, [], {})
+            prepared.tables.append(decoded)
+        decoded.ddl_events += 1
+        if outcome.verdict != "applied":
+            return
+        record(state, outcome)
+        decoded.drop_columns += outcome.drop_columns
+        for old, new in outcome.renames.items():
+            decoded.renames = {a: (new if b == old else b) for a, b in decoded.renames.items()}
+            decoded.renames.setdefault(old, new)
+        decoded.batch = apply_column_ops(decoded.batch, state)
+        if outcome.truncate:
+            if change.position is None:
+                log.warning(
+                    "%s: %s has no binlog position: the truncate is not applied", rt.name, where
+                )
+                return
+            row = truncate_row(change.position, change.source_ts_ms, part, off, change.gtid)
+            if self.cfg.source.mysql_gtid_ordering:
+                row = gtid_positions(row, rt.progress.gtid_lineages)
+            decoded.batch = (
+                row
+                if decoded.batch is None
+                else pa.concat_tables([decoded.batch, row], promote_options="default")
+            )
 
     def _decode(
         self,
@@ -911,7 +1096,7 @@ class Replicator:
             if not rt.live:
                 continue
             offsets = {**rt.progress.committed, **decoded.read_to}
-            if offsets == rt.progress.committed and not decoded.replayed:
+            if offsets == rt.progress.committed and not decoded.replayed and not decoded.ddl_events:
                 rt.counters.bad += decoded.bad
                 if decoded.fail is not None:
                     self._fail(rt, decoded.fail)
@@ -929,6 +1114,9 @@ class Replicator:
                     first_task,
                     offsets,
                     self.staging,
+                    drop_columns=decoded.drop_columns,
+                    renames=decoded.renames,
+                    ddl_events=decoded.ddl_events,
                 )
             except (SchemaEvolutionError, HudiError, WriterLockError) as exc:
                 self._fail(rt, str(exc))
@@ -940,6 +1128,7 @@ class Replicator:
             if plan is None:  # nothing applicable and no table yet: nothing to commit
                 rt.progress.committed = offsets
                 rt.counters.bad += decoded.bad
+                rt.counters.ddl += decoded.ddl_events
                 if decoded.fail is not None:
                     self._fail(rt, decoded.fail)
                 continue
@@ -1074,7 +1263,8 @@ class Replicator:
             "events_d": total.events_d,
             "events_t": plan.truncates,
             "bad": bad,
-            "ddl": int(plan.schema_changed),
+            # With a schema change topic: its events; else batches that changed the schema.
+            "ddl": plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed),
         }
         faults.point("before_commit")
         writer.commit(

@@ -77,6 +77,12 @@ class TableRuntime:
     held: bool = False
     #: The state to return to once a transient failure is over.
     resume_state: TableState = TableState.REPLICATING
+    #: Not a table: the kind of non-row records its topic holds (schema changes,
+    #: transaction metadata, heartbeats, ...), recognised by content. Such a topic is
+    #: read but never written, listed or counted as a table.
+    control: str | None = None
+    #: Schema changes waiting for this table to be live again (paused, held).
+    pending_ddl: list = field(default_factory=list)
 
     @property
     def live(self) -> bool:
@@ -115,7 +121,8 @@ class Tables:
         return self.by_topic.get(topic) or self._open(topic)
 
     def __iter__(self) -> Iterator[TableRuntime]:
-        return iter(self.by_topic.values())
+        """The tables (topics recognised as holding no rows are left out)."""
+        return iter([rt for rt in self.by_topic.values() if rt.control is None])
 
     def __getitem__(self, topic: str) -> TableRuntime:
         return self.by_topic[topic]
