@@ -294,6 +294,107 @@ CASES = {
 }
 
 
+PG_CREATE = sample("pg-create")["value"]["payload"]
+
+
+def pg_row(topic: str, i: int, name: str, lsn: int) -> dict:
+    value = copy.deepcopy(PG_CREATE)
+    value["after"] = {**value["after"], "id": i, "first_name": name}
+    value["source"].update(lsn=lsn, sequence=f'["{lsn}","{lsn}"]')
+    return {"topic": topic, "key": {"id": i}, "value": value}
+
+
+def keyed(name: str, topic: str, key: object = None) -> dict:
+    return {"topic": topic, "key": key, "value": sample(name)["value"]}
+
+
+HISTORY = {  # a record of Debezium's schema history topic (schema.history.internal)
+    "source": {"server": "mysql"},
+    "position": {"file": "mysql-bin.000003", "pos": 570, "ts_sec": 1651535750},
+    "ts_ms": 1651535750218,
+    "databaseName": "inventory",
+    "ddl": "ALTER TABLE customers ADD middle_name varchar(255) AFTER first_name",
+    "tableChanges": DDL["value"]["payload"]["tableChanges"],
+}
+
+CASES.update(
+    {
+        "control-topics": {
+            "about": "topics of transaction BEGIN/END, heartbeats, schema history and logical "
+            "decoding messages are recognised by content whatever their names and never "
+            "become tables (messages skipped by default)",
+            "config": {"source": {"exclude_topics": "^$"}},
+            "batches": [
+                [
+                    pg_row("dbserver1.inventory.customers", 1, "Bob", 34466480),
+                    keyed("pg-transaction-begin-docs", "txmeta", {"id": "571:53195829"}),
+                    keyed("pg-transaction-end-docs", "txmeta", {"id": "571:53195829"}),
+                    keyed("mysql-transaction-end-docs", "mysql_tx_topic"),
+                    {"topic": "beats", "key": {"serverName": "dbserver1"},
+                     "value": {"schema": {"type": "struct", "name":
+                               "io.debezium.connector.common.Heartbeat", "fields": [
+                                   {"field": "ts_ms", "type": "int64", "optional": False}]},
+                               "payload": {"ts_ms": 1723115240065}}},
+                    {"topic": "dbhistory.inventory", "key": None, "value": HISTORY},
+                    keyed("pg-message-logical-decoding", "connector-name.message",
+                          {"prefix": "test-prefix"}),
+                    keyed("pg-message-transactional-docs", "connector-name.message",
+                          {"prefix": "foo"}),
+                ]
+            ],
+            "expect": {"inventory_customers": {"rows": rows((1, {"first_name": "Bob"}))}},
+            "status_tables": ["inventory_customers"],
+        },
+        "logical-messages-table": {
+            "about": "source.logical_messages = table: each op=m message is a row of an "
+            "append-only table (content decoded from base64), one per Kafka record",
+            "config": {"source": {"logical_messages": "table"}},
+            "batches": [
+                [keyed("pg-message-logical-decoding", "connector-name.message",
+                       {"prefix": "test-prefix"})],
+                [keyed("pg-message-transactional-docs", "connector-name.message",
+                       {"prefix": "foo"})],
+            ],
+            "expect": {
+                "connector_name_message": {
+                    "rows": {
+                        "0:0": {"prefix": "test-prefix", "lsn": 26997904, "tx_id": 756,
+                                "content": "0x" + __import__("base64").b64decode(
+                                    "eyJpZCI6IDEsICJpdGVtIjogIkRlYmV6aXVtIGluIEFjdGlvbiIsICJzd"
+                                    "GF0dXMiOiAiRU5URVJFRCIsICJxdWFudGl0eSI6IDIsICJ0b3RhbFByaWNl"
+                                    "IjogMzkuOTh9").hex()},
+                        "0:1": {"prefix": "foo", "content": "0x" + bytes([0x62, 0x67, 0xF2]).hex(),
+                                "lsn": 46523128},
+                    },
+                    "types": {"content": "binary", "lsn": "int64"},
+                }
+            },
+        },
+        "naming-two-servers": {
+            "about": "target.table_naming = prefix_schema_table: two servers' "
+            "inventory.customers are two tables instead of a collision",
+            "config": {"target": {"table_naming": "prefix_schema_table"}},
+            "batches": [[pg_row("srv1.inventory.customers", 1, "one", 100),
+                         pg_row("srv2.inventory.customers", 1, "two", 100)]],
+            "expect": {
+                "srv1_inventory_customers": {"rows": rows((1, {"first_name": "one"}))},
+                "srv2_inventory_customers": {"rows": rows((1, {"first_name": "two"}))},
+            },
+        },
+        "naming-template": {
+            "about": "a table_naming template: {table}_of_{prefix}; a schema change is routed "
+            "to the table under the same naming",
+            "config": {"target": {"table_naming": "{table}_of_{prefix}"}},
+            "batches": [[row("c", customer(1001, "Sally"), 154),
+                         ddl("TRUNCATE TABLE customers", 570, changes=False),
+                         row("c", customer(1002, "George"), 600)]],
+            "expect": {"customers_of_mysql": {"rows": rows((1002, {"first_name": "George"}))}},
+            "counters": {"customers_of_mysql": {"ddl": 1, "truncates": 1}},
+        },
+    }
+)
+
+
 def main() -> None:
     for name, case in CASES.items():
         case.setdefault("config", {})
