@@ -1,0 +1,282 @@
+"""Schema change events parsed from the real samples, the policy decisions on them, and
+topics recognised by content (engine/decode/ddl.py, engine/replicator/ddl.py,
+engine/decode/control.py). The end-to-end behaviour is in tests/cases/mysql/ and
+tests/integration/test_ddl_end_to_end.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pyarrow as pa
+import pytest
+
+from engine.decode import control
+from engine.decode.ddl import SchemaChange, TableChange, parse_schema_change
+from engine.decode.positions import source_columns
+from engine.model import STREAMED_BIT
+from engine.replicator.ddl import DdlState, apply_column_ops, decide, record, type_change
+from tests.samples import debezium_samples
+
+
+def _sample(name: str) -> dict:
+    return json.loads((debezium_samples() / f"{name}.json").read_text())
+
+
+def _value(name: str) -> bytes:
+    return json.dumps(_sample(name)["value"]).encode()
+
+
+def _docs_with(ddl: str, columns: list[str] | None = None, pos: int = 900) -> SchemaChange:
+    value = copy.deepcopy(_sample("mysql-schema-change-docs")["value"])
+    payload = value["payload"]
+    payload["ddl"], payload["source"]["pos"] = ddl, pos
+    if columns is None:
+        payload["tableChanges"] = []
+    else:
+        by_name = {c["name"]: c for c in payload["tableChanges"][0]["table"]["columns"]}
+        payload["tableChanges"][0]["table"]["columns"] = [
+            by_name.get(n, by_name["email"]) | {"name": n} for n in columns
+        ]
+    return parse_schema_change(json.dumps(value).encode())
+
+
+def test_documented_schema_change_is_parsed() -> None:
+    change = parse_schema_change(_value("mysql-schema-change-docs"))
+    assert change.database == "inventory"
+    assert change.ddl.startswith("ALTER TABLE customers ADD middle_name")
+    # mysql-bin.000003 pos 570 row 0, streamed: the encoding row events get.
+    assert change.position == (STREAMED_BIT | 3 << 32 | 570, 0)
+    (tc,) = change.changes
+    assert (tc.kind, tc.database, tc.table, tc.key_columns) == (
+        "ALTER",
+        "inventory",
+        "customers",
+        ("id",),
+    )
+    assert [c.name for c in tc.columns or ()] == [
+        "id",
+        "first_name",
+        "middle_name",
+        "last_name",
+        "email",
+    ]
+    assert tc.columns is not None and tc.columns[2].length == 255
+
+
+def test_schema_change_position_matches_the_row_events_encoding() -> None:
+    # The same source block through the row decoder's vectorised encoding.
+    source = _sample("mysql-schema-change-docs")["value"]["payload"]["source"]
+    cols = source_columns(pa.array([source]), 1, None)
+    change = parse_schema_change(_value("mysql-schema-change-docs"))
+    assert change.position == (cols.pos[0].as_py(), cols.pos_sub[0].as_py())
+
+
+def test_snapshot_create_with_empty_table_changes_names_its_table() -> None:
+    change = parse_schema_change(_value("mysql-schema-change-snapshot"))
+    assert change.position == (3 << 32 | 154, 0)  # a snapshot: no STREAMED_BIT
+    assert [(c.kind, c.database, c.table) for c in change.changes] == [
+        ("CREATE", "inventory", "geom")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "expected"),
+    [
+        ("TRUNCATE TABLE customers", [("TRUNCATE", "inventory", "customers", None)]),
+        ("truncate `shop`.`my``t`", [("TRUNCATE", "shop", "my`t", None)]),
+        ("/* x */ TRUNCATE customers;", [("TRUNCATE", "inventory", "customers", None)]),
+        (
+            "RENAME TABLE customers TO clients, shop.a TO shop.b",
+            [
+                ("RENAME", "inventory", "customers", "clients"),
+                ("RENAME", "shop", "a", "b"),
+            ],
+        ),
+        ("ALTER TABLE customers RENAME TO clients", [("RENAME", "inventory", "customers", "clients")]),
+        ("ALTER TABLE customers RENAME AS `c2`", [("RENAME", "inventory", "customers", "c2")]),
+        ("ALTER TABLE customers RENAME INDEX a TO b", [("ALTER", "inventory", "customers", None)]),
+    ],
+)
+def test_statements_debezium_reports_without_table_changes(ddl: str, expected: list) -> None:
+    change = _docs_with(ddl)
+    assert [(c.kind, c.database, c.table, c.new_table) for c in change.changes] == expected
+
+
+def test_column_renames_are_read_from_the_statement() -> None:
+    for ddl in (
+        "ALTER TABLE customers RENAME COLUMN email TO mail",
+        "ALTER TABLE customers CHANGE COLUMN `email` `mail` varchar(255)",
+        "ALTER TABLE customers CHANGE email mail varchar(255) NOT NULL",
+    ):
+        (tc,) = _docs_with(ddl, ["id", "first_name", "last_name", "mail"]).changes
+        assert tc.column_renames == (("email", "mail"),), ddl
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (b"{not json", "Expecting"),
+        (b'{"op": "c", "after": {}}', "not a schema change event"),
+        (b'{"ddl": 5, "databaseName": "x"}', "ddl: expected a string"),
+        (b'{"ddl": "x", "tableChanges": [{"type": "ALTER"}]}', "without an id"),
+        (b'{"ddl": "x", "tableChanges": [{"type": "MERGE", "id": "a.b"}]}', "unknown type"),
+        (
+            b'{"ddl": "x", "source": {"file": "binlog", "pos": 5}, "tableChanges": []}',
+            "not a binlog position",
+        ),
+    ],
+)
+def test_malformed_schema_changes_say_why(value: bytes, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_schema_change(value)
+
+
+# ------------------------------------------------------------------ policy decisions
+REPLICA = pa.schema(
+    [
+        ("id", pa.int32()),
+        ("first_name", pa.string()),
+        ("last_name", pa.string()),
+        ("email", pa.string()),
+        ("_cdc_op", pa.string()),
+    ]
+)
+DROP = ("ALTER TABLE customers DROP COLUMN email", ["id", "first_name", "last_name"])
+RENAME = (
+    "ALTER TABLE customers RENAME COLUMN email TO mail",
+    ["id", "first_name", "last_name", "mail"],
+)
+ADD = ("ALTER TABLE customers ADD middle_name varchar(255)", None)
+
+
+def _decide(policy: str, ddl: str, columns: list[str] | None, state: DdlState | None = None):
+    change = (
+        parse_schema_change(_value("mysql-schema-change-docs")) if columns is None and "ADD" in ddl
+        else _docs_with(ddl, columns)
+    )
+    return decide(policy, "inventory_customers", change.changes[0], change, state or DdlState(), REPLICA)
+
+
+@pytest.mark.parametrize(
+    ("policy", "case", "verdict", "drops", "renames"),
+    [
+        ("fail", ADD, "applied", [], {}),
+        ("apply", ADD, "applied", [], {}),
+        ("ignore", ADD, "ignored", [], {}),
+        ("fail", DROP, "failed", [], {}),
+        ("apply", DROP, "applied", ["email"], {}),
+        ("ignore", DROP, "ignored", [], {}),
+        ("fail", RENAME, "failed", [], {}),
+        ("apply", RENAME, "applied", [], {"email": "mail"}),
+        ("ignore", RENAME, "ignored", [], {}),
+    ],
+)
+def test_policy_matrix(policy, case, verdict, drops, renames) -> None:
+    outcome = _decide(policy, *case)
+    assert (outcome.verdict, outcome.drop_columns, outcome.renames) == (verdict, drops, renames)
+    if verdict == "failed":
+        assert 'source.ddl = "apply"' in outcome.message
+        assert "[tables.inventory_customers]" in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "policy", "verdict", "truncate"),
+    [
+        ("TRUNCATE", "fail", "applied", True),
+        ("TRUNCATE", "apply", "applied", True),
+        ("TRUNCATE", "ignore", "ignored", False),
+        ("DROP", "fail", "failed", False),
+        ("DROP", "apply", "applied", True),
+        ("DROP", "ignore", "ignored", False),
+        ("RENAME", "fail", "failed", False),
+        ("RENAME", "apply", "applied", False),
+    ],
+)
+def test_table_level_changes(kind: str, policy: str, verdict: str, truncate: bool) -> None:
+    change = _docs_with("x")
+    tc = TableChange(kind, "inventory", "customers", new_table="clients")
+    outcome = decide(policy, "inventory_customers", tc, change, DdlState(), REPLICA)
+    assert (outcome.verdict, outcome.truncate) == (verdict, truncate)
+
+
+def test_narrowing_is_judged_against_the_previous_definition() -> None:
+    state = DdlState()
+    first = _decide("fail", *ADD, state=state)
+    record(state, first)
+    assert state.columns["email"] == ["VARCHAR", 255, None]
+    value = copy.deepcopy(_sample("mysql-schema-change-docs")["value"])
+    cols = value["payload"]["tableChanges"][0]["table"]["columns"]
+    cols[4]["length"] = 100  # email VARCHAR(255) -> VARCHAR(100)
+    cols[0]["typeName"] = "BIGINT"  # id INT -> BIGINT: a widening
+    change = parse_schema_change(json.dumps(value).encode())
+    outcome = decide("fail", "t", change.changes[0], change, state, REPLICA)
+    assert outcome.verdict == "failed" and "narrowed email VARCHAR->VARCHAR" in outcome.message
+    assert "id" not in outcome.message.split("narrowed", 1)[1]
+    assert decide("apply", "t", change.changes[0], change, state, REPLICA).verdict == "applied"
+    cols[4]["typeName"] = "INT"
+    change = parse_schema_change(json.dumps(value).encode())
+    retyped = decide("apply", "t", change.changes[0], change, state, REPLICA)
+    assert retyped.verdict == "failed" and "cannot be applied in place" in retyped.message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        (["INT", None, None], "BIGINT", None),
+        (["BIGINT", None, None], "INT", "narrowed"),
+        (["INT UNSIGNED", None, None], "SMALLINT", "narrowed"),
+        (["FLOAT", None, None], "DOUBLE", None),
+        (["VARCHAR", 10, None], "TEXT", None),
+        (["DECIMAL", 10, 2], "DECIMAL", None),
+        (["INT", None, None], "VARCHAR", "retyped"),
+    ],
+)
+def test_type_changes(old: list, new: str, verdict: str | None) -> None:
+    from engine.decode.ddl import Column
+
+    length = 12 if new == "DECIMAL" else None
+    scale = 2 if new == "DECIMAL" else None
+    assert type_change(old, Column("c", new, length, scale)) == verdict
+
+
+def test_applied_column_operations_reshape_later_batches() -> None:
+    state = DdlState(dropped=["email"], renamed={"first_name": "given"})
+    batch = pa.table({"id": [1], "first_name": ["a"], "email": ["e"]})
+    assert apply_column_ops(batch, state).column_names == ["id", "given"]
+    # Bookkeeping survives a commit (it is the commit's extra metadata).
+    state.mark("mysql", 0, 7)
+    again = DdlState.load(state.dump())
+    assert again == state and again.seen("mysql", 0, 7) and not again.seen("mysql", 0, 8)
+
+
+# ------------------------------------------------------------------ content recognition
+@pytest.mark.parametrize(
+    ("samples", "kind"),
+    [
+        (["mysql-schema-change-docs", "mysql-schema-change-snapshot"], control.SCHEMA_CHANGE),
+        (["pg-transaction-begin-docs", "pg-transaction-end-docs"], control.TRANSACTION),
+        (["mysql-transaction-begin-docs", "mysql-transaction-end-docs"], control.TRANSACTION),
+        (["pg-transaction-end"], control.TRANSACTION),
+        (["pg-message-logical-decoding", "pg-message-transactional-docs"], control.MESSAGE),
+        (["pg-create", "pg-truncate-docs"], None),
+        (["mysql-update", "mysql-delete"], None),
+        (["pg-tombstone", "mysql-tombstone-docs"], None),
+    ],
+)
+def test_topics_are_recognised_by_content(samples: list[str], kind: str | None) -> None:
+    values = [None if _sample(s)["value"] is None else _value(s) for s in samples]
+    assert control.topic_kind(values) == kind
+
+
+def test_heartbeat_history_and_mixed_topics() -> None:
+    beat = json.dumps({"schema": {"type": "struct"}, "payload": {"ts_ms": 1}}).encode()
+    assert control.topic_kind([beat, None, beat]) == control.HEARTBEAT
+    history = json.dumps(
+        {"source": {"server": "m"}, "position": {"pos": 1}, "ddl": "CREATE TABLE t (a int)"}
+    ).encode()
+    assert control.topic_kind([history]) == control.SCHEMA_HISTORY
+    # One row change makes a topic a table, wherever it is in the sample.
+    assert control.topic_kind([_value("pg-transaction-begin-docs"), _value("pg-create")]) is None
+    # Nothing recognisable: left to the decoder (which quarantines bad records).
+    assert control.topic_kind([b"garbage", b"{}"]) is None
