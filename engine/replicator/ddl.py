@@ -329,25 +329,43 @@ _CONTROL_SCHEMA = pa.schema(
 )
 
 
+#: The partition of a truncate a schema change adds to a table's batch: none of the
+#: table's own, so cuts of its partitions (transactions, bad messages) never touch it.
+DDL_PARTITION = -1
+
+
 def truncate_row(
-    position: tuple[int, int],
-    source_ts_ms: int | None,
-    partition: int,
-    offset: int,
-    gtid: str | None,
+    position: tuple[int, int], source_ts_ms: int | None, offset: int, gtid: str | None
 ) -> pa.Table:
     """A truncate event (``op=t``) at a schema change's binlog position: what a DDL
     TRUNCATE (or an applied DROP TABLE) adds to its table's change batch, so the merge
-    empties the replica as of that position exactly as for a row-level truncate."""
+    empties the replica as of that position exactly as for a row-level truncate.
+    ``offset``: the schema change record's offset (kept for the record)."""
     row = {
         KEY: None,
         OP: OP_TRUNCATE,
         POS: position[0],
         POS_SUB: position[1],
         SOURCE_TS: source_ts_ms,
-        PARTITION: partition,
+        PARTITION: DDL_PARTITION,
         OFFSET: offset,
         TX_ID: None,
         GTID: gtid,
     }
     return pa.Table.from_pylist([row], schema=_CONTROL_SCHEMA)
+
+
+def cut_at_position(batch: pa.Table, position: tuple[int, int]) -> dict[int, int]:
+    """Per partition of the table's batch, the offset of its first event at or after a
+    schema change's position (binlog order within a table's topic is offset order)."""
+    pos = batch.column(POS).to_pylist()
+    sub = batch.column(POS_SUB).to_pylist()
+    parts = batch.column(PARTITION).to_pylist()
+    offs = batch.column(OFFSET).to_pylist()
+    cuts: dict[int, int] = {}
+    for p, s, part, off in zip(pos, sub, parts, offs, strict=True):
+        if p is None or part == DDL_PARTITION or (p, s or 0) < position:
+            continue
+        if part not in cuts or off < cuts[part]:
+            cuts[part] = off
+    return cuts

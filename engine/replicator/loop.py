@@ -57,7 +57,13 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
-from engine.replicator.ddl import apply_column_ops, decide, record, truncate_row
+from engine.replicator.ddl import (
+    apply_column_ops,
+    cut_at_position,
+    decide,
+    record,
+    truncate_row,
+)
 from engine.replicator.deadletter import (
     REPLAYED_KEY,
     Coordinates,
@@ -851,6 +857,8 @@ class Replicator:
             self._message_topics.add(rt.topic)
             log.info("%s: logical decoding messages: kept in an append-only table", rt.name)
             return
+        if self.recorder is not None:
+            self.recorder.forget(self._store_name(rt))
         rt.control = kind
         what = {
             control.SCHEMA_CHANGE: "schema changes are applied to the tables they name",
@@ -930,6 +938,12 @@ class Replicator:
         state = rt.progress.ddl
         if state.seen(ddl_topic, part, off):
             return  # handled by an earlier commit (the topic is read again on each start)
+        decoded = next((d for d in prepared.tables if d.rt is rt), None)
+        # What the table holds: its replica, else (no replica yet) the columns of its
+        # rows in this batch, so a change is judged the same whichever batch it lands in.
+        replica = rt.writer.schema() if rt.writer is not None else None
+        if replica is None and decoded is not None and decoded.batch is not None:
+            replica = decoded.batch.schema
         new_name = None
         if tc.kind == "RENAME" and tc.new_table:
             with contextlib.suppress(TableNameError):
@@ -940,7 +954,7 @@ class Replicator:
             tc,
             change,
             state,
-            rt.writer.schema() if rt.writer is not None else None,
+            replica,
             new_topic_table=new_name,
         )
         where = f"{ddl_topic}[{part}] offset {off}"
@@ -948,7 +962,21 @@ class Replicator:
             self.recorder.event(rt.name, "ddl", f"{outcome.verdict}: {outcome.message}")
         if outcome.verdict == "failed":
             rt.counters.ddl += 1
-            self._fail(rt, f"{outcome.message} (schema change at {where})")
+            message = f"{outcome.message} (schema change at {where})"
+            if decoded is None or decoded.batch is None or change.position is None:
+                self._fail(rt, message)
+                return
+            # The table stops at the change: its rows from before it still commit, the
+            # checkpoint stays at its first row after it (read again after the restart).
+            cuts = cut_at_position(decoded.batch, change.position)
+            if cuts:
+                decoded.batch = apply_cuts(decoded.batch, cuts)
+                decoded.read_to.update(cuts)
+                for p, cut in cuts.items():
+                    self._consumed[(rt.topic, p)] = cut
+            decoded.fail = decoded.fail or message
+            self._stopping.add(rt.name)
+            log.error("%s: stops at a schema change: %s", rt.name, message)
             return
         level = logging.INFO if outcome.verdict == "applied" else logging.WARNING
         log.log(
@@ -960,7 +988,6 @@ class Replicator:
             outcome.message,
         )
         state.mark(ddl_topic, part, off)
-        decoded = next((d for d in prepared.tables if d.rt is rt), None)
         if decoded is None:
             decoded = _Decoded(rt, None, [], {})
             prepared.tables.append(decoded)
@@ -979,7 +1006,7 @@ class Replicator:
                     "%s: %s has no binlog position: the truncate is not applied", rt.name, where
                 )
                 return
-            row = truncate_row(change.position, change.source_ts_ms, part, off, change.gtid)
+            row = truncate_row(change.position, change.source_ts_ms, off, change.gtid)
             if self.cfg.source.mysql_gtid_ordering:
                 row = gtid_positions(row, rt.progress.gtid_lineages)
             decoded.batch = (

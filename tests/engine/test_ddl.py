@@ -93,7 +93,10 @@ def test_snapshot_create_with_empty_table_changes_names_its_table() -> None:
                 ("RENAME", "shop", "a", "b"),
             ],
         ),
-        ("ALTER TABLE customers RENAME TO clients", [("RENAME", "inventory", "customers", "clients")]),
+        (
+            "ALTER TABLE customers RENAME TO clients",
+            [("RENAME", "inventory", "customers", "clients")],
+        ),
         ("ALTER TABLE customers RENAME AS `c2`", [("RENAME", "inventory", "customers", "c2")]),
         ("ALTER TABLE customers RENAME INDEX a TO b", [("ALTER", "inventory", "customers", None)]),
     ],
@@ -152,10 +155,13 @@ ADD = ("ALTER TABLE customers ADD middle_name varchar(255)", None)
 
 def _decide(policy: str, ddl: str, columns: list[str] | None, state: DdlState | None = None):
     change = (
-        parse_schema_change(_value("mysql-schema-change-docs")) if columns is None and "ADD" in ddl
+        parse_schema_change(_value("mysql-schema-change-docs"))
+        if columns is None and "ADD" in ddl
         else _docs_with(ddl, columns)
     )
-    return decide(policy, "inventory_customers", change.changes[0], change, state or DdlState(), REPLICA)
+    return decide(
+        policy, "inventory_customers", change.changes[0], change, state or DdlState(), REPLICA
+    )
 
 
 @pytest.mark.parametrize(

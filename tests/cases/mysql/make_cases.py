@@ -32,23 +32,41 @@ DDL_KEY = DDL["key"]["payload"]  # {"databaseName": "inventory"}
 COLUMNS = {c["name"]: c for c in DDL["value"]["payload"]["tableChanges"][0]["table"]["columns"]}
 
 
-def row(op: str, after: dict | None, pos: int, *, file: str = "mysql-bin.000003", r: int = 0,
-        table: str = "customers", snapshot: str = "false", before: dict | None = None) -> dict:
+def row(
+    op: str,
+    after: dict | None,
+    pos: int,
+    *,
+    file: str = "mysql-bin.000003",
+    r: int = 0,
+    table: str = "customers",
+    snapshot: str = "false",
+    before: dict | None = None,
+    prefix: str = PREFIX,
+) -> dict:
     value = copy.deepcopy(ROW)
     value["op"] = op
     value["after"] = after
     value["before"] = before
-    value["source"].update(name=PREFIX, file=file, pos=pos, row=r, table=table, snapshot=snapshot)
+    value["source"].update(name=prefix, file=file, pos=pos, row=r, table=table, snapshot=snapshot)
     key = {"id": (after or before)["id"]}
-    return {"topic": f"{PREFIX}.inventory.{table}", "key": key, "value": value}
+    return {"topic": f"{prefix}.inventory.{table}", "key": key, "value": value}
 
 
 def customer(i: int, first: str, email: str | None = "x@acme.com", **extra) -> dict:
     return {"id": i, "first_name": first, "last_name": "Thomas", "email": email, **extra}
 
 
-def ddl(statement: str, pos: int, table: str = "customers", columns: list[str] | None = None,
-        kind: str = "ALTER", renamed: dict[str, str] | None = None, changes: bool = True) -> dict:
+def ddl(
+    statement: str,
+    pos: int,
+    table: str = "customers",
+    columns: list[str] | None = None,
+    kind: str = "ALTER",
+    renamed: dict[str, str] | None = None,
+    changes: bool = True,
+    prefix: str = PREFIX,
+) -> dict:
     value = copy.deepcopy(DDL["value"])  # {"schema": {}, "payload": {...}}
     payload = value["payload"]
     payload["ddl"] = statement
@@ -67,7 +85,7 @@ def ddl(statement: str, pos: int, table: str = "customers", columns: list[str] |
                 col["name"], col["position"] = name, i
                 cols.append(col)
             change["table"]["columns"] = cols
-    return {"topic": PREFIX, "key": DDL_KEY, "value": value}
+    return {"topic": prefix, "key": DDL_KEY, "value": value}
 
 
 BASE4 = ["id", "first_name", "last_name", "email"]
@@ -108,17 +126,24 @@ CASES = {
         "about": "a column drop under the default policy (fail) stops that table before the "
         "rows after it, with the fix in its error; another table of the batch goes on",
         "batches": [
-            [row("c", customer(1001, "Sally"), 154),
-             row("c", {"id": 1, "first_name": "o"}, 160, table="orders")],
-            [ddl("ALTER TABLE customers DROP COLUMN email", 900, columns=DROPPED),
-             row("c", {"id": 1002, "first_name": "George", "last_name": "B"}, 950),
-             row("c", {"id": 2, "first_name": "p"}, 960, table="orders")],
+            [
+                row("c", customer(1001, "Sally"), 154),
+                row("c", {"id": 1, "first_name": "o"}, 160, table="orders"),
+            ],
+            [
+                ddl("ALTER TABLE customers DROP COLUMN email", 900, columns=DROPPED),
+                row("c", {"id": 1002, "first_name": "George", "last_name": "B"}, 950),
+                row("c", {"id": 2, "first_name": "p"}, 960, table="orders"),
+            ],
         ],
         "expect": {
             "inventory_customers": {"rows": rows((1001, {"email": "x@acme.com"}))},
             "inventory_orders": {"rows": rows((1, {"first_name": "o"}), (2, {"first_name": "p"}))},
         },
-        "failed": {"inventory_customers": 'dropped email. To apply drops, renames and narrowings, set source.ddl = "apply"'},
+        "failed": {
+            "inventory_customers": "dropped email. To apply drops, renames and narrowings, "
+            'set source.ddl = "apply"'
+        },
         "counters": {"inventory_customers": {"ddl": 1}},
     },
     "drop-column-apply": {
@@ -127,19 +152,32 @@ CASES = {
         "read after the drop; the other table keeps the default and fails on its own drop",
         "config": {"tables": {"inventory_customers": {"ddl": "apply"}}},
         "batches": [
-            [row("c", customer(1001, "Sally"), 154), row("c", customer(1002, "George"), 200),
-             row("c", {"id": 1, "first_name": "o", "email": "e"}, 160, table="orders")],
-            [ddl("ALTER TABLE customers DROP COLUMN email", 900, columns=DROPPED),
-             ddl("ALTER TABLE orders DROP COLUMN email", 910, table="orders",
-                 columns=["id", "first_name"]),
-             row("u", customer(1001, "Sal"), 850),
-             row("c", {"id": 1003, "first_name": "Ann", "last_name": "K"}, 950)],
+            [
+                row("c", customer(1001, "Sally"), 154),
+                row("c", customer(1002, "George"), 200),
+                row("c", {"id": 1, "first_name": "o", "email": "e"}, 160, table="orders"),
+            ],
+            [
+                ddl("ALTER TABLE customers DROP COLUMN email", 900, columns=DROPPED),
+                ddl(
+                    "ALTER TABLE orders DROP COLUMN email",
+                    910,
+                    table="orders",
+                    columns=["id", "first_name"],
+                ),
+                row("u", customer(1001, "Sal"), 850),
+                row("c", {"id": 1003, "first_name": "Ann", "last_name": "K"}, 950),
+            ],
             [row("c", {"id": 1004, "first_name": "Bob", "last_name": "L"}, 990)],
         ],
         "expect": {
             "inventory_customers": {
-                "rows": rows((1001, {"first_name": "Sal"}), (1002, {"first_name": "George"}),
-                             (1003, {"first_name": "Ann"}), (1004, {"first_name": "Bob"})),
+                "rows": rows(
+                    (1001, {"first_name": "Sal"}),
+                    (1002, {"first_name": "George"}),
+                    (1003, {"first_name": "Ann"}),
+                    (1004, {"first_name": "Bob"}),
+                ),
                 "absent": ["email"],
             },
             "inventory_orders": {"rows": rows((1, {"email": "e"}))},
@@ -153,8 +191,10 @@ CASES = {
         "config": {"source": {"ddl": "ignore"}},
         "batches": [
             [row("c", customer(1001, "Sally"), 154)],
-            [ddl("ALTER TABLE customers DROP COLUMN email", 900, columns=DROPPED),
-             row("c", {"id": 1002, "first_name": "George", "last_name": "B"}, 950)],
+            [
+                ddl("ALTER TABLE customers DROP COLUMN email", 900, columns=DROPPED),
+                row("c", {"id": 1002, "first_name": "George", "last_name": "B"}, 950),
+            ],
         ],
         "expect": {
             "inventory_customers": {
@@ -169,9 +209,19 @@ CASES = {
         "config": {"source": {"ddl": "apply"}},
         "batches": [
             [row("c", customer(1001, "Sally", "s@acme.com"), 154)],
-            [ddl("ALTER TABLE customers CHANGE email mail varchar(255)", 900,
-                 columns=["id", "first_name", "last_name", "mail"], renamed={"mail": "email"}),
-             row("c", {"id": 1002, "first_name": "G", "last_name": "B", "mail": "g@acme.com"}, 950)],
+            [
+                ddl(
+                    "ALTER TABLE customers CHANGE email mail varchar(255)",
+                    900,
+                    columns=["id", "first_name", "last_name", "mail"],
+                    renamed={"mail": "email"},
+                ),
+                row(
+                    "c",
+                    {"id": 1002, "first_name": "G", "last_name": "B", "mail": "g@acme.com"},
+                    950,
+                ),
+            ],
         ],
         "expect": {
             "inventory_customers": {
@@ -185,8 +235,14 @@ CASES = {
         "about": "a column rename under the default policy stops the table",
         "batches": [
             [row("c", customer(1001, "Sally", "s@acme.com"), 154)],
-            [ddl("ALTER TABLE customers RENAME COLUMN email TO mail", 900,
-                 columns=["id", "first_name", "last_name", "mail"], renamed={"mail": "email"})],
+            [
+                ddl(
+                    "ALTER TABLE customers RENAME COLUMN email TO mail",
+                    900,
+                    columns=["id", "first_name", "last_name", "mail"],
+                    renamed={"mail": "email"},
+                )
+            ],
         ],
         "expect": {"inventory_customers": {"rows": rows((1001, {"email": "s@acme.com"}))}},
         "failed": {"inventory_customers": "renamed email->mail"},
@@ -196,8 +252,10 @@ CASES = {
         "(it holds the rows as of the rename); the new name's topic fills a new replica",
         "batches": [
             [row("c", customer(1001, "Sally"), 154)],
-            [ddl("RENAME TABLE customers TO clients", 900, table="clients", columns=BASE4),
-             row("c", customer(1002, "George"), 950, table="clients")],
+            [
+                ddl("RENAME TABLE customers TO clients", 900, table="clients", columns=BASE4),
+                row("c", customer(1002, "George"), 950, table="clients"),
+            ],
         ],
         "expect": {
             "inventory_customers": {"rows": rows((1001, {"first_name": "Sally"}))},
@@ -211,8 +269,10 @@ CASES = {
         "config": {"source": {"ddl": "apply"}},
         "batches": [
             [row("c", customer(1001, "Sally"), 154)],
-            [ddl("ALTER TABLE customers RENAME TO clients", 900, table="clients", columns=BASE4),
-             row("c", customer(1002, "George"), 950, table="clients")],
+            [
+                ddl("ALTER TABLE customers RENAME TO clients", 900, table="clients", columns=BASE4),
+                row("c", customer(1002, "George"), 950, table="clients"),
+            ],
         ],
         "expect": {
             "inventory_customers": {"rows": rows((1001, {"first_name": "Sally"}))},
@@ -227,9 +287,11 @@ CASES = {
         "an earlier batch with a later position than the truncate survives it",
         "batches": [
             [row("c", customer(1001, "Sally"), 154), row("c", customer(1005, "Late"), 800)],
-            [row("c", customer(1002, "George"), 300),
-             ddl("TRUNCATE TABLE customers", 570, changes=False),
-             row("c", customer(1003, "Ann"), 700)],
+            [
+                row("c", customer(1002, "George"), 300),
+                ddl("TRUNCATE TABLE customers", 570, changes=False),
+                row("c", customer(1003, "Ann"), 700),
+            ],
         ],
         "expect": {
             "inventory_customers": {
@@ -243,11 +305,15 @@ CASES = {
         "the drop and a re-created table's rows flow in",
         "config": {"tables": {"inventory_orders": {"ddl": "apply"}}},
         "batches": [
-            [row("c", customer(1001, "Sally"), 154),
-             row("c", {"id": 1, "first_name": "o"}, 160, table="orders")],
-            [ddl("DROP TABLE customers", 900, kind="DROP"),
-             ddl("DROP TABLE orders", 910, table="orders", kind="DROP"),
-             row("c", {"id": 2, "first_name": "p"}, 990, table="orders")],
+            [
+                row("c", customer(1001, "Sally"), 154),
+                row("c", {"id": 1, "first_name": "o"}, 160, table="orders"),
+            ],
+            [
+                ddl("DROP TABLE customers", 900, kind="DROP"),
+                ddl("DROP TABLE orders", 910, table="orders", kind="DROP"),
+                row("c", {"id": 2, "first_name": "p"}, 990, table="orders"),
+            ],
         ],
         "expect": {
             "inventory_customers": {"rows": rows((1001, {"first_name": "Sally"}))},
@@ -260,10 +326,15 @@ CASES = {
         "Debezium 1.7) is counted for its table from source.table; its topic is no table",
         "batches": [
             [
-                {"topic": "testc", "key": None,
-                 "value": sample("mysql-schema-change-snapshot")["value"]},
-                {**row("r", {"id": 1, "first_name": "g"}, 154, table="geom", snapshot="true"),
-                 "topic": "testc.inventory.geom"},
+                {
+                    "topic": "testc",
+                    "key": None,
+                    "value": sample("mysql-schema-change-snapshot")["value"],
+                },
+                {
+                    **row("r", {"id": 1, "first_name": "g"}, 154, table="geom", snapshot="true"),
+                    "topic": "testc.inventory.geom",
+                },
             ]
         ],
         "expect": {"inventory_geom": {"rows": rows((1, {"first_name": "g"}))}},
@@ -286,8 +357,11 @@ CASES = {
         ],
         "expect": {
             "inventory_customers": {
-                "rows": rows((1, {"first_name": "file4"}), (2, {"first_name": "row1"}),
-                             (3, {"first_name": "streamed"}))
+                "rows": rows(
+                    (1, {"first_name": "file4"}),
+                    (2, {"first_name": "row1"}),
+                    (3, {"first_name": "streamed"}),
+                )
             }
         },
     },
@@ -330,16 +404,27 @@ CASES.update(
                     keyed("pg-transaction-begin-docs", "txmeta", {"id": "571:53195829"}),
                     keyed("pg-transaction-end-docs", "txmeta", {"id": "571:53195829"}),
                     keyed("mysql-transaction-end-docs", "mysql_tx_topic"),
-                    {"topic": "beats", "key": {"serverName": "dbserver1"},
-                     "value": {"schema": {"type": "struct", "name":
-                               "io.debezium.connector.common.Heartbeat", "fields": [
-                                   {"field": "ts_ms", "type": "int64", "optional": False}]},
-                               "payload": {"ts_ms": 1723115240065}}},
+                    {
+                        "topic": "beats",
+                        "key": {"serverName": "dbserver1"},
+                        "value": {
+                            "schema": {
+                                "type": "struct",
+                                "name": "io.debezium.connector.common.Heartbeat",
+                                "fields": [{"field": "ts_ms", "type": "int64", "optional": False}],
+                            },
+                            "payload": {"ts_ms": 1723115240065},
+                        },
+                    },
                     {"topic": "dbhistory.inventory", "key": None, "value": HISTORY},
-                    keyed("pg-message-logical-decoding", "connector-name.message",
-                          {"prefix": "test-prefix"}),
-                    keyed("pg-message-transactional-docs", "connector-name.message",
-                          {"prefix": "foo"}),
+                    keyed(
+                        "pg-message-logical-decoding",
+                        "connector-name.message",
+                        {"prefix": "test-prefix"},
+                    ),
+                    keyed(
+                        "pg-message-transactional-docs", "connector-name.message", {"prefix": "foo"}
+                    ),
                 ]
             ],
             "expect": {"inventory_customers": {"rows": rows((1, {"first_name": "Bob"}))}},
@@ -350,21 +435,40 @@ CASES.update(
             "append-only table (content decoded from base64), one per Kafka record",
             "config": {"source": {"logical_messages": "table"}},
             "batches": [
-                [keyed("pg-message-logical-decoding", "connector-name.message",
-                       {"prefix": "test-prefix"})],
-                [keyed("pg-message-transactional-docs", "connector-name.message",
-                       {"prefix": "foo"})],
+                [
+                    keyed(
+                        "pg-message-logical-decoding",
+                        "connector-name.message",
+                        {"prefix": "test-prefix"},
+                    )
+                ],
+                [
+                    keyed(
+                        "pg-message-transactional-docs", "connector-name.message", {"prefix": "foo"}
+                    )
+                ],
             ],
             "expect": {
                 "connector_name_message": {
                     "rows": {
-                        "0:0": {"prefix": "test-prefix", "lsn": 26997904, "tx_id": 756,
-                                "content": "0x" + __import__("base64").b64decode(
-                                    "eyJpZCI6IDEsICJpdGVtIjogIkRlYmV6aXVtIGluIEFjdGlvbiIsICJzd"
-                                    "GF0dXMiOiAiRU5URVJFRCIsICJxdWFudGl0eSI6IDIsICJ0b3RhbFByaWNl"
-                                    "IjogMzkuOTh9").hex()},
-                        "0:1": {"prefix": "foo", "content": "0x" + bytes([0x62, 0x67, 0xF2]).hex(),
-                                "lsn": 46523128},
+                        "0:0": {
+                            "prefix": "test-prefix",
+                            "lsn": 26997904,
+                            "tx_id": 756,
+                            "content": "0x"
+                            + __import__("base64")
+                            .b64decode(
+                                "eyJpZCI6IDEsICJpdGVtIjogIkRlYmV6aXVtIGluIEFjdGlvbiIsICJzd"
+                                "GF0dXMiOiAiRU5URVJFRCIsICJxdWFudGl0eSI6IDIsICJ0b3RhbFByaWNl"
+                                "IjogMzkuOTh9"
+                            )
+                            .hex(),
+                        },
+                        "0:1": {
+                            "prefix": "foo",
+                            "content": "0x" + bytes([0x62, 0x67, 0xF2]).hex(),
+                            "lsn": 46523128,
+                        },
                     },
                     "types": {"content": "binary", "lsn": "int64"},
                 }
@@ -374,8 +478,12 @@ CASES.update(
             "about": "target.table_naming = prefix_schema_table: two servers' "
             "inventory.customers are two tables instead of a collision",
             "config": {"target": {"table_naming": "prefix_schema_table"}},
-            "batches": [[pg_row("srv1.inventory.customers", 1, "one", 100),
-                         pg_row("srv2.inventory.customers", 1, "two", 100)]],
+            "batches": [
+                [
+                    pg_row("srv1.inventory.customers", 1, "one", 100),
+                    pg_row("srv2.inventory.customers", 1, "two", 100),
+                ]
+            ],
             "expect": {
                 "srv1_inventory_customers": {"rows": rows((1, {"first_name": "one"}))},
                 "srv2_inventory_customers": {"rows": rows((1, {"first_name": "two"}))},
@@ -385,9 +493,13 @@ CASES.update(
             "about": "a table_naming template: {table}_of_{prefix}; a schema change is routed "
             "to the table under the same naming",
             "config": {"target": {"table_naming": "{table}_of_{prefix}"}},
-            "batches": [[row("c", customer(1001, "Sally"), 154),
-                         ddl("TRUNCATE TABLE customers", 570, changes=False),
-                         row("c", customer(1002, "George"), 600)]],
+            "batches": [
+                [
+                    row("c", customer(1001, "Sally"), 154),
+                    ddl("TRUNCATE TABLE customers", 570, changes=False),
+                    row("c", customer(1002, "George"), 600),
+                ]
+            ],
             "expect": {"customers_of_mysql": {"rows": rows((1002, {"first_name": "George"}))}},
             "counters": {"customers_of_mysql": {"ddl": 1, "truncates": 1}},
         },
