@@ -140,6 +140,8 @@ class _Decoded:
     ddl_events: int = 0
     drop_columns: list[str] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)
+    #: Those schema change events (see ``TableRuntime.uncommitted_ddl``).
+    ddl_items: list = field(default_factory=list)
 
 
 @dataclass
@@ -486,6 +488,9 @@ class Replicator:
             self.tables.reopen(rt)
             if rt.state is not TableState.PAUSED:
                 rt.partitions = []  # assigned again, at the checkpoint, by _refresh_topics
+        for rt in self.tables.by_topic.values():
+            if rt.control is not None:  # read again from the start (nothing applies twice)
+                rt.partitions, rt.progress.committed = [], {}
         self._consumed, self._seen, self._verified_ends = {}, {}, {}
         self.transactions = TransactionTracker()  # the new consumer reads them from the start
         self._restart_spark_if_gone()
@@ -992,6 +997,8 @@ class Replicator:
             decoded = _Decoded(rt, None, [], {})
             prepared.tables.append(decoded)
         decoded.ddl_events += 1
+        decoded.ddl_items.append(item)
+        rt.uncommitted_ddl.append(item)
         if outcome.verdict != "applied":
             return
         record(state, outcome)
@@ -1154,6 +1161,7 @@ class Replicator:
             prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0
             if plan is None:  # nothing applicable and no table yet: nothing to commit
                 rt.progress.committed = offsets
+                rt.uncommitted_ddl = [i for i in rt.uncommitted_ddl if i not in decoded.ddl_items]
                 rt.counters.bad += decoded.bad
                 rt.counters.ddl += decoded.ddl_events
                 if decoded.fail is not None:
@@ -1166,6 +1174,7 @@ class Replicator:
                 plan.extra[REPLAYED_KEY] = json.dumps(
                     [coordinates_text(w) for w in decoded.replayed], separators=(",", ":")
                 )
+            plan.ddl_items = decoded.ddl_items
             pending.plans.append(plan)
             pending.bad[rt.name] = decoded.bad
             if decoded.fail is not None:
@@ -1305,6 +1314,8 @@ class Replicator:
         faults.point("after_commit")
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
         rt.progress.committed = plan.offsets
+        if plan.ddl_items:
+            rt.uncommitted_ddl = [i for i in rt.uncommitted_ddl if i not in plan.ddl_items]
         self._commits += 1
         c = rt.counters
         add_commit_counts(c, applied)

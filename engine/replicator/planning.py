@@ -10,7 +10,7 @@ Keys map to buckets with Hudi's hashing; a truncate touches every group.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,8 @@ class TablePlan:
     schema_changed: bool = False
     #: Schema change events (the MySQL schema change topic) handled with this commit.
     ddl_events: int = 0
+    #: Those events, as the replicator tracks them until the commit lands.
+    ddl_items: list = field(default_factory=list)
 
 
 def _truncate_position(batch: pa.Table) -> tuple[tuple[int, int] | None, int]:

@@ -83,6 +83,9 @@ class TableRuntime:
     control: str | None = None
     #: Schema changes waiting for this table to be live again (paused, held).
     pending_ddl: list = field(default_factory=list)
+    #: Schema changes handled in batches not committed yet: handled again if the table
+    #: is reopened (its batch dropped), since their topic is not read again.
+    uncommitted_ddl: list = field(default_factory=list)
 
     @property
     def live(self) -> bool:
@@ -191,7 +194,10 @@ class Tables:
     def reopen(self, rt: TableRuntime) -> None:
         """Open a table again after a failed batch, as a restart would: roll back its
         unfinished instants, drop its staged files, reload its progress from its newest
-        commit (the batch in flight is forgotten; its events are read again)."""
+        commit (the batch in flight is forgotten; its events are read again, and the
+        schema changes it handled are handled again)."""
+        rt.pending_ddl = rt.uncommitted_ddl + rt.pending_ddl
+        rt.uncommitted_ddl = []
         if HudiWriter.exists(rt.path):
             rt.writer = HudiWriter.open(rt.path)
             rolled = rt.writer.recover()

@@ -286,3 +286,56 @@ def test_heartbeat_history_and_mixed_topics() -> None:
     assert control.topic_kind([_value("pg-transaction-begin-docs"), _value("pg-create")]) is None
     # Nothing recognisable: left to the decoder (which quarantines bad records).
     assert control.topic_kind([b"garbage", b"{}"]) is None
+
+
+# ------------------------------------------------------------------ the replicator's side
+def _replicator(tmp_path, **source):
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", **source},
+            "target": {"path": str(tmp_path / "lake")},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    # No Spark: these batches hold no row of a table, so no merge job runs.
+    return Replicator(cfg, spark=None)
+
+
+def test_undecodable_schema_changes_are_quarantined_with_coordinates(tmp_path, caplog) -> None:
+    from tests.engine.test_properties import Msg
+
+    replicator = _replicator(tmp_path)
+    good = _value("mysql-schema-change-docs")
+    records = [Msg("mysql", b"{}", good, 0), Msg("mysql", None, b"{broken", 1)]
+    records.append(Msg("mysql", None, b'{"ddl": 5, "databaseName": "inventory"}', 2))
+    with caplog.at_level("ERROR", logger="cdcctl.replicator"):
+        replicator.apply(records)
+    assert replicator.control_topics() == {"mysql": ("schema change", 0)}
+    lines = [json.loads(x) for x in (tmp_path / "work" / "deadletter" / "mysql.jsonl").open()]
+    assert [(d["topic"], d["partition"], d["offset"]) for d in lines] == [
+        ("mysql", 0, 1),
+        ("mysql", 0, 2),
+    ]
+    assert "invalid JSON" in lines[0]["error"] or "Expecting" in lines[0]["error"]
+    assert "ddl: expected a string" in lines[1]["error"]
+    assert "schema change topic mysql[0] offset 2: not a usable schema change event" in caplog.text
+    # The good one was routed to its table (no replica yet: counted, nothing written).
+    (status,) = replicator.status()
+    assert (status.table, status.counters.ddl) == ("inventory_customers", 1)
+    assert not (tmp_path / "lake" / "inventory_customers").exists()
+
+
+def test_a_reopened_table_handles_its_uncommitted_schema_changes_again(tmp_path) -> None:
+    replicator = _replicator(tmp_path)
+    rt = replicator.tables.get("mysql.inventory.customers")
+    assert rt is not None
+    change = parse_schema_change(_value("mysql-schema-change-docs"))
+    item = ("mysql", change, change.changes[0], 0, 7)
+    rt.uncommitted_ddl, rt.pending_ddl = [item], []
+    rt.progress.ddl.mark("mysql", 0, 7)
+    replicator.tables.reopen(rt)  # a dropped batch: progress back to the last commit
+    assert rt.pending_ddl == [item] and rt.uncommitted_ddl == []
+    assert not rt.progress.ddl.seen("mysql", 0, 7)
