@@ -43,8 +43,10 @@ def row(
     snapshot: str = "false",
     before: dict | None = None,
     prefix: str = PREFIX,
+    gtid: str | None = None,
 ) -> dict:
     value = copy.deepcopy(ROW)
+    value["source"]["gtid"] = gtid
     value["op"] = op
     value["after"] = after
     value["before"] = before
@@ -66,9 +68,12 @@ def ddl(
     renamed: dict[str, str] | None = None,
     changes: bool = True,
     prefix: str = PREFIX,
+    types: dict[str, str] | None = None,
+    gtid: str | None = None,
 ) -> dict:
     value = copy.deepcopy(DDL["value"])  # {"schema": {}, "payload": {...}}
     payload = value["payload"]
+    payload["source"]["gtid"] = gtid
     payload["ddl"] = statement
     payload["source"].update(pos=pos, table=table)
     if not changes:
@@ -83,6 +88,9 @@ def ddl(
                 old = (renamed or {}).get(name, name)
                 col = copy.deepcopy(COLUMNS.get(old, COLUMNS["email"]))
                 col["name"], col["position"] = name, i
+                if name in (types or {}):
+                    col["typeName"] = col["typeExpression"] = (types or {})[name]
+                    col["length"], col["charsetName"] = None, None
                 cols.append(col)
             change["table"]["columns"] = cols
     return {"topic": prefix, "key": DDL_KEY, "value": value}
@@ -505,6 +513,98 @@ CASES.update(
         },
     }
 )
+
+
+TYPED = sample("mysql-create-docs")["value"]  # JsonConverter with schemas: int32 id
+
+
+def typed_row(i: int, qty: int, qty_type: str, pos: int) -> dict:
+    """mysql-create-docs (schemas enabled) with a ``qty`` column of a given Connect type."""
+    value = copy.deepcopy(TYPED)
+    for f in value["schema"]["fields"]:
+        if f["field"] in ("before", "after"):
+            f["fields"].append({"type": qty_type, "optional": True, "field": "qty"})
+    payload = value["payload"]
+    payload["after"] = {**payload["after"], "id": i, "qty": qty}
+    payload["source"].update(name=PREFIX, pos=pos, row=0)
+    key = {"id": i}
+    return {"topic": CUSTOMERS, "key": key, "value": value}
+
+
+QTY = [*BASE4, "qty"]
+
+
+def narrowing(policy: str | None) -> dict:
+    failed = policy is None
+    return {
+        "about": "a narrowing (qty BIGINT -> INT after a CREATE giving the definition): "
+        + (
+            "the default stops the table, naming the column and both types"
+            if failed
+            else "with ddl = apply the replica keeps the wider type and takes the narrower rows"
+        ),
+        "config": {} if failed else {"source": {"ddl": policy}},
+        "batches": [
+            [
+                ddl(
+                    "CREATE TABLE customers (...)",
+                    100,
+                    kind="CREATE",
+                    columns=QTY,
+                    types={"qty": "BIGINT"},
+                ),
+                typed_row(1, 5, "int64", 154),
+            ],
+            [
+                ddl("ALTER TABLE customers MODIFY qty INT", 570, columns=QTY, types={"qty": "INT"}),
+                typed_row(2, 7, "int32", 600),
+            ],
+        ],
+        "expect": {
+            "inventory_customers": {
+                "rows": rows((1, {"qty": 5})) if failed else rows((1, {"qty": 5}), (2, {"qty": 7})),
+                "types": {"qty": "int64"},
+            }
+        },
+        **({"failed": {"inventory_customers": "narrowed qty BIGINT->INT"}} if failed else {}),
+        "counters": {"inventory_customers": {"ddl": 2}},
+    }
+
+
+A, B = "0e4d5dcd-a33b-11ea-80f1-02010a22a99e", "4f0e3a41-b2c7-11ea-9d7a-0242ac110002"
+
+
+def truncate_gtid(gtid_ordering: bool) -> dict:
+    return {
+        "about": "a DDL TRUNCATE "
+        + (
+            "under GTID ordering is placed by its GTID: a change after a fail-over to a new "
+            "server (new GTID origin, binlog position below the truncate's) survives it"
+            if gtid_ordering
+            else "by binlog coordinates alone: the same post-fail-over change, with a smaller "
+            "binlog position, is taken as older and truncated"
+        ),
+        "config": {"source": {"mysql_gtid_ordering": gtid_ordering}},
+        "batches": [
+            [
+                row("c", customer(1001, "Sally"), 154, gtid=f"{A}:1"),
+                ddl("TRUNCATE TABLE customers", 570, changes=False, gtid=f"{A}:2"),
+                row("c", customer(1002, "George"), 50, file="mysql-bin.000001", gtid=f"{B}:1"),
+            ]
+        ],
+        "expect": {
+            "inventory_customers": {
+                "rows": rows((1002, {"first_name": "George"})) if gtid_ordering else {}
+            }
+        },
+        "counters": {"inventory_customers": {"ddl": 1, "truncates": 1}},
+    }
+
+
+CASES["truncate-gtid-ordering"] = truncate_gtid(True)
+CASES["truncate-binlog-ordering"] = truncate_gtid(False)
+CASES["narrowing-fail"] = narrowing(None)
+CASES["narrowing-apply"] = narrowing("apply")
 
 
 def main() -> None:
