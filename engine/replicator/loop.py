@@ -864,6 +864,7 @@ class Replicator:
             return
         if self.recorder is not None:
             self.recorder.forget(self._store_name(rt))
+        self.tables.release(rt)
         rt.control = kind
         what = {
             control.SCHEMA_CHANGE: "schema changes are applied to the tables they name",

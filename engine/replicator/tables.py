@@ -119,6 +119,12 @@ class Tables:
         """The topic whose table ``name`` is (None: no topic has it yet)."""
         return self._names.get(table_key(name))
 
+    def release(self, rt: TableRuntime) -> None:
+        """A topic that turned out to hold no rows gives its table name back (a table
+        topic opened later may take it)."""
+        if self._names.get(table_key(rt.name)) == rt.topic:
+            del self._names[table_key(rt.name)]
+
     def get(self, topic: str) -> TableRuntime | None:
         """The table of a topic: opened on first sight; None when the topic is not replicated."""
         return self.by_topic.get(topic) or self._open(topic)
