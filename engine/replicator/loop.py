@@ -87,7 +87,6 @@ from engine.source import (
     group_by_topic,
     transaction_topic,
 )
-from engine.source.kafka import topic_matches
 from engine.source.records import next_offsets
 from engine.state import Request, StateRecorder, TableCounters, TableState, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
@@ -903,7 +902,8 @@ class Replicator:
                 target = f"{ddl_rt.topic}.{tc.database}.{tc.table}"
                 rt = self._ddl_target(target)
                 if rt is None:
-                    log.debug("schema change of %s: no replicated table", target)
+                    ddl_rt.counters.ignored += 1
+                    log.info("schema change of %s skipped: no such table topic", target)
                     continue
                 item = (ddl_rt.topic, change, tc, int(part), int(off))
                 if not rt.live or rt.name in self._stopping:
@@ -923,9 +923,10 @@ class Replicator:
                 )
 
     def _ddl_target(self, topic: str) -> TableRuntime | None:
+        """The table of a topic a schema change names: only a topic found in Kafka (or,
+        with :meth:`apply`, seen in a batch) and selected; a change of a table whose
+        topic does not exist yet has no replica to change and is not made one."""
         rt = self.tables.by_topic.get(topic)
-        if rt is None and topic_matches(self.cfg.source, topic):
-            rt = self.tables.get(topic)
         return None if rt is None or rt.control is not None else rt
 
     def _pending_ddl(self, prepared: _Prepared) -> None:
