@@ -75,6 +75,10 @@ def test_schema_change_topic_with_cdcctl_start(broker, topic_prefix: str, tmp_pa
     assert status["inventory_orders"]["state"] == "FAILED"
     assert "dropped email" in status["inventory_orders"]["last_error"]
     assert status["inventory_orders"]["ddl"] == 1
+    text = run_cli("status", "--config", str(config))
+    assert text.returncode == 0, text.stderr
+    header = next(line for line in text.stdout.splitlines() if "truncates" in line)
+    assert re.search(r"truncates\W+ddl\b", header), header
     log = (tmp_path / "work" / "cdcctl.log").read_text()
     assert f"topic '{p}' holds schema change records" in log
     assert f"topic '{txmeta}' holds transaction metadata records" in log
