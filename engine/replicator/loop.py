@@ -793,7 +793,12 @@ class Replicator:
             if rt.name in self._stopping:
                 continue  # it stops at a bad message of the batch in flight
             read_to = next_offsets(parts, offs)
-            if rt.control is None and rt.writer is None and topic not in self._row_topics:
+            if (
+                rt.control is None
+                and topic not in self._row_topics
+                and topic not in self._message_topics
+                and (rt.writer is None or self.cfg.source.logical_messages == "table")
+            ):
                 self._recognise(rt, values)
             if rt.control is not None:
                 # Not a table: read, never written; its position is kept in memory only.
@@ -861,6 +866,8 @@ class Replicator:
             self._message_topics.add(rt.topic)
             log.info("%s: logical decoding messages: kept in an append-only table", rt.name)
             return
+        if rt.writer is not None:
+            return  # a replica exists: it is a table (its messages table, read after a restart)
         if self.recorder is not None:
             self.recorder.forget(self._store_name(rt))
         self.tables.release(rt)

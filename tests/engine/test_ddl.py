@@ -338,3 +338,60 @@ def test_a_reopened_table_handles_its_uncommitted_schema_changes_again(tmp_path)
     replicator.tables.reopen(rt)  # a dropped batch: progress back to the last commit
     assert rt.pending_ddl == [item] and rt.uncommitted_ddl == []
     assert not rt.progress.ddl.seen("mysql", 0, 7)
+
+
+@pytest.mark.spark
+def test_a_messages_table_goes_on_after_a_restart(spark, tmp_path) -> None:
+    """With source.logical_messages = "table", a new replicator (a restart) still reads
+    the message topic as messages, though its table now exists."""
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.engine.test_properties import Msg
+    from tests.integration.replicas import read_replica
+
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": "127.0.0.1:1",
+                "topics": ".",
+                "logical_messages": "table",
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    topic = "connector-name.message"
+    first = Msg(topic, b'{"prefix":"a"}', _value("pg-message-logical-decoding"), 0)
+    second = Msg(topic, b'{"prefix":"foo"}', _value("pg-message-transactional-docs"), 1)
+    Replicator(cfg, spark=spark).apply([first])
+    Replicator(cfg, spark=spark).apply([second])
+    rows = read_replica(tmp_path / "lake" / "connector_name_message")
+    assert {k: r["prefix"] for k, r in rows.items()} == {"0:0": "test-prefix", "0:1": "foo"}
+    assert rows["0:1"]["content"] == bytes([0x62, 0x67, 0xF2])
+
+
+def test_policy_keys_are_validated_naming_the_key(tmp_path) -> None:
+    from engine.config import config_from_dict
+    from engine.errors import ConfigError
+
+    data = {
+        "source": {
+            "bootstrap_servers": "127.0.0.1:1",
+            "topics": ".",
+            "ddl": "drop",
+            "logical_messages": "keep",
+        },
+        "target": {"path": str(tmp_path / "lake")},
+        "tables": {"inventory_orders": {"ddl": "yes"}},
+    }
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(data)
+    problems = {key: message for key, message, _ in err.value.problems}
+    assert set(problems) == {"source.ddl", "source.logical_messages", "tables.inventory_orders.ddl"}
+    assert "'fail', 'apply' or 'ignore'" in problems["source.ddl"]
+    data["source"].update(ddl="ignore", logical_messages="table")
+    data["tables"]["inventory_orders"]["ddl"] = "apply"
+    cfg = config_from_dict(data)
+    assert cfg.ddl_policy("inventory_orders") == "apply"
+    assert cfg.ddl_policy("inventory_customers") == "ignore"
