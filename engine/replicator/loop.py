@@ -782,7 +782,6 @@ class Replicator:
         for topic in [t for t in grouped if t.endswith(".transaction")]:
             self._tx_topics.add(topic)
             self.transactions.observe(grouped.pop(topic)[1])
-        self._pending_ddl(prepared)
         schema_changes: list[tuple[TableRuntime, TopicRecords]] = []
         for topic in list(grouped):
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
@@ -851,6 +850,8 @@ class Replicator:
             for p, o in read_to.items():
                 self._consumed[(topic, p)] = o
             prepared.tables.append(decoded)
+        # Schema changes last, so that each lands in its table's share of this batch.
+        self._pending_ddl(prepared)
         for ddl_rt, records in schema_changes:
             self._schema_changes(prepared, ddl_rt, records)
         return prepared

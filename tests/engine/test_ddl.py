@@ -395,3 +395,45 @@ def test_policy_keys_are_validated_naming_the_key(tmp_path) -> None:
     cfg = config_from_dict(data)
     assert cfg.ddl_policy("inventory_orders") == "apply"
     assert cfg.ddl_policy("inventory_customers") == "ignore"
+
+
+@pytest.mark.spark
+def test_a_schema_change_held_while_paused_lands_with_the_tables_next_batch(
+    spark, tmp_path
+) -> None:
+    """A change read while its table was not live (paused, held) is handled with the
+    table's next batch, in the same instant as that batch's rows."""
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.cases.mysql.make_cases import customer, ddl, row
+    from tests.engine.test_properties import Msg
+    from tests.integration.replicas import read_replica
+
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+
+    def msg(m: dict, offset: int) -> Msg:
+        return Msg(
+            m["topic"], json.dumps(m["key"]).encode(), json.dumps(m["value"]).encode(), offset
+        )
+
+    replicator = Replicator(cfg, spark=spark)
+    replicator.apply([msg(row("c", customer(1, "a"), 154), 0)])
+    rt = replicator.tables.get("mysql.inventory.customers")
+    assert rt is not None and rt.writer is not None
+    truncate = parse_schema_change(
+        json.dumps(ddl("TRUNCATE TABLE customers", 570, changes=False)["value"]).encode()
+    )
+    rt.pending_ddl = [("mysql", truncate, truncate.changes[0], 0, 0)]
+    before = len(rt.writer.completed_instants())
+    report = replicator.apply([msg(row("c", customer(2, "b"), 700), 1)])
+    assert set(read_replica(tmp_path / "lake" / "inventory_customers")) == {"2"}
+    assert len(rt.writer.completed_instants()) == before + 1  # one instant for both
+    assert report.tables["inventory_customers"]["ddl"] == 1
+    assert rt.pending_ddl == [] and rt.uncommitted_ddl == []
