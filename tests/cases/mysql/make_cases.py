@@ -6,7 +6,10 @@ Schema change messages are the real ones of ../shared/debezium-samples
 a snapshot CREATE TABLE with empty tableChanges); drops, renames and truncates are that
 same message with its ``ddl``, ``tableChanges`` and binlog position changed as the
 connector writes them. Row events are mysql-update.json (Debezium 3.0.1, schemaless)
-with their ``after`` image and binlog position changed.
+with their ``after`` image and binlog position changed; typed rows (schemas enabled) are
+mysql-create-docs.json with a ``qty`` column added. The control-topic cases use the
+transaction, message and heartbeat samples as they are; the schema history record is
+built after Debezium's documented layout (no sample of one exists).
 """
 
 from __future__ import annotations
