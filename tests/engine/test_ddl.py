@@ -10,12 +10,15 @@ import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.decode import control
 from engine.decode.ddl import SchemaChange, TableChange, parse_schema_change
 from engine.decode.positions import source_columns
 from engine.model import STREAMED_BIT
 from engine.replicator.ddl import DdlState, apply_column_ops, decide, record, type_change
+from tests.engine.test_properties import Msg
 from tests.samples import debezium_samples
 
 
@@ -305,7 +308,6 @@ def _replicator(tmp_path, **source):
 
 
 def test_undecodable_schema_changes_are_quarantined_with_coordinates(tmp_path, caplog) -> None:
-    from tests.engine.test_properties import Msg
 
     replicator = _replicator(tmp_path)
     good = _value("mysql-schema-change-docs")
@@ -346,7 +348,6 @@ def test_a_messages_table_goes_on_after_a_restart(spark, tmp_path) -> None:
     the message topic as messages, though its table now exists."""
     from engine.config import config_from_dict
     from engine.replicator import Replicator
-    from tests.engine.test_properties import Msg
     from tests.integration.replicas import read_replica
 
     cfg = config_from_dict(
@@ -406,7 +407,6 @@ def test_a_schema_change_held_while_paused_lands_with_the_tables_next_batch(
     from engine.config import config_from_dict
     from engine.replicator import Replicator
     from tests.cases.mysql.make_cases import customer, ddl, row
-    from tests.engine.test_properties import Msg
     from tests.integration.replicas import read_replica
 
     cfg = config_from_dict(
@@ -437,3 +437,73 @@ def test_a_schema_change_held_while_paused_lands_with_the_tables_next_batch(
     assert len(rt.writer.completed_instants()) == before + 1  # one instant for both
     assert report.tables["inventory_customers"]["ddl"] == 1
     assert rt.pending_ddl == [] and rt.uncommitted_ddl == []
+
+
+@pytest.mark.spark
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 4), st.text("abc", min_size=1, max_size=3)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 12),
+    st.integers(1, 4),
+    st.data(),
+)
+def test_a_ddl_truncate_is_placed_by_position_however_the_topics_interleave(
+    spark, events, truncate_after, batches, data
+) -> None:
+    """A DDL TRUNCATE on the schema change topic against its table's rows, both cut into
+    batches at random (the DDL in any batch): the replica equals a plain fold of the
+    rows in binlog order, emptied at the truncate's position."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.cases.mysql.make_cases import customer, ddl, row
+    from tests.integration.replicas import read_replica
+
+    positions = [1000 + 10 * i for i in range(len(events))]
+    cut = min(truncate_after, len(events))
+    t_pos = 1000 + 10 * cut - 5  # between the rows
+    expected: dict[str, str] = {}
+    for (key, name), pos in zip(events, positions, strict=True):
+        if pos > t_pos:
+            expected[str(key)] = name
+        else:
+            expected.pop(str(key), None)  # updated, then gone with the truncate
+    # Older rows that the truncate removes are exactly the keys last written before it.
+    rows = [
+        row("c" if i == 0 else "u", customer(k, n), pos)
+        for i, ((k, n), pos) in enumerate(zip(events, positions, strict=True))
+    ]
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=batches - 1)))
+    chunks = [rows[a:b] for a, b in zip([0, *bounds], [*bounds, len(rows)], strict=True)]
+    ddl_batch = data.draw(st.integers(0, len(chunks) - 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config_from_dict(
+            {
+                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+                "target": {"path": f"{tmp}/lake"},
+                "hudi": {"num_buckets": 2},
+                "replicator": {"work_dir": f"{tmp}/work"},
+            }
+        )
+        replicator = Replicator(cfg, spark=spark)
+        offset = 0
+        for i, chunk in enumerate(chunks):
+            msgs = []
+            for m in chunk:
+                value = json.dumps(m["value"]).encode()
+                msgs.append(Msg(m["topic"], json.dumps(m["key"]).encode(), value, offset))
+                offset += 1
+            if i == ddl_batch:
+                trunc = ddl("TRUNCATE TABLE customers", t_pos, changes=False)
+                msgs.append(Msg("mysql", b"{}", json.dumps(trunc["value"]).encode(), 0))
+            if msgs:
+                replicator.apply(msgs)
+        path = Path(tmp) / "lake" / "inventory_customers"
+        got = {k: r["first_name"] for k, r in read_replica(path).items()} if path.exists() else {}
+    assert got == expected
