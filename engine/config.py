@@ -37,6 +37,7 @@ from pydantic import (
 
 from engine.column_types import parse_column_type
 from engine.errors import ConfigError
+from engine.naming import DEFAULT_NAMING, check_naming, table_name_for_topic
 from engine.redaction import register as register_secret
 
 SUPPORTED_FORMATS = ("debezium-json", "cdc-json")
@@ -55,6 +56,9 @@ SECRET_KEYS = {
     "ssl_key_password": ("ssl_key_password_env",),
     "database_password": ("database_password_env",),
 }
+
+#: What ``source.ddl`` / ``[tables.<name>] ddl`` may be.
+DdlPolicy = Literal["fail", "apply", "ignore"]
 
 #: Topics Debezium writes that never hold row changes; excluded unless the user overrides.
 DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confluent)"
@@ -170,6 +174,16 @@ class SourceConfig(_Section):
     max_message_bytes: int | None = Field(default=None, ge=1)
     #: How generic CDC JSON events are read (``format = "cdc-json"``).
     cdc_json: CdcJsonConfig = CdcJsonConfig()
+    #: MySQL/MariaDB schema changes (the schema change topic) that cannot be applied in
+    #: place: a column drop or rename, a narrowing, a table drop or rename. ``fail``
+    #: stops that table (others go on), ``apply`` applies them, ``ignore`` only logs and
+    #: counts them. Column adds and widenings are applied unless ``ignore``;
+    #: ``[tables.<name>] ddl`` overrides this per table.
+    ddl: DdlPolicy = "fail"
+    #: PostgreSQL logical decoding messages (``op=m``, ``pg_logical_emit_message``):
+    #: ``skip`` counts and skips them, ``table`` keeps them in an append-only table per
+    #: message topic.
+    logical_messages: Literal["skip", "table"] = "skip"
 
     @field_validator("database_dsn")
     @classmethod
@@ -326,6 +340,15 @@ class TargetConfig(_Section):
     """The folder that holds one Hudi table per source table."""
 
     path: str = Field(min_length=1)
+    #: How a topic maps to a table name: ``schema_table`` (``inventory_customers``),
+    #: ``prefix_schema_table`` (``dbserver1_inventory_customers``), or a template over
+    #: ``{prefix}``, ``{database}``, ``{schema}`` and ``{table}``.
+    table_naming: str = DEFAULT_NAMING
+
+    @field_validator("table_naming")
+    @classmethod
+    def _naming(cls, value: str) -> str:
+        return check_naming(value)
 
 
 class HudiConfig(_Section):
@@ -476,6 +499,9 @@ class TableConfig(_Section):
         }
         return base.model_copy(update=overrides) if overrides else base
 
+    #: This table's ``source.ddl`` policy (None: ``source.ddl``).
+    ddl: DdlPolicy | None = None
+
 
 class Config(_Section):
     """The whole replicator configuration."""
@@ -516,6 +542,14 @@ class Config(_Section):
     def table_config(self, name: str) -> TableConfig:
         """The ``[tables.<name>]`` settings of a replica table (defaults if it has none)."""
         return self.tables.get(name) or TableConfig()
+
+    def ddl_policy(self, name: str) -> str:
+        """The schema-change policy of a replica table: its own, else ``source.ddl``."""
+        return self.table_config(name).ddl or self.source.ddl
+
+    def table_name(self, topic: str) -> str:
+        """The replica table name of a topic under ``target.table_naming``."""
+        return table_name_for_topic(topic, self.target.table_naming)
 
 
 _FIXES = {

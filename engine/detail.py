@@ -29,7 +29,7 @@ from engine.errors import CdcError, HudiError
 from engine.hudi import HudiTable
 from engine.hudi import options as o
 from engine.hudi.commit import parse_checkpoint
-from engine.naming import table_name_for_topic, table_path
+from engine.naming import table_path
 from engine.state.control import open_store, read_status
 from engine.state.recorder import HISTORY_STEP_S
 
@@ -236,7 +236,7 @@ class TableDetailReader:
             error = "no config given: the replica's folder is unknown"
         else:
             try:
-                name = table_name_for_topic(topic) if topic else self.table
+                name = self.config.table_name(topic) if topic else self.table
                 path = table_path(self.config.target_path(), name)
                 replica = self._replica(path)
                 if replica is None:

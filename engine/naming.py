@@ -24,6 +24,7 @@ value is bound as a parameter.
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from pathlib import Path
 
@@ -33,23 +34,84 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 MAX_NAME = 120
 
 
-def table_name_for_topic(topic: str) -> str:
-    """The replica's table name for a topic.
+#: ``target.table_naming`` presets and the placeholders a template may use.
+NAMING_PRESETS = {
+    "schema_table": "{schema}_{table}",
+    "prefix_schema_table": "{prefix}_{schema}_{table}",
+}
+DEFAULT_NAMING = "schema_table"
+PLACEHOLDERS = ("prefix", "database", "schema", "table")
+
+
+def check_naming(naming: str) -> str:
+    """``naming`` if it is a preset or a usable template, else ValueError saying why.
+
+    A template is plain text with ``{prefix}``, ``{database}``, ``{schema}`` and
+    ``{table}`` placeholders; no attribute or index access, conversion or format spec
+    (the template never reaches Python's formatting with anything but these four
+    strings), and ``{table}`` must be in it, else every topic would map to one name.
+    """
+    if naming in NAMING_PRESETS:
+        return naming
+    try:
+        parts = list(string.Formatter().parse(naming))
+    except ValueError as exc:
+        raise ValueError(f"{naming!r} is not a template ({exc})") from None
+    names = set()
+    for _text, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if field not in PLACEHOLDERS or spec or conversion:
+            raise ValueError(
+                f"{naming!r}: {{{field}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}} is not a placeholder; use "
+                + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+                + ' or a preset ("schema_table", "prefix_schema_table")'
+            )
+        names.add(field)
+    if "table" not in names:
+        raise ValueError(
+            f"{naming!r} has no {{table}}: every table would get one name; add {{table}}"
+        )
+    return naming
+
+
+def topic_parts(topic: str) -> dict[str, str]:
+    """``prefix``, ``database`` / ``schema`` (one value: MySQL's database, PostgreSQL's
+    schema) and ``table`` of a Debezium topic ``<prefix>.<schema-or-db>.<table>``, in
+    NFKC form. A topic prefix may itself hold dots: the last two segments are the
+    schema and the table, the rest is the prefix. With fewer segments the missing parts
+    are empty (``a.b``: schema ``a``, table ``b``)."""
+    segments = [s for s in unicodedata.normalize("NFKC", topic).split(".") if s]
+    table = segments[-1] if segments else ""
+    schema = segments[-2] if len(segments) >= 2 else ""
+    prefix = ".".join(segments[:-2])
+    return {"prefix": prefix, "database": schema, "schema": schema, "table": table}
+
+
+def table_name_for_topic(topic: str, naming: str = DEFAULT_NAMING) -> str:
+    """The replica's table name for a topic, per ``target.table_naming``.
+
+    Every place that maps a topic to a table calls this function with the config's
+    naming (``cfg.target.table_naming``). The template's output goes through the same
+    sanitising as the default names: NFKC, ASCII letters, digits and ``_`` only, runs of
+    ``_`` collapsed, at most :data:`MAX_NAME` characters, never a leading digit.
 
     Raises:
         TableNameError: nothing recognisable is left of the topic name.
+        ValueError: ``naming`` is not a preset or a valid template.
     """
-    # One normal form first (NFKC): a name typed in NFC and in NFD, or in fullwidth
-    # letters, maps to one table name; what is left outside ASCII becomes "_".
-    segments = [s for s in unicodedata.normalize("NFKC", topic).split(".") if s]
-    if len(segments) >= 3:
-        segments = segments[-2:]
-    name = "_".join(_UNSAFE.sub("_", s) for s in segments).strip("_")
-    name = re.sub(r"_+", "_", name)[:MAX_NAME]
+    template = NAMING_PRESETS.get(check_naming(naming), naming)
+    parts = {k: _UNSAFE.sub("_", v) for k, v in topic_parts(topic).items()}
+    # str.format with exactly these four plain strings (check_naming refused the rest).
+    name = template.format(**parts)
+    name = _UNSAFE.sub("_", unicodedata.normalize("NFKC", name)).strip("_")
+    name = re.sub(r"_+", "_", name)[:MAX_NAME].strip("_")
     if not name or not re.search(r"[A-Za-z0-9]", name):
         raise TableNameError(
             f"topic {topic!r} does not map to a usable table name",
-            hint="exclude it with source.exclude_topics or rename the topic",
+            hint="exclude it with source.exclude_topics, rename the topic, or change "
+            "target.table_naming",
         )
     if name[0].isdigit():
         name = "t_" + name

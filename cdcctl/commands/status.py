@@ -28,6 +28,7 @@ _COLUMNS = (
     ("updates", "updates"),
     ("deletes", "deletes"),
     ("truncates", "truncates"),
+    ("ddl", "ddl"),
     ("late", "late"),
     ("bad", "bad"),
     ("retries", "retries"),

@@ -7,7 +7,6 @@ import re
 
 from engine.config import Config
 from engine.errors import TableNameError
-from engine.naming import table_name_for_topic
 
 #: Items shown in one line before the rest is counted.
 LIST_MAX = 8
@@ -33,7 +32,7 @@ def topic_selected(cfg: Config, topic: str) -> bool:
     if src.exclude_topics and re.search(src.exclude_topics, topic):
         return False
     try:
-        name = table_name_for_topic(topic)
+        name = cfg.table_name(topic)
     except TableNameError:
         return False
     if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):

@@ -22,7 +22,7 @@ from engine.errors import CdcError, HudiError, KafkaSecurityError, TableNameErro
 from engine.hudi.commit import parse_checkpoint
 from engine.hudi.table import HudiTable
 from engine.model import TX_ID
-from engine.naming import table_name_for_topic, table_path
+from engine.naming import table_path
 from engine.source.kafka import KafkaSource, consumer_settings, kafka_reason
 from engine.source.transactions import transaction_topic
 
@@ -165,7 +165,7 @@ def _checkpoint(cfg: Config, topic: str) -> tuple[str, dict[int, int] | None]:
     """The table a topic maps to, and the next offsets its checkpoint records (None:
     no table yet, or it has no checkpoint)."""
     try:
-        name = table_name_for_topic(topic)
+        name = cfg.table_name(topic)
         path = table_path(cfg.target_path(), name)
     except TableNameError:
         return "", None

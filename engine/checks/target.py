@@ -11,7 +11,6 @@ from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config, _folder_problem
 from engine.errors import CdcError, TableNameError
 from engine.hudi.table import HudiTable
-from engine.naming import table_name_for_topic
 
 #: Less free space than this is a warning.
 MIN_FREE_BYTES = 1 << 30
@@ -85,7 +84,7 @@ def check_table(cfg: Config, path: Path) -> Check:
     topic, _, offsets = checkpoint.partition(",")
     summary += f"; checkpoint {topic} {offsets.replace(',', ' ')}"
     try:
-        mapped = table_name_for_topic(topic)
+        mapped = cfg.table_name(topic)
     except TableNameError:
         mapped = ""
     if mapped != path.name:

@@ -23,7 +23,6 @@ from engine.column_types import ColumnType, parse_column_type
 from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
 from engine.decode.result import BadMessage, DecodeResult
-from engine.naming import table_name_for_topic
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -59,7 +58,7 @@ def _debezium_json(cfg: Config) -> Decoder:
         partitions: Sequence[int],
         offsets: Sequence[int],
     ) -> DecodeResult:
-        name = table_name_for_topic(topic)
+        name = cfg.table_name(topic)
         if name not in hints:
             columns = cfg.table_config(name).columns
             hints[name] = {c: parse_column_type(t) for c, t in columns.items()}
@@ -74,9 +73,7 @@ def _debezium_json(cfg: Config) -> Decoder:
 
 def _cdc_json(cfg: Config) -> Decoder:
     base = cfg.source.cdc_json
-    return CdcJsonDecoder(
-        lambda topic: cfg.table_config(table_name_for_topic(topic)).cdc_json(base)
-    )
+    return CdcJsonDecoder(lambda topic: cfg.table_config(cfg.table_name(topic)).cdc_json(base))
 
 
 #: Decoder factories by ``source.format``.

@@ -66,8 +66,13 @@ def widened(old: pa.DataType, new: pa.DataType) -> pa.DataType | None:
     return None
 
 
-def evolve_schema(current: pa.Schema | None, batch_schema: pa.Schema) -> pa.Schema:
+def evolve_schema(
+    current: pa.Schema | None, batch_schema: pa.Schema, *, keep_wider: bool = False
+) -> pa.Schema:
     """The table's data schema after a batch: existing columns, then new ones.
+
+    ``keep_wider``: a column the batch has in a narrower type of the same kind (a
+    narrowing applied by ``source.ddl = "apply"``) keeps the table's wider type.
 
     New columns go after every existing column (the ``_cdc_*`` columns included), as
     Hudi's schema evolution appends them: a Java writer taking over sees the same order.
@@ -95,6 +100,8 @@ def evolve_schema(current: pa.Schema | None, batch_schema: pa.Schema) -> pa.Sche
             continue
         old = out[index[f.name]]
         typ = widened(old.type, f.type)
+        if typ is None and keep_wider and widened(f.type, old.type) == old.type:
+            typ = old.type
         if typ is None:
             raise SchemaEvolutionError(
                 f"column {f.name!r} changed from {old.type} to {f.type}, which cannot be "

@@ -112,6 +112,10 @@ class MergeOptions:
     tombstone_keep_after: str | None = None
     #: Each partition's last applied keyed event of earlier batches (position inheritance).
     tails: tuple[Tail, ...] = ()
+    #: Stored columns renamed by an applied schema change (old, new).
+    renames: tuple[tuple[str, str], ...] = ()
+    #: Write the group anew even if no event changes it (a column dropped or renamed).
+    rewrite: bool = False
 
 
 @dataclass
@@ -177,17 +181,20 @@ def merge_file_group(
     """
     opts = options or MergeOptions()
     counts = MergeCounts()
+    if old is not None and opts.renames:
+        renamed = dict(opts.renames)
+        old = old.rename_columns([renamed.get(n, n) for n in old.column_names])
     old = _stored(old, data_schema)
     tombs = (
         old_tombstones.cast(tombstones.SCHEMA)
         if old_tombstones is not None
         else tombstones.SCHEMA.empty_table()
     )
-    changed = False
+    changed = opts.rewrite
     if opts.truncate is not None:
         keep = _newer_than(old.column(POS), old.column(POS_SUB), opts.truncate)
         counts.truncated = old.num_rows - (pc.sum(keep).as_py() or 0)
-        changed = counts.truncated > 0 or tombs.num_rows > 0
+        changed = changed or counts.truncated > 0 or tombs.num_rows > 0
         old = old.filter(keep)
         tombs = tombs.filter(_newer_than(tombs.column(POS), tombs.column(POS_SUB), opts.truncate))
     floor = opts.floor

@@ -38,8 +38,10 @@ import pyarrow.compute as pc
 
 from engine import faults
 from engine.config import Config
-from engine.decode import BadMessage, DecodeResult, decoder_for
+from engine.decode import BadMessage, DecodeResult, control, decoder_for
+from engine.decode.ddl import parse_schema_change
 from engine.decode.gtid import gtid_positions
+from engine.decode.messages import decode_messages
 from engine.errors import (
     CdcError,
     HudiError,
@@ -55,6 +57,13 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
+from engine.replicator.ddl import (
+    apply_column_ops,
+    cut_at_position,
+    decide,
+    record,
+    truncate_row,
+)
 from engine.replicator.deadletter import (
     REPLAYED_KEY,
     Coordinates,
@@ -125,6 +134,13 @@ class _Decoded:
     fail: str | None = None
     #: A replay of dead letters: the ones this share applies (checkpoint unchanged).
     replayed: list[Coordinates] = field(default_factory=list)
+    #: Schema change events handled with this share, and the column drops and renames
+    #: they apply (``source.ddl = "apply"``).
+    ddl_events: int = 0
+    drop_columns: list[str] = field(default_factory=list)
+    renames: dict[str, str] = field(default_factory=dict)
+    #: Those schema change events (see ``TableRuntime.uncommitted_ddl``).
+    ddl_items: list = field(default_factory=list)
 
 
 @dataclass
@@ -216,6 +232,10 @@ class Replicator:
         #: can be confirmed complete, so only those are held back until their END.
         self._tx_topics: set[str] = set()
         self._tx_warned: set[str] = set()
+        #: Topics known to hold rows (never checked for being a non-table topic again),
+        #: and topics of logical decoding messages kept as tables.
+        self._row_topics: set[str] = set()
+        self._message_topics: set[str] = set()
         self.decode = decoder_for(config)
         self.source: KafkaSource | None = None
         self._stop = False
@@ -467,6 +487,9 @@ class Replicator:
             self.tables.reopen(rt)
             if rt.state is not TableState.PAUSED:
                 rt.partitions = []  # assigned again, at the checkpoint, by _refresh_topics
+        for rt in self.tables.by_topic.values():
+            if rt.control is not None:  # read again from the start (nothing applies twice)
+                rt.partitions, rt.progress.committed = [], {}
         self._consumed, self._seen, self._verified_ends = {}, {}, {}
         self.transactions = TransactionTracker()  # the new consumer reads them from the start
         self._restart_spark_if_gone()
@@ -759,6 +782,7 @@ class Replicator:
         for topic in [t for t in grouped if t.endswith(".transaction")]:
             self._tx_topics.add(topic)
             self.transactions.observe(grouped.pop(topic)[1])
+        schema_changes: list[tuple[TableRuntime, TopicRecords]] = []
         for topic in list(grouped):
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
             keys, values, parts, offs = grouped.pop(topic)
@@ -768,8 +792,33 @@ class Replicator:
             if rt.name in self._stopping:
                 continue  # it stops at a bad message of the batch in flight
             read_to = next_offsets(parts, offs)
+            if (
+                rt.control is None
+                and topic not in self._row_topics
+                and topic not in self._message_topics
+                and (rt.writer is None or self.cfg.source.logical_messages == "table")
+            ):
+                self._recognise(rt, values)
+            if rt.control is not None:
+                # Not a table: read, never written; its position is kept in memory only.
+                rt.progress.committed = {**rt.progress.committed, **read_to}
+                for p, o in read_to.items():
+                    self._consumed[(topic, p)] = o
+                if rt.control == control.SCHEMA_CHANGE:
+                    schema_changes.append((rt, (keys, values, parts, offs)))
+                    continue
+                if rt.control == control.TRANSACTION:
+                    self._tx_topics.add(topic)
+                    self.transactions.observe(list(values))
+                rt.counters.ignored += len(values)
+                continue
             t0 = time.monotonic()
-            result = self._decode(topic, keys, values, parts, offs)
+            if topic in self._message_topics:
+                result = decode_messages(topic, keys, values, parts, offs)
+            else:
+                result = self._decode(topic, keys, values, parts, offs)
+            if result.batch is not None:
+                self._row_topics.add(topic)
             del keys, values
             prepared.phases["decode"] = prepared.phases.get("decode", 0.0) + time.monotonic() - t0
             rt.counters.ignored += result.ignored
@@ -777,7 +826,7 @@ class Replicator:
                 rt.progress.source_table = json.dumps(
                     result.source_table, sort_keys=True, separators=(",", ":")
                 )
-            batch = result.batch
+            batch = apply_column_ops(result.batch, rt.progress.ddl)
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)
             cuts: dict[int, int] = {}
@@ -801,7 +850,187 @@ class Replicator:
             for p, o in read_to.items():
                 self._consumed[(topic, p)] = o
             prepared.tables.append(decoded)
+        # Schema changes last, so that each lands in its table's share of this batch.
+        self._pending_ddl(prepared)
+        for ddl_rt, records in schema_changes:
+            self._schema_changes(prepared, ddl_rt, records)
         return prepared
+
+    # -- topics that are not tables, and schema changes ------------------------------------
+    def _recognise(self, rt: TableRuntime, values: Sequence[bytes | None]) -> None:
+        """Tell from a new topic's records whether it is a table (see
+        :mod:`engine.decode.control`); a topic of another kind never becomes one."""
+        kind = control.topic_kind(values)
+        if kind is None:
+            return
+        if kind == control.MESSAGE and self.cfg.source.logical_messages == "table":
+            self._message_topics.add(rt.topic)
+            log.info("%s: logical decoding messages: kept in an append-only table", rt.name)
+            return
+        if rt.writer is not None:
+            return  # a replica exists: it is a table (its messages table, read after a restart)
+        if self.recorder is not None:
+            self.recorder.forget(self._store_name(rt))
+        self.tables.release(rt)
+        rt.control = kind
+        what = {
+            control.SCHEMA_CHANGE: "schema changes are applied to the tables they name",
+            control.MESSAGE: 'skipped and counted (source.logical_messages = "skip")',
+        }.get(kind, "skipped")
+        log.info("topic %r holds %s records, not rows: not a table; %s", rt.topic, kind, what)
+
+    def control_topics(self) -> dict[str, tuple[str, int]]:
+        """Topics recognised as holding no rows: topic -> (kind, records skipped)."""
+        return {
+            rt.topic: (rt.control, rt.counters.ignored)
+            for rt in self.tables.by_topic.values()
+            if rt.control is not None
+        }
+
+    def _schema_changes(
+        self, prepared: _Prepared, ddl_rt: TableRuntime, records: TopicRecords
+    ) -> None:
+        """Route the schema change topic's records to the tables they name."""
+        keys, values, parts, offs = records
+        bad = []
+        for key, value, part, off in zip(keys, values, parts, offs, strict=True):
+            if value is None:
+                ddl_rt.counters.ignored += 1
+                continue
+            try:
+                change = parse_schema_change(value)
+            except ValueError as exc:
+                reason = f"not a usable schema change event: {exc}"
+                bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))
+                continue
+            if not change.changes:
+                ddl_rt.counters.ignored += 1
+                log.info("schema change %r names no table: skipped", change.ddl[:200])
+            for tc in change.changes:
+                target = f"{ddl_rt.topic}.{tc.database}.{tc.table}"
+                rt = self._ddl_target(target)
+                if rt is None:
+                    ddl_rt.counters.ignored += 1
+                    log.info("schema change of %s skipped: no such table topic", target)
+                    continue
+                item = (ddl_rt.topic, change, tc, int(part), int(off))
+                if not rt.live or rt.name in self._stopping:
+                    rt.pending_ddl.append(item)
+                    continue
+                self._apply_ddl(prepared, rt, item)
+        if bad:
+            self.dead_letters.quarantine(ddl_rt.name, bad)
+            for b in bad:
+                log.error(
+                    "schema change topic %s[%d] offset %d: %s; quarantined to %s",
+                    b.topic,
+                    b.partition,
+                    b.offset,
+                    b.reason,
+                    self.dead_letters.path(ddl_rt.name),
+                )
+
+    def _ddl_target(self, topic: str) -> TableRuntime | None:
+        """The table of a topic a schema change names: only a topic found in Kafka (or,
+        with :meth:`apply`, seen in a batch) and selected; a change of a table whose
+        topic does not exist yet has no replica to change and is not made one."""
+        rt = self.tables.by_topic.get(topic)
+        return None if rt is None or rt.control is not None else rt
+
+    def _pending_ddl(self, prepared: _Prepared) -> None:
+        """Schema changes read while their table was paused or held, now it is live."""
+        for rt in list(self.tables):
+            if rt.pending_ddl and rt.live and rt.name not in self._stopping:
+                items, rt.pending_ddl = rt.pending_ddl, []
+                for item in items:
+                    if rt.live:
+                        self._apply_ddl(prepared, rt, item)
+
+    def _apply_ddl(self, prepared: _Prepared, rt: TableRuntime, item: tuple) -> None:
+        """Decide and carry out one table change on one table (see
+        :mod:`engine.replicator.ddl`): it lands with the table's share of this batch."""
+        ddl_topic, change, tc, part, off = item
+        state = rt.progress.ddl
+        if state.seen(ddl_topic, part, off):
+            return  # handled by an earlier commit (the topic is read again on each start)
+        decoded = next((d for d in prepared.tables if d.rt is rt), None)
+        # What the table holds: its replica, else (no replica yet) the columns of its
+        # rows in this batch, so a change is judged the same whichever batch it lands in.
+        replica = rt.writer.schema() if rt.writer is not None else None
+        if replica is None and decoded is not None and decoded.batch is not None:
+            replica = decoded.batch.schema
+        new_name = None
+        if tc.kind == "RENAME" and tc.new_table:
+            with contextlib.suppress(TableNameError):
+                new_name = self.cfg.table_name(f"{ddl_topic}.{tc.database}.{tc.new_table}")
+        outcome = decide(
+            self.cfg.ddl_policy(rt.name),
+            rt.name,
+            tc,
+            change,
+            state,
+            replica,
+            new_topic_table=new_name,
+        )
+        where = f"{ddl_topic}[{part}] offset {off}"
+        if self.recorder is not None:
+            self.recorder.event(rt.name, "ddl", f"{outcome.verdict}: {outcome.message}")
+        if outcome.verdict == "failed":
+            rt.counters.ddl += 1
+            message = f"{outcome.message} (schema change at {where})"
+            if decoded is None or decoded.batch is None or change.position is None:
+                self._fail(rt, message)
+                return
+            # The table stops at the change: its rows from before it still commit, the
+            # checkpoint stays at its first row after it (read again after the restart).
+            cuts = cut_at_position(decoded.batch, change.position)
+            if cuts:
+                decoded.batch = apply_cuts(decoded.batch, cuts)
+                decoded.read_to.update(cuts)
+                for p, cut in cuts.items():
+                    self._consumed[(rt.topic, p)] = cut
+            decoded.fail = decoded.fail or message
+            self._stopping.add(rt.name)
+            log.error("%s: stops at a schema change: %s", rt.name, message)
+            return
+        level = logging.INFO if outcome.verdict == "applied" else logging.WARNING
+        log.log(
+            level,
+            "%s: schema change at %s %s: %s",
+            rt.name,
+            where,
+            outcome.verdict,
+            outcome.message,
+        )
+        state.mark(ddl_topic, part, off)
+        if decoded is None:
+            decoded = _Decoded(rt, None, [], {})
+            prepared.tables.append(decoded)
+        decoded.ddl_events += 1
+        decoded.ddl_items.append(item)
+        rt.uncommitted_ddl.append(item)
+        if outcome.verdict != "applied":
+            return
+        record(state, outcome)
+        decoded.drop_columns += outcome.drop_columns
+        for old, new in outcome.renames.items():
+            decoded.renames = {a: (new if b == old else b) for a, b in decoded.renames.items()}
+            decoded.renames.setdefault(old, new)
+        decoded.batch = apply_column_ops(decoded.batch, state)
+        if outcome.truncate:
+            if change.position is None:
+                log.warning(
+                    "%s: %s has no binlog position: the truncate is not applied", rt.name, where
+                )
+                return
+            row = truncate_row(change.position, change.source_ts_ms, off, change.gtid)
+            if self.cfg.source.mysql_gtid_ordering:
+                row = gtid_positions(row, rt.progress.gtid_lineages)
+            decoded.batch = (
+                row
+                if decoded.batch is None
+                else pa.concat_tables([decoded.batch, row], promote_options="default")
+            )
 
     def _decode(
         self,
@@ -911,7 +1140,7 @@ class Replicator:
             if not rt.live:
                 continue
             offsets = {**rt.progress.committed, **decoded.read_to}
-            if offsets == rt.progress.committed and not decoded.replayed:
+            if offsets == rt.progress.committed and not decoded.replayed and not decoded.ddl_events:
                 rt.counters.bad += decoded.bad
                 if decoded.fail is not None:
                     self._fail(rt, decoded.fail)
@@ -929,6 +1158,9 @@ class Replicator:
                     first_task,
                     offsets,
                     self.staging,
+                    drop_columns=decoded.drop_columns,
+                    renames=decoded.renames,
+                    ddl_events=decoded.ddl_events,
                 )
             except (SchemaEvolutionError, HudiError, WriterLockError) as exc:
                 self._fail(rt, str(exc))
@@ -939,7 +1171,9 @@ class Replicator:
             prepared.phases["stage"] = prepared.phases.get("stage", 0.0) + time.monotonic() - t0
             if plan is None:  # nothing applicable and no table yet: nothing to commit
                 rt.progress.committed = offsets
+                rt.uncommitted_ddl = [i for i in rt.uncommitted_ddl if i not in decoded.ddl_items]
                 rt.counters.bad += decoded.bad
+                rt.counters.ddl += decoded.ddl_events
                 if decoded.fail is not None:
                     self._fail(rt, decoded.fail)
                 continue
@@ -950,6 +1184,7 @@ class Replicator:
                 plan.extra[REPLAYED_KEY] = json.dumps(
                     [coordinates_text(w) for w in decoded.replayed], separators=(",", ":")
                 )
+            plan.ddl_items = decoded.ddl_items
             pending.plans.append(plan)
             pending.bad[rt.name] = decoded.bad
             if decoded.fail is not None:
@@ -1074,7 +1309,8 @@ class Replicator:
             "events_d": total.events_d,
             "events_t": plan.truncates,
             "bad": bad,
-            "ddl": int(plan.schema_changed),
+            # With a schema change topic: its events; else batches that changed the schema.
+            "ddl": plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed),
         }
         faults.point("before_commit")
         writer.commit(
@@ -1088,6 +1324,8 @@ class Replicator:
         faults.point("after_commit")
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
         rt.progress.committed = plan.offsets
+        if plan.ddl_items:
+            rt.uncommitted_ddl = [i for i in rt.uncommitted_ddl if i not in plan.ddl_items]
         self._commits += 1
         c = rt.counters
         add_commit_counts(c, applied)

@@ -10,7 +10,7 @@ Keys map to buckets with Hudi's hashing; a truncate touches every group.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from engine.config import Config
 from engine.errors import SchemaEvolutionError
 from engine.hudi import FileSlice, HudiWriter
 from engine.merge import MergeOptions, MergeTask, evolve_schema
+from engine.merge.evolution import CDC_FIELDS
 from engine.merge.positions import Tail
 from engine.model import KEY, OP, OP_TRUNCATE, POS, POS_SUB, SOURCE_TS
 from engine.replicator.compaction import choose_rewrites
@@ -45,6 +46,10 @@ class TablePlan:
     truncates: int = 0
     #: Whether the batch changes the table's schema.
     schema_changed: bool = False
+    #: Schema change events (the MySQL schema change topic) handled with this commit.
+    ddl_events: int = 0
+    #: Those events, as the replicator tracks them until the commit lands.
+    ddl_items: list = field(default_factory=list)
 
 
 def _truncate_position(batch: pa.Table) -> tuple[tuple[int, int] | None, int]:
@@ -91,6 +96,8 @@ def _merge_options(
     writer: HudiWriter,
     truncate: tuple[int, int] | None,
     tails: tuple[Tail, ...],
+    renames: dict[str, str],
+    rewrite: bool,
 ) -> MergeOptions:
     min_ts = keep_after = None
     retain = cfg.hudi.clean_retain_commits
@@ -107,7 +114,39 @@ def _merge_options(
         tombstone_min_ts=min_ts,
         tombstone_keep_after=keep_after,
         tails=tails,
+        renames=tuple(renames.items()),
+        rewrite=rewrite,
     )
+
+
+def _reshape(
+    current: pa.Schema | None,
+    key_fields: list[str],
+    drop_columns: list[str] | None,
+    renames: dict[str, str] | None,
+) -> tuple[pa.Schema | None, bool]:
+    """The table's schema with columns dropped and renamed; whether that changed it.
+
+    Raises:
+        SchemaEvolutionError: a primary key column would be dropped or renamed.
+    """
+    drop, renames = set(drop_columns or ()), renames or {}
+    if current is None or not (drop or renames):
+        return current, False
+    touched_keys = [k for k in key_fields if k in drop or k in renames]
+    if touched_keys:
+        raise SchemaEvolutionError(
+            f"a schema change drops or renames the primary key column(s) {', '.join(touched_keys)}",
+            hint="a key change redefines the table: rebuild it with `cdcctl resync <table>`",
+        )
+    cdc = {f.name for f in CDC_FIELDS}
+    fields = [
+        f.with_name(renames.get(f.name, f.name))
+        for f in current
+        if f.name in cdc or f.name not in drop
+    ]
+    reshaped = pa.schema(fields)
+    return reshaped, not reshaped.equals(current)
 
 
 def plan_table(
@@ -118,6 +157,10 @@ def plan_table(
     first_task: int,
     offsets: dict[int, int],
     staging: Path,
+    *,
+    drop_columns: list[str] | None = None,
+    renames: dict[str, str] | None = None,
+    ddl_events: int = 0,
 ) -> TablePlan | None:
     """Create or open the table, start an instant and stage one task per touched group.
 
@@ -126,6 +169,9 @@ def plan_table(
 
     Raises:
         SchemaEvolutionError: The batch's schema or key cannot be applied to the table.
+
+    ``drop_columns`` / ``renames``: column drops and renames applied by a schema change
+    (``source.ddl = "apply"``); the table's every file group is rewritten in the new shape.
     """
     has_rows = batch is not None and batch.num_rows > 0
     if rt.writer is None:
@@ -149,7 +195,13 @@ def plan_table(
             "to rebuild it from the topic",
         )
     current = writer.schema()
-    schema = evolve_schema(current, batch.schema) if batch is not None and has_rows else current
+    reshaped, rewrite_all = _reshape(current, writer.record_key_fields, drop_columns, renames)
+    keep_wider = cfg.ddl_policy(rt.name) == "apply"
+    schema = (
+        evolve_schema(reshaped, batch.schema, keep_wider=keep_wider)
+        if batch is not None and has_rows
+        else reshaped
+    )
     if schema is None:
         raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
     if has_rows:
@@ -172,20 +224,21 @@ def plan_table(
         floor_after = truncate
     extra = progress.extra(rt.topic, floor_after)
     instant = writer.begin()
-    options = _merge_options(cfg, rt, writer, truncate, tails)
+    options = _merge_options(cfg, rt, writer, truncate, tails, renames or {}, rewrite_all)
     progress.floor = floor_after
     changed = current is not None and not schema.equals(current)
-    plan = TablePlan(rt, instant, offsets, schema, extra, [], truncates, changed)
+    plan = TablePlan(rt, instant, offsets, schema, extra, [], truncates, changed, ddl_events)
     groups = writer.file_groups()
     chunks = _split_by_bucket(writer, keyed) if keyed is not None else {}
     # Which buckets get a task: those with events, and every group on a truncate.
-    touched = sorted(set(chunks) | (set(groups) if truncate is not None else set()))
+    everything = truncate is not None or rewrite_all
+    touched = sorted(set(chunks) | (set(groups) if everything else set()))
     if not touched:
         return plan
     stage = staging / rt.name / instant
     stage.mkdir(parents=True, exist_ok=True)
     schema_ipc = schema.serialize().to_pybytes()
-    rewrite = choose_rewrites(writer, groups, touched, schema, truncate is not None, cfg.hudi)
+    rewrite = choose_rewrites(writer, groups, touched, schema, everything, cfg.hudi)
     writes = writer.plan_writes(instant, groups, touched, rewrite, schema, first_task)
     for write in writes:
         events_file = None

@@ -21,6 +21,7 @@ from engine.hudi import HudiWriter
 from engine.hudi.options import SOURCE_TABLE_KEY
 from engine.merge.positions import Tail
 from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB
+from engine.replicator.ddl import DDL_KEY, DdlState
 
 TRUNCATE_KEY = "cdcctl.truncate.pos"
 MAX_TS_KEY = "cdcctl.source.max_ts"
@@ -47,6 +48,8 @@ class TableProgress:
     accepted_gaps: list[str] = field(default_factory=list)
     #: The source table (``cdcctl.source_table``: JSON of connector, db, schema, table).
     source_table: str | None = None
+    #: Schema changes handled (:mod:`engine.replicator.ddl`).
+    ddl: DdlState = field(default_factory=DdlState)
 
     @classmethod
     def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
@@ -64,6 +67,7 @@ class TableProgress:
             gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),
             accepted_gaps=json.loads(extra.get(GAPS_KEY) or "[]"),
             source_table=extra.get(SOURCE_TABLE_KEY),
+            ddl=DdlState.load(extra.get(DDL_KEY)),
         )
 
     def extra(self, topic: str, floor: tuple[int, int] | None) -> dict[str, str]:
@@ -81,6 +85,8 @@ class TableProgress:
             extra[GAPS_KEY] = json.dumps(self.accepted_gaps, separators=(",", ":"))
         if self.source_table:
             extra[SOURCE_TABLE_KEY] = self.source_table
+        if self.ddl.used:
+            extra[DDL_KEY] = self.ddl.dump()
         return extra
 
     def tails(self) -> tuple[Tail, ...]:

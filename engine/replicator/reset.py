@@ -28,7 +28,7 @@ from engine.config import LOG_NAME, Config
 from engine.errors import HudiError, StateError, TableNameError
 from engine.hudi import HudiWriter
 from engine.lock import LOCK_NAME, Locks, table_lock_path
-from engine.naming import table_name_for_topic, table_path
+from engine.naming import table_path
 from engine.replicator.tables import table_selected
 from engine.source.kafka import topic_matches
 from engine.state.control import alive, open_store
@@ -163,7 +163,7 @@ class DeletePlan:
 def _selects(cfg: Config, topic: str, name: str) -> bool:
     """Whether this config replicates ``topic`` into the table ``name``."""
     try:
-        mapped = table_name_for_topic(topic)
+        mapped = cfg.table_name(topic)
     except TableNameError:
         return False
     return mapped == name and topic_matches(cfg.source, topic) and table_selected(cfg, name)

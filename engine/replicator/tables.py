@@ -21,7 +21,7 @@ from engine.config import Config
 from engine.errors import TableNameError, WriterLockError
 from engine.hudi import HudiWriter
 from engine.lock import Locks, table_lock_path
-from engine.naming import table_key, table_name_for_topic, table_path
+from engine.naming import table_key, table_path
 from engine.replicator.progress import TOPIC_KEY, TableProgress
 from engine.replicator.retry import Incident
 from engine.state import TableCounters, TableState, TableStatus
@@ -77,6 +77,15 @@ class TableRuntime:
     held: bool = False
     #: The state to return to once a transient failure is over.
     resume_state: TableState = TableState.REPLICATING
+    #: Not a table: the kind of non-row records its topic holds (schema changes,
+    #: transaction metadata, heartbeats, ...), recognised by content. Such a topic is
+    #: read but never written, listed or counted as a table.
+    control: str | None = None
+    #: Schema changes waiting for this table to be live again (paused, held).
+    pending_ddl: list = field(default_factory=list)
+    #: Schema changes handled in batches not committed yet: handled again if the table
+    #: is reopened (its batch dropped), since their topic is not read again.
+    uncommitted_ddl: list = field(default_factory=list)
 
     @property
     def live(self) -> bool:
@@ -110,12 +119,19 @@ class Tables:
         """The topic whose table ``name`` is (None: no topic has it yet)."""
         return self._names.get(table_key(name))
 
+    def release(self, rt: TableRuntime) -> None:
+        """A topic that turned out to hold no rows gives its table name back (a table
+        topic opened later may take it)."""
+        if self._names.get(table_key(rt.name)) == rt.topic:
+            del self._names[table_key(rt.name)]
+
     def get(self, topic: str) -> TableRuntime | None:
         """The table of a topic: opened on first sight; None when the topic is not replicated."""
         return self.by_topic.get(topic) or self._open(topic)
 
     def __iter__(self) -> Iterator[TableRuntime]:
-        return iter(self.by_topic.values())
+        """The tables (topics recognised as holding no rows are left out)."""
+        return iter([rt for rt in self.by_topic.values() if rt.control is None])
 
     def __getitem__(self, topic: str) -> TableRuntime:
         return self.by_topic[topic]
@@ -125,7 +141,7 @@ class Tables:
 
     def _open(self, topic: str) -> TableRuntime | None:
         try:
-            name = table_name_for_topic(topic)
+            name = self.cfg.table_name(topic)
         except TableNameError as exc:
             log.warning("skipping topic %r: %s", topic, exc.message)
             return None
@@ -184,7 +200,10 @@ class Tables:
     def reopen(self, rt: TableRuntime) -> None:
         """Open a table again after a failed batch, as a restart would: roll back its
         unfinished instants, drop its staged files, reload its progress from its newest
-        commit (the batch in flight is forgotten; its events are read again)."""
+        commit (the batch in flight is forgotten; its events are read again, and the
+        schema changes it handled are handled again)."""
+        rt.pending_ddl = rt.uncommitted_ddl + rt.pending_ddl
+        rt.uncommitted_ddl = []
         if HudiWriter.exists(rt.path):
             rt.writer = HudiWriter.open(rt.path)
             rolled = rt.writer.recover()

@@ -39,7 +39,11 @@ COUNTERS = {
     "cdcctl_bad_messages": ("bad", "Undecodable messages, quarantined to the dead letters"),
     "cdcctl_retries": ("retries", "Retries of transient failures"),
     "cdcctl_commits": ("commits", "Hudi commits made"),
-    "cdcctl_schema_changes": ("ddl", "Batches that changed the table's schema"),
+    "cdcctl_schema_changes": (
+        "ddl",
+        "Schema changes: events of the schema change topic handled for the table, "
+        "else batches that changed its schema",
+    ),
 }
 #: Per-table gauges: metric name -> status figure, help.
 GAUGES = {

@@ -54,7 +54,9 @@ class TableCounters:
     bad: int = 0
     #: Valid messages that are not row changes (heartbeats, transaction markers, ...).
     ignored: int = 0
-    #: Batches that changed the table's schema.
+    #: Schema changes: events of the MySQL schema change topic handled for the table
+    #: (applied, ignored or failing it), or, for a table that never got one, batches
+    #: whose row events changed its schema.
     ddl: int = 0
     #: Retries of transient failures.
     retries: int = 0

@@ -156,6 +156,14 @@ class StateRecorder:
         self.event(name, "resync", RESYNC_EVENT)
         self._last_flush = 0.0
 
+    def forget(self, name: str) -> None:
+        """A name taken on that turned out to be no table (a topic of schema changes,
+        transaction metadata, heartbeats, ...): its row leaves the store."""
+        self._live.pop(name, None)
+        self._rows = {k: v for k, v in self._rows.items() if k != name}
+        with self.store.transaction() as db:
+            self.store.remove_table(db, name)
+
     def snapshot(self) -> tuple[str, dict[str, dict[str, Any]]]:
         """The replicator's state and every table's row as last written (any thread)."""
         return self._state, self._rows

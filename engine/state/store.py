@@ -232,6 +232,10 @@ class StateStore:
             [name, *values.values()],
         )
 
+    def remove_table(self, db: sqlite3.Connection, name: str) -> None:
+        """Drop a table's row (a name that is no table after all)."""
+        db.execute("DELETE FROM tables WHERE name = ?", (name,))
+
     def reset_table(self, db: sqlite3.Connection, name: str, topic: str | None) -> None:
         """Start a table's row over: counters at 0, REPLICATING, no figures (a resync)."""
         db.execute("DELETE FROM tables WHERE name = ?", (name,))

@@ -102,6 +102,12 @@ def test_case(spark, tmp_path: Path, path: Path) -> None:
     for table, words in expected_failed.items():
         assert words in failed[table], (table, failed[table])
     assert bad == case.get("bad", 0)
+    statuses = {s.table: s for s in replicator.status()}
+    if "status_tables" in case:  # exactly these tables (no topic of other records is one)
+        assert sorted(statuses) == sorted(case["status_tables"]), sorted(statuses)
+    for table, counters in case.get("counters", {}).items():
+        got = {name: getattr(statuses[table].counters, name) for name in counters}
+        assert got == counters, (table, got)
     lake = tmp_path / "lake"
     tables = sorted(p.name for p in lake.glob("*") if (p / ".hoodie").is_dir())
     assert tables == sorted(case["expect"]), tables
@@ -113,6 +119,9 @@ def test_case(spark, tmp_path: Path, path: Path) -> None:
             assert got == columns, (table, key)
         for column, typ in want.get("types", {}).items():
             assert str(schema.field(column).type) == typ, (table, column)
+        for column in want.get("absent", []):
+            assert column not in schema.names, (table, column)
+            assert all(column not in row for row in rows.values()), (table, column)
 
 
 def _read(path: Path) -> tuple[dict[str, dict], Any]:

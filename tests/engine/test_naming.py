@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,90 @@ def test_table_path_refuses_a_folder_equal_but_for_case(tmp_path: Path) -> None:
 def test_table_path_refuses_names_naming_did_not_make(name: str) -> None:
     with pytest.raises(TableNameError):
         table_path(Path("/srv/lake"), name)
+
+
+# ------------------------------------------------------------------ target.table_naming
+@pytest.mark.parametrize(
+    ("naming", "topic", "name"),
+    [
+        ("schema_table", "dbserver1.inventory.customers", "inventory_customers"),
+        ("prefix_schema_table", "dbserver1.inventory.customers", "dbserver1_inventory_customers"),
+        ("prefix_schema_table", "prod.eu.inventory.customers", "prod_eu_inventory_customers"),
+        ("prefix_schema_table", "inventory.customers", "inventory_customers"),
+        ("{table}", "srv.inventory.customers", "customers"),
+        ("{database}__{table}_at_{prefix}", "srv-1.inv.orders", "inv_orders_at_srv_1"),
+        ("x{schema}x{table}", "s.caf\u00e9.t", "xcaf_xt"),
+        ("{prefix}_{table}", "s.app.\uff41\uff44\uff4d\uff49\uff4e", "s_admin"),
+        ("../../{table}", "srv.inv.orders", "orders"),
+        ("/etc/{table}/..", "srv.inv.orders", "etc_orders"),
+        ("{table}" * 40, "srv.inv.orders", ("orders" * 20)[:MAX_NAME]),
+        ("2024_{table}", "srv.inv.orders", "t_2024_orders"),
+    ],
+)
+def test_table_naming(naming: str, topic: str, name: str) -> None:
+    assert table_name_for_topic(topic, naming) == name
+
+
+def test_two_servers_do_not_collide_with_the_prefix() -> None:
+    a, b = "srv1.inventory.customers", "srv2.inventory.customers"
+    assert table_name_for_topic(a) == table_name_for_topic(b)
+    assert table_name_for_topic(a, "prefix_schema_table") != table_name_for_topic(
+        b, "prefix_schema_table"
+    )
+
+
+@pytest.mark.parametrize(
+    ("naming", "words"),
+    [
+        ("{table.__class__}", "is not a placeholder"),
+        ("{table[0]}", "is not a placeholder"),
+        ("{table!r}", "is not a placeholder"),
+        ("{table:>300}", "is not a placeholder"),
+        ("{0}_{table}", "is not a placeholder"),
+        ("{}", "is not a placeholder"),
+        ("{user}_{table}", "is not a placeholder"),
+        ("{schema}", "has no {table}"),
+        ("fixed", "has no {table}"),
+        ("{table", "is not a template"),
+        ("{table}}", "is not a template"),
+    ],
+)
+def test_hostile_templates_are_refused(naming: str, words: str) -> None:
+    from engine.naming import check_naming
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        check_naming(naming)
+    with pytest.raises(ValueError):
+        table_name_for_topic("srv.inv.orders", naming)
+
+
+def test_config_refuses_a_bad_template_naming_the_key(tmp_path: Path) -> None:
+    from engine.config import config_from_dict
+    from engine.errors import ConfigError
+
+    data = {
+        "source": {"bootstrap_servers": "127.0.0.1:9092", "topics": "."},
+        "target": {"path": str(tmp_path / "lake"), "table_naming": "{table.__init__}"},
+    }
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(data)
+    assert [p[0] for p in err.value.problems] == ["target.table_naming"]
+    data["target"]["table_naming"] = "{prefix}-{table}"
+    assert config_from_dict(data).table_name("a.b.c") == "a_c"
+
+
+@given(
+    st.text(alphabet=st.sampled_from("{}tableprfixschmd._/\\ -\u00e9\uff41"), max_size=30),
+    st.text(min_size=1, max_size=40),
+)
+def test_any_template_output_stays_inside_target(naming: str, topic: str) -> None:
+    from engine.naming import check_naming
+
+    try:
+        check_naming(naming)
+        name = table_name_for_topic(topic, naming)
+    except (ValueError, TableNameError):
+        return
+    path = table_path(Path("/srv/lake"), name)
+    assert path.parent == Path("/srv/lake")
+    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and len(name) <= MAX_NAME + 2

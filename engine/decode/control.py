@@ -1,0 +1,91 @@
+"""What a topic holds, recognised by the content of its records, whatever its name.
+
+Debezium writes more than row changes: transaction BEGIN/END markers, heartbeats, the
+MySQL schema change topic, its internal schema history topic, and PostgreSQL logical
+decoding messages (``op=m``). Their default names are excluded by
+``source.exclude_topics``, but names are configurable (``topic.transaction``,
+``topic.heartbeat.prefix``, ``schema.history.internal.kafka.topic``, routing SMTs), so
+the replicator looks at what a new topic's records are before it makes a table of it:
+:func:`topic_kind` over a sample of one batch's values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+#: Kinds of topic that are not tables of rows.
+SCHEMA_CHANGE: Final = "schema change"
+TRANSACTION: Final = "transaction metadata"
+HEARTBEAT: Final = "heartbeat"
+SCHEMA_HISTORY: Final = "schema history"
+MESSAGE: Final = "logical decoding message"
+#: A row change, tombstone or anything else: the decoder's business.
+ROW: Final = "row"
+UNKNOWN: Final = "unknown"
+
+CONTROL_KINDS: Final = (SCHEMA_CHANGE, TRANSACTION, HEARTBEAT, SCHEMA_HISTORY, MESSAGE)
+_ROW_OPS = frozenset({"c", "u", "d", "r", "t"})
+#: Records of a batch looked at to tell a topic's kind.
+SAMPLE: Final = 32
+
+
+def payload_of(value: bytes) -> dict[str, Any] | None:
+    """A value's JSON object, JsonConverter wrapper removed (None: not a JSON object)."""
+    try:
+        obj = json.loads(value)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
+        obj = obj["payload"]
+    return obj if isinstance(obj, dict) else None
+
+
+def record_kind(value: bytes | None) -> str:
+    """What one record value is (:data:`ROW` for tombstones and undecodable values)."""
+    if value is None:
+        return ROW
+    obj = payload_of(value)
+    if obj is None:
+        return UNKNOWN
+    op = obj.get("op")
+    if op == "m":
+        return MESSAGE
+    if op in _ROW_OPS:
+        return ROW
+    if op is None:
+        if obj.get("status") in ("BEGIN", "END") and "id" in obj:
+            return TRANSACTION
+        if "ddl" in obj or "tableChanges" in obj:
+            source = obj.get("source")
+            # The schema history topic: source {"server": ...} and a binlog "position".
+            if "position" in obj and isinstance(source, dict) and "server" in source:
+                return SCHEMA_HISTORY
+            return SCHEMA_CHANGE
+        if set(obj) == {"ts_ms"}:
+            return HEARTBEAT
+    return UNKNOWN
+
+
+def topic_kind(values: Sequence[bytes | None]) -> str | None:
+    """The control kind of a topic from a batch of its values; None: a topic of rows
+    (or nothing recognisable yet, which the decoder judges record by record).
+
+    A topic is a control topic when the sampled records that say anything are all of
+    one control kind; one row change makes it a table.
+    """
+    kinds = set()
+    looked = 0
+    for value in values:
+        if value is None:
+            continue
+        kind = record_kind(value)
+        if kind == ROW:
+            return None
+        if kind != UNKNOWN:
+            kinds.add(kind)
+        looked += 1
+        if looked >= SAMPLE:
+            break
+    return kinds.pop() if len(kinds) == 1 else None

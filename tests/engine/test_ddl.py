@@ -1,0 +1,509 @@
+"""Schema change events parsed from the real samples, the policy decisions on them, and
+topics recognised by content (engine/decode/ddl.py, engine/replicator/ddl.py,
+engine/decode/control.py). The end-to-end behaviour is in tests/cases/mysql/ and
+tests/integration/test_ddl_end_to_end.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.decode import control
+from engine.decode.ddl import SchemaChange, TableChange, parse_schema_change
+from engine.decode.positions import source_columns
+from engine.model import STREAMED_BIT
+from engine.replicator.ddl import DdlState, apply_column_ops, decide, record, type_change
+from tests.engine.test_properties import Msg
+from tests.samples import debezium_samples
+
+
+def _sample(name: str) -> dict:
+    return json.loads((debezium_samples() / f"{name}.json").read_text())
+
+
+def _value(name: str) -> bytes:
+    return json.dumps(_sample(name)["value"]).encode()
+
+
+def _docs_with(ddl: str, columns: list[str] | None = None, pos: int = 900) -> SchemaChange:
+    value = copy.deepcopy(_sample("mysql-schema-change-docs")["value"])
+    payload = value["payload"]
+    payload["ddl"], payload["source"]["pos"] = ddl, pos
+    if columns is None:
+        payload["tableChanges"] = []
+    else:
+        by_name = {c["name"]: c for c in payload["tableChanges"][0]["table"]["columns"]}
+        payload["tableChanges"][0]["table"]["columns"] = [
+            by_name.get(n, by_name["email"]) | {"name": n} for n in columns
+        ]
+    return parse_schema_change(json.dumps(value).encode())
+
+
+def test_documented_schema_change_is_parsed() -> None:
+    change = parse_schema_change(_value("mysql-schema-change-docs"))
+    assert change.database == "inventory"
+    assert change.ddl.startswith("ALTER TABLE customers ADD middle_name")
+    # mysql-bin.000003 pos 570 row 0, streamed: the encoding row events get.
+    assert change.position == (STREAMED_BIT | 3 << 32 | 570, 0)
+    (tc,) = change.changes
+    assert (tc.kind, tc.database, tc.table, tc.key_columns) == (
+        "ALTER",
+        "inventory",
+        "customers",
+        ("id",),
+    )
+    assert [c.name for c in tc.columns or ()] == [
+        "id",
+        "first_name",
+        "middle_name",
+        "last_name",
+        "email",
+    ]
+    assert tc.columns is not None and tc.columns[2].length == 255
+
+
+def test_schema_change_position_matches_the_row_events_encoding() -> None:
+    # The same source block through the row decoder's vectorised encoding.
+    source = _sample("mysql-schema-change-docs")["value"]["payload"]["source"]
+    cols = source_columns(pa.array([source]), 1, None)
+    change = parse_schema_change(_value("mysql-schema-change-docs"))
+    assert change.position == (cols.pos[0].as_py(), cols.pos_sub[0].as_py())
+
+
+def test_snapshot_create_with_empty_table_changes_names_its_table() -> None:
+    change = parse_schema_change(_value("mysql-schema-change-snapshot"))
+    assert change.position == (3 << 32 | 154, 0)  # a snapshot: no STREAMED_BIT
+    assert [(c.kind, c.database, c.table) for c in change.changes] == [
+        ("CREATE", "inventory", "geom")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "expected"),
+    [
+        ("TRUNCATE TABLE customers", [("TRUNCATE", "inventory", "customers", None)]),
+        ("truncate `shop`.`my``t`", [("TRUNCATE", "shop", "my`t", None)]),
+        ("/* x */ TRUNCATE customers;", [("TRUNCATE", "inventory", "customers", None)]),
+        (
+            "RENAME TABLE customers TO clients, shop.a TO shop.b",
+            [
+                ("RENAME", "inventory", "customers", "clients"),
+                ("RENAME", "shop", "a", "b"),
+            ],
+        ),
+        (
+            "ALTER TABLE customers RENAME TO clients",
+            [("RENAME", "inventory", "customers", "clients")],
+        ),
+        ("ALTER TABLE customers RENAME AS `c2`", [("RENAME", "inventory", "customers", "c2")]),
+        ("ALTER TABLE customers RENAME INDEX a TO b", [("ALTER", "inventory", "customers", None)]),
+    ],
+)
+def test_statements_debezium_reports_without_table_changes(ddl: str, expected: list) -> None:
+    change = _docs_with(ddl)
+    assert [(c.kind, c.database, c.table, c.new_table) for c in change.changes] == expected
+
+
+def test_column_renames_are_read_from_the_statement() -> None:
+    for ddl in (
+        "ALTER TABLE customers RENAME COLUMN email TO mail",
+        "ALTER TABLE customers CHANGE COLUMN `email` `mail` varchar(255)",
+        "ALTER TABLE customers CHANGE email mail varchar(255) NOT NULL",
+    ):
+        (tc,) = _docs_with(ddl, ["id", "first_name", "last_name", "mail"]).changes
+        assert tc.column_renames == (("email", "mail"),), ddl
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (b"{not json", "Expecting"),
+        (b'{"op": "c", "after": {}}', "not a schema change event"),
+        (b'{"ddl": 5, "databaseName": "x"}', "ddl: expected a string"),
+        (b'{"ddl": "x", "tableChanges": [{"type": "ALTER"}]}', "without an id"),
+        (b'{"ddl": "x", "tableChanges": [{"type": "MERGE", "id": "a.b"}]}', "unknown type"),
+        (
+            b'{"ddl": "x", "source": {"file": "binlog", "pos": 5}, "tableChanges": []}',
+            "not a binlog position",
+        ),
+    ],
+)
+def test_malformed_schema_changes_say_why(value: bytes, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_schema_change(value)
+
+
+# ------------------------------------------------------------------ policy decisions
+REPLICA = pa.schema(
+    [
+        ("id", pa.int32()),
+        ("first_name", pa.string()),
+        ("last_name", pa.string()),
+        ("email", pa.string()),
+        ("_cdc_op", pa.string()),
+    ]
+)
+DROP = ("ALTER TABLE customers DROP COLUMN email", ["id", "first_name", "last_name"])
+RENAME = (
+    "ALTER TABLE customers RENAME COLUMN email TO mail",
+    ["id", "first_name", "last_name", "mail"],
+)
+ADD = ("ALTER TABLE customers ADD middle_name varchar(255)", None)
+
+
+def _decide(policy: str, ddl: str, columns: list[str] | None, state: DdlState | None = None):
+    change = (
+        parse_schema_change(_value("mysql-schema-change-docs"))
+        if columns is None and "ADD" in ddl
+        else _docs_with(ddl, columns)
+    )
+    return decide(
+        policy, "inventory_customers", change.changes[0], change, state or DdlState(), REPLICA
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "case", "verdict", "drops", "renames"),
+    [
+        ("fail", ADD, "applied", [], {}),
+        ("apply", ADD, "applied", [], {}),
+        ("ignore", ADD, "ignored", [], {}),
+        ("fail", DROP, "failed", [], {}),
+        ("apply", DROP, "applied", ["email"], {}),
+        ("ignore", DROP, "ignored", [], {}),
+        ("fail", RENAME, "failed", [], {}),
+        ("apply", RENAME, "applied", [], {"email": "mail"}),
+        ("ignore", RENAME, "ignored", [], {}),
+    ],
+)
+def test_policy_matrix(policy, case, verdict, drops, renames) -> None:
+    outcome = _decide(policy, *case)
+    assert (outcome.verdict, outcome.drop_columns, outcome.renames) == (verdict, drops, renames)
+    if verdict == "failed":
+        assert 'source.ddl = "apply"' in outcome.message
+        assert "[tables.inventory_customers]" in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "policy", "verdict", "truncate"),
+    [
+        ("TRUNCATE", "fail", "applied", True),
+        ("TRUNCATE", "apply", "applied", True),
+        ("TRUNCATE", "ignore", "ignored", False),
+        ("DROP", "fail", "failed", False),
+        ("DROP", "apply", "applied", True),
+        ("DROP", "ignore", "ignored", False),
+        ("RENAME", "fail", "failed", False),
+        ("RENAME", "apply", "applied", False),
+    ],
+)
+def test_table_level_changes(kind: str, policy: str, verdict: str, truncate: bool) -> None:
+    change = _docs_with("x")
+    tc = TableChange(kind, "inventory", "customers", new_table="clients")
+    outcome = decide(policy, "inventory_customers", tc, change, DdlState(), REPLICA)
+    assert (outcome.verdict, outcome.truncate) == (verdict, truncate)
+
+
+def test_narrowing_is_judged_against_the_previous_definition() -> None:
+    state = DdlState()
+    first = _decide("fail", *ADD, state=state)
+    record(state, first)
+    assert state.columns["email"] == ["VARCHAR", 255, None]
+    value = copy.deepcopy(_sample("mysql-schema-change-docs")["value"])
+    cols = value["payload"]["tableChanges"][0]["table"]["columns"]
+    cols[4]["length"] = 100  # email VARCHAR(255) -> VARCHAR(100)
+    cols[0]["typeName"] = "BIGINT"  # id INT -> BIGINT: a widening
+    change = parse_schema_change(json.dumps(value).encode())
+    outcome = decide("fail", "t", change.changes[0], change, state, REPLICA)
+    assert outcome.verdict == "failed" and "narrowed email VARCHAR->VARCHAR" in outcome.message
+    assert "id" not in outcome.message.split("narrowed", 1)[1]
+    assert decide("apply", "t", change.changes[0], change, state, REPLICA).verdict == "applied"
+    cols[4]["typeName"] = "INT"
+    change = parse_schema_change(json.dumps(value).encode())
+    retyped = decide("apply", "t", change.changes[0], change, state, REPLICA)
+    assert retyped.verdict == "failed" and "cannot be applied in place" in retyped.message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        (["INT", None, None], "BIGINT", None),
+        (["BIGINT", None, None], "INT", "narrowed"),
+        (["INT UNSIGNED", None, None], "SMALLINT", "narrowed"),
+        (["FLOAT", None, None], "DOUBLE", None),
+        (["VARCHAR", 10, None], "TEXT", None),
+        (["DECIMAL", 10, 2], "DECIMAL", None),
+        (["INT", None, None], "VARCHAR", "retyped"),
+    ],
+)
+def test_type_changes(old: list, new: str, verdict: str | None) -> None:
+    from engine.decode.ddl import Column
+
+    length = 12 if new == "DECIMAL" else None
+    scale = 2 if new == "DECIMAL" else None
+    assert type_change(old, Column("c", new, length, scale)) == verdict
+
+
+def test_applied_column_operations_reshape_later_batches() -> None:
+    state = DdlState(dropped=["email"], renamed={"first_name": "given"})
+    batch = pa.table({"id": [1], "first_name": ["a"], "email": ["e"]})
+    assert apply_column_ops(batch, state).column_names == ["id", "given"]
+    # Bookkeeping survives a commit (it is the commit's extra metadata).
+    state.mark("mysql", 0, 7)
+    again = DdlState.load(state.dump())
+    assert again == state and again.seen("mysql", 0, 7) and not again.seen("mysql", 0, 8)
+
+
+# ------------------------------------------------------------------ content recognition
+@pytest.mark.parametrize(
+    ("samples", "kind"),
+    [
+        (["mysql-schema-change-docs", "mysql-schema-change-snapshot"], control.SCHEMA_CHANGE),
+        (["pg-transaction-begin-docs", "pg-transaction-end-docs"], control.TRANSACTION),
+        (["mysql-transaction-begin-docs", "mysql-transaction-end-docs"], control.TRANSACTION),
+        (["pg-transaction-end"], control.TRANSACTION),
+        (["pg-message-logical-decoding", "pg-message-transactional-docs"], control.MESSAGE),
+        (["pg-create", "pg-truncate-docs"], None),
+        (["mysql-update", "mysql-delete"], None),
+        (["pg-tombstone", "mysql-tombstone-docs"], None),
+    ],
+)
+def test_topics_are_recognised_by_content(samples: list[str], kind: str | None) -> None:
+    values = [None if _sample(s)["value"] is None else _value(s) for s in samples]
+    assert control.topic_kind(values) == kind
+
+
+def test_heartbeat_history_and_mixed_topics() -> None:
+    beat = json.dumps({"schema": {"type": "struct"}, "payload": {"ts_ms": 1}}).encode()
+    assert control.topic_kind([beat, None, beat]) == control.HEARTBEAT
+    history = json.dumps(
+        {"source": {"server": "m"}, "position": {"pos": 1}, "ddl": "CREATE TABLE t (a int)"}
+    ).encode()
+    assert control.topic_kind([history]) == control.SCHEMA_HISTORY
+    # One row change makes a topic a table, wherever it is in the sample.
+    assert control.topic_kind([_value("pg-transaction-begin-docs"), _value("pg-create")]) is None
+    # Nothing recognisable: left to the decoder (which quarantines bad records).
+    assert control.topic_kind([b"garbage", b"{}"]) is None
+
+
+# ------------------------------------------------------------------ the replicator's side
+def _replicator(tmp_path, **source):
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", **source},
+            "target": {"path": str(tmp_path / "lake")},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    # No Spark: these batches hold no row of a table, so no merge job runs.
+    return Replicator(cfg, spark=None)
+
+
+def test_undecodable_schema_changes_are_quarantined_with_coordinates(tmp_path, caplog) -> None:
+
+    replicator = _replicator(tmp_path)
+    good = _value("mysql-schema-change-docs")
+    records = [Msg("mysql", b"{}", good, 0), Msg("mysql", None, b"{broken", 1)]
+    records.append(Msg("mysql", None, b'{"ddl": 5, "databaseName": "inventory"}', 2))
+    with caplog.at_level("ERROR", logger="cdcctl.replicator"):
+        replicator.apply(records)
+    assert replicator.control_topics() == {"mysql": ("schema change", 1)}  # 1 skipped
+    lines = [json.loads(x) for x in (tmp_path / "work" / "deadletter" / "mysql.jsonl").open()]
+    assert [(d["topic"], d["partition"], d["offset"]) for d in lines] == [
+        ("mysql", 0, 1),
+        ("mysql", 0, 2),
+    ]
+    assert "invalid JSON" in lines[0]["error"] or "Expecting" in lines[0]["error"]
+    assert "ddl: expected a string" in lines[1]["error"]
+    assert "schema change topic mysql[0] offset 2: not a usable schema change event" in caplog.text
+    # The good one names a table whose topic is unknown: no table is made of it.
+    assert replicator.status() == []
+    assert not (tmp_path / "lake").exists() or not any((tmp_path / "lake").iterdir())
+
+
+def test_a_reopened_table_handles_its_uncommitted_schema_changes_again(tmp_path) -> None:
+    replicator = _replicator(tmp_path)
+    rt = replicator.tables.get("mysql.inventory.customers")
+    assert rt is not None
+    change = parse_schema_change(_value("mysql-schema-change-docs"))
+    item = ("mysql", change, change.changes[0], 0, 7)
+    rt.uncommitted_ddl, rt.pending_ddl = [item], []
+    rt.progress.ddl.mark("mysql", 0, 7)
+    replicator.tables.reopen(rt)  # a dropped batch: progress back to the last commit
+    assert rt.pending_ddl == [item] and rt.uncommitted_ddl == []
+    assert not rt.progress.ddl.seen("mysql", 0, 7)
+
+
+@pytest.mark.spark
+def test_a_messages_table_goes_on_after_a_restart(spark, tmp_path) -> None:
+    """With source.logical_messages = "table", a new replicator (a restart) still reads
+    the message topic as messages, though its table now exists."""
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.integration.replicas import read_replica
+
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": "127.0.0.1:1",
+                "topics": ".",
+                "logical_messages": "table",
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    topic = "connector-name.message"
+    first = Msg(topic, b'{"prefix":"a"}', _value("pg-message-logical-decoding"), 0)
+    second = Msg(topic, b'{"prefix":"foo"}', _value("pg-message-transactional-docs"), 1)
+    Replicator(cfg, spark=spark).apply([first])
+    Replicator(cfg, spark=spark).apply([second])
+    rows = read_replica(tmp_path / "lake" / "connector_name_message")
+    assert {k: r["prefix"] for k, r in rows.items()} == {"0:0": "test-prefix", "0:1": "foo"}
+    assert rows["0:1"]["content"] == bytes([0x62, 0x67, 0xF2])
+
+
+def test_policy_keys_are_validated_naming_the_key(tmp_path) -> None:
+    from engine.config import config_from_dict
+    from engine.errors import ConfigError
+
+    data = {
+        "source": {
+            "bootstrap_servers": "127.0.0.1:1",
+            "topics": ".",
+            "ddl": "drop",
+            "logical_messages": "keep",
+        },
+        "target": {"path": str(tmp_path / "lake")},
+        "tables": {"inventory_orders": {"ddl": "yes"}},
+    }
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(data)
+    problems = {key: message for key, message, _ in err.value.problems}
+    assert set(problems) == {"source.ddl", "source.logical_messages", "tables.inventory_orders.ddl"}
+    assert "'fail', 'apply' or 'ignore'" in problems["source.ddl"]
+    data["source"].update(ddl="ignore", logical_messages="table")
+    data["tables"]["inventory_orders"]["ddl"] = "apply"
+    cfg = config_from_dict(data)
+    assert cfg.ddl_policy("inventory_orders") == "apply"
+    assert cfg.ddl_policy("inventory_customers") == "ignore"
+
+
+@pytest.mark.spark
+def test_a_schema_change_held_while_paused_lands_with_the_tables_next_batch(
+    spark, tmp_path
+) -> None:
+    """A change read while its table was not live (paused, held) is handled with the
+    table's next batch, in the same instant as that batch's rows."""
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.cases.mysql.make_cases import customer, ddl, row
+    from tests.integration.replicas import read_replica
+
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+
+    def msg(m: dict, offset: int) -> Msg:
+        return Msg(
+            m["topic"], json.dumps(m["key"]).encode(), json.dumps(m["value"]).encode(), offset
+        )
+
+    replicator = Replicator(cfg, spark=spark)
+    replicator.apply([msg(row("c", customer(1, "a"), 154), 0)])
+    rt = replicator.tables.get("mysql.inventory.customers")
+    assert rt is not None and rt.writer is not None
+    truncate = parse_schema_change(
+        json.dumps(ddl("TRUNCATE TABLE customers", 570, changes=False)["value"]).encode()
+    )
+    rt.pending_ddl = [("mysql", truncate, truncate.changes[0], 0, 0)]
+    before = len(rt.writer.completed_instants())
+    report = replicator.apply([msg(row("c", customer(2, "b"), 700), 1)])
+    assert set(read_replica(tmp_path / "lake" / "inventory_customers")) == {"2"}
+    assert len(rt.writer.completed_instants()) == before + 1  # one instant for both
+    assert report.tables["inventory_customers"]["ddl"] == 1
+    assert rt.pending_ddl == [] and rt.uncommitted_ddl == []
+
+
+@pytest.mark.spark
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 4), st.text("abc", min_size=1, max_size=3)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(0, 12),
+    st.integers(1, 4),
+    st.data(),
+)
+def test_a_ddl_truncate_is_placed_by_position_however_the_topics_interleave(
+    spark, events, truncate_after, batches, data
+) -> None:
+    """A DDL TRUNCATE on the schema change topic against its table's rows, both cut into
+    batches at random (the DDL in any batch): the replica equals a plain fold of the
+    rows in binlog order, emptied at the truncate's position."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.cases.mysql.make_cases import customer, ddl, row
+    from tests.integration.replicas import read_replica
+
+    positions = [1000 + 10 * i for i in range(len(events))]
+    cut = min(truncate_after, len(events))
+    t_pos = 1000 + 10 * cut - 5  # between the rows
+    expected: dict[str, str] = {}
+    for (key, name), pos in zip(events, positions, strict=True):
+        if pos > t_pos:
+            expected[str(key)] = name
+        else:
+            expected.pop(str(key), None)  # updated, then gone with the truncate
+    # Older rows that the truncate removes are exactly the keys last written before it.
+    rows = [
+        row("c" if i == 0 else "u", customer(k, n), pos)
+        for i, ((k, n), pos) in enumerate(zip(events, positions, strict=True))
+    ]
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=batches - 1)))
+    chunks = [rows[a:b] for a, b in zip([0, *bounds], [*bounds, len(rows)], strict=True)]
+    ddl_batch = data.draw(st.integers(0, len(chunks) - 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config_from_dict(
+            {
+                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+                "target": {"path": f"{tmp}/lake"},
+                "hudi": {"num_buckets": 2},
+                "replicator": {"work_dir": f"{tmp}/work"},
+            }
+        )
+        replicator = Replicator(cfg, spark=spark)
+        offset = 0
+        for i, chunk in enumerate(chunks):
+            msgs = []
+            for m in chunk:
+                value = json.dumps(m["value"]).encode()
+                msgs.append(Msg(m["topic"], json.dumps(m["key"]).encode(), value, offset))
+                offset += 1
+            if i == ddl_batch:
+                trunc = ddl("TRUNCATE TABLE customers", t_pos, changes=False)
+                msgs.append(Msg("mysql", b"{}", json.dumps(trunc["value"]).encode(), 0))
+            if msgs:
+                replicator.apply(msgs)
+        path = Path(tmp) / "lake" / "inventory_customers"
+        got = {k: r["first_name"] for k, r in read_replica(path).items()} if path.exists() else {}
+    assert got == expected

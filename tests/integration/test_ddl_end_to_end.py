@@ -1,0 +1,107 @@
+"""MySQL schema changes end to end: a real broker, `cdcctl start` in a child process, a
+schema change topic next to two table topics (and a transaction topic with a name
+Debezium's default exclusion does not catch), replicas read back by hudi-rs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.playground.broker import produce_messages
+from tests.cases.mysql.make_cases import customer, ddl, row, sample
+from tests.integration.replicas import read_replica, run_cli, write_config
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+
+def _wire(messages: list[dict]) -> list[tuple[str, bytes | None, bytes | None]]:
+    def enc(v: object) -> bytes | None:
+        return None if v is None else json.dumps(v).encode()
+
+    return [(m["topic"], enc(m["key"]), enc(m["value"])) for m in messages]
+
+
+def _status(config: Path) -> dict[str, dict]:
+    shown = run_cli("status", "--config", str(config), "--json")
+    assert shown.returncode == 0, shown.stderr
+    return {t["table"]: t for t in json.loads(shown.stdout)["tables"]}
+
+
+def test_schema_change_topic_with_cdcctl_start(broker, topic_prefix: str, tmp_path: Path) -> None:
+    p = topic_prefix
+    txmeta = f"{p}-txmeta"  # not *.transaction: recognised by its records
+    first = [
+        row("c", customer(1001, "Sally"), 154, prefix=p),
+        row("c", customer(1002, "George"), 300, prefix=p),
+        row("c", {"id": 1, "first_name": "o", "email": "e"}, 160, table="orders", prefix=p),
+        ddl("TRUNCATE TABLE customers", 570, changes=False, prefix=p),
+        ddl(
+            "ALTER TABLE orders DROP COLUMN email",
+            580,
+            table="orders",
+            columns=["id", "first_name"],
+            prefix=p,
+        ),
+        row("c", customer(1003, "Ann"), 700, prefix=p),
+        row("c", {"id": 2, "first_name": "p"}, 710, table="orders", prefix=p),
+        {"topic": txmeta, "key": None, "value": sample("mysql-transaction-begin-docs")["value"]},
+        {"topic": txmeta, "key": None, "value": sample("mysql-transaction-end-docs")["value"]},
+    ]
+    wire = _wire(first)
+    broker.create_topics(sorted({t for t, _, _ in wire}))
+    produce_messages(broker.bootstrap_servers, wire)
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(p)}", target
+    )
+
+    # Default policy: the truncate applies, the column drop stops `orders` alone.
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 3, run.stderr
+    assert f"FAILED inventory_orders (topic {p}.inventory.orders)" in run.stderr
+    assert "dropped email" in run.stderr and 'source.ddl = "apply"' in run.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["inventory_customers", "inventory_orders"]
+    assert set(read_replica(target / "inventory_customers")) == {"1003"}
+    assert read_replica(target / "inventory_orders") == {
+        "1": {"id": 1, "first_name": "o", "email": "e"}
+    }
+    status = _status(config)
+    assert sorted(status) == ["inventory_customers", "inventory_orders"]  # no DDL/tx table
+    assert status["inventory_customers"]["ddl"] == 1
+    assert status["inventory_customers"]["truncates"] == 1
+    assert status["inventory_orders"]["state"] == "FAILED"
+    assert "dropped email" in status["inventory_orders"]["last_error"]
+    assert status["inventory_orders"]["ddl"] == 1
+    text = run_cli("status", "--config", str(config))
+    assert text.returncode == 0, text.stderr
+    header = next(line for line in text.stdout.splitlines() if "truncates" in line)
+    assert re.search(r"truncates\W+ddl\b", header), header
+    log = (tmp_path / "work" / "cdcctl.log").read_text()
+    assert f"topic '{p}' holds schema change records" in log
+    assert f"topic '{txmeta}' holds transaction metadata records" in log
+
+    # The operator applies drops for orders and restarts: the schema change topic is read
+    # again, the drop applies to orders, the truncate is not applied twice.
+    with config.open("a") as f:
+        f.write('[tables.inventory_orders]\nddl = "apply"\n')
+    more = [
+        row("c", customer(1004, "Bob"), 800, prefix=p),
+        row("c", {"id": 3, "first_name": "q"}, 810, table="orders", prefix=p),
+    ]
+    produce_messages(broker.bootstrap_servers, _wire(more), create_topics=False)
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr
+    assert set(read_replica(target / "inventory_customers")) == {"1003", "1004"}
+    assert read_replica(target / "inventory_orders") == {
+        "1": {"id": 1, "first_name": "o"},
+        "2": {"id": 2, "first_name": "p"},
+        "3": {"id": 3, "first_name": "q"},
+    }
+    status = _status(config)
+    assert status["inventory_customers"]["ddl"] == 1  # handled once, across both runs
+    assert status["inventory_customers"]["truncates"] == 1
+    assert status["inventory_orders"]["state"] == "REPLICATING"
+    assert status["inventory_orders"]["ddl"] == 2  # failed once, then applied
