@@ -38,7 +38,7 @@ from pydantic import (
 from engine.errors import ConfigError
 from engine.redaction import register as register_secret
 
-SUPPORTED_FORMATS = ("debezium-json",)
+SUPPORTED_FORMATS = ("debezium-json", "debezium-flat")
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
 LOG_NAME = "cdcctl.log"
 PLANNED_FORMATS = ("debezium-avro", "cdc-json")
@@ -61,6 +61,22 @@ DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confl
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FlattenedConfig(_Section):
+    """``[source.flattened]``: events written by Debezium's ExtractNewRecordState SMT
+    (``source.format = "debezium-flat"``), README "Flattened events"."""
+
+    #: Prefix of the fields the SMT adds (its ``add.fields.prefix``).
+    field_prefix: str = Field(default="__", min_length=1)
+    #: Order by this field when an event has no ``__lsn`` / ``__file`` + ``__pos``: a
+    #: row column or an added field (e.g. ``"__source_ts_ms"``), holding integers below
+    #: 2**62 or ISO timestamps. Newest value wins per key.
+    order_field: str | None = Field(default=None, min_length=1)
+    #: Without any ordering field: order by Kafka offset (arrival order). Opt-in, since
+    #: it is only right while each key stays in one partition and the producer never
+    #: reorders.
+    arrival_order: bool = False
 
 
 class SourceConfig(_Section):
@@ -111,6 +127,8 @@ class SourceConfig(_Section):
     #: Messages (key plus value) larger than this many bytes are not decoded: they are
     #: bad messages (see ``errors.tolerance``). None: no limit.
     max_message_bytes: int | None = Field(default=None, ge=1)
+    #: Settings of ``format = "debezium-flat"``.
+    flattened: FlattenedConfig = FlattenedConfig()
 
     @field_validator("database_dsn")
     @classmethod
@@ -367,6 +385,33 @@ class SparkConfig(_Section):
 class TableConfig(_Section):
     """Settings of one table, under ``[tables.<name>]`` (the replica's table name, as
     ``cdcctl status`` shows it). Each format and feature adds the keys it reads here."""
+
+    #: Record key built from these row fields instead of the Kafka message key (for a
+    #: source table without a primary key, or to override it). README "Tables without a
+    #: primary key".
+    key_fields: list[str] | None = None
+    #: ``"full-row"``: a table without a key where every row is its own identity (needs
+    #: full before images). Default (None): records without a key are refused.
+    keyless: Literal["full-row"] | None = None
+
+    @field_validator("key_fields")
+    @classmethod
+    def _key_fields(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value or any(not f for f in value):
+                raise ValueError("key_fields must name at least one column, none empty")
+            if len(set(value)) != len(value):
+                raise ValueError("key_fields names a column twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_identity(self) -> TableConfig:
+        if self.key_fields is not None and self.keyless is not None:
+            raise ValueError(
+                "key_fields and keyless both define the row identity: keep one "
+                '(key_fields if some columns identify a row, keyless = "full-row" if none)'
+            )
+        return self
 
 
 class Config(_Section):

@@ -55,3 +55,11 @@ ROW_POS: Final = "_cdc_pos"
 ROW_POS_SUB: Final = "_cdc_pos_sub"
 ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
 REPLICA_CDC_COLUMNS: Final = (ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS)
+
+# Columns of tables configured ``keyless = "full-row"`` (README "Tables without a primary
+# key"): the record key is a hash of the row's values, and one stored row stands for
+# ``_cdc_copies`` identical source rows. In a change batch ``_cdc_copies`` is the event's
+# delta (+1 insert, -1 delete, 0 an update that changes nothing); the merge adds the deltas
+# to the stored count.
+ROW_HASH: Final = "_cdc_row_hash"
+COPIES: Final = "_cdc_copies"

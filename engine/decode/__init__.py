@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from engine.decode.debezium_json import decode_debezium_json
 from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.rewrite import identities_for, rewriting_decoder
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -36,11 +37,22 @@ DecoderFactory = Callable[["Config"], Decoder]
 
 
 def _debezium_json(cfg: Config) -> Decoder:
-    return decode_debezium_json
+    identities = identities_for(cfg)
+    if not any(tc.key_fields or tc.keyless for tc in cfg.tables.values()):
+        return decode_debezium_json
+    return rewriting_decoder(decode_debezium_json, None, identities)
+
+
+def _debezium_flat(cfg: Config) -> Decoder:
+    """Rows flattened by ExtractNewRecordState (see :mod:`engine.decode.rewrite`)."""
+    return rewriting_decoder(decode_debezium_json, cfg.source.flattened, identities_for(cfg))
 
 
 #: Decoder factories by ``source.format``.
-FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json}
+FORMATS: dict[str, DecoderFactory] = {
+    "debezium-json": _debezium_json,
+    "debezium-flat": _debezium_flat,
+}
 
 
 def decoder_for(cfg: Config) -> Decoder:

@@ -26,6 +26,12 @@ Rules (README "How changes are applied"):
   key in the batch, else from the stored row; a row never seen keeps null (counted).
 * Carry-over: untouched stored rows are returned as they are (the Hudi writer keeps
   their commit time and sequence number).
+* Full-row tables (``MergeOptions.copies``): the key is a hash of the row, so every event
+  of a key carries the same values. Late events are dropped as above (a replayed event is
+  not newer than the stored position); the others are *all* applied: the stored
+  ``_cdc_copies`` plus the sum of their deltas is the new count. The newest event gives the
+  position; the key stays (as an upsert with the new count) while the count is above 0,
+  and is deleted (leaving a tombstone) otherwise.
 """
 
 from __future__ import annotations
@@ -50,10 +56,12 @@ from engine.merge.positions import (
 )
 from engine.merge.toast import DEFAULT_TOAST, has_toast, resolve_toast
 from engine.model import (
+    COPIES,
     KEY,
     OFFSET,
     OP,
     OP_CREATE,
+    OP_DELETE,
     OP_READ,
     OP_TOMBSTONE,
     OP_UPDATE,
@@ -66,6 +74,7 @@ from engine.model import (
 #: Position of an event whose source position is unknown (before any other).
 UNKNOWN_POS = -(2**63)
 UPSERT_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE])
+_DELETE_OPS = pa.array([OP_DELETE, OP_TOMBSTONE])
 
 
 @dataclass
@@ -108,6 +117,9 @@ class MergeOptions:
     tombstone_keep_after: str | None = None
     #: Each partition's last applied keyed event of earlier batches (position inheritance).
     tails: tuple[Tail, ...] = ()
+    #: A ``keyless = "full-row"`` table: the events' ``_cdc_copies`` deltas are added to
+    #: the stored count instead of the newest event replacing the row.
+    copies: bool = False
 
 
 @dataclass
@@ -205,6 +217,9 @@ def merge_file_group(
             winners, history = _decide(
                 events, old, tombs, floor, opts, counts, old_has_only_batch_keys
             )
+            if opts.copies and winners.num_rows:
+                winners = _count_copies(winners, history, old)
+                history = None
 
     old_keys = old.column(HOODIE_RECORD_KEY)
     upserts: pa.Table | None = None
@@ -325,10 +340,59 @@ def _decide(
         sub = pc.coalesce(sub, found[POS_SUB].to_arrow().cast(pa.int64()))
     winners = winners.set_column(winners.schema.get_field_index(POS), POS, pos)
     winners = winners.set_column(winners.schema.get_field_index(POS_SUB), POS_SUB, sub)
+    if opts.copies:
+        return winners, events.take(kept["_i"].to_arrow())
     if not has_toast(winners, opts.toast_placeholder):
         return winners, None
     order = kept.sort([KEY, "_c", PARTITION, OFFSET])  # by the key itself: see resolve_toast
     return winners, events.take(order["_i"].to_arrow())
+
+
+def _count_copies(winners: pa.Table, kept: pa.Table | None, old: pa.Table) -> pa.Table:
+    """Full-row tables: each winner's count = stored count + the kept events' deltas.
+
+    A winner whose count stays above 0 becomes an upsert of its row (a delete event
+    carries the full before image, so its row is the row), one at 0 or below a delete.
+    """
+    names = [KEY, COPIES]
+    deltas = (
+        pl.DataFrame(kept.select(names))
+        .group_by(KEY)
+        .agg(pl.col(COPIES).fill_null(0).cast(pl.Int64).sum().alias("_delta"))
+        if kept is not None and COPIES in kept.column_names
+        else pl.DataFrame({KEY: [], "_delta": []}, schema={KEY: pl.String, "_delta": pl.Int64})
+    )
+    frame = pl.DataFrame(winners.select([KEY])).with_row_index("_w")
+    frame = frame.join(deltas, on=KEY, how="left", maintain_order="left")
+    if old.num_rows and COPIES in old.column_names:
+        stored = pl.DataFrame(
+            {
+                KEY: old.column(HOODIE_RECORD_KEY).cast(pa.string()),
+                "_stored": old.column(COPIES).cast(pa.int64()),
+            }
+        ).unique(subset=[KEY], keep="last")
+        frame = frame.join(stored, on=KEY, how="left", maintain_order="left")
+    else:
+        frame = frame.with_columns(_stored=pl.lit(None, pl.Int64))
+    total = (
+        frame.sort("_w")
+        .select((pl.col("_stored").fill_null(0) + pl.col("_delta").fill_null(0)).alias("t"))
+        .to_series()
+        .to_arrow()
+        .cast(pa.int64())
+    )
+    alive = pc.greater(total, 0)
+    op = winners.column(OP)
+    op = pc.if_else(
+        alive,
+        pc.if_else(pc.is_in(op, value_set=_DELETE_OPS), pa.scalar(OP_UPDATE), op),
+        pa.scalar(OP_DELETE),
+    )
+    winners = winners.set_column(winners.schema.get_field_index(OP), OP, op)
+    if COPIES in winners.column_names:
+        i = winners.schema.get_field_index(COPIES)
+        winners = winners.set_column(i, winners.schema.field(i), pc.max_element_wise(total, 0))
+    return winners
 
 
 def _count_ops(ops: pa.Array | pa.ChunkedArray, counts: MergeCounts) -> None:
