@@ -305,16 +305,24 @@ def _decide(
     )
     # Late: at or below the key's stored position, the truncate floor, or an earlier
     # event of the same key in this batch (null comparisons are "not late").
+    # A Kafka tombstone comes after the event whose position it inherits: at an equal
+    # position it is not late (in ExtractNewRecordState's drop mode the tombstone right
+    # after an insert or update is the only trace of the delete).
+    tomb = pl.col(OP) == OP_TOMBSTONE
+
+    def not_newer(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+        return pl.when(tomb).then(a < b).otherwise(a <= b)
+
     late = pl.lit(False)
     if stored is not None:
         ctl = ctl.join(stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left")
-        late = late | (pl.col("_c") <= pl.col("_stored"))
+        late = late | not_newer(pl.col("_c"), pl.col("_stored"))
     floor_value = combined_value(floor)
     if floor_value is not None:
         late = late | (pl.col("_c") <= pl.lit(floor_value, pl.Int128))
     if repeats:
         ctl = with_previous_max_rank(ctl)
-        late = late | (pl.col("_rank") <= pl.col("_prev_rank"))
+        late = late | not_newer(pl.col("_rank"), pl.col("_prev_rank"))
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
     counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
     _count_ops(ctl.filter(~pl.col("_late"))[OP].to_arrow(), counts)
