@@ -355,8 +355,10 @@ def rewriting_decoder(
         for i in range(n):
             raw = values[i]
             if raw is None:
-                if identity is not None and keys[i] is None:
-                    ignored += 1  # the tombstone after a keyless delete: nothing to add
+                if identity is not None:
+                    # The delete event before it did the delete; its Kafka key (null, or
+                    # not the configured key) names no replica row.
+                    ignored += 1
                     continue
                 out_keys.append(keys[i])
                 out_values.append(None)
@@ -372,7 +374,7 @@ def rewriting_decoder(
             try:
                 if flattener is not None:
                     if payload is None:  # the legacy {"schema":null,"payload":null} tombstone
-                        if identity is not None and keys[i] is None:
+                        if identity is not None:
                             ignored += 1
                             continue
                         out_keys.append(keys[i])
