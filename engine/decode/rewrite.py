@@ -84,15 +84,60 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-def _unwrap(raw: bytes) -> tuple[dict | None, Any]:
-    """``(Connect schema or None, payload)`` of one value (raises ValueError if not JSON)."""
-    obj = json.loads(raw)
-    if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
-        schema = obj.get("schema")
-        if not (isinstance(schema, dict) and "type" in schema):
-            schema = None
-        return schema, obj["payload"]
-    return None, obj
+_HEAD = b'{"schema":'
+_PAYLOAD = ',"payload":'
+_DECODER = json.JSONDecoder()
+
+
+class _Unwrapper:
+    """Splits JsonConverter records into (schema, payload), parsing each distinct schema
+    once: records of one table version share the byte prefix ``{"schema":<S>,"payload":``
+    (as in :mod:`engine.decode.debezium_json.split`)."""
+
+    def __init__(self) -> None:
+        self.prefixes: dict[bytes, dict | None] = {}
+
+    def __call__(self, raw: bytes) -> tuple[dict | None, Any]:
+        """``(Connect schema or None, payload)`` (raises ValueError if not JSON)."""
+        if raw.startswith(_HEAD) and raw.endswith(b"}"):
+            for prefix, schema in self.prefixes.items():
+                if raw.startswith(prefix):
+                    try:
+                        return schema, json.loads(raw[len(prefix) : -1])
+                    except ValueError:
+                        break  # not the compact wrapper after all: parse it whole
+            else:
+                found = self._prefix(raw)
+                if found is not None:
+                    try:
+                        return found, json.loads(raw[len(self._last) : -1])
+                    except ValueError:
+                        pass
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
+            return _schema_or_none(obj.get("schema")), obj["payload"]
+        return None, obj
+
+    def _prefix(self, raw: bytes) -> dict | None:
+        try:
+            text = raw.decode("utf-8")
+            schema, end = _DECODER.raw_decode(text, len(_HEAD))
+        except ValueError:  # UnicodeDecodeError included
+            return None
+        if not text.startswith(_PAYLOAD, end):
+            return None
+        schema = _schema_or_none(schema)
+        if schema is None:
+            return None  # e.g. the legacy {"schema":null,"payload":null} tombstone
+        self._last = text[: end + len(_PAYLOAD)].encode("utf-8")
+        if len(self.prefixes) >= 64:
+            self.prefixes.clear()
+        self.prefixes[self._last] = schema
+        return schema
+
+
+def _schema_or_none(schema: Any) -> dict | None:
+    return schema if isinstance(schema, dict) and "type" in schema else None
 
 
 def _order_value(value: Any, name: str) -> int:
@@ -132,6 +177,30 @@ def _text_or_none(value: Any) -> str | None:
     return str(value)
 
 
+class _SchemaCache:
+    """Converted Connect schemas. Records of one table version share one schema object
+    (:class:`_Unwrapper`), so the object's id finds it; the object is kept referenced, so
+    its id cannot be reused while cached. Other objects are found by fingerprint."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, tuple[dict, dict]] = {}
+        self.by_fp: dict[str, dict] = {}
+
+    def get(self, schema: dict, convert: Callable[[dict], dict]) -> dict:
+        hit = self.by_id.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        if len(self.by_id) >= 256:
+            self.by_id.clear()
+            self.by_fp.clear()
+        fp = fingerprint(schema)
+        out = self.by_fp.get(fp)
+        if out is None:
+            out = self.by_fp[fp] = convert(schema)
+        self.by_id[id(schema)] = (schema, out)
+        return out
+
+
 class _Flattener:
     """Flattened row -> Debezium envelope (the schema conversion is cached)."""
 
@@ -139,36 +208,34 @@ class _Flattener:
         self.prefix = settings.field_prefix
         self.order_field = settings.order_field
         self.arrival = settings.arrival_order
-        self._schemas: dict[str, dict] = {}
+        self._cache = _SchemaCache()
 
     def schema(self, schema: dict) -> dict:
-        fp = fingerprint(schema)
-        cached = self._schemas.get(fp)
-        if cached is None:
-            fields = [
-                f
-                for f in schema.get("fields") or []
-                if isinstance(f, dict) and not str(f.get("field", "")).startswith(self.prefix)
-            ]
-            row = {k: v for k, v in schema.items() if k not in ("field", "fields", "optional")}
-            row["fields"] = fields
-            name = str(schema.get("name") or "row")
-            cached = {
-                "type": "struct",
-                "optional": False,
-                "name": name + ".Envelope",
-                "fields": [
-                    {**row, "optional": True, "field": "before"},
-                    {**row, "optional": True, "field": "after"},
-                    _SOURCE_SCHEMA,
-                    {"type": "string", "optional": False, "field": "op"},
-                    {"type": "int64", "optional": True, "field": "ts_ms"},
-                ],
-            }
-            if len(self._schemas) > 256:
-                self._schemas.clear()
-            self._schemas[fp] = cached
-        return cached
+        return self._cache.get(schema, self._convert)
+
+    def _convert(self, schema: dict) -> dict:
+        if "op" in {f.get("field") for f in schema.get("fields") or [] if isinstance(f, dict)}:
+            return schema  # an envelope schema: not flattened
+        fields = [
+            f
+            for f in schema.get("fields") or []
+            if isinstance(f, dict) and not str(f.get("field", "")).startswith(self.prefix)
+        ]
+        row = {k: v for k, v in schema.items() if k not in ("field", "fields", "optional")}
+        row["fields"] = fields
+        name = str(schema.get("name") or "row")
+        return {
+            "type": "struct",
+            "optional": False,
+            "name": name + ".Envelope",
+            "fields": [
+                {**row, "optional": True, "field": "before"},
+                {**row, "optional": True, "field": "after"},
+                _SOURCE_SCHEMA,
+                {"type": "string", "optional": False, "field": "op"},
+                {"type": "int64", "optional": True, "field": "ts_ms"},
+            ],
+        }
 
     def envelope(self, payload: Any, offset: int) -> dict:
         if not isinstance(payload, dict):
@@ -252,15 +319,12 @@ class _Identity:
         self.table = table
         self.key_fields = tc.key_fields
         self.full_row = tc.keyless == "full-row"
-        self._schemas: dict[str, dict] = {}
+        self._cache = _SchemaCache()
 
     def schema(self, schema: dict | None) -> dict | None:
         if schema is None or not self.full_row:
             return schema
-        fp = fingerprint(schema)
-        if fp not in self._schemas:
-            self._schemas[fp] = _with_identity_columns(schema)
-        return self._schemas[fp]
+        return self._cache.get(schema, _with_identity_columns)
 
     def rekey(self, env: Any) -> list[tuple[dict, dict]]:
         """``[(record key, envelope)]`` for one envelope (two for a full-row update)."""
@@ -310,13 +374,13 @@ class _Identity:
         return [({ROW_HASH: old}, gone), ({ROW_HASH: new}, came)]
 
 
-def _encode(schema: dict | None, payload: Any, cache: dict[int, str]) -> bytes:
+def _encode(schema: dict | None, payload: Any, cache: dict[int, tuple[dict, str]]) -> bytes:
     if schema is None:
         return _compact(payload).encode()
-    head = cache.get(id(schema))
-    if head is None:
-        head = cache[id(schema)] = '{"schema":' + _compact(schema) + ',"payload":'
-    return (head + _compact(payload) + "}").encode()
+    hit = cache.get(id(schema))
+    if hit is None or hit[0] is not schema:  # the object is held, so its id is its own
+        hit = cache[id(schema)] = (schema, '{"schema":' + _compact(schema) + ',"payload":')
+    return (hit[1] + _compact(payload) + "}").encode()
 
 
 def rewriting_decoder(
@@ -332,6 +396,7 @@ def rewriting_decoder(
         identities: The key rewrite of a topic's table, or None when it has none.
     """
     flattener = _Flattener(flattened) if flattened is not None else None
+    unwrap = _Unwrapper()
 
     def decode(
         topic: str,
@@ -351,7 +416,7 @@ def rewriting_decoder(
         origin: list[int] = []
         bad: dict[int, str] = {}
         ignored = 0
-        heads: dict[int, str] = {}
+        heads: dict[int, tuple[dict, str]] = {}
         for i in range(n):
             raw = values[i]
             if raw is None:
@@ -365,7 +430,7 @@ def rewriting_decoder(
                 origin.append(i)
                 continue
             try:
-                schema, payload = _unwrap(raw)
+                schema, payload = unwrap(raw)
             except (UnicodeDecodeError, ValueError):
                 out_keys.append(keys[i])
                 out_values.append(raw)  # the decoder reports it as invalid JSON
@@ -382,8 +447,7 @@ def rewriting_decoder(
                         origin.append(i)
                         continue
                     payload = flattener.envelope(payload, int(offsets[i]))
-                    fields = {f.get("field") for f in (schema or {}).get("fields") or []}
-                    if schema is not None and "op" not in fields:
+                    if schema is not None:
                         schema = flattener.schema(schema)
                 pairs = identity.rekey(payload) if identity is not None else []
             except _Bad as exc:
