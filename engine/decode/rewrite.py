@@ -41,8 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.decode.debezium_json.split import fingerprint
+from engine.decode.positions import source_columns
 from engine.decode.result import BadMessage, DecodeResult
-from engine.model import COPIES, OFFSET, ROW_HASH
+from engine.model import COPIES, OFFSET, OP, OP_TOMBSTONE, POS, POS_SUB, ROW_HASH, SOURCE_TS
 
 if TYPE_CHECKING:
     from engine.config import Config, FlattenedConfig, TableConfig
@@ -398,6 +399,70 @@ def rewriting_decoder(
     flattener = _Flattener(flattened) if flattened is not None else None
     unwrap = _Unwrapper()
 
+    bulk_schemas = _SchemaCache()
+
+    def bulk(
+        topic: str,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        partitions: Sequence[int],
+        offsets: Sequence[int],
+    ) -> DecodeResult | None:
+        assert flattened is not None
+        wrapped = _wrap_flat(values, unwrap)
+        if wrapped is None:
+            return None
+        heads: dict[int, tuple[dict, bytes]] = {}
+        envelopes: list[bytes | None] = []
+        for value, schema in zip(*wrapped, strict=True):
+            if value is None or schema is None:
+                envelopes.append(value)
+                continue
+            env_schema = bulk_schemas.get(schema, _bulk_schema)
+            hit = heads.get(id(env_schema))
+            if hit is None or hit[0] is not env_schema:
+                head = ('{"schema":' + _compact(env_schema) + ',"payload":').encode()
+                hit = heads[id(env_schema)] = (env_schema, head)
+            envelopes.append(hit[1] + value + b"}")
+        n = len(values)
+        result = inner(topic, keys, envelopes, partitions, list(range(n)))
+        bad = {b.offset: b.reason for b in result.bad}
+        batch, source_table = result.batch, None
+        if batch is not None:
+            idx = batch.column(OFFSET).combine_chunks()
+            real = pa.array(offsets, pa.int64()).take(idx)
+            settled = _settle_flat(batch, flattened, real, idx.to_pylist())
+            if settled is None:
+                return None
+            batch, more, source_table = settled
+            bad.update(more)
+            batch = batch.set_column(batch.schema.get_field_index(OFFSET), OFFSET, real)
+            if more:
+                keep = pc.invert(pc.is_in(idx, value_set=pa.array(sorted(more), pa.int64())))
+                batch = batch.filter(keep)
+            if batch.num_rows == 0:
+                batch = None
+        return DecodeResult(
+            batch,
+            result.key_fields,
+            [
+                BadMessage(
+                    topic,
+                    int(partitions[i]),
+                    int(offsets[i]),
+                    None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
+                    None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
+                    reason,
+                )
+                for i, reason in sorted(bad.items())
+            ],
+            result.ignored,
+            result.value_schema_fingerprints,
+            result.key_field_sets,
+            result.notes,
+            source_table,
+        )
+
     def decode(
         topic: str,
         keys: Sequence[bytes | None],
@@ -411,6 +476,10 @@ def rewriting_decoder(
         n = len(values)
         if not len(keys) == len(partitions) == len(offsets) == n:
             raise ValueError("keys, values, partitions and offsets must have the same length")
+        if flattener is not None and identity is None and BULK:
+            fast = bulk(topic, keys, values, partitions, offsets)
+            if fast is not None:
+                return fast
         out_keys: list[bytes | None] = []
         out_values: list[bytes | None] = []
         origin: list[int] = []
@@ -522,3 +591,258 @@ def identities_for(cfg: Config) -> Callable[[str], _Identity | None]:
         return cache[topic]
 
     return lookup
+
+
+# -- the bulk path of flattened topics -----------------------------------------------------
+
+#: Off in tests that compare the bulk path with the per-record one.
+BULK = True
+_LEGACY_TOMBSTONE = b'{"schema":null,"payload":null}'
+_OPS = pa.array(["c", "u", "r", "d"], pa.string())
+_DIGITS = r"^[0-9]{1,19}$"
+
+
+def _wrap_flat(
+    values: Sequence[bytes | None], unwrap: _Unwrapper
+) -> tuple[list[bytes | None], list[dict | None]] | None:
+    """Each flattened value as ``{"op":"c","after":<row>}`` by byte operations (the row
+    keeps its added fields; :func:`_settle_flat` turns them into the envelope's parts).
+    None when a record needs the per-record path (an envelope, an unusual layout)."""
+    out: list[bytes | None] = []
+    schemas: list[dict | None] = []
+    for raw in values:
+        if raw is None or raw == _LEGACY_TOMBSTONE:
+            out.append(None)
+            schemas.append(None)
+            continue
+        if type(raw) is not bytes or b'"after"' in raw or b'"source"' in raw:
+            return None
+        schema = None
+        body = raw
+        for prefix, known in unwrap.prefixes.items():
+            if raw.startswith(prefix) and raw.endswith(b"}"):
+                schema, body = known, raw[len(prefix) : -1]
+                break
+        else:
+            found = unwrap._prefix(raw) if raw.endswith(b"}") else None
+            if found is not None:
+                schema, body = found, raw[len(unwrap._last) : -1]
+            elif b'"payload"' in raw:
+                # Not the compact JsonConverter layout (pretty-printed, members reordered):
+                # parse it once to find schema and payload.
+                try:
+                    schema, payload = unwrap(raw)
+                except ValueError:
+                    return None
+                if payload is None:
+                    out.append(None)
+                    schemas.append(None)
+                    continue
+                body = _compact(payload).encode()
+        stripped = body.strip()
+        if stripped == b"null":
+            out.append(None)
+            schemas.append(None)
+            continue
+        if not stripped.startswith(b"{"):
+            return None
+        out.append(b'{"op":"c","after":' + body + b"}")
+        schemas.append(schema)
+    return out, schemas
+
+
+def _bulk_schema(schema: dict) -> dict:
+    return {
+        "type": "struct",
+        "optional": False,
+        "name": str(schema.get("name") or "row") + ".Envelope",
+        "fields": [
+            {"type": "string", "optional": False, "field": "op"},
+            {**{k: v for k, v in schema.items() if k != "field"}, "optional": True,
+             "field": "after"},
+        ],
+    }  # fmt: skip
+
+
+def _as_text(arr: pa.ChunkedArray | pa.Array | None) -> pa.Array | None:
+    if arr is None:
+        return None
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    if pa.types.is_null(arr.type):
+        return None
+    if pa.types.is_boolean(arr.type) or pa.types.is_integer(arr.type):
+        return arr.cast(pa.string())
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arr.cast(pa.string())
+    return None
+
+
+def _as_int(arr: pa.ChunkedArray | pa.Array | None) -> tuple[pa.Array | None, pa.Array | None]:
+    """(int64 values, mask of present values that are not integers)."""
+    if arr is None:
+        return None, None
+    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+    if pa.types.is_null(arr.type):
+        return None, None
+    if pa.types.is_integer(arr.type):
+        return arr.cast(pa.int64()), None
+    if pa.types.is_timestamp(arr.type):
+        unit = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}[arr.type.unit]
+        raw = arr.cast(pa.timestamp(arr.type.unit)).cast(pa.int64())
+        if unit is None:
+            return pc.divide(raw, pa.scalar(1000, pa.int64())), None
+        return pc.multiply(raw, pa.scalar(unit, pa.int64())), None
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        text = arr.cast(pa.string())
+        digits = pc.match_substring_regex(text, _DIGITS)
+        as_int = pc.if_else(digits, text, None).cast(pa.int64())
+        iso = pc.if_else(pc.invert(pc.fill_null(digits, False)), text, None)
+        try:
+            stamp = pc.cast(
+                pc.replace_substring_regex(iso, r"Z$", "+00:00"), pa.timestamp("us", "UTC")
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None, pc.is_valid(arr)  # not all ISO timestamps: the slow path says which
+        micros = stamp.cast(pa.int64())
+        return pc.coalesce(as_int, micros), None
+    return None, pc.is_valid(arr)
+
+
+def _constant(text: str) -> Callable[[int], str]:
+    return lambda _i: text
+
+
+def _settle_flat(
+    batch: pa.Table, settings: FlattenedConfig, offsets: pa.Array, indices: list[int]
+) -> tuple[pa.Table, dict[int, str], dict[str, str] | None] | None:
+    """Turn the added fields of bulk-decoded rows into op, positions and source time.
+    Returns the batch (added fields dropped), bad rows by input index, the source table;
+    None when a value needs the per-record path to say exactly what is wrong."""
+    p = settings.field_prefix
+    n = batch.num_rows
+    names = set(batch.column_names)
+
+    def col(*members: str) -> pa.Array | pa.ChunkedArray | None:
+        found = [batch.column(p + m) for m in members if p + m in names]
+        return found[0] if found else None
+
+    tomb = pc.fill_null(pc.equal(batch.column(OP), OP_TOMBSTONE), False)
+    op_text = _as_text(col("op"))
+    deleted = _as_text(col("deleted"))
+    op = op_text if op_text is not None else pa.nulls(n, pa.string())
+    if deleted is not None:
+        op = pc.if_else(pc.fill_null(pc.equal(deleted, "true"), False), "d", op)
+    op = pc.fill_null(op, "u")
+    bad_op = pc.and_(pc.invert(tomb), pc.invert(pc.is_in(op, value_set=_OPS)))
+
+    lsn, lsn_bad = _as_int(col("lsn", "source_lsn"))
+    pos, pos_bad = _as_int(col("pos", "source_pos"))
+    row, row_bad = _as_int(col("row", "source_row"))
+    ts, ts_bad = _as_int(col("source_ts_ms", "ts_ms"))
+    binlog = _as_text(col("file", "source_file"))
+    if any(m is not None for m in (lsn_bad, pos_bad, row_bad, ts_bad)):
+        return None
+    nulls = pa.nulls(n, pa.int64())
+    lsn = nulls if lsn is None else lsn
+    pos = nulls if pos is None else pos
+    binlog = pa.nulls(n, pa.string()) if binlog is None else binlog
+    has_lsn = pc.is_valid(lsn)
+    has_binlog = pc.and_(pc.is_valid(binlog), pc.is_valid(pos))
+    ordered = pc.or_(has_lsn, has_binlog)
+    order = lsn
+    missing_order = None
+    if settings.order_field is not None:
+        name = settings.order_field
+        if name not in names:
+            value = nulls
+        else:
+            value, value_bad = _as_int(batch.column(name))
+            if value_bad is not None or value is None:
+                return None
+        need = pc.invert(ordered)
+        if pc.any(
+            pc.and_(need, pc.or_(pc.less(value, 0), pc.greater(value, (1 << 62) - 1)))
+        ).as_py():
+            return None  # out of range: the per-record path names the value
+        missing_order = pc.and_(need, pc.is_null(value))
+        order = pc.if_else(has_lsn, lsn, value)
+    elif settings.arrival_order:
+        order = pc.if_else(has_lsn, lsn, offsets)
+    else:
+        missing_order = pc.invert(ordered)
+    snapshot = _as_text(col("snapshot", "source_snapshot"))
+    default_snapshot = pc.if_else(pc.equal(op, "r"), "true", "false")
+    snapshot = default_snapshot if snapshot is None else pc.coalesce(snapshot, default_snapshot)
+    connector = pc.if_else(
+        has_lsn, "postgresql", pc.if_else(has_binlog, "mysql", pa.scalar(None, pa.string()))
+    )
+    use_binlog = pc.and_(pc.invert(has_lsn), has_binlog)
+    source = pa.StructArray.from_arrays(
+        [
+            connector,
+            pc.if_else(use_binlog, nulls, order),
+            _as_text(col("sequence", "source_sequence")) or pa.nulls(n, pa.string()),
+            pc.if_else(use_binlog, binlog, pa.scalar(None, pa.string())),
+            pc.if_else(use_binlog, pos, nulls),
+            pc.if_else(use_binlog, pc.fill_null(row, 0) if row is not None else 0, nulls),
+            snapshot,
+            ts if ts is not None else nulls,
+        ],
+        names=["connector", "lsn", "sequence", "file", "pos", "row", "snapshot", "ts_ms"],
+    )
+    cols = source_columns(source, n, None)
+    bad: dict[int, str] = {}
+    index = indices
+
+    def flag(mask: pa.Array | None, reason: Callable[[int], str]) -> None:
+        if mask is None:
+            return
+        mask = pc.and_(pc.fill_null(mask, False), pc.invert(tomb))
+        if pc.any(mask).as_py():
+            for i in pc.indices_nonzero(mask).to_pylist():
+                bad.setdefault(index[i], reason(i))
+
+    ops = op.to_pylist() if pc.any(bad_op).as_py() else []
+    flag(bad_op, lambda i: f"{p}op is {ops[i]!r}, not one of c, u, r, d")
+    if missing_order is not None:
+        if settings.order_field is not None:
+            name = settings.order_field
+            flag(
+                missing_order,
+                lambda i: f"ordering field {name!r} (source.flattened.order_field) is missing",
+            )
+        else:
+            flag(missing_order, lambda i: NO_ORDER_REASON.format(p=p))
+    for mask, reason in cols.bad:
+        flag(mask, _constant(reason))
+    out = batch
+    out = out.set_column(out.schema.get_field_index(OP), OP, pc.if_else(tomb, OP_TOMBSTONE, op))
+    for name, value in ((POS, cols.pos), (POS_SUB, cols.pos_sub), (SOURCE_TS, cols.source_ts_ms)):
+        i = out.schema.get_field_index(name)
+        # Tombstones keep their null positions (the merge gives them their key's).
+        out = out.set_column(i, name, pc.if_else(tomb, out.column(name), value).cast(pa.int64()))
+    out = out.drop_columns([c for c in out.column_names if c.startswith(p)])
+    source_table = None
+    first = pc.indices_nonzero(pc.invert(tomb))
+    if len(first):
+        j = first[0].as_py()
+        found = {
+            k: v
+            for k, v in (
+                ("connector", connector[j].as_py()),
+                ("db", (_as_text(col("db", "source_db")) or pa.nulls(n, pa.string()))[j].as_py()),
+                (
+                    "schema",
+                    (_as_text(col("schema", "source_schema")) or pa.nulls(n, pa.string()))[
+                        j
+                    ].as_py(),
+                ),
+                (
+                    "table",
+                    (_as_text(col("table", "source_table")) or pa.nulls(n, pa.string()))[j].as_py(),
+                ),
+            )
+            if v is not None
+        }
+        source_table = found or None
+    return out, bad, source_table
