@@ -22,9 +22,12 @@ then go through :func:`engine.decode.debezium_json.decode_debezium_json` like an
   and ``_cdc_copies`` are added to the row, and an update becomes a delete of its before
   image plus an insert of its after image (see :mod:`engine.merge.rules` for the counts).
 
-This path parses each record once in Python (``json.loads`` / ``json.dumps``): about
-4-5x slower than the bulk path, and only taken by flattened topics and tables with such a
-setting. Every input record ends in exactly one of batch / bad / ignored: a record split
+Flattened topics without such a table setting take a bulk path (:func:`_wrap_flat`
+wraps each row as ``{"op":"c","after":<row>}`` by byte operations, the Arrow reader parses
+them with the added fields as columns, and :func:`_settle_flat` turns those into op,
+positions and source time with Arrow kernels). Everything else here parses each record
+once in Python (``json.loads`` / ``json.dumps``), several times slower than the bulk
+decoder; ``BULK = False`` forces that path (tests check both agree). Every input record ends in exactly one of batch / bad / ignored: a record split
 in two (an update of a full-row table) is reported once if either half is bad, and its
 other half is taken out of the batch.
 """
