@@ -159,6 +159,15 @@ class SourceConfig(_Section):
         return value
 
     @model_validator(mode="after")
+    def _flattened_only_when_flat(self) -> SourceConfig:
+        if self.format != "debezium-flat" and self.flattened != FlattenedConfig():
+            raise ValueError(
+                f'[source.flattened] is only read with format = "debezium-flat" (format is '
+                f'"{self.format}"): set the format, or remove the section'
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_source(self) -> SourceConfig:
         for key, older in SECRET_KEYS.items():
             both = [o for o in older if getattr(self, o)]

@@ -205,6 +205,9 @@ def test_flattened_settings_are_validated() -> None:
     with pytest.raises(ConfigError) as info:
         _cfg({**FLAT, "flattened": {"order_fild": "x"}})
     assert any("order_fild" in k for k, _, _ in info.value.problems)
+    with pytest.raises(ConfigError) as info:
+        _cfg({"flattened": {"arrival_order": True}})
+    assert "only read with format" in str(info.value) + str(info.value.problems)
 
 
 FLAT_CASES = sorted((Path(__file__).resolve().parent.parent / "cases" / "flattened").glob("*.json"))
