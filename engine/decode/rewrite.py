@@ -27,9 +27,11 @@ wraps each row as ``{"op":"c","after":<row>}`` by byte operations, the Arrow rea
 them with the added fields as columns, and :func:`_settle_flat` turns those into op,
 positions and source time with Arrow kernels). Everything else here parses each record
 once in Python (``json.loads`` / ``json.dumps``), several times slower than the bulk
-decoder; ``BULK = False`` forces that path (tests check both agree). Every input record ends in exactly one of batch / bad / ignored: a record split
-in two (an update of a full-row table) is reported once if either half is bad, and its
-other half is taken out of the batch.
+decoder; ``BULK = False`` forces that path (tests check both agree).
+
+Every input record ends in exactly one of batch / bad / ignored: a record split in two
+(an update of a full-row table) is reported once if either half is bad, and its other
+half is taken out of the batch.
 """
 
 from __future__ import annotations
