@@ -51,6 +51,7 @@ from engine.merge.positions import (
     combined,
     combined_value,
     inherit_positions,
+    key_starts,
     sort_by_key,
     with_previous_max_rank,
 )
@@ -305,24 +306,34 @@ def _decide(
     )
     # Late: at or below the key's stored position, the truncate floor, or an earlier
     # event of the same key in this batch (null comparisons are "not late").
-    # A Kafka tombstone comes after the event whose position it inherits: at an equal
-    # position it is not late (in ExtractNewRecordState's drop mode the tombstone right
-    # after an insert or update is the only trace of the delete).
+    # A Kafka tombstone comes after the event whose position it inherits. After a delete
+    # it only repeats it (late, as any event at an equal position); after an upsert at
+    # its position (a live stored row, or the key's previous event in the batch) it is
+    # the delete itself: ExtractNewRecordState's drop mode leaves only the tombstone.
     tomb = pl.col(OP) == OP_TOMBSTONE
-
-    def not_newer(a: pl.Expr, b: pl.Expr) -> pl.Expr:
-        return pl.when(tomb).then(a < b).otherwise(a <= b)
-
     late = pl.lit(False)
     if stored is not None:
-        ctl = ctl.join(stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left")
-        late = late | not_newer(pl.col("_c"), pl.col("_stored"))
+        ctl = ctl.join(
+            stored.select(KEY, "_stored", "_live"), on=KEY, how="left", maintain_order="left"
+        )
+        after_upsert = tomb & pl.col("_live").fill_null(False)
+        late = late | (
+            pl.when(after_upsert)
+            .then(pl.col("_c") < pl.col("_stored"))
+            .otherwise(pl.col("_c") <= pl.col("_stored"))
+        )
     floor_value = combined_value(floor)
     if floor_value is not None:
         late = late | (pl.col("_c") <= pl.lit(floor_value, pl.Int128))
     if repeats:
         ctl = with_previous_max_rank(ctl)
-        late = late | not_newer(pl.col("_rank"), pl.col("_prev_rank"))
+        previous = pl.when(key_starts([KEY_GROUP])).then(None).otherwise(pl.col(OP).shift(1))
+        after_upsert = tomb & previous.is_in(UPSERT_OPS.to_pylist()).fill_null(False)
+        late = late | (
+            pl.when(after_upsert)
+            .then(pl.col("_rank") < pl.col("_prev_rank"))
+            .otherwise(pl.col("_rank") <= pl.col("_prev_rank"))
+        )
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
     counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
     _count_ops(ctl.filter(~pl.col("_late"))[OP].to_arrow(), counts)
@@ -414,10 +425,10 @@ def _count_ops(ops: pa.Array | pa.ChunkedArray, counts: MergeCounts) -> None:
 def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:
     """Per stored key (live row or tombstone) its position, also as one Int128."""
     frames = []
-    for table, key_col in ((old, HOODIE_RECORD_KEY), (tombs, KEY)):
+    for table, key_col, live in ((old, HOODIE_RECORD_KEY, True), (tombs, KEY, False)):
         if table.num_rows:
             frame = pl.DataFrame(table.select([key_col, POS, POS_SUB]))
-            frames.append(frame.rename({key_col: KEY}))
+            frames.append(frame.rename({key_col: KEY}).with_columns(_live=pl.lit(live)))
     if not frames:
         return None
     stored = pl.concat(frames).filter(pl.col(POS).is_not_null())

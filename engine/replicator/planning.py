@@ -125,7 +125,7 @@ def _merge_options(
 _ROW_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE, OP_DELETE])
 
 
-def _refuse_keyless(cfg: Config, rt: TableRuntime, batch: pa.Table) -> None:
+def _refuse_keyless(rt: TableRuntime, batch: pa.Table) -> None:
     """Row events without a record key (a source table without a primary key) stop the
     table unless ``[tables.<name>]`` says how to identify its rows."""
     keys = batch.column(KEY)
@@ -164,7 +164,7 @@ def plan_table(
     """
     has_rows = batch is not None and batch.num_rows > 0
     if has_rows:
-        _refuse_keyless(cfg, rt, batch)
+        _refuse_keyless(rt, batch)
     if rt.writer is None:
         if batch is None or not has_rows or not key_fields:
             return None
