@@ -380,6 +380,19 @@ class _Identity:
         return [({ROW_HASH: old}, gone), ({ROW_HASH: new}, came)]
 
 
+def _snapshot_rows_apart(batch: pa.Table, offsets: pa.Array) -> pa.Table:
+    """Full-row tables: the rows of one snapshot share a source position (its LSN or
+    binlog coordinates), so equal rows would look like replays of each other. A snapshot
+    row's sub-position becomes its Kafka offset: still before every streamed change (the
+    streamed bit of ``_cdc_pos`` is clear), and apart from its equal neighbours."""
+    is_read = pc.fill_null(pc.equal(batch.column(OP), "r"), False)
+    if not pc.any(is_read).as_py():
+        return batch
+    i = batch.schema.get_field_index(POS_SUB)
+    sub = pc.if_else(is_read, offsets, batch.column(POS_SUB)).cast(pa.int64())
+    return batch.set_column(i, POS_SUB, sub)
+
+
 def _encode(schema: dict | None, payload: Any, cache: dict[int, tuple[dict, str]]) -> bytes:
     if schema is None:
         return _compact(payload).encode()
@@ -551,6 +564,8 @@ def rewriting_decoder(
                 batch, src = batch.filter(keep), src.filter(keep)
             real = pa.array(offsets, pa.int64()).take(src)
             batch = batch.set_column(batch.schema.get_field_index(OFFSET), OFFSET, real)
+            if identity is not None and identity.full_row:
+                batch = _snapshot_rows_apart(batch, real)
             if batch.num_rows == 0:
                 batch = None
         return DecodeResult(
