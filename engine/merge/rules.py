@@ -248,7 +248,7 @@ def merge_file_group(
                 KEY: deleted.column(KEY).cast(pa.string()),
                 POS: deleted.column(POS),
                 POS_SUB: deleted.column(POS_SUB),
-                SOURCE_TS: deleted.column(SOURCE_TS),
+                SOURCE_TS: _deletion_time(deleted, events, old),
                 tombstones.INSTANT: pa.array([instant] * deleted.num_rows, pa.string()),
             },
             schema=tombstones.SCHEMA,
@@ -365,6 +365,30 @@ def _decide(
         return winners, None
     order = kept.sort([KEY, "_c", PARTITION, OFFSET])  # by the key itself: see resolve_toast
     return winners, events.take(order["_i"].to_arrow())
+
+
+def _deletion_time(deleted: pa.Table, events: pa.Table | None, old: pa.Table) -> pa.Array:
+    """Source time of each new delete tombstone: the deleting event's, else (a Kafka
+    tombstone that is the delete, which has none) the newest of its key's events in the
+    batch, else the stored row's (when the merge read it)."""
+    ts = deleted.column(SOURCE_TS).combine_chunks().cast(pa.int64())
+    if not ts.null_count or events is None or not deleted.num_rows:
+        return ts
+    keys = pl.DataFrame({KEY: deleted.column(KEY).cast(pa.string())})
+    newest = (
+        pl.DataFrame({KEY: events.column(KEY).cast(pa.string()), "_t": events.column(SOURCE_TS)})
+        .group_by(KEY)
+        .agg(pl.col("_t").max())
+    )
+    stored = pl.DataFrame(
+        {KEY: old.column(HOODIE_RECORD_KEY).cast(pa.string()), "_s": old.column(SOURCE_TS)}
+    ).unique(subset=[KEY], keep="last")
+    joined = keys.join(newest, on=KEY, how="left", maintain_order="left").join(
+        stored, on=KEY, how="left", maintain_order="left"
+    )
+    return pc.coalesce(
+        ts, joined["_t"].to_arrow().cast(pa.int64()), joined["_s"].to_arrow().cast(pa.int64())
+    )
 
 
 def _count_copies(winners: pa.Table, kept: pa.Table | None, old: pa.Table) -> pa.Table:

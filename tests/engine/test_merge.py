@@ -256,6 +256,8 @@ def test_tombstone_right_after_an_upsert_deletes_it() -> None:
     assert as_dict(new) == {}
     tombs = LAST_TOMBS[0]
     assert tombs.column("_cdc_pos").to_pylist() == [S + 10]
+    # It has the source time of the change it follows (so it expires like any other).
+    assert tombs.column("_cdc_source_ts_ms").to_pylist() == [1]
     # Across batches: the stored row is at the position the tombstone inherits (tail).
     first, _ = apply(None, events([("1", "c", S + 10, 0, 0, "a")]))
     tails = ((0, "1", S + 10, S + 10),)
@@ -263,6 +265,7 @@ def test_tombstone_right_after_an_upsert_deletes_it() -> None:
         first, events([("1", "x", None, 0, 1, None)]), "20250101000000002", tails=tails
     )
     assert as_dict(new) == {} and counts.deletes == 1
+    assert LAST_TOMBS[0].column("_cdc_source_ts_ms").to_pylist() == [1]  # the stored row's
     # After a delete the tombstone only repeats it: the delete's tombstone (and its
     # source time) stays.
     apply(None, events([("1", "d", S + 20, 0, 0, None), ("1", "x", None, 0, 1, None)]))
