@@ -40,7 +40,7 @@ from engine.errors import ConfigError
 from engine.naming import DEFAULT_NAMING, check_naming, table_name_for_topic
 from engine.redaction import register as register_secret
 
-SUPPORTED_FORMATS = ("debezium-json", "cdc-json")
+SUPPORTED_FORMATS = ("debezium-json", "cdc-json", "debezium-flat")
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
 LOG_NAME = "cdcctl.log"
 PLANNED_FORMATS = ("debezium-avro",)
@@ -120,6 +120,22 @@ def _check_cdc_json(values: dict[str, Any]) -> None:
         raise ValueError("op_field and order_field name the same field: they must differ")
 
 
+class FlattenedConfig(_Section):
+    """``[source.flattened]``: events written by Debezium's ExtractNewRecordState SMT
+    (``source.format = "debezium-flat"``), README "Flattened events"."""
+
+    #: Prefix of the fields the SMT adds (its ``add.fields.prefix``).
+    field_prefix: str = Field(default="__", min_length=1)
+    #: Order by this field when an event has no ``__lsn`` / ``__file`` + ``__pos``: a
+    #: row column or an added field (e.g. ``"__source_ts_ms"``), holding integers below
+    #: 2**62 or ISO timestamps. Newest value wins per key.
+    order_field: str | None = Field(default=None, min_length=1)
+    #: Without any ordering field: order by Kafka offset (arrival order). Opt-in, since
+    #: it is only right while each key stays in one partition and the producer never
+    #: reorders.
+    arrival_order: bool = False
+
+
 class SourceConfig(_Section):
     """Where the Debezium topics are and how to read them."""
 
@@ -184,6 +200,8 @@ class SourceConfig(_Section):
     #: ``skip`` counts and skips them, ``table`` keeps them in an append-only table per
     #: message topic.
     logical_messages: Literal["skip", "table"] = "skip"
+    #: Settings of ``format = "debezium-flat"``.
+    flattened: FlattenedConfig = FlattenedConfig()
 
     @field_validator("database_dsn")
     @classmethod
@@ -212,6 +230,15 @@ class SourceConfig(_Section):
                 '"${env:NAME}" (an environment variable) or "${file:PATH}" (a file holding it)'
             )
         return value
+
+    @model_validator(mode="after")
+    def _flattened_only_when_flat(self) -> SourceConfig:
+        if self.format != "debezium-flat" and self.flattened != FlattenedConfig():
+            raise ValueError(
+                f'[source.flattened] is only read with format = "debezium-flat" (format is '
+                f'"{self.format}"): set the format, or remove the section'
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> SourceConfig:
@@ -480,8 +507,6 @@ class TableConfig(_Section):
     delete_values: list[str] | None = None
     order_field: str | None = Field(default=None, min_length=1)
     order_type: Literal["auto", "integer", "decimal", "timestamp"] | None = None
-    #: Record-key fields of the table (cdc-json: overrides source.cdc_json.key_fields).
-    key_fields: list[str] | None = None
     images: Literal["full", "partial"] | None = None
     records_field: str | None = None
 
@@ -501,6 +526,33 @@ class TableConfig(_Section):
 
     #: This table's ``source.ddl`` policy (None: ``source.ddl``).
     ddl: DdlPolicy | None = None
+
+    #: Record key built from these row fields instead of the Kafka message key (for a
+    #: source table without a primary key, or to override it; for cdc-json it overrides
+    #: source.cdc_json.key_fields). README "Tables without a primary key".
+    key_fields: list[str] | None = None
+    #: ``"full-row"``: a table without a key where every row is its own identity (needs
+    #: full before images). Default (None): records without a key are refused.
+    keyless: Literal["full-row"] | None = None
+
+    @field_validator("key_fields")
+    @classmethod
+    def _key_fields(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value or any(not f for f in value):
+                raise ValueError("key_fields must name at least one column, none empty")
+            if len(set(value)) != len(value):
+                raise ValueError("key_fields names a column twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_identity(self) -> TableConfig:
+        if self.key_fields is not None and self.keyless is not None:
+            raise ValueError(
+                "key_fields and keyless both define the row identity: keep one "
+                '(key_fields if some columns identify a row, keyless = "full-row" if none)'
+            )
+        return self
 
 
 class Config(_Section):

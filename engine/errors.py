@@ -105,3 +105,7 @@ class StateError(CdcError):
 
 class WriterLockError(CdcError):
     """Another replicator holds the writer lock of the work folder or of a table."""
+
+
+class KeylessTableError(SchemaEvolutionError):
+    """Row events without a record key on a table that is not configured for them."""

@@ -23,6 +23,7 @@ from engine.column_types import ColumnType, parse_column_type
 from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
 from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.rewrite import identities_for, rewriting_decoder
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -37,7 +38,7 @@ Decoder = Callable[
 DecoderFactory = Callable[["Config"], Decoder]
 
 
-def _debezium_json(cfg: Config) -> Decoder:
+def _typed_debezium_json(cfg: Config) -> Decoder:
     """The Debezium JSON decoder with the config's column types.
 
     ``[tables.<name>.columns]`` hints (parsed once per table) and, with
@@ -76,8 +77,25 @@ def _cdc_json(cfg: Config) -> Decoder:
     return CdcJsonDecoder(lambda topic: cfg.table_config(cfg.table_name(topic)).cdc_json(base))
 
 
+def _debezium_json(cfg: Config) -> Decoder:
+    """Debezium envelopes; record keys rewritten where ``[tables.<name>]`` says so."""
+    typed = _typed_debezium_json(cfg)
+    if not any(tc.key_fields or tc.keyless for tc in cfg.tables.values()):
+        return typed
+    return rewriting_decoder(typed, None, identities_for(cfg))
+
+
+def _debezium_flat(cfg: Config) -> Decoder:
+    """Rows flattened by ExtractNewRecordState (see :mod:`engine.decode.rewrite`)."""
+    return rewriting_decoder(_typed_debezium_json(cfg), cfg.source.flattened, identities_for(cfg))
+
+
 #: Decoder factories by ``source.format``.
-FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json, "cdc-json": _cdc_json}
+FORMATS: dict[str, DecoderFactory] = {
+    "debezium-json": _debezium_json,
+    "debezium-flat": _debezium_flat,
+    "cdc-json": _cdc_json,
+}
 
 
 def decoder_for(cfg: Config) -> Decoder:

@@ -29,6 +29,12 @@ Rules (README "How changes are applied"):
   key in the batch, else from the stored row; a row never seen keeps null (counted).
 * Carry-over: untouched stored rows are returned as they are (the Hudi writer keeps
   their commit time and sequence number).
+* Full-row tables (``MergeOptions.copies``): the key is a hash of the row, so every event
+  of a key carries the same values. Late events are dropped as above (a replayed event is
+  not newer than the stored position); the others are *all* applied: the stored
+  ``_cdc_copies`` plus the sum of their deltas is the new count. The newest event gives the
+  position; the key stays (as an upsert with the new count) while the count is above 0,
+  and is deleted (leaving a tombstone) otherwise.
 """
 
 from __future__ import annotations
@@ -49,15 +55,18 @@ from engine.merge.positions import (
     combined,
     combined_value,
     inherit_positions,
+    key_starts,
     sort_by_key,
     with_previous_max_rank,
 )
 from engine.merge.toast import DEFAULT_TOAST, has_toast, resolve_toast
 from engine.model import (
+    COPIES,
     KEY,
     OFFSET,
     OP,
     OP_CREATE,
+    OP_DELETE,
     OP_READ,
     OP_TOMBSTONE,
     OP_UPDATE,
@@ -70,6 +79,7 @@ from engine.model import (
 #: Position of an event whose source position is unknown (before any other).
 UNKNOWN_POS = -(2**63)
 UPSERT_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE])
+_DELETE_OPS = pa.array([OP_DELETE, OP_TOMBSTONE])
 
 
 @dataclass
@@ -116,6 +126,9 @@ class MergeOptions:
     renames: tuple[tuple[str, str], ...] = ()
     #: Write the group anew even if no event changes it (a column dropped or renamed).
     rewrite: bool = False
+    #: A ``keyless = "full-row"`` table: the events' ``_cdc_copies`` deltas are added to
+    #: the stored count instead of the newest event replacing the row.
+    copies: bool = False
 
 
 @dataclass
@@ -222,6 +235,9 @@ def merge_file_group(
             winners, history = _decide(
                 events, old, tombs, floor, opts, counts, old_has_only_batch_keys
             )
+            if opts.copies and winners.num_rows:
+                winners = _count_copies(winners, history, old)
+                history = None
 
     old_keys = old.column(HOODIE_RECORD_KEY)
     upserts: pa.Table | None = None
@@ -249,7 +265,7 @@ def merge_file_group(
                 KEY: deleted.column(KEY).cast(pa.string()),
                 POS: deleted.column(POS),
                 POS_SUB: deleted.column(POS_SUB),
-                SOURCE_TS: deleted.column(SOURCE_TS),
+                SOURCE_TS: _deletion_time(deleted, events, old),
                 tombstones.INSTANT: pa.array([instant] * deleted.num_rows, pa.string()),
             },
             schema=tombstones.SCHEMA,
@@ -307,16 +323,34 @@ def _decide(
     )
     # Late: at or below the key's stored position, the truncate floor, or an earlier
     # event of the same key in this batch (null comparisons are "not late").
+    # A Kafka tombstone comes after the event whose position it inherits. After a delete
+    # it only repeats it (late, as any event at an equal position); after an upsert at
+    # its position (a live stored row, or the key's previous event in the batch) it is
+    # the delete itself: ExtractNewRecordState's drop mode leaves only the tombstone.
+    tomb = pl.col(OP) == OP_TOMBSTONE
     late = pl.lit(False)
     if stored is not None:
-        ctl = ctl.join(stored.select(KEY, "_stored"), on=KEY, how="left", maintain_order="left")
-        late = late | (pl.col("_c") <= pl.col("_stored"))
+        ctl = ctl.join(
+            stored.select(KEY, "_stored", "_live"), on=KEY, how="left", maintain_order="left"
+        )
+        after_upsert = tomb & pl.col("_live").fill_null(False)
+        late = late | (
+            pl.when(after_upsert)
+            .then(pl.col("_c") < pl.col("_stored"))
+            .otherwise(pl.col("_c") <= pl.col("_stored"))
+        )
     floor_value = combined_value(floor)
     if floor_value is not None:
         late = late | (pl.col("_c") <= pl.lit(floor_value, pl.Int128))
     if repeats:
         ctl = with_previous_max_rank(ctl)
-        late = late | (pl.col("_rank") <= pl.col("_prev_rank"))
+        previous = pl.when(key_starts([KEY_GROUP])).then(None).otherwise(pl.col(OP).shift(1))
+        after_upsert = tomb & previous.is_in(UPSERT_OPS.to_pylist()).fill_null(False)
+        late = late | (
+            pl.when(after_upsert)
+            .then(pl.col("_rank") < pl.col("_prev_rank"))
+            .otherwise(pl.col("_rank") <= pl.col("_prev_rank"))
+        )
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
     counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
     _count_ops(ctl.filter(~pl.col("_late"))[OP].to_arrow(), counts)
@@ -342,10 +376,83 @@ def _decide(
         sub = pc.coalesce(sub, found[POS_SUB].to_arrow().cast(pa.int64()))
     winners = winners.set_column(winners.schema.get_field_index(POS), POS, pos)
     winners = winners.set_column(winners.schema.get_field_index(POS_SUB), POS_SUB, sub)
+    if opts.copies:
+        return winners, events.take(kept["_i"].to_arrow())
     if not has_toast(winners, opts.toast_placeholder):
         return winners, None
     order = kept.sort([KEY, "_c", PARTITION, OFFSET])  # by the key itself: see resolve_toast
     return winners, events.take(order["_i"].to_arrow())
+
+
+def _deletion_time(deleted: pa.Table, events: pa.Table | None, old: pa.Table) -> pa.Array:
+    """Source time of each new delete tombstone: the deleting event's, else (a Kafka
+    tombstone that is the delete, which has none) the newest of its key's events in the
+    batch, else the stored row's (when the merge read it)."""
+    ts = deleted.column(SOURCE_TS).combine_chunks().cast(pa.int64())
+    if not ts.null_count or events is None or not deleted.num_rows:
+        return ts
+    keys = pl.DataFrame({KEY: deleted.column(KEY).cast(pa.string())})
+    newest = (
+        pl.DataFrame({KEY: events.column(KEY).cast(pa.string()), "_t": events.column(SOURCE_TS)})
+        .group_by(KEY)
+        .agg(pl.col("_t").max())
+    )
+    stored = pl.DataFrame(
+        {KEY: old.column(HOODIE_RECORD_KEY).cast(pa.string()), "_s": old.column(SOURCE_TS)}
+    ).unique(subset=[KEY], keep="last")
+    joined = keys.join(newest, on=KEY, how="left", maintain_order="left").join(
+        stored, on=KEY, how="left", maintain_order="left"
+    )
+    return pc.coalesce(
+        ts, joined["_t"].to_arrow().cast(pa.int64()), joined["_s"].to_arrow().cast(pa.int64())
+    )
+
+
+def _count_copies(winners: pa.Table, kept: pa.Table | None, old: pa.Table) -> pa.Table:
+    """Full-row tables: each winner's count = stored count + the kept events' deltas.
+
+    A winner whose count stays above 0 becomes an upsert of its row (a delete event
+    carries the full before image, so its row is the row), one at 0 or below a delete.
+    """
+    names = [KEY, COPIES]
+    deltas = (
+        pl.DataFrame(kept.select(names))
+        .group_by(KEY)
+        .agg(pl.col(COPIES).fill_null(0).cast(pl.Int64).sum().alias("_delta"))
+        if kept is not None and COPIES in kept.column_names
+        else pl.DataFrame({KEY: [], "_delta": []}, schema={KEY: pl.String, "_delta": pl.Int64})
+    )
+    frame = pl.DataFrame(winners.select([KEY])).with_row_index("_w")
+    frame = frame.join(deltas, on=KEY, how="left", maintain_order="left")
+    if old.num_rows and COPIES in old.column_names:
+        stored = pl.DataFrame(
+            {
+                KEY: old.column(HOODIE_RECORD_KEY).cast(pa.string()),
+                "_stored": old.column(COPIES).cast(pa.int64()),
+            }
+        ).unique(subset=[KEY], keep="last")
+        frame = frame.join(stored, on=KEY, how="left", maintain_order="left")
+    else:
+        frame = frame.with_columns(_stored=pl.lit(None, pl.Int64))
+    total = (
+        frame.sort("_w")
+        .select((pl.col("_stored").fill_null(0) + pl.col("_delta").fill_null(0)).alias("t"))
+        .to_series()
+        .to_arrow()
+        .cast(pa.int64())
+    )
+    alive = pc.greater(total, 0)
+    op = winners.column(OP)
+    op = pc.if_else(
+        alive,
+        pc.if_else(pc.is_in(op, value_set=_DELETE_OPS), pa.scalar(OP_UPDATE), op),
+        pa.scalar(OP_DELETE),
+    )
+    winners = winners.set_column(winners.schema.get_field_index(OP), OP, op)
+    if COPIES in winners.column_names:
+        i = winners.schema.get_field_index(COPIES)
+        winners = winners.set_column(i, winners.schema.field(i), pc.max_element_wise(total, 0))
+    return winners
 
 
 def _count_ops(ops: pa.Array | pa.ChunkedArray, counts: MergeCounts) -> None:
@@ -359,10 +466,10 @@ def _count_ops(ops: pa.Array | pa.ChunkedArray, counts: MergeCounts) -> None:
 def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:
     """Per stored key (live row or tombstone) its position, also as one Int128."""
     frames = []
-    for table, key_col in ((old, HOODIE_RECORD_KEY), (tombs, KEY)):
+    for table, key_col, live in ((old, HOODIE_RECORD_KEY, True), (tombs, KEY, False)):
         if table.num_rows:
             frame = pl.DataFrame(table.select([key_col, POS, POS_SUB]))
-            frames.append(frame.rename({key_col: KEY}))
+            frames.append(frame.rename({key_col: KEY}).with_columns(_live=pl.lit(live)))
     if not frames:
         return None
     stored = pl.concat(frames).filter(pl.col(POS).is_not_null())

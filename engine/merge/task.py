@@ -18,7 +18,7 @@ from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite
 from engine.merge.partial import is_partial
 from engine.merge.rules import MergeCounts, MergeOptions, merge_file_group
 from engine.merge.toast import has_toast
-from engine.model import KEY, POS, POS_SUB
+from engine.model import COPIES, KEY, POS, POS_SUB
 
 #: The stored columns an append reads (whole rows only when TOAST values must be filled);
 #: also what the worker keeps in memory of each file it writes to a Merge-on-Read table.
@@ -54,6 +54,8 @@ def execute_task(task: MergeTask) -> TaskResult:
     data_schema = pa.ipc.read_schema(pa.py_buffer(task.data_schema_ipc))
     plan = task.slice
     append = plan.append and plan.base_file is not None
+    # A full-row table's fold adds to the stored row counts: read and cache them too.
+    light = APPEND_COLUMNS + [COPIES] if task.options.copies else APPEND_COLUMNS
     events = None
     if task.events_file:
         with pa.memory_map(task.events_file) as source:
@@ -67,7 +69,7 @@ def execute_task(task: MergeTask) -> TaskResult:
         if not is_partial(data_schema) and (
             events is None or not has_toast(events, task.options.toast_placeholder)
         ):
-            columns = APPEND_COLUMNS
+            columns = light
         old = plan.read(keys=keys, columns=columns)
     else:
         old = plan.read()
@@ -93,7 +95,7 @@ def execute_task(task: MergeTask) -> TaskResult:
         key_column=KEY,
         data_schema=data_schema,
         counts=RowCounts(counts.inserts, counts.updates, counts.deletes + counts.truncated),
-        cache_columns=APPEND_COLUMNS,
+        cache_columns=light,
     )
     faults.point("task_written", pid=task.driver_pid or None)
     return TaskResult(written, counts)

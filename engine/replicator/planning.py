@@ -18,12 +18,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.config import Config
-from engine.errors import SchemaEvolutionError
+from engine.errors import KeylessTableError, SchemaEvolutionError
 from engine.hudi import FileSlice, HudiWriter
 from engine.merge import MergeOptions, MergeTask, evolve_schema
 from engine.merge.evolution import CDC_FIELDS
 from engine.merge.positions import Tail
-from engine.model import KEY, OP, OP_TRUNCATE, POS, POS_SUB, SOURCE_TS
+from engine.model import (
+    KEY,
+    OP,
+    OP_CREATE,
+    OP_DELETE,
+    OP_READ,
+    OP_TRUNCATE,
+    OP_UPDATE,
+    POS,
+    POS_SUB,
+    SOURCE_TS,
+)
 from engine.replicator.compaction import choose_rewrites
 from engine.replicator.tables import TableRuntime
 
@@ -116,6 +127,30 @@ def _merge_options(
         tails=tails,
         renames=tuple(renames.items()),
         rewrite=rewrite,
+        copies=cfg.table_config(rt.name).keyless == "full-row",
+    )
+
+
+_ROW_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE, OP_DELETE])
+
+
+def _refuse_keyless(rt: TableRuntime, batch: pa.Table) -> None:
+    """Row events without a record key (a source table without a primary key) stop the
+    table unless ``[tables.<name>]`` says how to identify its rows."""
+    keys = batch.column(KEY)
+    if not keys.null_count:
+        return
+    keyless = pc.and_(pc.is_null(keys), pc.is_in(batch.column(OP), value_set=_ROW_OPS))
+    if not pc.any(keyless).as_py():
+        return
+    raise KeylessTableError(
+        f"table {rt.name}: {pc.sum(keyless).as_py()} row change(s) without a record key "
+        f"(null Kafka key on topic {rt.topic}: the source table has no primary key)",
+        hint=(
+            "add a primary key to the source table, or name the columns that identify a "
+            f'row: [tables.{rt.name}] key_fields = ["col", ...] (or keyless = '
+            '"full-row" when no columns do; README "Tables without a primary key")'
+        ),
     )
 
 
@@ -174,6 +209,8 @@ def plan_table(
     (``source.ddl = "apply"``); the table's every file group is rewritten in the new shape.
     """
     has_rows = batch is not None and batch.num_rows > 0
+    if has_rows:
+        _refuse_keyless(rt, batch)
     if rt.writer is None:
         if batch is None or not has_rows or not key_fields:
             return None

@@ -248,6 +248,94 @@ def test_lone_tombstone_keeps_existing_tombstone() -> None:
     assert LAST_TOMBS[0].column("_cdc_pos").to_pylist() == [S + 20]
 
 
+def test_tombstone_right_after_an_upsert_deletes_it() -> None:
+    # ExtractNewRecordState's drop mode (and a compacted topic) leave only the tombstone
+    # of a delete: it follows an insert or update and takes its position.
+    evs = events([("1", "c", S + 10, 0, 0, "a"), ("1", "x", None, 0, 1, None)])
+    new, _ = apply(None, evs)
+    assert as_dict(new) == {}
+    tombs = LAST_TOMBS[0]
+    assert tombs.column("_cdc_pos").to_pylist() == [S + 10]
+    # It has the source time of the change it follows (so it expires like any other).
+    assert tombs.column("_cdc_source_ts_ms").to_pylist() == [1]
+    # Across batches: the stored row is at the position the tombstone inherits (tail).
+    first, _ = apply(None, events([("1", "c", S + 10, 0, 0, "a")]))
+    tails = ((0, "1", S + 10, S + 10),)
+    new, counts = apply(
+        first, events([("1", "x", None, 0, 1, None)]), "20250101000000002", tails=tails
+    )
+    assert as_dict(new) == {} and counts.deletes == 1
+    assert LAST_TOMBS[0].column("_cdc_source_ts_ms").to_pylist() == [1]  # the stored row's
+    # After a delete the tombstone only repeats it: the delete's tombstone (and its
+    # source time) stays.
+    apply(None, events([("1", "d", S + 20, 0, 0, None), ("1", "x", None, 0, 1, None)]))
+    assert LAST_TOMBS[0].column("_cdc_source_ts_ms").to_pylist() == [1]
+
+
+def _copies_events(rows: list[tuple]) -> pa.Table:
+    """rows: (key, op, pos, offset, name, delta) of a full-row table."""
+    evs = events([(k, op, pos, 0, off, name) for k, op, pos, off, name, _ in rows])
+    return evs.append_column("_cdc_copies", pa.array([d for *_, d in rows], pa.int64()))
+
+
+COPIES_DATA = pa.schema([*DATA, pa.field("_cdc_copies", pa.int64())])
+
+
+def _apply_copies(old, evs, instant, tombs=None):
+    result = merge_file_group(
+        old,
+        evs,
+        instant=instant,
+        data_schema=COPIES_DATA,
+        old_tombstones=tombs,
+        options=MergeOptions(copies=True),
+    )
+    rows = base_rows(
+        result.carried,
+        result.upserts,
+        "_cdc_key",
+        instant=instant,
+        task_partition=0,
+        file_name=f"f-0_0-1-0_{instant}.parquet",
+        data_schema=COPIES_DATA,
+    )
+    return rows, result
+
+
+def test_full_row_counts_add_up_and_replays_are_late() -> None:
+    # Key "7" = one row value: inserted three times, deleted once in the same batch.
+    first, _ = _apply_copies(
+        None,
+        _copies_events(
+            [
+                ("7", "c", S + 1, 0, "v", 1),
+                ("7", "c", S + 2, 1, "v", 1),
+                ("7", "c", S + 3, 2, "v", 1),
+                ("7", "d", S + 4, 3, "v", -1),
+                ("8", "c", S + 5, 4, "w", 1),
+            ]
+        ),
+        "20250101000000001",
+    )
+    assert {r["_hoodie_record_key"]: r["_cdc_copies"] for r in first.to_pylist()} == {
+        "7": 2,
+        "8": 1,
+    }
+    # Next batch: a replayed old insert (late), one more delete of 7, 8 deleted twice.
+    evs = _copies_events(
+        [
+            ("7", "c", S + 2, 5, "v", 1),
+            ("7", "d", S + 6, 6, "v", -1),
+            ("8", "d", S + 7, 7, "w", -1),
+            ("8", "d", S + 8, 8, "w", -1),
+        ]
+    )
+    new, result = _apply_copies(first, evs, "20250101000000002")
+    assert {r["_hoodie_record_key"]: r["_cdc_copies"] for r in new.to_pylist()} == {"7": 1}
+    assert result.counts.late == 1
+    assert result.tombstones.column("_cdc_key").to_pylist() == ["8"]
+
+
 # -- run-based helpers against the per-key window formulation they replace ----------------
 
 _run_rows = st.lists(
