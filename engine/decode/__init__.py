@@ -39,8 +39,27 @@ def _debezium_json(cfg: Config) -> Decoder:
     return decode_debezium_json
 
 
+def _debezium_avro(cfg: Config) -> Decoder:
+    from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
+
+    registry = cfg.source.schema_registry
+    if registry is None:  # config validation requires it for this format
+        raise ValueError('format "debezium-avro" needs [source.schema_registry]')
+    password = registry.password_value()
+    settings = RegistrySettings(
+        registry.url,
+        registry.basic_auth_user,
+        None if password is None else password.get_secret_value(),
+        registry.ssl_ca_location,
+    )
+    return AvroDecoder(SchemaCache(settings))
+
+
 #: Decoder factories by ``source.format``.
-FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json}
+FORMATS: dict[str, DecoderFactory] = {
+    "debezium-json": _debezium_json,
+    "debezium-avro": _debezium_avro,
+}
 
 
 def decoder_for(cfg: Config) -> Decoder:

@@ -1,0 +1,181 @@
+"""Avro datums of one writer schema -> one Arrow table, in bulk.
+
+The body of a Confluent-framed record *is* the Avro binary encoding of its datum, and an
+Avro object container file block is just ``count, byte size, datums, sync marker``. So
+the bodies of one schema id are wrapped into one in-memory container file and read by
+Polars' compiled reader (Rust) in one call, which yields Arrow columns directly
+(~15x faster than fastavro record by record; see bench/decode_bench.py ``--format avro``).
+
+Framing check: a compiled block reader does not say where one datum ends, so a truncated
+body or one with trailing bytes could shift its neighbours. Each datum is therefore
+followed by its own length as an extra ``long`` field of the container schema; a row
+whose trailer does not equal its body's length (or a reader error) sends the range to
+bisection and, at the leaves, to fastavro record by record, which names each bad record.
+Bulk and per-record paths give the same values: both read the :func:`bulk_schema`
+wire form (raw ints and bytes), converted afterwards by the Connect plans.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_LEN_FIELD = "__cdc_datum_length__"
+_LEAF = 16
+_SYNC = os.urandom(16)
+
+
+def _varint(n: int) -> bytes:
+    """Avro ``long`` (zig-zag varint) encoding."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL = [_varint(i) for i in range(1 << 14)]
+
+
+def _length(n: int) -> bytes:
+    return _SMALL[n] if n < len(_SMALL) else _varint(n)
+
+
+@dataclass(slots=True)
+class Decoded:
+    """Rows decoded from some bodies of one group.
+
+    Attributes:
+        positions: Positions (within the group) of the decoded records, ascending.
+        table: Their columns (top-level fields of the schema), in the wire types.
+    """
+
+    positions: list[int]
+    table: pa.Table
+
+
+class BodyReader:
+    """Decodes the bodies of one writer schema (see module docstring)."""
+
+    def __init__(self, wire_schema: Any, wire: pa.DataType, bulk_ok: bool, columns: list[str]):
+        self.wire = wire
+        self.columns = columns
+        self.target = pa.schema([wire.field(c) for c in columns])
+        self.parsed = fastavro.parse_schema(wire_schema)
+        self.bulk_ok = bulk_ok
+        self.header = b""
+        if bulk_ok:
+            framed = dict(wire_schema)
+            framed["fields"] = [*wire_schema["fields"], {"name": _LEN_FIELD, "type": "long"}]
+            meta = {"avro.schema": json.dumps(framed).encode(), "avro.codec": b"null"}
+            head = bytearray(b"Obj\x01") + _varint(len(meta))
+            for k, v in meta.items():
+                head += _varint(len(k)) + k.encode() + _varint(len(v)) + v
+            self.header = bytes(head + b"\x00" + _SYNC)
+
+    def decode(self, bodies: list[bytes]) -> tuple[list[Decoded], dict[int, str]]:
+        """Decode every body; returns the decoded pieces and bad positions with reasons."""
+        pieces: list[Decoded] = []
+        bad: dict[int, str] = {}
+        positions = list(range(len(bodies)))
+        if self.bulk_ok and len(bodies) > _LEAF:
+            self._bulk(bodies, positions, pieces, bad)
+        else:
+            self._records(bodies, positions, pieces, bad)
+        return pieces, bad
+
+    def _bulk(
+        self, bodies: list[bytes], positions: list[int], pieces: list[Decoded], bad: dict[int, str]
+    ) -> None:
+        table = self._read_block([bodies[p] for p in positions])
+        if table is not None:
+            pieces.append(Decoded(positions, table))
+            return
+        if len(positions) <= _LEAF:
+            self._records(bodies, positions, pieces, bad)
+            return
+        mid = len(positions) // 2
+        self._bulk(bodies, positions[:mid], pieces, bad)
+        self._bulk(bodies, positions[mid:], pieces, bad)
+
+    def _read_block(self, bodies: list[bytes]) -> pa.Table | None:
+        """One container-file block of all bodies; None if any datum does not frame."""
+        data = b"".join([part for b in bodies for part in (b, _length(len(b)))])
+        buf = self.header + _varint(len(bodies)) + _varint(len(data)) + data + _SYNC
+        try:
+            frame = pl.read_avro(io.BytesIO(buf), columns=[*self.columns, _LEN_FIELD])
+        except BaseException as exc:  # noqa: BLE001 - Polars panics are BaseExceptions
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None
+        if frame.height != len(bodies):
+            return None
+        lengths = pa.array([len(b) for b in bodies], pa.int64())
+        got = frame.get_column(_LEN_FIELD).to_arrow().cast(pa.int64())
+        if not pc.all(pc.equal(got, lengths)).as_py():
+            return None
+        table = frame.select(self.columns).to_arrow()
+        try:
+            return table.cast(self.target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+            return None
+
+    def _records(
+        self, bodies: list[bytes], positions: list[int], pieces: list[Decoded], bad: dict[int, str]
+    ) -> None:
+        rows: list[dict] = []
+        ok: list[int] = []
+        for p in positions:
+            body = bodies[p]
+            stream = io.BytesIO(body)
+            try:
+                datum = fastavro.schemaless_reader(stream, self.parsed, None)
+            except Exception as exc:  # noqa: BLE001 - any decoder failure is a bad record
+                bad[p] = (
+                    f"body of {len(body)} bytes is not an Avro datum of its schema "
+                    f"(truncated or corrupt): {type(exc).__name__}: {exc}"
+                )
+                continue
+            if stream.tell() != len(body):
+                bad[p] = (
+                    f"Avro body has {len(body) - stream.tell()} bytes after the datum "
+                    "(not written with this schema id)"
+                )
+                continue
+            if not isinstance(datum, dict):
+                bad[p] = "Avro datum is not a record"
+                continue
+            rows.append({c: _plain(datum.get(c), self.target.field(c).type) for c in self.columns})
+            ok.append(p)
+        if not ok:
+            return
+        try:
+            table = pa.Table.from_pylist(rows, schema=self.target)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            for p in ok:
+                bad[p] = f"Avro datum does not fit its Arrow type: {exc}"
+            return
+        pieces.append(Decoded(ok, table))
+
+
+def _plain(v: Any, t: pa.DataType) -> Any:
+    """A fastavro value in the form ``pa.array`` takes for type ``t`` (maps as pairs)."""
+    if v is None:
+        return None
+    if pa.types.is_map(t):
+        return [(k, _plain(x, t.item_type)) for k, x in v.items()]
+    if pa.types.is_struct(t):
+        return {f.name: _plain(v.get(f.name), f.type) for f in t}
+    if pa.types.is_list(t):
+        return [_plain(x, t.value_type) for x in v]
+    return v

@@ -1,0 +1,413 @@
+"""Tests of the Debezium Avro decoder (engine/decode/debezium_avro/) against a real HTTP
+schema registry (engine/playground/registry.py) reached by confluent-kafka's client, with
+messages serialized by confluent-kafka's own AvroSerializer."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from engine.config import config_from_dict
+from engine.decode import decode_debezium_json, decoder_for
+from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
+from engine.decode.debezium_avro.registry import RegistryAuthError
+from engine.errors import ConfigError, SourceError
+from engine.playground.registry import SchemaRegistry
+from engine.redaction import redact
+from engine.replicator.retry import transient_cause
+from tests.avro_support import (
+    DATE,
+    INT16,
+    JSON,
+    MICRO_TIME,
+    MICRO_TIMESTAMP,
+    TIMESTAMP,
+    UUID,
+    VARIABLE_SCALE_DECIMAL,
+    ZONED_TIMESTAMP,
+    Serializer,
+    decimal_type,
+    envelope_schema,
+    event,
+    key_schema,
+)
+
+TOPIC = "srv.public.items"
+DEC = "org.apache.kafka.connect.data.Decimal"
+
+
+@pytest.fixture
+def registry() -> Iterator[SchemaRegistry]:
+    with SchemaRegistry() as reg:
+        yield reg
+
+
+def decoder(url: str) -> AvroDecoder:
+    return AvroDecoder(SchemaCache(RegistrySettings(url)))
+
+
+def run(dec: Any, keys: list, values: list) -> Any:
+    n = len(values)
+    return dec(TOPIC, keys, values, [0] * n, list(range(n)))
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def unscaled(value: Decimal, scale: int) -> bytes:
+    n = int(value.scaleb(scale))
+    return n.to_bytes((n.bit_length() + 8) // 8, "big", signed=True)
+
+
+# (name, Avro type as the AvroConverter writes it, the Connect schema JsonConverter writes,
+#  Avro value, JsonConverter value): the same column on both paths.
+COLUMNS: list[tuple[str, Any, dict, Any, Any]] = [
+    (
+        "amount",
+        decimal_type(12, 2),
+        {
+            "type": "bytes",
+            "name": DEC,
+            "parameters": {"scale": "2", "connect.decimal.precision": "12"},
+        },
+        Decimal("-12.34"),
+        b64(unscaled(Decimal("-12.34"), 2)),
+    ),  # noqa: E501
+    (
+        "at",
+        MICRO_TIMESTAMP,
+        {"type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+        -1_000_001,
+        -1_000_001,
+    ),  # noqa: E501
+    (
+        "at_ms",
+        TIMESTAMP,
+        {"type": "int64", "name": "io.debezium.time.Timestamp"},
+        1_700_000_000_123,
+        1_700_000_000_123,
+    ),  # noqa: E501
+    ("day", DATE, {"type": "int32", "name": "io.debezium.time.Date"}, 19_000, 19_000),
+    (
+        "cday",
+        {
+            "type": "int",
+            "connect.version": 1,
+            "connect.name": "org.apache.kafka.connect.data.Date",
+            "logicalType": "date",
+        },
+        {"type": "int32", "name": "org.apache.kafka.connect.data.Date"},
+        19_001,
+        19_001,
+    ),  # noqa: E501
+    (
+        "tod",
+        MICRO_TIME,
+        {"type": "int64", "name": "io.debezium.time.MicroTime"},
+        3_600_000_001,
+        3_600_000_001,
+    ),  # noqa: E501
+    (
+        "zoned",
+        ZONED_TIMESTAMP,
+        {"type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+        "2024-03-04T05:06:07.654321Z",
+        "2024-03-04T05:06:07.654321Z",
+    ),  # noqa: E501
+    ("small", INT16, {"type": "int16"}, -3, -3),
+    ("f32", "float", {"type": "float"}, 1.5, 1.5),
+    ("f64", "double", {"type": "double"}, 2.25, 2.25),
+    ("flag", "boolean", {"type": "boolean"}, True, True),
+    ("raw", "bytes", {"type": "bytes"}, b"\x00\xff", b64(b"\x00\xff")),
+    (
+        "tags",
+        {"type": "array", "items": "string"},
+        {"type": "array", "items": {"type": "string"}},
+        ["a", "b"],
+        ["a", "b"],
+    ),  # noqa: E501
+    (
+        "vsd",
+        VARIABLE_SCALE_DECIMAL,
+        {
+            "type": "struct",
+            "name": "io.debezium.data.VariableScaleDecimal",
+            "fields": [{"field": "scale", "type": "int32"}, {"field": "value", "type": "bytes"}],
+        },
+        {"scale": 3, "value": b"\x30\x39"},
+        {"scale": 3, "value": b64(b"\x30\x39")},
+    ),  # noqa: E501
+    ("doc", JSON, {"type": "string", "name": "io.debezium.data.Json"}, '{"k":1}', '{"k":1}'),
+    (
+        "uid",
+        UUID,
+        {"type": "string", "name": "io.debezium.data.Uuid"},
+        "0b1e3c4d-0000-4000-8000-000000000001",
+        "0b1e3c4d-0000-4000-8000-000000000001",
+    ),  # noqa: E501
+    ("note", "string", {"type": "string"}, "x", "x"),
+]
+
+
+def _json_envelope(columns: list[tuple[str, Any, dict, Any, Any]]) -> dict:
+    value = {
+        "type": "struct",
+        "name": f"{TOPIC}.Value",
+        "optional": True,
+        "fields": [{"field": "id", "type": "int32"}]
+        + [{**c, "field": n, "optional": True} for n, _, c, _, _ in columns],
+    }
+    source = {
+        "type": "struct",
+        "name": "io.debezium.connector.postgresql.Source",
+        "fields": [
+            {"field": f, "type": t, "optional": o}
+            for f, t, o in [
+                ("version", "string", False),
+                ("connector", "string", False),
+                ("name", "string", False),
+                ("ts_ms", "int64", False),
+                ("snapshot", "string", True),
+                ("db", "string", False),
+                ("sequence", "string", True),
+                ("schema", "string", False),
+                ("table", "string", False),
+                ("txId", "int64", True),
+                ("lsn", "int64", True),
+                ("xmin", "int64", True),
+            ]
+        ],  # fmt: skip
+    }
+    return {
+        "type": "struct",
+        "name": f"{TOPIC}.Envelope",
+        "fields": [
+            {**value, "field": "before"},
+            {**value, "field": "after"},
+            {**source, "field": "source"},
+            {"field": "op", "type": "string"},
+            {"field": "ts_ms", "type": "int64", "optional": True},
+            {
+                "field": "transaction",
+                "type": "struct",
+                "optional": True,
+                "fields": [
+                    {"field": "id", "type": "string"},
+                    {"field": "total_order", "type": "int64"},
+                    {"field": "data_collection_order", "type": "int64"},
+                ],
+            },
+        ],
+    }
+
+
+def _events(count: int) -> list[tuple[str, int, bool]]:
+    """(op, id, with values) per event: inserts, updates, a delete, a tombstone."""
+    out = [("c", i, True) for i in range(count)]
+    out += [("u", 1, True), ("u", 2, False), ("d", 3, False), ("x", 3, False)]
+    return out
+
+
+def test_avro_gives_the_same_change_batch_as_json(registry: SchemaRegistry) -> None:
+    columns = COLUMNS
+    avro_cols = [("id", "int", False)] + [(n, a, True) for n, a, _, _, _ in columns]
+    ser = Serializer(
+        registry.url, TOPIC, key_schema(TOPIC, [("id", "int")]), envelope_schema(TOPIC, avro_cols)
+    )
+    json_schema = _json_envelope(columns)
+    key_json_schema = {"type": "struct", "fields": [{"field": "id", "type": "int32"}]}
+    a_keys, a_vals, j_keys, j_vals = [], [], [], []
+    for lsn, (op, i, full) in enumerate(_events(40), start=100):
+        a_row = {"id": i, **{n: (a if full else None) for n, _, _, a, _ in columns}}
+        j_row = {"id": i, **{n: (j if full else None) for n, _, _, _, j in columns}}
+        a_keys.append(ser.key({"id": i}))
+        j_keys.append(json.dumps({"schema": key_json_schema, "payload": {"id": i}}).encode())
+        if op == "x":
+            a_vals.append(None)
+            j_vals.append(None)
+            continue
+        a_ev = event("items", op, None if op == "d" else a_row, lsn, before=a_row)
+        j_ev = event("items", op, None if op == "d" else j_row, lsn, before=j_row)
+        a_vals.append(ser.value(a_ev))
+        j_vals.append(json.dumps({"schema": json_schema, "payload": j_ev}).encode())
+    avro = run(decoder(registry.url), a_keys, a_vals)
+    js = run(decode_debezium_json, j_keys, j_vals)
+    assert not avro.bad and not js.bad, (avro.bad, js.bad)
+    assert avro.batch is not None and js.batch is not None
+    assert avro.batch.schema == js.batch.schema
+    assert avro.batch.to_pylist() == js.batch.to_pylist()
+    assert avro.batch.num_rows == 44
+    assert avro.key_fields == js.key_fields == ["id"]
+    assert avro.source_table == js.source_table
+    row = avro.batch.to_pylist()[0]
+    assert row["amount"] == Decimal("-12.34") and row["vsd"] == "12.345"
+    assert avro.batch.schema.field("amount").type == pa.decimal128(12, 2)
+    assert avro.batch.schema.field("at").type == pa.timestamp("us")
+    assert avro.batch.schema.field("zoned").type == pa.timestamp("us", "UTC")
+
+
+def test_maps_and_single_records_take_the_per_record_path(registry: SchemaRegistry) -> None:
+    # Polars cannot read Avro maps: such schemas are decoded by fastavro record by record.
+    cols = [("id", "int", False), ("attrs", {"type": "map", "values": "long"}, True)]
+    ser = Serializer(registry.url, TOPIC, key_schema(TOPIC, [("id", "int")]),
+                     envelope_schema(TOPIC, cols))  # fmt: skip
+    vals = [ser.value(event("items", "c", {"id": i, "attrs": {"a": i}}, 10 + i)) for i in range(20)]
+    keys = [ser.key({"id": i}) for i in range(20)]
+    res = run(decoder(registry.url), keys, vals)
+    assert not res.bad
+    assert res.batch is not None
+    assert res.batch.schema.field("attrs").type == pa.map_(pa.string(), pa.int64())
+    assert res.batch.column("attrs").to_pylist()[5] == [("a", 5)]
+
+
+def _rows(n: int, registry: SchemaRegistry) -> tuple[Serializer, list, list]:
+    cols = [("id", "int", False), ("amount", decimal_type(10, 2), True), ("note", "string", True)]
+    ser = Serializer(registry.url, TOPIC, key_schema(TOPIC, [("id", "int")]),
+                     envelope_schema(TOPIC, cols))  # fmt: skip
+    keys = [ser.key({"id": i}) for i in range(n)]
+    vals = [
+        ser.value(event("items", "c", {"id": i, "amount": Decimal(i) / 4, "note": "n" * i}, i + 1))
+        for i in range(n)
+    ]
+    return ser, keys, vals
+
+
+def test_bad_wire_bytes_are_quarantined_with_coordinates(registry: SchemaRegistry) -> None:
+    _, keys, vals = _rows(100, registry)
+    good = vals[10]
+    assert good is not None
+    schema_id = int.from_bytes(good[1:5], "big")
+    vals[10] = b'{"op":"c"}'  # JSON, not Avro
+    vals[20] = good[:3]  # too short for the header
+    vals[30] = good[:-4]  # truncated body
+    vals[40] = good + b"\x00\x00"  # trailing bytes: not a datum of this schema
+    vals[50] = b"\x00" + (4242).to_bytes(4, "big") + good[5:]  # unknown schema id
+    res = run(decoder(registry.url), keys, vals)
+    reasons = {b.offset: b.reason for b in res.bad}
+    assert sorted(reasons) == [10, 20, 30, 40, 50]
+    assert "not the Confluent magic byte" in reasons[10]
+    assert "too short" in reasons[20]
+    assert f"schema id {schema_id}" in reasons[30] and "truncated or corrupt" in reasons[30]
+    assert "bytes after the datum" in reasons[40]
+    assert "schema id 4242 is not in the schema registry" in reasons[50]
+    bad = {b.offset: b for b in res.bad}
+    assert bad[30].topic == TOPIC and bad[30].partition == 0 and bad[30].value == vals[30]
+    assert res.batch is not None and res.batch.num_rows == 95
+    # The neighbours of the bad records are decoded exactly (bulk framing check).
+    by_offset = {r["_cdc_offset"]: r for r in res.batch.to_pylist()}
+    for i in (9, 11, 29, 31, 39, 41):
+        assert by_offset[i]["id"] == i and by_offset[i]["note"] == "n" * i
+        assert by_offset[i]["amount"] == Decimal(i) / 4
+
+
+def test_schema_id_change_mid_batch(registry: SchemaRegistry) -> None:
+    ser1, keys, vals = _rows(30, registry)
+    cols2 = [("id", "int", False), ("amount", decimal_type(10, 2), True),
+             ("note", "string", True), ("added", "long", True)]  # fmt: skip
+    ser2 = Serializer(registry.url, TOPIC, key_schema(TOPIC, [("id", "int")]),
+                      envelope_schema(TOPIC, cols2))  # fmt: skip
+    row = {"id": 99, "amount": Decimal("1.50"), "note": "new", "added": 7}
+    keys.append(ser2.key({"id": 99}))
+    vals.append(ser2.value(event("items", "c", row, 500)))
+    res = run(decoder(registry.url), keys, vals)
+    assert not res.bad
+    assert len(res.value_schema_fingerprints) == 2
+    assert res.batch is not None
+    last = res.batch.to_pylist()[-1]
+    assert last["added"] == 7 and last["_cdc_offset"] == 30
+    assert res.batch.to_pylist()[0]["added"] is None
+
+
+def test_non_row_values_are_ignored(registry: SchemaRegistry) -> None:
+    heartbeat = {"type": "record", "name": "Heartbeat", "namespace": "io.debezium.connector.common",
+                 "fields": [{"name": "ts_ms", "type": "long"}],
+                 "connect.name": "io.debezium.connector.common.Heartbeat"}  # fmt: skip
+    ser = Serializer(registry.url, TOPIC, key_schema(TOPIC, [("id", "int")]), heartbeat)
+    values = [ser.value({"ts_ms": 1}), ser.value({"ts_ms": 2})]
+    res = run(decoder(registry.url), [None, None], values)
+    assert res.ignored == 2 and res.batch is None and not res.bad
+
+
+def test_unreachable_registry_is_transient() -> None:
+    with SchemaRegistry() as reg:
+        url = reg.url
+        _, keys, vals = _rows(3, reg)
+    with pytest.raises(SourceError) as caught:
+        run(decoder(url), keys, vals)
+    assert "cannot be reached" in str(caught.value)
+    assert transient_cause(caught.value) is not None
+
+
+def test_basic_auth_password_from_a_reference_and_redacted(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cret-registry-pw"
+    with SchemaRegistry(user="cdc", password=secret) as reg:
+        client_url = reg.url
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        authed = SchemaRegistryClient({"url": client_url, "basic.auth.user.info": f"cdc:{secret}"})
+        vs = envelope_schema(TOPIC, [("id", "int", False)])
+        from confluent_kafka.schema_registry import Schema
+
+        sid = authed.register_schema(f"{TOPIC}-value", Schema(json.dumps(vs), "AVRO"))
+        from confluent_kafka.schema_registry.avro import AvroSerializer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        value = AvroSerializer(authed, json.dumps(vs))(
+            event("items", "c", {"id": 1}, 5), SerializationContext(TOPIC, MessageField.VALUE)
+        )
+        assert value is not None and int.from_bytes(value[1:5], "big") == sid
+
+        base = {
+            "source": {
+                "bootstrap_servers": "127.0.0.1:1",
+                "topics": ".",
+                "format": "debezium-avro",
+                "schema_registry": {
+                    "url": client_url,
+                    "basic_auth_user": "cdc",
+                    "basic_auth_password": "${env:CDC_TEST_REGISTRY_PW}",
+                },
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+        monkeypatch.setenv("CDC_TEST_REGISTRY_PW", secret)
+        cfg = config_from_dict(base)
+        assert redact(f"pw={secret}") == "pw=***"
+        res = decoder_for(cfg)(TOPIC, [None], [value], [0], [0])
+        assert res.batch is not None and res.batch.num_rows == 1
+
+        monkeypatch.setenv("CDC_TEST_REGISTRY_PW", "wrong-password")
+        with pytest.raises(RegistryAuthError):
+            decoder_for(config_from_dict(base))(TOPIC, [None], [value], [0], [0])
+
+
+def test_config_refuses_avro_without_registry_and_literal_passwords(tmp_path: Any) -> None:
+    base: dict[str, Any] = {
+        "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", "format": "debezium-avro"},
+        "target": {"path": str(tmp_path / "lake")},
+        "replicator": {"work_dir": str(tmp_path / "work")},
+    }
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict(base)
+    assert "schema_registry" in str(caught.value.problems)
+    base["source"]["schema_registry"] = {
+        "url": "http://r:8081",
+        "basic_auth_user": "u",
+        "basic_auth_password": "plain",
+    }
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict(base)
+    assert "basic_auth_password" in str(caught.value.problems)
+    base["source"]["schema_registry"] = {"url": "ftp://r"}
+    with pytest.raises(ConfigError):
+        config_from_dict(base)
