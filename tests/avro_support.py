@@ -10,6 +10,7 @@ against a registry, so the bytes are the real wire format.
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -198,3 +199,133 @@ class Serializer:
         out = self._value(datum, SerializationContext(self.topic, MessageField.VALUE))
         assert out is not None
         return out
+
+
+# -- JsonConverter messages re-serialized as the AvroConverter would write them ------------
+
+_CONNECT_PRIMITIVE = {
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "int64": "long",
+    "float": "float",
+    "float32": "float",
+    "double": "double",
+    "float64": "double",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "bytes",
+}
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def connect_to_avro(schema: dict, defined: set[str] | None = None) -> Any:
+    """The Avro schema Confluent's AvroData makes of a Connect schema (JsonConverter form):
+    structs become records named after the Connect name (a second use refers to it by
+    name), optional fields ``["null", T]`` with default null, int8/int16 ``int`` with
+    ``connect.type``, Decimal ``bytes`` with ``logicalType`` decimal, semantic names in
+    ``connect.name`` and parameters in ``connect.parameters``."""
+    defined = set() if defined is None else defined
+    t = schema["type"]
+    name = schema.get("name")
+    params = schema.get("parameters")
+    if t == "struct":
+        full = name or f"io.confluent.connect.avro.ConnectDefault{len(defined) + 1}"
+        if full in defined:
+            return full
+        defined.add(full)
+        ns, _, short = full.rpartition(".")
+        fields = []
+        for f in schema["fields"]:
+            sub = connect_to_avro(f, defined)
+            if f.get("optional"):
+                fields.append({"name": f["field"], "type": ["null", sub], "default": None})
+            else:
+                fields.append({"name": f["field"], "type": sub})
+        out: dict[str, Any] = {"type": "record", "name": short, "fields": fields}
+        if ns:
+            out["namespace"] = ns
+        if name:
+            out["connect.name"] = name
+        return out
+    if t == "array":
+        return {"type": "array", "items": connect_to_avro(schema["items"], defined)}
+    if t == "map":
+        return {"type": "map", "values": connect_to_avro(schema["values"], defined)}
+    out = {"type": _CONNECT_PRIMITIVE[t]}
+    if t in ("int8", "int16"):
+        out["connect.type"] = t
+    if name == _DECIMAL:
+        p = params or {}
+        out.update(
+            scale=int(p.get("scale", "0")),
+            precision=int(p.get("connect.decimal.precision", "64")),
+            logicalType="decimal",
+        )
+    if name:
+        out["connect.version"] = 1
+        out["connect.name"] = name
+    if params:
+        out["connect.parameters"] = dict(params)
+    return out if len(out) > 1 else out["type"]
+
+
+def payload_to_avro(value: Any, schema: dict) -> Any:
+    """A JsonConverter payload value as the Python datum AvroSerializer takes."""
+    import base64
+
+    if value is None:
+        return None
+    t = schema["type"]
+    if t == "struct":
+        return {f["field"]: payload_to_avro(value.get(f["field"]), f) for f in schema["fields"]}
+    if t == "array":
+        return [payload_to_avro(v, schema["items"]) for v in value]
+    if t == "map":
+        return {k: payload_to_avro(v, schema["values"]) for k, v in value.items()}
+    if t == "bytes":
+        raw = base64.b64decode(value)
+        if schema.get("name") == _DECIMAL:
+            scale = int((schema.get("parameters") or {}).get("scale", "0"))
+            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+        return raw
+    return value
+
+
+class JsonToAvro:
+    """Re-serializes JsonConverter (``schemas.enable=true``) messages as AvroConverter
+    output through confluent-kafka's AvroSerializer (one serializer per Connect schema)."""
+
+    def __init__(self, url: str) -> None:
+        import json
+
+        self._json = json
+        self.client = SchemaRegistryClient({"url": url})
+        self._serializers: dict[tuple[str, str], tuple[AvroSerializer, dict]] = {}
+
+    def _one(self, topic: str, raw: bytes | None, field: MessageField) -> bytes | None:
+        if raw is None:
+            return None
+        wrapped = self._json.loads(raw)
+        schema, payload = wrapped["schema"], wrapped["payload"]
+        text = self._json.dumps(schema, sort_keys=True)
+        found = self._serializers.get((field, text))
+        if found is None:
+            avro = self._json.dumps(connect_to_avro(schema))
+            found = (AvroSerializer(self.client, avro), schema)
+            self._serializers[(field, text)] = found
+        serializer, connect_schema = found
+        out = serializer(
+            payload_to_avro(payload, connect_schema), SerializationContext(topic, field)
+        )
+        assert out is not None
+        return out
+
+    def message(
+        self, topic: str, key: bytes | None, value: bytes | None
+    ) -> tuple[str, bytes | None, bytes | None]:
+        return (
+            topic,
+            self._one(topic, key, MessageField.KEY),
+            self._one(topic, value, MessageField.VALUE),
+        )

@@ -40,19 +40,10 @@ def _debezium_json(cfg: Config) -> Decoder:
 
 
 def _debezium_avro(cfg: Config) -> Decoder:
-    from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
+    from engine.decode.debezium_avro import AvroDecoder, SchemaCache
+    from engine.decode.debezium_avro.registry import settings_from_config
 
-    registry = cfg.source.schema_registry
-    if registry is None:  # config validation requires it for this format
-        raise ValueError('format "debezium-avro" needs [source.schema_registry]')
-    password = registry.password_value()
-    settings = RegistrySettings(
-        registry.url,
-        registry.basic_auth_user,
-        None if password is None else password.get_secret_value(),
-        registry.ssl_ca_location,
-    )
-    return AvroDecoder(SchemaCache(settings))
+    return AvroDecoder(SchemaCache(settings_from_config(cfg)))
 
 
 #: Decoder factories by ``source.format``.

@@ -411,3 +411,47 @@ def test_config_refuses_avro_without_registry_and_literal_passwords(tmp_path: An
     base["source"]["schema_registry"] = {"url": "ftp://r"}
     with pytest.raises(ConfigError):
         config_from_dict(base)
+
+
+def test_the_demo_workload_decodes_the_same_as_avro_and_json(registry: SchemaRegistry) -> None:
+    # Every message of the demo workload (snapshot reads, inserts, updates, deletes,
+    # tombstones, three tables) re-serialized by the AvroConverter's rules.
+    from engine.playground.workload import InventoryWorkload
+    from tests.avro_support import JsonToAvro
+
+    messages = list(InventoryWorkload(seed=5, prefix="p", schemas=True).events(3000))
+    convert = JsonToAvro(registry.url)
+    avro = [convert.message(*m) for m in messages]
+    dec = decoder(registry.url)
+    for topic in sorted({t for t, _, _ in messages}):
+        js = [m for m in messages if m[0] == topic]
+        av = [m for m in avro if m[0] == topic]
+        n = len(js)
+        a = dec(topic, [m[1] for m in av], [m[2] for m in av], [0] * n, list(range(n)))
+        j = decode_debezium_json(topic, [m[1] for m in js], [m[2] for m in js], [0] * n,
+                                 list(range(n)))  # fmt: skip
+        assert not a.bad and a.batch is not None and j.batch is not None
+        assert a.batch.schema == j.batch.schema
+        assert a.batch.to_pylist() == j.batch.to_pylist()
+
+
+def test_registry_check_of_test_connection(tmp_path: Any) -> None:
+    from engine.checks.registry import registry_checks
+
+    with SchemaRegistry() as reg:
+        cfg = config_from_dict(
+            {
+                "source": {
+                    "bootstrap_servers": "127.0.0.1:1",
+                    "topics": ".",
+                    "format": "debezium-avro",
+                    "schema_registry": {"url": reg.url},
+                },
+                "target": {"path": str(tmp_path / "lake")},
+                "replicator": {"work_dir": str(tmp_path / "work")},
+            }
+        )
+        (ok,) = registry_checks(cfg)
+        assert ok.status == "pass" and reg.url in ok.detail
+    (down,) = registry_checks(cfg)
+    assert down.status == "fail" and "cannot be reached" in down.detail and down.fix

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import CdcError, SourceError
+
+if TYPE_CHECKING:
+    from engine.config import Config
 
 
 class UnknownSchema(Exception):
@@ -43,6 +46,20 @@ class RegistrySettings:
         if self.ssl_ca_location:
             conf["ssl.ca.location"] = self.ssl_ca_location
         return conf
+
+
+def settings_from_config(cfg: Config) -> RegistrySettings:
+    """The registry settings of ``[source.schema_registry]`` (password resolved)."""
+    registry = cfg.source.schema_registry
+    if registry is None:  # config validation requires it for debezium-avro
+        raise ValueError('format "debezium-avro" needs [source.schema_registry]')
+    password = registry.password_value()
+    return RegistrySettings(
+        registry.url,
+        registry.basic_auth_user,
+        None if password is None else password.get_secret_value(),
+        registry.ssl_ca_location,
+    )
 
 
 class SchemaCache:
@@ -107,10 +124,11 @@ class SchemaCache:
                 return text.strip().strip('"')  # a primitive written bare
             raise UnknownSchema(f"schema id {schema_id} is not valid JSON") from None
 
-    def check(self) -> None:
-        """Reach the registry once (``GET /subjects``) for ``cdcctl test-connection``."""
+    def check(self) -> int:
+        """Reach the registry once (``GET /subjects``) for ``cdcctl test-connection``;
+        returns how many subjects it holds."""
         try:
-            self._client.get_subjects()
+            return len(self._client.get_subjects())
         except Exception as exc:  # noqa: BLE001
             status = getattr(exc, "http_status_code", None)
             if status in (401, 403):

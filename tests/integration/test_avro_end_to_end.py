@@ -1,0 +1,109 @@
+"""Debezium Avro end to end: a real broker, the test schema registry reached over HTTP by
+confluent-kafka's client, `cdcctl init --format debezium-avro` and two `cdcctl start`
+child processes, real Spark, replicas read by hudi-rs and compared with the oracle.
+
+The messages are the demo workload's JsonConverter messages (inserts, updates, deletes,
+tombstones, snapshot reads) re-serialized as Confluent's AvroConverter would write them
+(tests/avro_support.py; confluent-kafka's AvroSerializer makes the bytes). The oracle
+(tests/oracle.py) folds the JSON originals, so it shares nothing with the Avro path. Part
+way through the second run a column is added to ``customers``: its messages switch to a
+new schema id in the middle of a batch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.playground.broker import produce_messages
+from engine.playground.registry import SchemaRegistry
+from engine.playground.workload import InventoryWorkload
+from tests.avro_support import JsonToAvro
+from tests.integration.replicas import assert_replicas_match, run_cli
+from tests.oracle import fold
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+ADDED = "tier"
+
+
+def _add_column(value: bytes | None, n: int) -> bytes | None:
+    """The customers message with a new optional string column (a schema change)."""
+    if value is None:
+        return None
+    msg = json.loads(value)
+    for part in ("before", "after"):
+        field = next(f for f in msg["schema"]["fields"] if f["field"] == part)
+        field["fields"].append({"type": "string", "optional": True, "field": ADDED})
+        row = msg["payload"][part]
+        if row is not None:
+            row[ADDED] = f"t{n % 3}" if n % 4 else None
+    return json.dumps(msg, separators=(",", ":")).encode()
+
+
+def _with_added_nulls(expected: dict, topic: str) -> dict:
+    """Rows written before the column existed read null in it."""
+    rows = expected[topic]
+    expected[topic] = {k: {ADDED: None, **row} for k, row in rows.items()}
+    return expected
+
+
+def test_avro_two_runs_with_a_schema_change(broker, topic_prefix: str, tmp_path: Path) -> None:
+    messages = list(InventoryWorkload(seed=21, prefix=topic_prefix, schemas=True).events(8000))
+    customers = f"{topic_prefix}.inventory.customers"
+    cut = int(len(messages) * 0.75)
+    messages = [
+        (t, k, _add_column(v, i) if t == customers and i >= cut else v)
+        for i, (t, k, v) in enumerate(messages)
+    ]
+    assert sum(v is None for _, _, v in messages) > 100  # tombstones after deletes
+    topics = sorted({t for t, _, _ in messages})
+    broker.create_topics(topics)
+    target = tmp_path / "lake"
+    config = tmp_path / "cdcctl.toml"
+
+    with SchemaRegistry() as registry:
+        avro = JsonToAvro(registry.url)
+        avro_messages = [avro.message(*m) for m in messages]
+        assert all(v is None or v[0] == 0 for _, _, v in avro_messages)
+        ids = {v[1:5] for t, _, v in avro_messages if t == customers and v is not None}
+        assert len(ids) == 2  # the column addition is a new schema id
+
+        init = run_cli(
+            "init",
+            "--bootstrap-servers", broker.bootstrap_servers,
+            "--topics", f"^{re.escape(topic_prefix)}\\.",
+            "--target", str(target),
+            "--format", "debezium-avro",
+            "--schema-registry-url", registry.url,
+            "--output", str(config),
+        )  # fmt: skip
+        assert init.returncode == 0, init.stderr
+        assert "[source.schema_registry]" in config.read_text()
+
+        half = len(messages) // 2
+        produce_messages(broker.bootstrap_servers, avro_messages[:half])
+        first = run_cli("start", "--config", str(config), "--until-caught-up")
+        assert first.returncode == 0, first.stderr
+        assert_replicas_match(target, fold(messages[:half]))
+
+        checks = run_cli("test-connection", "--config", str(config), "--json")
+        found = {c["name"]: c for c in json.loads(checks.stdout)["checks"]}
+        assert found["registry.reachable"]["status"] == "pass", found["registry.reachable"]
+        assert found["kafka.decode"]["status"] == "pass", found["kafka.decode"]
+
+        produce_messages(broker.bootstrap_servers, avro_messages[half:])
+        second = run_cli("start", "--config", str(config), "--until-caught-up")
+        assert second.returncode == 0, second.stderr
+        counts = assert_replicas_match(target, _with_added_nulls(fold(messages), customers))
+        assert counts[customers] > 0
+
+    # Without its registry the replicator cannot decode: test-connection says so.
+    checks = run_cli("test-connection", "--config", str(config), "--json")
+    found = {c["name"]: c for c in json.loads(checks.stdout)["checks"]}
+    assert checks.returncode == 1
+    assert found["registry.reachable"]["status"] == "fail"
+    assert "cannot be reached" in found["registry.reachable"]["detail"]
