@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import fastavro
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,10 +48,6 @@ def _varint(n: int) -> bytes:
 _SMALL = [_varint(i) for i in range(1 << 14)]
 
 
-def _length(n: int) -> bytes:
-    return _SMALL[n] if n < len(_SMALL) else _varint(n)
-
-
 @dataclass(slots=True)
 class Decoded:
     """Rows decoded from some bodies of one group.
@@ -60,8 +57,12 @@ class Decoded:
         table: Their columns (top-level fields of the schema), in the wire types.
     """
 
-    positions: list[int]
+    positions: np.ndarray
     table: pa.Table
+
+
+#: Avro ``long`` encodings of 0 .. len-1 as an Arrow array (per-datum length trailers).
+_SMALL_ARRAY = pa.array(_SMALL, pa.binary())
 
 
 class BodyReader:
@@ -83,44 +84,51 @@ class BodyReader:
                 head += _varint(len(k)) + k.encode() + _varint(len(v)) + v
             self.header = bytes(head + b"\x00" + _SYNC)
 
-    def decode(self, bodies: list[bytes]) -> tuple[list[Decoded], dict[int, str]]:
+    def decode(self, bodies: pa.BinaryArray) -> tuple[list[Decoded], dict[int, str]]:
         """Decode every body; returns the decoded pieces and bad positions with reasons."""
         pieces: list[Decoded] = []
         bad: dict[int, str] = {}
-        positions = list(range(len(bodies)))
         if self.bulk_ok and len(bodies) > _LEAF:
-            self._bulk(bodies, positions, pieces, bad)
+            self._bulk(bodies, 0, len(bodies), pieces, bad)
         else:
-            self._records(bodies, positions, pieces, bad)
+            self._records(bodies, 0, len(bodies), pieces, bad)
         return pieces, bad
 
     def _bulk(
-        self, bodies: list[bytes], positions: list[int], pieces: list[Decoded], bad: dict[int, str]
+        self, bodies: pa.BinaryArray, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
     ) -> None:
-        table = self._read_block([bodies[p] for p in positions])
+        table = self._read_block(bodies.slice(lo, hi - lo))
         if table is not None:
-            pieces.append(Decoded(positions, table))
+            pieces.append(Decoded(np.arange(lo, hi, dtype=np.int64), table))
             return
-        if len(positions) <= _LEAF:
-            self._records(bodies, positions, pieces, bad)
+        if hi - lo <= _LEAF:
+            self._records(bodies, lo, hi, pieces, bad)
             return
-        mid = len(positions) // 2
-        self._bulk(bodies, positions[:mid], pieces, bad)
-        self._bulk(bodies, positions[mid:], pieces, bad)
+        mid = (lo + hi) // 2
+        self._bulk(bodies, lo, mid, pieces, bad)
+        self._bulk(bodies, mid, hi, pieces, bad)
 
-    def _read_block(self, bodies: list[bytes]) -> pa.Table | None:
+    def _read_block(self, bodies: pa.BinaryArray) -> pa.Table | None:
         """One container-file block of all bodies; None if any datum does not frame."""
-        data = b"".join([part for b in bodies for part in (b, _length(len(b)))])
-        buf = self.header + _varint(len(bodies)) + _varint(len(data)) + data + _SYNC
+        n = len(bodies)
+        lengths = pc.binary_length(bodies).cast(pa.int64())
+        if pc.max(lengths).as_py() >= len(_SMALL):
+            trailers = pa.array([_varint(x) for x in lengths.to_pylist()], pa.binary())
+        else:
+            trailers = _SMALL_ARRAY.take(lengths)
+        framed = pc.binary_join_element_wise(bodies, trailers, pa.scalar(b"", pa.binary()))
+        offsets = np.frombuffer(framed.buffers()[1], np.int32)
+        first, last = int(offsets[framed.offset]), int(offsets[framed.offset + n])
+        data = memoryview(framed.buffers()[2])[first:last]
+        buf = b"".join([self.header, _varint(n), _varint(last - first), data, _SYNC])
         try:
             frame = pl.read_avro(io.BytesIO(buf), columns=[*self.columns, _LEN_FIELD])
         except BaseException as exc:  # noqa: BLE001 - Polars panics are BaseExceptions
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return None
-        if frame.height != len(bodies):
+        if frame.height != n:
             return None
-        lengths = pa.array([len(b) for b in bodies], pa.int64())
         got = frame.get_column(_LEN_FIELD).to_arrow().cast(pa.int64())
         if not pc.all(pc.equal(got, lengths)).as_py():
             return None
@@ -131,12 +139,11 @@ class BodyReader:
             return None
 
     def _records(
-        self, bodies: list[bytes], positions: list[int], pieces: list[Decoded], bad: dict[int, str]
+        self, bodies: pa.BinaryArray, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
     ) -> None:
         rows: list[dict] = []
         ok: list[int] = []
-        for p in positions:
-            body = bodies[p]
+        for p, body in enumerate(bodies.slice(lo, hi - lo).to_pylist(), start=lo):
             stream = io.BytesIO(body)
             try:
                 datum = fastavro.schemaless_reader(stream, self.parsed, None)
@@ -165,7 +172,7 @@ class BodyReader:
             for p in ok:
                 bad[p] = f"Avro datum does not fit its Arrow type: {exc}"
             return
-        pieces.append(Decoded(ok, table))
+        pieces.append(Decoded(np.array(ok, np.int64), table))
 
 
 def _plain(v: Any, t: pa.DataType) -> Any:
