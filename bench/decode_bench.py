@@ -202,7 +202,8 @@ def bench_avro(count: int, repeat: int) -> None:
         convert = JsonToAvro(registry.url, fast=True)
         started = time.perf_counter()
         pairs = [
-            convert.message("bench.public.items", k, v) for k, v in zip(json_keys, json_values, strict=True)
+            convert.message("bench.public.items", k, v)
+            for k, v in zip(json_keys, json_values, strict=True)
         ]
         print(f"serialized {count:,} with AvroSerializer in {time.perf_counter() - started:.1f} s")
         keys = [k for _, k, _ in pairs]
@@ -229,10 +230,8 @@ def bench_avro(count: int, repeat: int) -> None:
         for v in sample:
             fastavro.schemaless_reader(io.BytesIO(v[5:]), schema, None)  # type: ignore[index]
         took = time.perf_counter() - start
-        print(
-            rate = len(sample) / took
-            print(f"fastavro, record by record (values only, to Python dicts): {rate:,.0f} msgs/s")
-        )
+        rate = len(sample) / took
+        print(f"fastavro, record by record (values only, to Python dicts): {rate:,.0f} msgs/s")
 
 
 if __name__ == "__main__":
