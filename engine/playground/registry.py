@@ -64,10 +64,21 @@ class SchemaRegistry:
     Args:
         user: With ``password``: require HTTP basic authentication.
         password: The basic-auth password.
+        port: The port to listen on (0: a free one).
+        store: Serve the schemas of another registry's ``store`` (a registry that went
+            away and came back).
     """
 
-    def __init__(self, user: str | None = None, password: str | None = None) -> None:
-        self.store = _Store()
+    def __init__(
+        self,
+        user: str | None = None,
+        password: str | None = None,
+        *,
+        port: int = 0,
+        store: _Store | None = None,
+    ) -> None:
+        self.store = store if store is not None else _Store()
+        self.port = port
         self.requests = 0
         self._auth = None
         if user is not None:
@@ -176,7 +187,7 @@ class SchemaRegistry:
                                             "id": sid, "schema": schema})  # fmt: skip
                 return self._error(404, 404, f"no route {self.path}")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="schema-registry", daemon=True

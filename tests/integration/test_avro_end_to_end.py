@@ -107,3 +107,59 @@ def test_avro_two_runs_with_a_schema_change(broker, topic_prefix: str, tmp_path:
     assert checks.returncode == 1
     assert found["registry.reachable"]["status"] == "fail"
     assert "cannot be reached" in found["registry.reachable"]["detail"]
+
+
+def test_registry_outage_is_retried(broker, topic_prefix: str, tmp_path: Path) -> None:
+    """A registry that cannot be reached is a transient failure: `cdcctl start` retries
+    (from the tables' checkpoints) and, once the registry is back, replicates everything."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.replicas import write_config
+
+    messages = list(InventoryWorkload(seed=4, prefix=topic_prefix, schemas=True).events(600))
+    topics = sorted({t for t, _, _ in messages})
+    broker.create_topics(topics)
+    with SchemaRegistry() as first:
+        convert = JsonToAvro(first.url)
+        produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in messages])
+        url, store, port = first.url, first.store, int(first.url.rsplit(":", 1)[1])
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        source={"format": "debezium-avro"},
+    )
+    with config.open("a") as f:
+        f.write(f'[source.schema_registry]\nurl = "{url}"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "cannot be reached" in line:
+                break
+        assert any("cannot be reached" in line for line in lines), "".join(lines)
+        with SchemaRegistry(port=port, store=store) as again:
+            assert again.url == url
+            _, rest = proc.communicate(timeout=300)
+            stderr = "".join(lines) + rest
+            assert proc.returncode == 0, stderr
+            assert "retry" in stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert_replicas_match(target, fold(messages))

@@ -62,7 +62,7 @@ class Decoded:
 
 
 #: Avro ``long`` encodings of 0 .. len-1 as an Arrow array (per-datum length trailers).
-_SMALL_ARRAY = pa.array(_SMALL, pa.binary())
+_SMALL_ARRAY = pa.array(_SMALL, pa.large_binary())
 
 
 class BodyReader:
@@ -74,6 +74,9 @@ class BodyReader:
         self.target = pa.schema([wire.field(c) for c in columns])
         self.parsed = fastavro.parse_schema(wire_schema)
         self.bulk_ok = bulk_ok
+        #: Records decoded so far by the compiled block reader / by fastavro one by one.
+        self.bulk_records = 0
+        self.single_records = 0
         self.header = b""
         if bulk_ok:
             framed = dict(wire_schema)
@@ -84,8 +87,9 @@ class BodyReader:
                 head += _varint(len(k)) + k.encode() + _varint(len(v)) + v
             self.header = bytes(head + b"\x00" + _SYNC)
 
-    def decode(self, bodies: pa.BinaryArray) -> tuple[list[Decoded], dict[int, str]]:
-        """Decode every body; returns the decoded pieces and bad positions with reasons."""
+    def decode(self, bodies: pa.Array) -> tuple[list[Decoded], dict[int, str]]:
+        """Decode every body (a ``large_binary`` array); returns the decoded pieces and
+        bad positions with reasons."""
         pieces: list[Decoded] = []
         bad: dict[int, str] = {}
         if self.bulk_ok and len(bodies) > _LEAF:
@@ -95,11 +99,12 @@ class BodyReader:
         return pieces, bad
 
     def _bulk(
-        self, bodies: pa.BinaryArray, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
+        self, bodies: pa.Array, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
     ) -> None:
         table = self._read_block(bodies.slice(lo, hi - lo))
         if table is not None:
             pieces.append(Decoded(np.arange(lo, hi, dtype=np.int64), table))
+            self.bulk_records += hi - lo
             return
         if hi - lo <= _LEAF:
             self._records(bodies, lo, hi, pieces, bad)
@@ -108,16 +113,16 @@ class BodyReader:
         self._bulk(bodies, lo, mid, pieces, bad)
         self._bulk(bodies, mid, hi, pieces, bad)
 
-    def _read_block(self, bodies: pa.BinaryArray) -> pa.Table | None:
+    def _read_block(self, bodies: pa.Array) -> pa.Table | None:
         """One container-file block of all bodies; None if any datum does not frame."""
         n = len(bodies)
         lengths = pc.binary_length(bodies).cast(pa.int64())
         if pc.max(lengths).as_py() >= len(_SMALL):
-            trailers = pa.array([_varint(x) for x in lengths.to_pylist()], pa.binary())
+            trailers = pa.array([_varint(x) for x in lengths.to_pylist()], pa.large_binary())
         else:
             trailers = _SMALL_ARRAY.take(lengths)
-        framed = pc.binary_join_element_wise(bodies, trailers, pa.scalar(b"", pa.binary()))
-        offsets = np.frombuffer(framed.buffers()[1], np.int32)
+        framed = pc.binary_join_element_wise(bodies, trailers, pa.scalar(b"", pa.large_binary()))
+        offsets = np.frombuffer(framed.buffers()[1], np.int64)  # large_binary
         first, last = int(offsets[framed.offset]), int(offsets[framed.offset + n])
         data = memoryview(framed.buffers()[2])[first:last]
         buf = b"".join([self.header, _varint(n), _varint(last - first), data, _SYNC])
@@ -139,10 +144,11 @@ class BodyReader:
             return None
 
     def _records(
-        self, bodies: pa.BinaryArray, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
+        self, bodies: pa.Array, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
     ) -> None:
         rows: list[dict] = []
         ok: list[int] = []
+        self.single_records += hi - lo
         for p, body in enumerate(bodies.slice(lo, hi - lo).to_pylist(), start=lo):
             stream = io.BytesIO(body)
             try:

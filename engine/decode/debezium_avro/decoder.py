@@ -30,7 +30,15 @@ from engine.decode.debezium_avro.bulk import BodyReader, Decoded
 from engine.decode.debezium_avro.registry import SchemaCache, UnknownSchema
 from engine.decode.debezium_avro.schema import bulk_schema, to_connect, wire_type
 from engine.decode.debezium_json import connect
-from engine.decode.debezium_json.common import IDX, KEY_SET, KEY_TEXT, RESERVED, Ctx, flag
+from engine.decode.debezium_json.common import (
+    IDX,
+    KEY_SET,
+    KEY_TEXT,
+    RESERVED,
+    Ctx,
+    concat,
+    flag,
+)
 from engine.decode.debezium_json.connect import SchemaError, TypePlan
 from engine.decode.debezium_json.decoder import _assemble, _normalize_hint
 from engine.decode.debezium_json.envelope import _classify_value_schema, tombstone_rows
@@ -61,10 +69,10 @@ _MAGIC_BYTE = pa.scalar(b"\x00", pa.binary())
 
 def _group(
     records: Sequence[bytes | None], role: str, bad: dict[int, str], nulls: list[int]
-) -> dict[int, tuple[np.ndarray, pa.BinaryArray]]:
+) -> dict[int, tuple[np.ndarray, pa.Array]]:
     """Records by schema id: (record indices, Avro bodies); nulls and unframed records
     are reported in ``nulls`` and ``bad``. Vectorised: no Python work per good record."""
-    arr = pa.array(records, pa.binary())
+    arr = pa.array(records, pa.large_binary())  # 64-bit offsets: no 2 GiB limit
     n = len(arr)
     valid = arr.is_valid()
     if arr.null_count:
@@ -100,7 +108,7 @@ def _group(
     distinct = np.unique(ids)
     if len(distinct) == 1:
         return {int(distinct[0]): (indices, bodies)}
-    groups: dict[int, tuple[np.ndarray, pa.BinaryArray]] = {}
+    groups: dict[int, tuple[np.ndarray, pa.Array]] = {}
     first_seen = sorted(distinct, key=lambda x: int(np.argmax(ids == x)))
     for schema_id in first_seen:
         mask = ids == schema_id
@@ -203,9 +211,7 @@ class AvroDecoder:
             ctx.source_table,
         )
 
-    def _values(
-        self, schema_id: int, indices: np.ndarray, bodies: pa.BinaryArray, ctx: Ctx
-    ) -> None:
+    def _values(self, schema_id: int, indices: np.ndarray, bodies: pa.Array, ctx: Ctx) -> None:
         ctx.groups += 1
         plan = self._plan("value", schema_id)
         if plan.fingerprint is not None and plan.fingerprint not in ctx.fingerprints:
@@ -336,7 +342,7 @@ class AvroDecoder:
                 tables.append(pa.table(columns))
         if not tables:
             return Keys(None, False, field_sets, bad)
-        return Keys(pa.concat_tables(tables, promote_options="permissive"), False, field_sets, bad)
+        return Keys(concat(tables, ctx.notes), False, field_sets, bad)
 
 
 def _col(t: pa.Table, name: str) -> pa.Array | None:
