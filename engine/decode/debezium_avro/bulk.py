@@ -11,6 +11,8 @@ body or one with trailing bytes could shift its neighbours. Each datum is theref
 followed by its own length as an extra ``long`` field of the container schema; a row
 whose trailer does not equal its body's length (or a reader error) sends the range to
 bisection and, at the leaves, to fastavro record by record, which names each bad record.
+Some damaged datums make the Rust reader panic, which prints a message on stderr: such a
+range goes to fastavro record by record at once rather than panicking again.
 Bulk and per-record paths give the same values: both read the :func:`bulk_schema`
 wire form (raw ints and bytes), converted afterwards by the Connect plans.
 """
@@ -101,20 +103,23 @@ class BodyReader:
     def _bulk(
         self, bodies: pa.Array, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
     ) -> None:
-        table = self._read_block(bodies.slice(lo, hi - lo))
+        table, panicked = self._read_block(bodies.slice(lo, hi - lo))
         if table is not None:
             pieces.append(Decoded(np.arange(lo, hi, dtype=np.int64), table))
             self.bulk_records += hi - lo
             return
-        if hi - lo <= _LEAF:
+        if panicked or hi - lo <= _LEAF:
+            # A Rust panic prints a message on stderr each time: do not provoke it again
+            # while bisecting, read this range record by record.
             self._records(bodies, lo, hi, pieces, bad)
             return
         mid = (lo + hi) // 2
         self._bulk(bodies, lo, mid, pieces, bad)
         self._bulk(bodies, mid, hi, pieces, bad)
 
-    def _read_block(self, bodies: pa.Array) -> pa.Table | None:
-        """One container-file block of all bodies; None if any datum does not frame."""
+    def _read_block(self, bodies: pa.Array) -> tuple[pa.Table | None, bool]:
+        """One container-file block of all bodies: the table (None if any datum does not
+        frame) and whether the reader panicked."""
         n = len(bodies)
         lengths = pc.binary_length(bodies).cast(pa.int64())
         if pc.max(lengths).as_py() >= len(_SMALL):
@@ -128,20 +133,22 @@ class BodyReader:
         buf = b"".join([self.header, _varint(n), _varint(last - first), data, _SYNC])
         try:
             frame = pl.read_avro(io.BytesIO(buf), columns=[*self.columns, _LEN_FIELD])
-        except BaseException as exc:  # noqa: BLE001 - Polars panics are BaseExceptions
+        except Exception:  # noqa: BLE001 - a datum that does not decode: find it
+            return None, False
+        except BaseException as exc:  # Polars panics are BaseExceptions (PanicException)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            return None
+            return None, True
         if frame.height != n:
-            return None
+            return None, False
         got = frame.get_column(_LEN_FIELD).to_arrow().cast(pa.int64())
         if not pc.all(pc.equal(got, lengths)).as_py():
-            return None
+            return None, False
         table = frame.select(self.columns).to_arrow()
         try:
-            return table.cast(self.target)
+            return table.cast(self.target), False
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
-            return None
+            return None, False
 
     def _records(
         self, bodies: pa.Array, lo: int, hi: int, pieces: list[Decoded], bad: dict[int, str]
