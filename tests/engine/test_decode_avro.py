@@ -552,3 +552,19 @@ def test_bulk_block_read_equals_fastavro_record_by_record(
         assert row == expected[i], i
     if not damage:
         assert reader.bulk_records == len(bodies)
+
+
+def test_init_needs_the_registry_url_for_avro(tmp_path: Any) -> None:
+    from tests.integration.replicas import run_cli
+
+    common = ["init", "--bootstrap-servers", "127.0.0.1:9092", "--topics", "^a\\.",
+              "--target", str(tmp_path / "lake"), "--format", "debezium-avro"]  # fmt: skip
+    refused = run_cli(*common, "--output", str(tmp_path / "a.toml"))
+    assert refused.returncode == 2, refused.stderr
+    assert "--schema-registry-url" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "a.toml").exists()
+    ok = run_cli(*common, "--schema-registry-url", "http://reg:8081", "--output",
+                 str(tmp_path / "b.toml"))  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    text = (tmp_path / "b.toml").read_text()
+    assert 'format = "debezium-avro"' in text and 'url = "http://reg:8081"' in text
