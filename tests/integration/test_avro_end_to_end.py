@@ -163,3 +163,61 @@ def test_registry_outage_is_retried(broker, topic_prefix: str, tmp_path: Path) -
         if proc.poll() is None:
             proc.kill()
     assert_replicas_match(target, fold(messages))
+
+
+def test_registry_password_is_used_and_never_shown(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """The basic-auth password, referenced as ${env:...}, reaches the registry (which
+    requires it) and appears in no output and no file; a wrong one stops `start` with a
+    clear error naming the key, not a traceback."""
+    import uuid
+
+    from tests.integration.replicas import write_config
+
+    secret = f"planted-{uuid.uuid4().hex}"
+    env_name = "CDCCTL_TEST_REGISTRY_SECRET"
+    workload = InventoryWorkload(seed=6, prefix=topic_prefix, schemas=True)
+    messages = list(workload.events(300))
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        source={"format": "debezium-avro"},
+    )
+    runs = []
+    with SchemaRegistry(user="cdcctl", password=secret) as registry:
+        # The producer side registers through an open twin serving the same schemas.
+        with SchemaRegistry(store=registry.store) as producer_side:
+            convert = JsonToAvro(producer_side.url)
+            produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in messages])
+            with config.open("a") as f:
+                f.write(
+                    f'[source.schema_registry]\nurl = "{registry.url}"\n'
+                    f'basic_auth_user = "cdcctl"\nbasic_auth_password = "${{env:{env_name}}}"\n'
+                )
+            assert secret not in config.read_text()
+            started = run_cli(
+                "start", "--config", str(config), "--until-caught-up", env={env_name: secret}
+            )
+            runs.append(started)
+            assert started.returncode == 0, started.stderr
+            assert registry.requests > 0
+            assert_replicas_match(target, fold(messages))
+
+            more = list(workload.stream(50))
+            produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in more])
+        wrong = run_cli(
+            "start", "--config", str(config), "--until-caught-up", env={env_name: "wrong-pw-1"}
+        )
+        runs.append(wrong)
+        assert wrong.returncode != 0, wrong.stderr
+        assert "refused the credentials" in wrong.stderr, wrong.stderr
+        assert "basic_auth" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert all(secret not in r.stdout + r.stderr for r in runs)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
