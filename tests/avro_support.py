@@ -341,7 +341,17 @@ class JsonToAvro:
 
         if raw is None:
             return None
-        cut = raw.index(b',"payload":')
+        cut = raw.find(b',"payload":')
+        if not raw.startswith(b'{"schema":') or cut < 0:  # not compact: re-serialize it
+            doc = self._json.loads(raw)
+            raw = (
+                b'{"schema":'
+                + self._json.dumps(doc["schema"], separators=(",", ":")).encode()
+                + b',"payload":'
+                + self._json.dumps(doc["payload"], separators=(",", ":")).encode()
+                + b"}"
+            )
+            cut = raw.find(b',"payload":')
         schema_text = raw[len(b'{"schema":') : cut]
         found = self._serializers.get((field, schema_text))
         if found is None:

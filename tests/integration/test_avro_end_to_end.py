@@ -221,3 +221,109 @@ def test_registry_password_is_used_and_never_shown(
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+_TX_VALUE_SCHEMA = {
+    "type": "struct",
+    "name": "io.debezium.connector.common.TransactionMetadataValue",
+    "optional": False,
+    "fields": [
+        {"type": "string", "optional": False, "field": "status"},
+        {"type": "string", "optional": False, "field": "id"},
+        {"type": "int64", "optional": True, "field": "event_count"},
+        {
+            "type": "array",
+            "optional": True,
+            "field": "data_collections",
+            "items": {
+                "type": "struct",
+                "name": "event.collection",
+                "optional": False,
+                "fields": [
+                    {"type": "string", "optional": False, "field": "data_collection"},
+                    {"type": "int64", "optional": False, "field": "event_count"},
+                ],
+            },
+        },
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+    ],
+}
+_TX_KEY_SCHEMA = {
+    "type": "struct",
+    "name": "io.debezium.connector.common.TransactionMetadataKey",
+    "optional": False,
+    "fields": [{"type": "string", "optional": False, "field": "id"}],
+}
+
+
+def _tx_record(status: str, tx_id: str, counts: dict[str, int] | None) -> tuple[bytes, bytes]:
+    value: dict = {"status": status, "id": tx_id, "event_count": None,
+                   "data_collections": None, "ts_ms": 1}  # fmt: skip
+    if counts is not None:
+        value["event_count"] = sum(counts.values())
+        value["data_collections"] = [
+            {"data_collection": dc, "event_count": n} for dc, n in counts.items()
+        ]
+    key = {"schema": _TX_KEY_SCHEMA, "payload": {"id": tx_id}}
+    return json.dumps(key).encode(), json.dumps(
+        {"schema": _TX_VALUE_SCHEMA, "payload": value}
+    ).encode()
+
+
+def test_avro_transaction_metadata_keeps_transactions_whole(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """BEGIN/END records in Avro on ``<prefix>.transaction`` are read (not only JSON ones):
+    small batches never end inside a source transaction, and nothing stalls."""
+    import random
+
+    from engine.hudi.table import HudiTable
+    from engine.naming import table_name_for_topic
+    from tests import builders
+    from tests.integration.replicas import write_config
+
+    cols = [("id", "int32"), ("name", "string"), ("qty", "int32")]
+    rng = random.Random(9)
+    topic = f"{topic_prefix}.app.a"
+    tx_topic = f"{topic_prefix}.transaction"
+    data: list = []
+    control: list = []
+    ends: set[int] = set()
+    lsn = 1000
+    for txid in range(1, 60):
+        n = rng.randint(1, 5)
+        control.append((tx_topic, *_tx_record("BEGIN", f"{txid}:{lsn}", None)))
+        for order in range(1, n + 1):
+            lsn += 1
+            row = {"id": rng.randint(1, 40), "name": f"tx{txid}", "qty": order}
+            value = builders.value("u", lsn, row, cols, tx=(f"{txid}:{lsn}", order, order))
+            data.append((topic, builders.key(row["id"]), value))
+        ends.add(len(data))
+        control.append((tx_topic, *_tx_record("END", f"{txid}:{lsn + 1}", {"app.a": n})))
+    broker.create_topics([topic, tx_topic])
+    target = tmp_path / "lake"
+    with SchemaRegistry() as registry:
+        convert = JsonToAvro(registry.url)
+        produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in data])
+        produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in control])
+        config = write_config(
+            tmp_path / "c.toml",
+            broker.bootstrap_servers,
+            f"^{re.escape(topic_prefix)}\\.app\\.",
+            target,
+            source={"format": "debezium-avro"},
+            max_batch_events=9,
+            max_batch_seconds=0.2,
+        )
+        with config.open("a") as f:
+            f.write(f'[source.schema_registry]\nurl = "{registry.url}"\n')
+        run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=400)
+        assert run.returncode == 0, run.stderr
+    table = HudiTable.open(target / table_name_for_topic(topic))
+    instants = table.completed_instants()
+    assert len(instants) > 5
+    for instant in instants:
+        checkpoint = table.commit_metadata(instant)["extraMetadata"]["deltastreamer.checkpoint.key"]
+        applied = int(checkpoint.rsplit(":", 1)[1])
+        assert applied in ends | {0}, f"{instant} ends inside a transaction"
+    assert_replicas_match(target, fold(data))

@@ -123,6 +123,7 @@ class AvroDecoder:
         self.schemas = schemas
         self.hint = _normalize_hint(connector_hint)
         self._plans: dict[tuple[str, int], _Plan] = {}
+        self._doc_readers: dict[int, BodyReader] = {}
 
     # -- plans ---------------------------------------------------------------------------
 
@@ -166,6 +167,29 @@ class AvroDecoder:
                      fingerprint=fp)  # fmt: skip
 
     # -- decoding ------------------------------------------------------------------------
+
+    def documents(self, values: Sequence[bytes | None]) -> list[Any]:
+        """Avro values as plain documents (dicts of the raw values), None for a null or
+        undecodable value: how the transaction-metadata topic (BEGIN/END records) is read.
+        Decoded in bulk per schema id like row events."""
+        docs: list[Any] = [None] * len(values)
+        for schema_id, (indices, bodies) in _group(values, "value", {}, []).items():
+            reader = self._doc_readers.get(schema_id)
+            if reader is None:
+                try:
+                    wire_s, bulk_ok = bulk_schema(self.schemas.get(schema_id))
+                except (UnknownSchema, SchemaError):
+                    continue
+                if not (isinstance(wire_s, dict) and wire_s.get("type") == "record"):
+                    continue
+                names = [f["name"] for f in wire_s["fields"]]
+                reader = BodyReader(wire_s, wire_type(wire_s), bulk_ok, names)
+                self._doc_readers[schema_id] = reader
+            pieces, _ = reader.decode(bodies)
+            for piece in pieces:
+                for p, row in zip(piece.positions.tolist(), piece.table.to_pylist(), strict=True):
+                    docs[int(indices[p])] = row
+        return docs
 
     def __call__(
         self,
