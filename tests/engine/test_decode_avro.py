@@ -503,7 +503,13 @@ def test_bulk_block_read_equals_fastavro_record_by_record(
     rows: list[tuple], damage: list[tuple[int, str, int]]
 ) -> None:
     """The compiled block read with its length trailers decodes exactly what fastavro
-    decodes record by record, and flags exactly the bodies fastavro cannot read whole."""
+    decodes record by record, flags exactly the bodies fastavro cannot read whole when a
+    body is cut or has extra bytes, and never lets a damaged body change its neighbours.
+
+    A flipped byte inside a body can be read differently by the two (the compiled reader
+    does not check union branch indexes: README Limits), so for those bodies only "a row
+    or bad" is asserted.
+    """
     import io
 
     import fastavro
@@ -517,9 +523,14 @@ def test_bulk_block_read_equals_fastavro_record_by_record(
         out = io.BytesIO()
         fastavro.schemaless_writer(out, parsed, {"a": a, "s": s, "b": b, "xs": xs})
         bodies.append(out.getvalue())
+    flipped: set[int] = set()
+    damaged: set[int] = set()
     for i, kind, byte in damage:
         if i >= len(bodies):
             continue
+        damaged.add(i)
+        if kind == "flip":
+            flipped.add(i)
         body = bodies[i]
         if kind == "cut" and body:
             bodies[i] = body[: byte % len(body)]
@@ -547,9 +558,12 @@ def test_bulk_block_read_equals_fastavro_record_by_record(
             got[p] = row
     assert set(got) | set(bad) == set(range(len(bodies)))
     assert not set(got) & set(bad)
-    assert sorted(bad) == sorted(i for i, d in expected.items() if d is None)
-    for i, row in got.items():
-        assert row == expected[i], i
+    checked = set(range(len(bodies))) - flipped
+    assert sorted(set(bad) & checked) == sorted(i for i in checked if expected[i] is None)
+    for i in checked - set(bad):
+        assert got[i] == expected[i], i
+    for i in set(range(len(bodies))) - damaged:
+        assert got.get(i) == expected[i], i
     if not damage:
         assert reader.bulk_records == len(bodies)
 
