@@ -1,6 +1,12 @@
 """Catch-up benchmark: N Debezium events already in the broker, replicated from scratch.
 
 Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--schemas] [--repeat N]
+        .venv/bin/python bench/catchup.py --events 1000000 --format debezium-avro
+
+``--format debezium-avro``: the same workload re-serialized as Confluent's AvroConverter
+writes it (tests/avro_support.py: the first messages of each schema by confluent-kafka's
+AvroSerializer, checked byte for byte against fastavro, which writes the rest), decoded
+against the test schema registry (engine/playground/registry.py) over HTTP.
 
 Workload per size N (issue 4): the demo inventory tables, 10% snapshot reads, then 60%
 updates, 20% inserts, 10% deletes (each delete followed by its tombstone, counted as a
@@ -121,6 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--events", default="1000000", help="comma-separated sizes")
     ap.add_argument("--schemas", action="store_true", help="JsonConverter schemas.enable=true")
+    ap.add_argument("--format", default="debezium-json", choices=["debezium-json", "debezium-avro"])
     ap.add_argument("--batch", type=int, default=100_000, help="replicator.max_batch_events")
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=1, help="runs per size (medians printed)")
@@ -143,10 +150,23 @@ def main() -> None:
 
 def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
     """One run from an empty broker and target; returns (events/s end to end, ratio)."""
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
-        workload = InventoryWorkload(seed=1, prefix="bench", schemas=args.schemas)
+    from contextlib import ExitStack
+
+    from engine.playground.registry import SchemaRegistry
+
+    avro = args.format == "debezium-avro"
+    with ExitStack() as stack:
+        broker = stack.enter_context(EmbeddedBroker())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        registry = stack.enter_context(SchemaRegistry()) if avro else None
+        workload = InventoryWorkload(seed=1, prefix="bench", schemas=args.schemas or avro)
         t0 = time.perf_counter()
         messages = list(workload.events(events, snapshot_fraction=0.1, mix=MIX))
+        if registry is not None:
+            from tests.avro_support import JsonToAvro
+
+            convert = JsonToAvro(registry.url, fast=True)
+            messages = [convert.message(*m) for m in messages]
         gen_s = time.perf_counter() - t0
         topics = sorted({m[0] for m in messages})
         broker.create_topics(topics)
@@ -157,7 +177,8 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         del messages
         print(
             f"workload: {produced:,} messages ({payload / 2**20:,.0f} MiB), "
-            f"schemas.enable={args.schemas}; generated in {gen_s:.1f}s, produced in {prod_s:.1f}s"
+            f"format {args.format}, schemas.enable={args.schemas}; "
+            f"generated in {gen_s:.1f}s, produced in {prod_s:.1f}s"
         )
 
         raw_s = raw_consume(broker.bootstrap_servers, topics, produced)
@@ -165,7 +186,9 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         config = Path(tmp) / "cdcctl.toml"
         config.write_text(
             f'[source]\nbootstrap_servers = "{broker.bootstrap_servers}"\ntopics = "^bench\\\\."\n'
-            f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
+            f'format = "{args.format}"\n'
+            + (f'[source.schema_registry]\nurl = "{registry.url}"\n' if registry else "")
+            + f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
             f'[replicator]\nmax_batch_events = {args.batch}\nwork_dir = "{Path(tmp) / "work"}"\n'
         )
         started = time.perf_counter()

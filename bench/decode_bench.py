@@ -1,12 +1,15 @@
-"""Throughput benchmark of the Debezium JSON decoder (not a test).
+"""Throughput benchmark of the Debezium JSON and Avro decoders (not a test).
 
 Generates PostgreSQL update events as the JsonConverter writes them and reports the
 decode rate. By default: 1,000,000 schemaless events (``schemas.enable=false``); with
-``--schemas`` the same events wrapped in ``{"schema":...,"payload":...}`` (keys too).
+``--schemas`` the same events wrapped in ``{"schema":...,"payload":...}`` (keys too);
+with ``--avro`` the same events re-serialized as Confluent's AvroConverter writes them
+(confluent-kafka's AvroSerializer against the test schema registry), decoded by the
+``debezium-avro`` decoder, next to fastavro decoding the same bodies one by one.
 
 Usage::
 
-    python bench/decode_bench.py [--count N] [--schemas] [--repeat R] [--hints]
+    python bench/decode_bench.py [--count N] [--schemas | --avro] [--repeat R] [--hints]
 
 ``--hints`` decodes with column type hints (``price = "decimal(10,2)"``, ``updated_at =
 "timestamp"``), as ``[tables.<name>.columns]`` gives them.
@@ -167,9 +170,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--schemas", action="store_true", help="schemas.enable=true records")
+    parser.add_argument("--avro", action="store_true", help="Confluent Avro (schema registry)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hints", action="store_true", help="decode with column type hints")
     args = parser.parse_args()
+    if args.avro:
+        bench_avro(args.count, args.repeat)
+        return
     types = {}
     if args.hints:
         types = {c: parse_column_type(t) for c, t in HINTS.items()}
@@ -192,6 +199,52 @@ def main() -> None:
         f"{mode}: {args.count:,} messages ({size / 1e6:.0f} MB) in {best:.2f} s "
         f"= {args.count / best:,.0f} msgs/s ({size / best / 1e6:.0f} MB/s)"
     )
+
+
+def bench_avro(count: int, repeat: int) -> None:
+    import io
+
+    import fastavro
+
+    from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
+    from engine.playground.registry import SchemaRegistry
+    from tests.avro_support import JsonToAvro
+
+    json_keys, json_values = generate(count, True)
+    with SchemaRegistry() as registry:
+        convert = JsonToAvro(registry.url, fast=True)
+        started = time.perf_counter()
+        pairs = [
+            convert.message("bench.public.items", k, v)
+            for k, v in zip(json_keys, json_values, strict=True)
+        ]
+        print(f"serialized {count:,} with AvroSerializer in {time.perf_counter() - started:.1f} s")
+        keys = [k for _, k, _ in pairs]
+        values = [v for _, _, v in pairs]
+        size = sum(len(b or b"") for b in keys) + sum(len(b or b"") for b in values)
+        partitions = [0] * count
+        offsets = list(range(count))
+        decoder = AvroDecoder(SchemaCache(RegistrySettings(registry.url)))
+        decoder("bench.public.items", keys[:10], values[:10], partitions[:10], offsets[:10])
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = decoder("bench.public.items", keys, values, partitions, offsets)
+            best = min(best, time.perf_counter() - start)
+            assert result.batch is not None and result.batch.num_rows == count, result.bad[:3]
+        print(
+            f"debezium-avro: {count:,} messages ({size / 1e6:.0f} MB) in {best:.2f} s "
+            f"= {count / best:,.0f} msgs/s ({size / best / 1e6:.0f} MB/s)"
+        )
+        value_id = int.from_bytes(values[0][1:5], "big")  # type: ignore[index]
+        schema = fastavro.parse_schema(json.loads(registry.store.schemas[value_id]["schema"]))
+        sample = values[: min(count, 200_000)]
+        start = time.perf_counter()
+        for v in sample:
+            fastavro.schemaless_reader(io.BytesIO(v[5:]), schema, None)  # type: ignore[index]
+        took = time.perf_counter() - start
+        rate = len(sample) / took
+        print(f"fastavro, record by record (values only, to Python dicts): {rate:,.0f} msgs/s")
 
 
 if __name__ == "__main__":

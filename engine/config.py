@@ -40,10 +40,10 @@ from engine.errors import ConfigError
 from engine.naming import DEFAULT_NAMING, check_naming, table_name_for_topic
 from engine.redaction import register as register_secret
 
-SUPPORTED_FORMATS = ("debezium-json", "cdc-json", "debezium-flat")
+SUPPORTED_FORMATS = ("debezium-json", "debezium-avro", "debezium-flat", "cdc-json")
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
 LOG_NAME = "cdcctl.log"
-PLANNED_FORMATS = ("debezium-avro",)
+PLANNED_FORMATS: tuple[str, ...] = ()
 
 #: URL schemes of ``source.database_dsn``.
 DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb")
@@ -136,6 +136,59 @@ class FlattenedConfig(_Section):
     arrival_order: bool = False
 
 
+class SchemaRegistryConfig(_Section):
+    """``[source.schema_registry]``: the Confluent-compatible registry holding the Avro
+    writer schemas (``source.format = "debezium-avro"``)."""
+
+    #: ``http://host:8081`` or ``https://...``.
+    url: str = Field(min_length=1)
+    #: HTTP basic authentication (Confluent Cloud: the API key and secret).
+    basic_auth_user: str | None = None
+    #: ``${env:NAME}`` or ``${file:PATH}``: the basic-auth password (never the value).
+    basic_auth_password: str | None = None
+    #: The CA certificate(s) (PEM file) that signed an https registry's certificate;
+    #: unset: the system's CA store.
+    ssl_ca_location: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        if parts.password is not None:
+            raise ValueError(
+                "a password must not be in the URL: set basic_auth_user and "
+                'basic_auth_password = "${env:NAME}"'
+            )
+        return value
+
+    @field_validator("basic_auth_password")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and not SECRET_REFERENCE.fullmatch(value):
+            raise ValueError(
+                "a password must not be in the file: write a reference, "
+                '"${env:NAME}" (an environment variable) or "${file:PATH}" (a file holding it)'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _auth_pair(self) -> SchemaRegistryConfig:
+        if (self.basic_auth_user is None) != (self.basic_auth_password is None):
+            raise ValueError("basic_auth_user and basic_auth_password go together: set both")
+        return self
+
+    def password_value(self) -> SecretStr | None:
+        """The basic-auth password (registered for redaction), if configured."""
+        if self.basic_auth_password is None:
+            return None
+        key = "source.schema_registry.basic_auth_password"
+        value = resolve_reference(key, self.basic_auth_password)
+        register_secret(value)
+        return SecretStr(value)
+
+
 class SourceConfig(_Section):
     """Where the Debezium topics are and how to read them."""
 
@@ -202,6 +255,8 @@ class SourceConfig(_Section):
     logical_messages: Literal["skip", "table"] = "skip"
     #: Settings of ``format = "debezium-flat"``.
     flattened: FlattenedConfig = FlattenedConfig()
+    #: The schema registry (``source.format = "debezium-avro"`` only).
+    schema_registry: SchemaRegistryConfig | None = None
 
     @field_validator("database_dsn")
     @classmethod
@@ -237,6 +292,15 @@ class SourceConfig(_Section):
             raise ValueError(
                 f'[source.flattened] is only read with format = "debezium-flat" (format is '
                 f'"{self.format}"): set the format, or remove the section'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _registry(self) -> SourceConfig:
+        if self.format == "debezium-avro" and self.schema_registry is None:
+            raise ValueError(
+                'format "debezium-avro" needs the schema registry: add [source.schema_registry] '
+                'with url = "http://host:8081"'
             )
         return self
 
@@ -331,6 +395,8 @@ class SourceConfig(_Section):
         for key in SECRET_KEYS:
             if getattr(self, key) is not None:
                 self.secret(key)
+        if self.schema_registry is not None:
+            self.schema_registry.password_value()
 
 
 def resolve_reference(key: str, reference: str) -> str:
@@ -696,6 +762,18 @@ def _absolute_secret_files(data: dict[str, Any]) -> dict[str, Any]:
             path = Path(match.group(2)).expanduser()
             if not path.is_absolute():
                 changed[key] = "${file:" + str(base / path) + "}"
+    registry = source.get("schema_registry")
+    if isinstance(registry, dict):
+        registry = dict(registry)
+        match = SECRET_REFERENCE.fullmatch(str(registry.get("basic_auth_password", "")))
+        if match and match.group(1) == "file":
+            path = Path(match.group(2)).expanduser()
+            if not path.is_absolute():
+                registry["basic_auth_password"] = "${file:" + str(base / path) + "}"
+        ca = registry.get("ssl_ca_location")
+        if isinstance(ca, str) and ca and not Path(ca).expanduser().is_absolute():
+            registry["ssl_ca_location"] = str(base / Path(ca).expanduser())
+        changed["schema_registry"] = registry
     return {**data, "source": changed}
 
 
@@ -754,6 +832,7 @@ def render_config(
     topics: str,
     target: str,
     fmt: str = "debezium-json",
+    schema_registry_url: str | None = None,
     num_buckets: int = 8,
     base_dir: Path | None = None,
     database_dsn: str | None = None,
@@ -784,6 +863,13 @@ def render_config(
         flag = tomlkit.item(True)
         flag.comment("type schemaless JSON columns from the database's catalog")
         src.add("catalog_types", flag)
+    if schema_registry_url is not None or fmt == "debezium-avro":
+        registry = tomlkit.table()
+        registry.add("url", schema_registry_url or "http://localhost:8081")
+        registry["url"].comment("Confluent-compatible schema registry holding the Avro schemas")
+        registry.add(tomlkit.comment('basic_auth_user = "..."'))
+        registry.add(tomlkit.comment('basic_auth_password = "${env:SCHEMA_REGISTRY_PASSWORD}"'))
+        src.add("schema_registry", registry)
     doc.add("source", src)
     tgt = tomlkit.table()
     tgt.add("path", target)

@@ -42,6 +42,13 @@ def init(
             help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)}",
         ),
     ] = "debezium-json",
+    schema_registry_url: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="schema registry of --format debezium-avro, e.g. http://registry:8081",
+        ),
+    ] = None,
     num_buckets: Annotated[int, typer.Option(metavar="N", help="bucket index size per table")] = 8,
     source: Annotated[
         str | None,
@@ -74,6 +81,12 @@ def init(
             hint="pass them as flags, e.g. cdcctl init --bootstrap-servers kafka:9092 "
             "--topics '^dbserver1\\.inventory\\.' --target ./lake",
         )
+    if fmt == "debezium-avro" and not schema_registry_url:
+        raise engine.ConfigError(
+            "--format debezium-avro needs --schema-registry-url",
+            hint="e.g. cdcctl init --format debezium-avro --schema-registry-url "
+            "http://registry:8081 ...",
+        )
     if output.exists() and not force:
         raise engine.ConfigError(f"{output} already exists", hint="use --force to overwrite it")
     text = engine.render_config(
@@ -81,6 +94,7 @@ def init(
         topics=str(values["topics"]),
         target=str(values["target"]),
         fmt=fmt,
+        schema_registry_url=schema_registry_url,
         num_buckets=num_buckets,
         base_dir=output.resolve().parent,
         database_dsn=source,

@@ -226,6 +226,19 @@ def check_topic(
     return passed(check_name, detail)
 
 
+_CONVERTER_FIX = {
+    "debezium-json": "the connector must write Kafka Connect JSON (key.converter and "
+    "value.converter = org.apache.kafka.connect.json.JsonConverter) matching source.format",
+    "debezium-avro": "the connector must write Confluent Avro (key.converter and "
+    "value.converter = io.confluent.connect.avro.AvroConverter) registered in the schema "
+    "registry of source.schema_registry.url",
+    "debezium-flat": "the connector must write Kafka Connect JSON rows flattened by "
+    "io.debezium.transforms.ExtractNewRecordState (README: Flattened events)",
+    "cdc-json": "each event must be a JSON object with the fields [source.cdc_json] names "
+    "(op_field, order_field, key_fields) and their values (README: Generic CDC JSON)",
+}
+
+
 def check_samples(cfg: Config, samples: dict[str, dict[int, Partition]]) -> tuple[Check, set[str]]:
     """The last messages of each topic decode with ``source.format``; returns the topics
     whose messages carry transaction ids."""
@@ -259,16 +272,8 @@ def check_samples(cfg: Config, samples: dict[str, dict[int, Partition]]) -> tupl
         return failed(
             "kafka.decode",
             f"{len(bad)} of {count} sampled messages do not decode as {fmt}; first: {bad[0]}",
-            (
-                "each event must be a JSON object with the fields [source.cdc_json] names "
-                "(op_field, order_field, key_fields) and their values (README: Generic CDC "
-                "JSON); "
-                if fmt == "cdc-json"
-                else "the connector must write Kafka Connect JSON (key.converter and "
-                "value.converter = org.apache.kafka.connect.json.JsonConverter) matching "
-                "source.format; "
-            )
-            + "messages that still do not decode are quarantined by cdcctl start",
+            _CONVERTER_FIX.get(fmt, _CONVERTER_FIX["debezium-json"])
+            + "; messages that still do not decode are quarantined by cdcctl start",
         ), with_tx
     if not count:
         return passed("kafka.decode", "no messages yet to sample"), with_tx

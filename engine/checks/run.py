@@ -10,6 +10,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from engine.checks.database import database_checks, parse_dsn
 from engine.checks.kafka import kafka_checks
+from engine.checks.registry import registry_checks
 from engine.checks.result import Check, failed
 from engine.checks.runtime import check_java_version, check_spark, check_work_dir
 from engine.checks.target import target_checks
@@ -74,6 +75,7 @@ def run_checks(cfg: Config, source_dsn: str | None = None) -> list[Check]:
     jobs: list[tuple[str, str, Future[list[Check]]]] = [
         ("kafka.checks", slow, _in_thread("kafka", lambda: kafka_checks(cfg, publish))),
         ("target.checks", slow, _in_thread("target", lambda: target_checks(cfg))),
+        ("registry.checks", slow, _in_thread("registry", lambda: registry_checks(cfg))),
         ("engine.java", slow, _in_thread("java", lambda: [check_java_version()])),
         ("engine.spark", spark_log, _in_thread("spark", lambda: [check_spark(cfg)])),
         ("engine.work_dir", slow, _in_thread("work", lambda: [check_work_dir(cfg)])),

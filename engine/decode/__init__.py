@@ -90,9 +90,17 @@ def _debezium_flat(cfg: Config) -> Decoder:
     return rewriting_decoder(_typed_debezium_json(cfg), cfg.source.flattened, identities_for(cfg))
 
 
+def _debezium_avro(cfg: Config) -> Decoder:
+    from engine.decode.debezium_avro import AvroDecoder, SchemaCache
+    from engine.decode.debezium_avro.registry import settings_from_config
+
+    return AvroDecoder(SchemaCache(settings_from_config(cfg)))
+
+
 #: Decoder factories by ``source.format``.
 FORMATS: dict[str, DecoderFactory] = {
     "debezium-json": _debezium_json,
+    "debezium-avro": _debezium_avro,
     "debezium-flat": _debezium_flat,
     "cdc-json": _cdc_json,
 }

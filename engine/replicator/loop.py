@@ -227,7 +227,8 @@ class Replicator:
         #: Tables that stop once their batch in flight commits (``errors.tolerance``):
         #: nothing after their bad message is read into a later batch.
         self._stopping: set[str] = set()
-        self.transactions = TransactionTracker()
+        self.decode = decoder_for(config)
+        self.transactions = TransactionTracker(getattr(self.decode, "documents", None))
         #: Transaction-metadata topics known to exist: only their tables' transactions
         #: can be confirmed complete, so only those are held back until their END.
         self._tx_topics: set[str] = set()
@@ -236,7 +237,6 @@ class Replicator:
         #: and topics of logical decoding messages kept as tables.
         self._row_topics: set[str] = set()
         self._message_topics: set[str] = set()
-        self.decode = decoder_for(config)
         self.source: KafkaSource | None = None
         self._stop = False
         self._batch_no = 0
@@ -491,7 +491,8 @@ class Replicator:
             if rt.control is not None:  # read again from the start (nothing applies twice)
                 rt.partitions, rt.progress.committed = [], {}
         self._consumed, self._seen, self._verified_ends = {}, {}, {}
-        self.transactions = TransactionTracker()  # the new consumer reads them from the start
+        # The new consumer reads them from the start.
+        self.transactions = TransactionTracker(getattr(self.decode, "documents", None))
         self._restart_spark_if_gone()
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()

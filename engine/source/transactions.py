@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,21 +50,38 @@ def transaction_topic(topic: str) -> str | None:
     return topic.split(".", 1)[0] + ".transaction" if "." in topic else None
 
 
-class TransactionTracker:
-    """END records seen on the transaction topics, and the batch cuts they imply."""
+def json_documents(values: Sequence[bytes | None]) -> list[Any]:
+    """Transaction-topic values written by the JsonConverter, as JSON documents (None
+    for a value that is not JSON)."""
+    docs: list[Any] = []
+    for raw in values:
+        try:
+            docs.append(None if raw is None else json.loads(raw))
+        except ValueError:
+            docs.append(None)
+    return docs
 
-    def __init__(self) -> None:
+
+class TransactionTracker:
+    """END records seen on the transaction topics, and the batch cuts they imply.
+
+    Args:
+        documents: Turns raw transaction-topic values into documents (dicts with
+            ``status``, ``id``, ``data_collections``); JSON by default, the Avro decoder's
+            :meth:`documents` for ``debezium-avro``.
+    """
+
+    def __init__(
+        self, documents: Callable[[Sequence[bytes | None]], list[Any]] | None = None
+    ) -> None:
         self._ends: OrderedDict[str, dict[str, int]] = OrderedDict()
+        self._documents = documents or json_documents
 
     def observe(self, values: list[bytes | None]) -> int:
         """Record the END records among transaction-topic values; return how many."""
         seen = 0
-        for raw in values:
-            if raw is None:
-                continue
-            try:
-                doc = json.loads(raw)
-            except ValueError:
+        for doc in self._documents(values):
+            if doc is None:
                 continue
             if isinstance(doc, dict) and "payload" in doc and "schema" in doc:
                 doc = doc["payload"]

@@ -5,6 +5,7 @@ typed values are asserted."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from engine.config import config_from_dict
+from engine.playground.registry import SchemaRegistry
 from engine.replicator import Replicator
 from tests.engine.test_properties import Msg
 from tests.integration.replicas import read_replica
@@ -65,14 +67,29 @@ class PartitionedMsg(Msg):
 
 
 def run_case(case: dict, tmp_path: Path, spark: Any) -> tuple[Replicator, int]:
-    """Apply a case's batches; returns the replicator and the number of bad messages."""
+    """Apply a case's batches; returns the replicator and the number of bad messages.
+
+    A case with ``"registry"`` (schemas by id) is served by a schema registry started for
+    it, whose URL becomes ``source.schema_registry.url``.
+    """
+    with contextlib.ExitStack() as stack:
+        extra: dict = {}
+        if "registry" in case:
+            registry = stack.enter_context(SchemaRegistry())
+            for schema_id, schema in case["registry"].items():
+                registry.register(f"case-{schema_id}", schema, int(schema_id))
+            extra = {"source": {"schema_registry": {"url": registry.url}}}
+        return _run_case(case, extra, tmp_path, spark)
+
+
+def _run_case(case: dict, extra: dict, tmp_path: Path, spark: Any) -> tuple[Replicator, int]:
     base = {
         "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
         "target": {"path": str(tmp_path / "lake")},
         "hudi": {"num_buckets": 2},
         "replicator": {"work_dir": str(tmp_path / "work")},
     }
-    cfg = config_from_dict(_merge(base, case.get("config", {})))
+    cfg = config_from_dict(_merge(_merge(base, extra), case.get("config", {})))
     replicator = Replicator(cfg, spark=spark)
     offsets: dict[tuple[str, int], int] = {}
     bad = 0

@@ -391,6 +391,10 @@ def _decimal_converter(out_type: pa.DataType) -> Callable[[pa.Array, str], Conve
         if pa.types.is_decimal(arr.type):
             # decimal.format=NUMERIC: the reader already produced decimals.
             return Converted(arr if arr.type == out_type else arr.cast(out_type))
+        if pa.types.is_binary(arr.type):
+            # Avro: the unscaled bytes themselves, not base64 text.
+            res = unscaled_to_decimal(arr, out_type)
+            return Converted(res.array, res.bad, f"{path}: undecodable {out_type} value")
         raw, bad_b64 = b64decode(arr)
         if bad_b64 is not None:
             raw = _null_where(raw, bad_b64)
@@ -422,7 +426,8 @@ def _text_per_value(
 
 
 def _unscaled_text(b64: Any, scale: int) -> str:
-    raw = binascii.a2b_base64(b64, strict_mode=True)
+    # Avro carries the bytes themselves, JSON their base64 text.
+    raw = b64 if isinstance(b64, bytes) else binascii.a2b_base64(b64, strict_mode=True)
     return _decimal_text(int.from_bytes(raw, "big", signed=True), scale)
 
 

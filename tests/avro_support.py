@@ -1,0 +1,387 @@
+"""Debezium-shaped Avro schemas and Confluent-framed messages for tests and benchmarks.
+
+Schemas are written the way Debezium's AvroConverter registers them (Envelope record with
+``before``/``after`` as ``[null, Value]``, a ``source`` record, ``op``, ``ts_ms``,
+``transaction``; semantic types annotated with ``connect.name`` / ``connect.parameters``
+/ ``logicalType``). Messages are serialized by confluent-kafka's own ``AvroSerializer``
+against a registry, so the bytes are the real wire format.
+"""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+from typing import Any
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+# -- column types, as the AvroConverter writes them -----------------------------------------
+
+
+def decimal_type(precision: int, scale: int) -> dict:
+    return {
+        "type": "bytes",
+        "scale": scale,
+        "precision": precision,
+        "connect.version": 1,
+        "connect.parameters": {"scale": str(scale), "connect.decimal.precision": str(precision)},
+        "connect.name": "org.apache.kafka.connect.data.Decimal",
+        "logicalType": "decimal",
+    }
+
+
+def named(base: str, connect_name: str, **params: str) -> dict:
+    out: dict[str, Any] = {"type": base, "connect.version": 1, "connect.name": connect_name}
+    if params:
+        out["connect.parameters"] = params
+    return out
+
+
+MICRO_TIMESTAMP = named("long", "io.debezium.time.MicroTimestamp")
+TIMESTAMP = named("long", "io.debezium.time.Timestamp")
+DATE = named("int", "io.debezium.time.Date")
+MICRO_TIME = named("long", "io.debezium.time.MicroTime")
+ZONED_TIMESTAMP = named("string", "io.debezium.time.ZonedTimestamp")
+JSON = named("string", "io.debezium.data.Json")
+UUID = named("string", "io.debezium.data.Uuid")
+INT16 = {"type": "int", "connect.type": "int16"}
+VARIABLE_SCALE_DECIMAL = {
+    "type": "record",
+    "name": "VariableScaleDecimal",
+    "namespace": "io.debezium.data",
+    "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+    "connect.doc": "Variable scaled decimal",
+    "connect.version": 1,
+    "connect.name": "io.debezium.data.VariableScaleDecimal",
+}
+
+
+def _field(name: str, typ: Any, optional: bool) -> dict:
+    if optional:
+        return {"name": name, "type": ["null", typ], "default": None}
+    return {"name": name, "type": typ}
+
+
+def pg_source_schema() -> dict:
+    fields = [
+        _field("version", "string", False),
+        _field("connector", "string", False),
+        _field("name", "string", False),
+        _field("ts_ms", "long", False),
+        {
+            "name": "snapshot",
+            "type": [
+                {
+                    "type": "string",
+                    "connect.version": 1,
+                    "connect.parameters": {"allowed": "true,last,false,incremental"},
+                    "connect.default": "false",
+                    "connect.name": "io.debezium.data.Enum",
+                },
+                "null",
+            ],
+            "default": "false",
+        },
+        _field("db", "string", False),
+        _field("sequence", "string", True),
+        _field("schema", "string", False),
+        _field("table", "string", False),
+        _field("txId", "long", True),
+        _field("lsn", "long", True),
+        _field("xmin", "long", True),
+    ]
+    return {
+        "type": "record",
+        "name": "Source",
+        "namespace": "io.debezium.connector.postgresql",
+        "fields": fields,
+        "connect.name": "io.debezium.connector.postgresql.Source",
+    }
+
+
+def envelope_schema(topic: str, columns: list[tuple[str, Any, bool]]) -> dict:
+    """Value schema of a PostgreSQL table topic; ``columns`` = (name, Avro type, optional)."""
+    value = {
+        "type": "record",
+        "name": "Value",
+        "namespace": topic,
+        "fields": [_field(n, copy.deepcopy(t), o) for n, t, o in columns],
+        "connect.name": f"{topic}.Value",
+    }
+    block = {
+        "type": "record",
+        "name": "block",
+        "namespace": "event",
+        "fields": [
+            _field("id", "string", False),
+            _field("total_order", "long", False),
+            _field("data_collection_order", "long", False),
+        ],
+        "connect.version": 1,
+        "connect.name": "event.block",
+    }
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": topic,
+        "fields": [
+            {"name": "before", "type": ["null", value], "default": None},
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {"name": "source", "type": pg_source_schema()},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+            {"name": "transaction", "type": ["null", block], "default": None},
+        ],
+        "connect.version": 1,
+        "connect.name": f"{topic}.Envelope",
+    }
+
+
+def key_schema(topic: str, columns: list[tuple[str, Any]]) -> dict:
+    return {
+        "type": "record",
+        "name": "Key",
+        "namespace": topic,
+        "fields": [{"name": n, "type": copy.deepcopy(t)} for n, t in columns],
+        "connect.name": f"{topic}.Key",
+    }
+
+
+def source(table: str, lsn: int, ts_ms: int = 1_700_000_000_000, snapshot: str = "false") -> dict:
+    return {
+        "version": "2.7.0.Final",
+        "connector": "postgresql",
+        "name": "srv",
+        "ts_ms": ts_ms,
+        "snapshot": snapshot,
+        "db": "app",
+        "sequence": f'[null,"{lsn}"]',
+        "schema": "public",
+        "table": table,
+        "txId": 700 + lsn,
+        "lsn": lsn,
+        "xmin": None,
+    }
+
+
+def event(table: str, op: str, after: dict | None, lsn: int, before: dict | None = None) -> dict:
+    return {
+        "before": before,
+        "after": after,
+        "source": source(table, lsn),
+        "op": op,
+        "ts_ms": 1_700_000_000_100,
+        "transaction": None,
+    }
+
+
+class Serializer:
+    """confluent-kafka's AvroSerializer for one topic's key and value schemas."""
+
+    def __init__(self, url: str, topic: str, key: dict, value: dict) -> None:
+        import json
+
+        self.client = SchemaRegistryClient({"url": url})
+        self.topic = topic
+        self._key = AvroSerializer(self.client, json.dumps(key))
+        self._value = AvroSerializer(self.client, json.dumps(value))
+
+    def key(self, datum: dict) -> bytes:
+        out = self._key(datum, SerializationContext(self.topic, MessageField.KEY))
+        assert out is not None
+        return out
+
+    def value(self, datum: dict | None) -> bytes | None:
+        if datum is None:
+            return None
+        out = self._value(datum, SerializationContext(self.topic, MessageField.VALUE))
+        assert out is not None
+        return out
+
+
+# -- JsonConverter messages re-serialized as the AvroConverter would write them ------------
+
+_CONNECT_PRIMITIVE = {
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "int64": "long",
+    "float": "float",
+    "float32": "float",
+    "double": "double",
+    "float64": "double",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "bytes",
+}
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def connect_to_avro(schema: dict, defined: set[str] | None = None) -> Any:
+    """The Avro schema Confluent's AvroData makes of a Connect schema (JsonConverter form):
+    structs become records named after the Connect name (a second use refers to it by
+    name), optional fields ``["null", T]`` with default null, int8/int16 ``int`` with
+    ``connect.type``, Decimal ``bytes`` with ``logicalType`` decimal, semantic names in
+    ``connect.name`` and parameters in ``connect.parameters``."""
+    defined = set() if defined is None else defined
+    t = schema["type"]
+    name = schema.get("name")
+    params = schema.get("parameters")
+    if t == "struct":
+        full = name or f"io.confluent.connect.avro.ConnectDefault{len(defined) + 1}"
+        if full in defined:
+            return full
+        defined.add(full)
+        ns, _, short = full.rpartition(".")
+        fields = []
+        for f in schema["fields"]:
+            sub = connect_to_avro(f, defined)
+            if f.get("optional"):
+                fields.append({"name": f["field"], "type": ["null", sub], "default": None})
+            else:
+                fields.append({"name": f["field"], "type": sub})
+        out: dict[str, Any] = {"type": "record", "name": short, "fields": fields}
+        if ns:
+            out["namespace"] = ns
+        if name:
+            out["connect.name"] = name
+        return out
+    if t == "array":
+        return {"type": "array", "items": connect_to_avro(schema["items"], defined)}
+    if t == "map":
+        return {"type": "map", "values": connect_to_avro(schema["values"], defined)}
+    out = {"type": _CONNECT_PRIMITIVE[t]}
+    if t in ("int8", "int16"):
+        out["connect.type"] = t
+    if name == _DECIMAL:
+        p = params or {}
+        out.update(
+            scale=int(p.get("scale", "0")),
+            precision=int(p.get("connect.decimal.precision", "64")),
+            logicalType="decimal",
+        )
+    if name:
+        out["connect.version"] = 1
+        out["connect.name"] = name
+    if params:
+        out["connect.parameters"] = dict(params)
+    return out if len(out) > 1 else out["type"]
+
+
+def payload_to_avro(value: Any, schema: dict) -> Any:
+    """A JsonConverter payload value as the Python datum AvroSerializer takes."""
+    import base64
+
+    if value is None:
+        return None
+    t = schema["type"]
+    if t == "struct":
+        return {f["field"]: payload_to_avro(value.get(f["field"]), f) for f in schema["fields"]}
+    if t == "array":
+        return [payload_to_avro(v, schema["items"]) for v in value]
+    if t == "map":
+        return {k: payload_to_avro(v, schema["values"]) for k, v in value.items()}
+    if t == "bytes":
+        raw = base64.b64decode(value)
+        if schema.get("name") == _DECIMAL:
+            scale = int((schema.get("parameters") or {}).get("scale", "0"))
+            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+        return raw
+    return value
+
+
+def _converter(schema: dict) -> Any:
+    """A compiled :func:`payload_to_avro` for one schema (identity where nothing changes)."""
+    t = schema["type"]
+    if t == "struct":
+        fields = [(f["field"], _converter(f)) for f in schema["fields"]]
+        changing = [(name, conv) for name, conv in fields if conv is not None]
+        if not changing:
+            return None
+
+        def struct(value: Any) -> Any:
+            if value is None:
+                return None
+            out = dict(value)
+            for name, conv in changing:
+                out[name] = conv(value.get(name))
+            return out
+
+        return struct
+    if t in ("bytes", "array", "map"):
+        return lambda value: payload_to_avro(value, schema)
+    return None
+
+
+class JsonToAvro:
+    """Re-serializes JsonConverter (``schemas.enable=true``) messages as AvroConverter
+    output through confluent-kafka's AvroSerializer (one serializer per Connect schema).
+
+    With ``fast=True`` (benchmarks: millions of messages) the first ``check`` messages of
+    each schema go through AvroSerializer and every later one is written by fastavro
+    directly with the schema id AvroSerializer registered; the two are asserted to give
+    identical bytes on those first messages.
+    """
+
+    def __init__(self, url: str, *, fast: bool = False, check: int = 200) -> None:
+        import json
+
+        self._json = json
+        self.client = SchemaRegistryClient({"url": url})
+        self.fast = fast
+        self.check = check
+        self._serializers: dict[tuple[str, bytes], list[Any]] = {}
+
+    def _one(self, topic: str, raw: bytes | None, field: str) -> bytes | None:
+        import io
+
+        import fastavro
+
+        if raw is None:
+            return None
+        cut = raw.find(b',"payload":')
+        if not raw.startswith(b'{"schema":') or cut < 0:  # not compact: re-serialize it
+            doc = self._json.loads(raw)
+            raw = (
+                b'{"schema":'
+                + self._json.dumps(doc["schema"], separators=(",", ":")).encode()
+                + b',"payload":'
+                + self._json.dumps(doc["payload"], separators=(",", ":")).encode()
+                + b"}"
+            )
+            cut = raw.find(b',"payload":')
+        schema_text = raw[len(b'{"schema":') : cut]
+        found = self._serializers.get((field, schema_text))
+        if found is None:
+            schema = self._json.loads(schema_text)
+            avro = connect_to_avro(schema)
+            serializer = AvroSerializer(self.client, self._json.dumps(avro))
+            found = [serializer, _converter(schema), fastavro.parse_schema(avro), None, 0]
+            self._serializers[(field, schema_text)] = found
+        serializer, convert, parsed, header, done = found
+        payload = self._json.loads(raw[cut + len(b',"payload":') : -1])
+        datum = convert(payload) if convert is not None else payload
+        if self.fast and header is not None and done >= self.check:
+            buf = io.BytesIO()
+            buf.write(header)
+            fastavro.schemaless_writer(buf, parsed, datum)
+            return buf.getvalue()
+        context = SerializationContext(
+            topic, MessageField.KEY if field == "key" else MessageField.VALUE
+        )
+        out = serializer(datum, context)
+        assert out is not None
+        if self.fast:
+            buf = io.BytesIO()
+            buf.write(out[:5])
+            fastavro.schemaless_writer(buf, parsed, datum)
+            assert buf.getvalue() == out, "fastavro and AvroSerializer disagree"
+            found[3], found[4] = out[:5], done + 1
+        return out
+
+    def message(
+        self, topic: str, key: bytes | None, value: bytes | None
+    ) -> tuple[str, bytes | None, bytes | None]:
+        return (topic, self._one(topic, key, "key"), self._one(topic, value, "value"))

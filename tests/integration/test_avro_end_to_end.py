@@ -1,0 +1,329 @@
+"""Debezium Avro end to end: a real broker, the test schema registry reached over HTTP by
+confluent-kafka's client, `cdcctl init --format debezium-avro` and two `cdcctl start`
+child processes, real Spark, replicas read by hudi-rs and compared with the oracle.
+
+The messages are the demo workload's JsonConverter messages (inserts, updates, deletes,
+tombstones, snapshot reads) re-serialized as Confluent's AvroConverter would write them
+(tests/avro_support.py; confluent-kafka's AvroSerializer makes the bytes). The oracle
+(tests/oracle.py) folds the JSON originals, so it shares nothing with the Avro path. Part
+way through the second run a column is added to ``customers``: its messages switch to a
+new schema id in the middle of a batch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.playground.broker import produce_messages
+from engine.playground.registry import SchemaRegistry
+from engine.playground.workload import InventoryWorkload
+from tests.avro_support import JsonToAvro
+from tests.integration.replicas import assert_replicas_match, run_cli
+from tests.oracle import fold
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+ADDED = "tier"
+
+
+def _add_column(value: bytes | None, n: int) -> bytes | None:
+    """The customers message with a new optional string column (a schema change)."""
+    if value is None:
+        return None
+    msg = json.loads(value)
+    for part in ("before", "after"):
+        field = next(f for f in msg["schema"]["fields"] if f["field"] == part)
+        field["fields"].append({"type": "string", "optional": True, "field": ADDED})
+        row = msg["payload"][part]
+        if row is not None:
+            row[ADDED] = f"t{n % 3}" if n % 4 else None
+    return json.dumps(msg, separators=(",", ":")).encode()
+
+
+def _with_added_nulls(expected: dict, topic: str) -> dict:
+    """Rows written before the column existed read null in it."""
+    rows = expected[topic]
+    expected[topic] = {k: {ADDED: None, **row} for k, row in rows.items()}
+    return expected
+
+
+def test_avro_two_runs_with_a_schema_change(broker, topic_prefix: str, tmp_path: Path) -> None:
+    messages = list(InventoryWorkload(seed=21, prefix=topic_prefix, schemas=True).events(8000))
+    customers = f"{topic_prefix}.inventory.customers"
+    cut = int(len(messages) * 0.75)
+    messages = [
+        (t, k, _add_column(v, i) if t == customers and i >= cut else v)
+        for i, (t, k, v) in enumerate(messages)
+    ]
+    assert sum(v is None for _, _, v in messages) > 100  # tombstones after deletes
+    topics = sorted({t for t, _, _ in messages})
+    broker.create_topics(topics)
+    target = tmp_path / "lake"
+    config = tmp_path / "cdcctl.toml"
+
+    with SchemaRegistry() as registry:
+        avro = JsonToAvro(registry.url)
+        avro_messages = [avro.message(*m) for m in messages]
+        assert all(v is None or v[0] == 0 for _, _, v in avro_messages)
+        ids = {v[1:5] for t, _, v in avro_messages if t == customers and v is not None}
+        assert len(ids) == 2  # the column addition is a new schema id
+
+        init = run_cli(
+            "init",
+            "--bootstrap-servers", broker.bootstrap_servers,
+            "--topics", f"^{re.escape(topic_prefix)}\\.",
+            "--target", str(target),
+            "--format", "debezium-avro",
+            "--schema-registry-url", registry.url,
+            "--output", str(config),
+        )  # fmt: skip
+        assert init.returncode == 0, init.stderr
+        assert "[source.schema_registry]" in config.read_text()
+
+        half = len(messages) // 2
+        produce_messages(broker.bootstrap_servers, avro_messages[:half])
+        first = run_cli("start", "--config", str(config), "--until-caught-up")
+        assert first.returncode == 0, first.stderr
+        assert_replicas_match(target, fold(messages[:half]))
+
+        checks = run_cli("test-connection", "--config", str(config), "--json")
+        found = {c["name"]: c for c in json.loads(checks.stdout)["checks"]}
+        assert found["registry.reachable"]["status"] == "pass", found["registry.reachable"]
+        assert found["kafka.decode"]["status"] == "pass", found["kafka.decode"]
+
+        produce_messages(broker.bootstrap_servers, avro_messages[half:])
+        second = run_cli("start", "--config", str(config), "--until-caught-up")
+        assert second.returncode == 0, second.stderr
+        counts = assert_replicas_match(target, _with_added_nulls(fold(messages), customers))
+        assert counts[customers] > 0
+
+    # Without its registry the replicator cannot decode: test-connection says so.
+    checks = run_cli("test-connection", "--config", str(config), "--json")
+    found = {c["name"]: c for c in json.loads(checks.stdout)["checks"]}
+    assert checks.returncode == 1
+    assert found["registry.reachable"]["status"] == "fail"
+    assert "cannot be reached" in found["registry.reachable"]["detail"]
+
+
+def test_registry_outage_is_retried(broker, topic_prefix: str, tmp_path: Path) -> None:
+    """A registry that cannot be reached is a transient failure: `cdcctl start` retries
+    (from the tables' checkpoints) and, once the registry is back, replicates everything."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.replicas import write_config
+
+    messages = list(InventoryWorkload(seed=4, prefix=topic_prefix, schemas=True).events(600))
+    topics = sorted({t for t, _, _ in messages})
+    broker.create_topics(topics)
+    with SchemaRegistry() as first:
+        convert = JsonToAvro(first.url)
+        produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in messages])
+        url, store, port = first.url, first.store, int(first.url.rsplit(":", 1)[1])
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        source={"format": "debezium-avro"},
+    )
+    with config.open("a") as f:
+        f.write(f'[source.schema_registry]\nurl = "{url}"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "cannot be reached" in line:
+                break
+        assert any("cannot be reached" in line for line in lines), "".join(lines)
+        with SchemaRegistry(port=port, store=store) as again:
+            assert again.url == url
+            _, rest = proc.communicate(timeout=300)
+            stderr = "".join(lines) + rest
+            assert proc.returncode == 0, stderr
+            assert "retry" in stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert_replicas_match(target, fold(messages))
+
+
+def test_registry_password_is_used_and_never_shown(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """The basic-auth password, referenced as ${env:...}, reaches the registry (which
+    requires it) and appears in no output and no file; a wrong one stops `start` with a
+    clear error naming the key, not a traceback."""
+    import uuid
+
+    from tests.integration.replicas import write_config
+
+    secret = f"planted-{uuid.uuid4().hex}"
+    env_name = "CDCCTL_TEST_REGISTRY_SECRET"
+    workload = InventoryWorkload(seed=6, prefix=topic_prefix, schemas=True)
+    messages = list(workload.events(300))
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        source={"format": "debezium-avro"},
+    )
+    runs = []
+    with SchemaRegistry(user="cdcctl", password=secret) as registry:
+        # The producer side registers through an open twin serving the same schemas.
+        with SchemaRegistry(store=registry.store) as producer_side:
+            convert = JsonToAvro(producer_side.url)
+            produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in messages])
+            with config.open("a") as f:
+                f.write(
+                    f'[source.schema_registry]\nurl = "{registry.url}"\n'
+                    f'basic_auth_user = "cdcctl"\nbasic_auth_password = "${{env:{env_name}}}"\n'
+                )
+            assert secret not in config.read_text()
+            started = run_cli(
+                "start", "--config", str(config), "--until-caught-up", env={env_name: secret}
+            )
+            runs.append(started)
+            assert started.returncode == 0, started.stderr
+            assert registry.requests > 0
+            assert_replicas_match(target, fold(messages))
+
+            more = list(workload.stream(50))
+            produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in more])
+        wrong = run_cli(
+            "start", "--config", str(config), "--until-caught-up", env={env_name: "wrong-pw-1"}
+        )
+        runs.append(wrong)
+        assert wrong.returncode != 0, wrong.stderr
+        assert "refused the credentials" in wrong.stderr, wrong.stderr
+        assert "basic_auth" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert all(secret not in r.stdout + r.stderr for r in runs)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+_TX_VALUE_SCHEMA = {
+    "type": "struct",
+    "name": "io.debezium.connector.common.TransactionMetadataValue",
+    "optional": False,
+    "fields": [
+        {"type": "string", "optional": False, "field": "status"},
+        {"type": "string", "optional": False, "field": "id"},
+        {"type": "int64", "optional": True, "field": "event_count"},
+        {
+            "type": "array",
+            "optional": True,
+            "field": "data_collections",
+            "items": {
+                "type": "struct",
+                "name": "event.collection",
+                "optional": False,
+                "fields": [
+                    {"type": "string", "optional": False, "field": "data_collection"},
+                    {"type": "int64", "optional": False, "field": "event_count"},
+                ],
+            },
+        },
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+    ],
+}
+_TX_KEY_SCHEMA = {
+    "type": "struct",
+    "name": "io.debezium.connector.common.TransactionMetadataKey",
+    "optional": False,
+    "fields": [{"type": "string", "optional": False, "field": "id"}],
+}
+
+
+def _tx_record(status: str, tx_id: str, counts: dict[str, int] | None) -> tuple[bytes, bytes]:
+    value: dict = {"status": status, "id": tx_id, "event_count": None,
+                   "data_collections": None, "ts_ms": 1}  # fmt: skip
+    if counts is not None:
+        value["event_count"] = sum(counts.values())
+        value["data_collections"] = [
+            {"data_collection": dc, "event_count": n} for dc, n in counts.items()
+        ]
+    key = {"schema": _TX_KEY_SCHEMA, "payload": {"id": tx_id}}
+    return json.dumps(key).encode(), json.dumps(
+        {"schema": _TX_VALUE_SCHEMA, "payload": value}
+    ).encode()
+
+
+def test_avro_transaction_metadata_keeps_transactions_whole(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """BEGIN/END records in Avro on ``<prefix>.transaction`` are read (not only JSON ones):
+    small batches never end inside a source transaction, and nothing stalls."""
+    import random
+
+    from engine.hudi.table import HudiTable
+    from engine.naming import table_name_for_topic
+    from tests import builders
+    from tests.integration.replicas import write_config
+
+    cols = [("id", "int32"), ("name", "string"), ("qty", "int32")]
+    rng = random.Random(9)
+    topic = f"{topic_prefix}.app.a"
+    tx_topic = f"{topic_prefix}.transaction"
+    data: list = []
+    control: list = []
+    ends: set[int] = set()
+    lsn = 1000
+    for txid in range(1, 60):
+        n = rng.randint(1, 5)
+        control.append((tx_topic, *_tx_record("BEGIN", f"{txid}:{lsn}", None)))
+        for order in range(1, n + 1):
+            lsn += 1
+            row = {"id": rng.randint(1, 40), "name": f"tx{txid}", "qty": order}
+            value = builders.value("u", lsn, row, cols, tx=(f"{txid}:{lsn}", order, order))
+            data.append((topic, builders.key(row["id"]), value))
+        ends.add(len(data))
+        control.append((tx_topic, *_tx_record("END", f"{txid}:{lsn + 1}", {"app.a": n})))
+    broker.create_topics([topic, tx_topic])
+    target = tmp_path / "lake"
+    with SchemaRegistry() as registry:
+        convert = JsonToAvro(registry.url)
+        produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in data])
+        produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in control])
+        config = write_config(
+            tmp_path / "c.toml",
+            broker.bootstrap_servers,
+            f"^{re.escape(topic_prefix)}\\.app\\.",
+            target,
+            source={"format": "debezium-avro"},
+            max_batch_events=9,
+            max_batch_seconds=0.2,
+        )
+        with config.open("a") as f:
+            f.write(f'[source.schema_registry]\nurl = "{registry.url}"\n')
+        run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=400)
+        assert run.returncode == 0, run.stderr
+    table = HudiTable.open(target / table_name_for_topic(topic))
+    instants = table.completed_instants()
+    assert len(instants) > 5
+    for instant in instants:
+        checkpoint = table.commit_metadata(instant)["extraMetadata"]["deltastreamer.checkpoint.key"]
+        applied = int(checkpoint.rsplit(":", 1)[1])
+        assert applied in ends | {0}, f"{instant} ends inside a transaction"
+    assert_replicas_match(target, fold(data))
