@@ -12,7 +12,7 @@ the replicator looks at what a new topic's records are before it makes a table o
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 #: Kinds of topic that are not tables of rows.
@@ -43,11 +43,18 @@ def payload_of(value: bytes) -> dict[str, Any] | None:
 
 
 def record_kind(value: bytes | None) -> str:
-    """What one record value is (:data:`ROW` for tombstones and undecodable values)."""
+    """What one JSON record value is (:data:`ROW` for tombstones and undecodable values)."""
     if value is None:
         return ROW
     obj = payload_of(value)
     if obj is None:
+        return UNKNOWN
+    return document_kind(obj)
+
+
+def document_kind(obj: Any) -> str:
+    """What one decoded record value (a JSON payload or an Avro document) is."""
+    if not isinstance(obj, dict):
         return UNKNOWN
     op = obj.get("op")
     if op == "m":
@@ -68,24 +75,24 @@ def record_kind(value: bytes | None) -> str:
     return UNKNOWN
 
 
-def topic_kind(values: Sequence[bytes | None]) -> str | None:
+def topic_kind(
+    values: Sequence[bytes | None],
+    documents: Callable[[Sequence[bytes | None]], list[Any]] | None = None,
+) -> str | None:
     """The control kind of a topic from a batch of its values; None: a topic of rows
     (or nothing recognisable yet, which the decoder judges record by record).
 
     A topic is a control topic when the sampled records that say anything are all of
-    one control kind; one row change makes it a table.
+    one control kind; one row change makes it a table. ``documents`` decodes values of a
+    binary format (``debezium-avro``) into documents; JSON is read without it.
     """
-    kinds = set()
-    looked = 0
-    for value in values:
-        if value is None:
-            continue
-        kind = record_kind(value)
-        if kind == ROW:
-            return None
-        if kind != UNKNOWN:
-            kinds.add(kind)
-        looked += 1
-        if looked >= SAMPLE:
-            break
+    sample = [v for v in values if v is not None][:SAMPLE]
+    kinds_of = (
+        [document_kind(d) for d in documents(sample)]
+        if documents is not None
+        else [record_kind(v) for v in sample]
+    )
+    if ROW in kinds_of:
+        return None
+    kinds = set(kinds_of) - {UNKNOWN}
     return kinds.pop() if len(kinds) == 1 else None

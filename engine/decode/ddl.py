@@ -111,8 +111,8 @@ class SchemaChange:
     changes: tuple[TableChange, ...] = field(default_factory=tuple)
 
 
-def _payload(value: bytes) -> dict[str, Any]:
-    obj = json.loads(value)
+def _payload(value: bytes | dict[str, Any]) -> dict[str, Any]:
+    obj = value if isinstance(value, dict) else json.loads(value)
     if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
         obj = obj["payload"]
     if not isinstance(obj, dict):
@@ -191,8 +191,9 @@ def _from_statement(ddl: str, database: str) -> list[TableChange]:
     return []
 
 
-def parse_schema_change(value: bytes) -> SchemaChange:
-    """One schema change record's value -> :class:`SchemaChange`.
+def parse_schema_change(value: bytes | dict[str, Any]) -> SchemaChange:
+    """One schema change record's value (JSON bytes, or a document an Avro decoder made)
+    -> :class:`SchemaChange`.
 
     Raises:
         ValueError: the value is not a schema change event, or is malformed (the reason

@@ -861,7 +861,7 @@ class Replicator:
     def _recognise(self, rt: TableRuntime, values: Sequence[bytes | None]) -> None:
         """Tell from a new topic's records whether it is a table (see
         :mod:`engine.decode.control`); a topic of another kind never becomes one."""
-        kind = control.topic_kind(values)
+        kind = control.topic_kind(values, getattr(self.decode, "documents", None))
         if kind is None:
             return
         if kind == control.MESSAGE and self.cfg.source.logical_messages == "table":
@@ -894,12 +894,16 @@ class Replicator:
         """Route the schema change topic's records to the tables they name."""
         keys, values, parts, offs = records
         bad = []
-        for key, value, part, off in zip(keys, values, parts, offs, strict=True):
+        documents = getattr(self.decode, "documents", None)
+        docs = documents(values) if documents is not None else values
+        for key, value, doc, part, off in zip(keys, values, docs, parts, offs, strict=True):
             if value is None:
                 ddl_rt.counters.ignored += 1
                 continue
             try:
-                change = parse_schema_change(value)
+                if doc is None:
+                    raise ValueError("the value does not decode with source.format")
+                change = parse_schema_change(doc)
             except ValueError as exc:
                 reason = f"not a usable schema change event: {exc}"
                 bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))

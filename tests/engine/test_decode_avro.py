@@ -582,3 +582,61 @@ def test_init_needs_the_registry_url_for_avro(tmp_path: Any) -> None:
     assert ok.returncode == 0, ok.stderr
     text = (tmp_path / "b.toml").read_text()
     assert 'format = "debezium-avro"' in text and 'url = "http://reg:8081"' in text
+
+
+def _with_schema(payload: dict, fields: list[dict], name: str) -> bytes:
+    schema = {"type": "struct", "name": name, "optional": False, "fields": fields}
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def test_control_topics_are_recognised_in_avro_too(registry: SchemaRegistry) -> None:
+    # Transaction markers and schema changes written by the AvroConverter are told apart
+    # from row topics by their content, like their JSON forms (engine.decode.control).
+    from engine.decode import control
+    from tests.avro_support import JsonToAvro
+    from tests.samples import debezium_samples
+
+    def load_sample(name: str) -> dict:
+        return json.loads((debezium_samples() / name).read_text())
+
+    convert = JsonToAvro(registry.url)
+    tx_fields = [
+        {"type": "string", "optional": False, "field": "status"},
+        {"type": "string", "optional": False, "field": "id"},
+        {"type": "int64", "optional": True, "field": "event_count"},
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+    ]
+    begin = _with_schema(
+        {"status": "BEGIN", "id": "571:53195832", "event_count": None, "ts_ms": 1},
+        tx_fields,
+        "io.debezium.connector.common.TransactionMetadataValue",
+    )
+    heartbeat = _with_schema(
+        {"ts_ms": 5},
+        [{"type": "int64", "optional": False, "field": "ts_ms"}],
+        "io.debezium.connector.common.Heartbeat",
+    )
+    ddl = load_sample("mysql-schema-change-snapshot.json")
+    row = load_sample("mysql-create-docs.json")
+    cases = {
+        "odd.tx.name": ([begin], control.TRANSACTION),
+        "odd.beat": ([heartbeat], control.HEARTBEAT),
+        "mysql": ([json.dumps(ddl["value"]).encode()], control.SCHEMA_CHANGE),
+        "srv.inventory.customers": ([json.dumps(row["value"]).encode()], None),
+    }
+    dec = decoder(registry.url)
+    for topic, (values, kind) in cases.items():
+        assert control.topic_kind(values) == kind, topic  # the JSON form
+        avro = [convert.message(topic, None, v)[2] for v in values]
+        assert avro[0] is not None and avro[0][0] == 0  # Confluent framing
+        assert control.topic_kind(avro) is None or kind is None  # JSON reading sees nothing
+        assert control.topic_kind(avro, dec.documents) == kind, topic
+    # A schema change read from Avro parses like its JSON form.
+    from engine.decode.ddl import parse_schema_change
+
+    avro_ddl = convert.message("mysql", None, json.dumps(ddl["value"]).encode())[2]
+    (doc,) = dec.documents([avro_ddl])
+    from_avro = parse_schema_change(doc)
+    from_json = parse_schema_change(json.dumps(ddl["value"]).encode())
+    assert from_avro.ddl == from_json.ddl and from_avro.position == from_json.position
+    assert from_avro.changes == from_json.changes
