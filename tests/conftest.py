@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,19 @@ from collections.abc import Iterator
 import pytest
 
 from engine.playground.broker import EmbeddedBroker
+
+
+@pytest.fixture(autouse=True)
+def _engine_logs_reach_caplog() -> Iterator[None]:
+    """Undo what an in-process CLI run does to the ``cdcctl`` logger (its own handler,
+    ``propagate = False``), so that a later test's ``caplog`` sees the engine's lines."""
+    yield
+    root = logging.getLogger("cdcctl")
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.propagate = True
+    root.setLevel(logging.NOTSET)
+    logging.getLogger("cdcctl.kafka").setLevel(logging.NOTSET)
 
 
 @pytest.fixture(scope="session")
