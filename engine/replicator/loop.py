@@ -538,7 +538,7 @@ class Replicator:
             except OSError as exc:
                 self._table_trouble(rt, exc, committed=not incident.needs_commit)
                 continue
-            except HudiError as exc:
+            except (HudiError, WriterLockError) as exc:
                 rt.incident, rt.held = None, False
                 self._fail(rt, str(exc))
                 continue
@@ -591,6 +591,12 @@ class Replicator:
         self.source.assign_transactions(tx_topics)
         for topic, parts in data_topics.items():
             rt = self.tables.get(topic)
+            if rt is not None and rt.trouble is not None:
+                # Its storage failed as it was opened: held, and opened again later.
+                rt.partitions = sorted({*rt.partitions, *parts})
+                trouble, rt.trouble = rt.trouble, None
+                self._table_trouble(rt, trouble, committed=True)
+                continue
             if rt is None or not rt.live:
                 continue
             for part in parts:
