@@ -65,7 +65,13 @@ from engine.replicator.deadletter import (
 from engine.replicator.planning import TablePlan, plan_table
 from engine.replicator.progress import TableProgress
 from engine.replicator.reset import drop_replica
-from engine.replicator.retry import Incident, storage_cause, task_error, transient_cause
+from engine.replicator.retry import (
+    Incident,
+    storage_cause,
+    task_error,
+    task_storage_error,
+    transient_cause,
+)
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
     KafkaSource,
@@ -996,6 +1002,13 @@ class Replicator:
             terminal = task_error(pending.error)
             if terminal is not None:
                 raise terminal from pending.error
+            storage = task_storage_error(pending.error)
+            if storage is not None:  # a merge task could not write its file: the batch is
+                # dropped whole (its tables' results were one job) and retried
+                raise SparkJobError(
+                    f"the Spark job of batch {pending.number} failed: {storage_cause(storage)}",
+                    hint="each table resumes from its last commit once the storage is fixed",
+                ) from pending.error
             raise SparkJobError(
                 f"the Spark job of batch {pending.number} failed: {_spark_reason(pending.error)}",
                 hint=f"Spark's own log is {self.work / 'spark.log'}",
