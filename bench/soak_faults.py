@@ -9,7 +9,7 @@ Not part of the test suite (it runs for as long as asked). What it does:
 * An S3-compatible store (moto's server, :mod:`engine.playground.objectstore`) and the
   embedded Tansu broker keeping its topics there, so a broker restart keeps them.
 * A producer writes the demo workload's Debezium stream (three tables; inserts, updates,
-  deletes, tombstones; JSON without schemas) at a steady ``--rate``.
+  deletes, tombstones; JSON with schemas) at a steady ``--rate``.
 * A live `cdcctl start` (the real CLI, its own process group) replicates it. Every
   ``--kill-every`` seconds its whole process group (the CLI, Spark's JVM and workers) is
   SIGKILLed and it is started again at once; every ``--restart-every`` seconds the broker
@@ -27,6 +27,7 @@ quarter of the samples taken at least 90 s after a (re)start (Spark's start-up e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import signal
@@ -49,6 +50,7 @@ from soak import applied, tree_rss  # noqa: E402
 
 from engine.naming import table_name_for_topic  # noqa: E402
 from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
+from engine.playground.gate import TcpGate  # noqa: E402
 from engine.playground.objectstore import S3Server  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
 from tests.integration.replicas import read_replica  # noqa: E402
@@ -120,6 +122,7 @@ def read_topics(bootstrap: str, topics: list[str]) -> list[tuple[str, bytes | No
     try:
         for topic in topics:
             consumer.assign([TopicPartition(topic, 0, 0)])
+            seen: set[int | None] = set()  # a message fetched twice is counted once
             idle = 0
             while idle < 10:
                 msgs = consumer.consume(10_000, 1.0)
@@ -128,7 +131,8 @@ def read_topics(bootstrap: str, topics: list[str]) -> list[tuple[str, bytes | No
                     continue
                 idle = 0
                 for m in msgs:
-                    if m.error() is None:
+                    if m.error() is None and m.offset() not in seen:
+                        seen.add(m.offset())
                         out.append((topic, m.key(), m.value()))
     finally:
         consumer.close()
@@ -162,6 +166,19 @@ def main() -> None:
     )
     ap.add_argument("--down-seconds", type=float, default=3.0, help="broker outage per restart")
     ap.add_argument("--sample-seconds", type=float, default=30)
+    ap.add_argument(
+        "--outage",
+        choices=("restart", "gate"),
+        default="restart",
+        help="restart: SIGKILL and restart the broker (topics in an S3 store); "
+        "gate: cut every connection to an in-memory broker for --down-seconds",
+    )
+    ap.add_argument(
+        "--linger-ms",
+        type=int,
+        default=1000,
+        help="producer linger: Tansu's S3 store keeps one object per record batch",
+    )
     ap.add_argument("--buckets", type=int, default=4)
     ap.add_argument("--log-dir", type=Path, help="keep the replicator's log here")
     args = ap.parse_args()
@@ -170,20 +187,28 @@ def main() -> None:
     print(
         f"soak with faults: {args.rate:,} ev/s for {args.minutes:g} min; replicator SIGKILL "
         f"every {args.kill_every:g} s, broker restart every {args.restart_every:g} s "
-        f"({args.down_seconds:g} s down)",
+        f"({args.down_seconds:g} s down, outage = {args.outage}), "
+        f"producer linger {args.linger_ms} ms",
         flush=True,
     )
     types = inventory_types(PREFIX)
-    with (
-        S3Server() as store,
-        EmbeddedBroker(storage=store) as broker,
-        tempfile.TemporaryDirectory() as tmp,
-    ):
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        gate: TcpGate | None = None
+        if args.outage == "restart":
+            store = stack.enter_context(S3Server())
+            broker = stack.enter_context(EmbeddedBroker(storage=store))
+            bootstrap = broker.bootstrap_servers
+        else:  # in-memory topics: the outage is a closed gate in front of the broker
+            gate = TcpGate()
+            broker = stack.enter_context(EmbeddedBroker(advertised_port=gate.port))
+            gate.open(broker.port)
+            stack.callback(gate.close)
+            bootstrap = gate.bootstrap_servers
         root = Path(tmp)
         log_dir = args.log_dir or root
         log_dir.mkdir(parents=True, exist_ok=True)
-        bootstrap = broker.bootstrap_servers
-        workload = InventoryWorkload(seed=17, prefix=PREFIX)
+        workload = InventoryWorkload(seed=17, prefix=PREFIX, schemas=True)
         last: dict[tuple[str, bytes | None], tuple[str, bytes | None, Any]] = {}
         warmup = list(workload.snapshot(customers=2000, products=200, orders=2000))
         topics = sorted({t for t, _, _ in warmup})
@@ -210,7 +235,7 @@ def main() -> None:
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
-                "linger.ms": 20,
+                "linger.ms": args.linger_ms,
                 "compression.type": "lz4",
                 "max.in.flight.requests.per.connection": 1,
                 "message.timeout.ms": 600_000,
@@ -249,7 +274,12 @@ def main() -> None:
                 replicator.start()
                 next_kill += args.kill_every
             if now >= next_restart:
-                broker.restart(kill=True, down_seconds=args.down_seconds)
+                if gate is None:
+                    broker.restart(kill=True, down_seconds=args.down_seconds)
+                else:
+                    gate.close()
+                    time.sleep(args.down_seconds)
+                    gate.open()
                 restarts += 1
                 next_restart += args.restart_every
             if replicator.proc is not None and replicator.proc.poll() is not None:
