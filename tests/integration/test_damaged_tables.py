@@ -12,7 +12,8 @@ truncated base file, a truncated log file, a stray Parquet file, a deleted
 * end to end, a replicator started on damaged tables marks each FAILED with that message
   and the fix (``cdcctl resync``), writes nothing into them (their files are unchanged),
   and replicates the undamaged tables to the end; after ``cdcctl resync`` of each damaged
-  table, every replica equals the oracle (hudi-rs reads them).
+  table, every replica equals the oracle (hudi-rs reads them);
+* a table folder whose ``hoodie.properties`` was deleted is FAILED, not re-created.
 """
 
 from __future__ import annotations
@@ -212,3 +213,16 @@ def test_damaged_tables_are_refused_with_what_to_do_and_the_others_go_on(
     run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
     assert run.returncode == 0, run.stderr
     assert_replicas_match(target, fold(first + second + third))
+
+    # A table folder that lost hoodie.properties is not re-created over its old files.
+    orders = tables["orders"]
+    (orders / ".hoodie" / "hoodie.properties").unlink()
+    kept = _fingerprint(orders)
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode == 3, run.stderr
+    assert re.search(
+        rf"{orders.name}: FAILED: table {orders.name}: .*hoodie.properties is missing but "
+        r".* holds a timeline; the replicator will not create a new table over it",
+        run.stderr,
+    ), run.stderr
+    assert _fingerprint(orders) == kept
