@@ -217,8 +217,14 @@ def main() -> None:
         produce_messages(bootstrap, warmup)
         target = root / "lake"
         config = root / "cdcctl.toml"
+        # Tansu's S3 engine lists and reads objects for a fetch; a consumer behind the
+        # end gets only empty fetches when it waits at most 50 ms (the replicator's
+        # fetch.wait.max.ms), measured against moto; 500 ms (librdkafka's default) works.
+        options = (
+            'kafka_options = { "fetch.wait.max.ms" = 500 }\n' if args.outage == "restart" else ""
+        )
         config.write_text(
-            f'[source]\nbootstrap_servers = "{bootstrap}"\ntopics = "^soak\\\\."\n'
+            f'[source]\nbootstrap_servers = "{bootstrap}"\ntopics = "^soak\\\\."\n{options}'
             f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
             f'[replicator]\nmax_batch_seconds = 1.0\nwork_dir = "{root / "work"}"\n'
             "retry_max_seconds = 3600\n"
