@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from engine.hudi import consistency, tombstones
 from engine.hudi import options as o
-from engine.hudi import tombstones
 from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
 from engine.hudi.file_slice import FileSlice, SliceResult, SliceWrite, base_file_name
@@ -84,6 +84,13 @@ class HudiWriter:
             table_type=table_type,
         )
         return cls(table)
+
+    def verify(self) -> list[str]:
+        """Check the table is safe to write on (:func:`engine.hudi.consistency.check`:
+        raises :class:`HudiError` saying what is damaged and what to do); returns the
+        stray names in its folder, which readers skip."""
+        consistency.check(self.table)
+        return consistency.strays(self.path)
 
     def recover(self) -> list[str]:
         """Undo what a crashed writer left: unfinished instants (with their files), their

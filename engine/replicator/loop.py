@@ -74,7 +74,13 @@ from engine.replicator.deadletter import (
 from engine.replicator.planning import TablePlan, plan_table
 from engine.replicator.progress import TableProgress
 from engine.replicator.reset import drop_replica
-from engine.replicator.retry import Incident, storage_cause, task_error, transient_cause
+from engine.replicator.retry import (
+    Incident,
+    storage_cause,
+    task_error,
+    task_storage_error,
+    transient_cause,
+)
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import (
     KafkaSource,
@@ -562,7 +568,7 @@ class Replicator:
             except OSError as exc:
                 self._table_trouble(rt, exc, committed=not incident.needs_commit)
                 continue
-            except HudiError as exc:
+            except (HudiError, WriterLockError) as exc:
                 rt.incident, rt.held = None, False
                 self._fail(rt, str(exc))
                 continue
@@ -615,6 +621,12 @@ class Replicator:
         self.source.assign_transactions(tx_topics)
         for topic, parts in data_topics.items():
             rt = self.tables.get(topic)
+            if rt is not None and rt.trouble is not None:
+                # Its storage failed as it was opened: held, and opened again later.
+                rt.partitions = sorted({*rt.partitions, *parts})
+                trouble, rt.trouble = rt.trouble, None
+                self._table_trouble(rt, trouble, committed=True)
+                continue
             if rt is None or not rt.live:
                 continue
             for part in parts:
@@ -1230,6 +1242,13 @@ class Replicator:
             terminal = task_error(pending.error)
             if terminal is not None:
                 raise terminal from pending.error
+            storage = task_storage_error(pending.error)
+            if storage is not None:  # a merge task could not write its file: the batch is
+                # dropped whole (its tables' results were one job) and retried
+                raise SparkJobError(
+                    f"the Spark job of batch {pending.number} failed: {storage_cause(storage)}",
+                    hint="each table resumes from its last commit once the storage is fixed",
+                ) from pending.error
             raise SparkJobError(
                 f"the Spark job of batch {pending.number} failed: {_spark_reason(pending.error)}",
                 hint=f"Spark's own log is {self.work / 'spark.log'}",

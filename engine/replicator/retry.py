@@ -17,6 +17,7 @@ failure) or the one table stops (its own storage error).
 
 from __future__ import annotations
 
+import errno
 import random
 import re
 import time
@@ -45,11 +46,45 @@ def transient_cause(exc: BaseException) -> str | None:
     return None
 
 
+#: What to do about the storage errors a person must fix (by errno).
+STORAGE_ADVICE = {
+    errno.ENOSPC: "the file system is full: free space on it (or move target.path); "
+    "each table resumes from its last commit, nothing is lost",
+    errno.EDQUOT: "the disk quota is used up: free space or raise the quota; each table "
+    "resumes from its last commit",
+    errno.EROFS: "the file system is mounted read-only: remount it read-write (or move "
+    "target.path); each table resumes from its last commit",
+    errno.EACCES: "permission denied: give the user running cdcctl write access to target.path",
+    errno.EPERM: "operation not permitted: give the user running cdcctl write access to "
+    "target.path",
+    errno.EIO: "an I/O error: check the disk (dmesg); each table resumes from its last commit",
+}
+
+#: The text of an OSError raised inside a Spark task (Python's own repr).
+_TASK_OS_ERROR = re.compile(
+    r"(?:OSError|\w+Error): \[Errno (\d+)\] ([^'\n]+?)(?:: '([^'\n]+)')?$", re.M
+)
+
+
 def storage_cause(exc: OSError) -> str:
-    """One line for a storage error: what failed, on which file."""
+    """One line for a storage error: what failed, on which file, and (for the errors a
+    person must fix) what to do."""
     where = f" on {exc.filename}" if exc.filename else ""
     reason = exc.strerror or str(exc) or type(exc).__name__
-    return f"storage error{where}: {reason}"
+    advice = STORAGE_ADVICE.get(exc.errno or 0)
+    return f"storage error{where}: {reason}" + (f"; {advice}" if advice else "")
+
+
+def task_storage_error(exc: BaseException) -> OSError | None:
+    """The storage error a Spark task raised (a full or read-only disk while a merge
+    task wrote a data file), from the failed job's text; None if it was something else."""
+    found = _TASK_OS_ERROR.search(str(exc))
+    if found is None:
+        return None
+    number = int(found.group(1))
+    if number not in STORAGE_ADVICE:
+        return None
+    return OSError(number, found.group(2).strip(), found.group(3))
 
 
 def task_error(exc: BaseException) -> CdcError | None:

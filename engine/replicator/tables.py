@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import Config
-from engine.errors import TableNameError, WriterLockError
+from engine.errors import HudiError, TableNameError, WriterLockError
 from engine.hudi import HudiWriter
+from engine.hudi.consistency import resync_hint
 from engine.lock import Locks, table_lock_path
 from engine.naming import table_key, table_path
 from engine.replicator.progress import TOPIC_KEY, TableProgress
@@ -86,6 +87,8 @@ class TableRuntime:
     #: Schema changes handled in batches not committed yet: handled again if the table
     #: is reopened (its batch dropped), since their topic is not read again.
     uncommitted_ddl: list = field(default_factory=list)
+    #: A storage error met while opening it, for the loop to retry (then None).
+    trouble: OSError | None = None
 
     @property
     def live(self) -> bool:
@@ -167,35 +170,63 @@ class Tables:
             return rt
         self._names[table_key(name)] = topic
         rt = TableRuntime(topic, name, path)
+        self.by_topic[topic] = rt
+        try:
+            self._load(rt)
+        except (HudiError, WriterLockError) as exc:
+            rt.writer, rt.state, rt.error = None, TableState.FAILED, str(exc)
+            log.error("%s: FAILED: %s", name, exc)
+            return rt
+        except OSError as exc:  # its storage: the loop retries it (Replicator._table_trouble)
+            rt.writer, rt.trouble = None, exc
+            return rt
+        return rt
+
+    def _load(self, rt: TableRuntime) -> None:
+        """Open an existing table for writing: take its lock, check it is consistent
+        (:meth:`HudiWriter.verify`), check it is this topic's, roll back what a crashed
+        run left, load its progress; drop its staged files. A missing table is left to
+        its first batch (``rt.writer`` stays None).
+
+        Raises:
+            HudiError: the table is damaged or another topic's; nothing was written.
+            WriterLockError: another replicator writes it.
+            OSError: its storage failed (retried).
+        """
+        path, name = rt.path, rt.name
         if HudiWriter.exists(path):
-            try:
-                self.lock(rt)  # before rolling back: the unfinished instants may be another's
-            except WriterLockError as exc:
-                rt.state, rt.error = TableState.FAILED, str(exc)
-                self.by_topic[topic] = rt
-                log.error("%s: FAILED: %s", name, exc)
-                return rt
-            rt.writer = HudiWriter.open(path)
-            written_by = rt.writer.extra_metadata().get(TOPIC_KEY)
-            if written_by and written_by != topic:
-                rt.writer = None
-                rt.state = TableState.FAILED
-                rt.error = (
+            self.lock(rt)  # before rolling back: the unfinished instants may be another's
+            writer = HudiWriter.open(path)
+            for stray in writer.verify():
+                log.warning(
+                    "%s: %s in the table folder is not a table file; readers skip it "
+                    "(move it out of %s)",
+                    name,
+                    stray,
+                    path,
+                )
+            written_by = writer.extra_metadata().get(TOPIC_KEY)
+            if written_by and written_by != rt.topic:
+                raise HudiError(
                     f"the table folder {path} holds the replica of topic {written_by!r}, "
-                    f"not of {topic!r} (both map to table {name!r}); exclude one of the "
+                    f"not of {rt.topic!r} (both map to table {name!r}); exclude one of the "
                     "topics (source.exclude_topics), or move the folder out of target.path "
                     "to rebuild it from this topic"
                 )
-                self.by_topic[topic] = rt
-                log.error("%s: FAILED: %s", name, rt.error)
-                return rt
-            rolled = rt.writer.recover()
+            rolled = writer.recover()
             if rolled:
                 log.info("%s: rolled back unfinished instants %s", name, ", ".join(rolled))
-            rt.progress = TableProgress.load(rt.writer, topic)
+            rt.writer = writer
+            rt.progress = TableProgress.load(writer, rt.topic)
+        elif (path / ".hoodie").is_dir() and any((path / ".hoodie").iterdir()):
+            meta = path / ".hoodie"
+            if any(n.name != ".cdcctl" for n in meta.iterdir()):
+                raise HudiError(
+                    f"table {name}: {meta / 'hoodie.properties'} is missing but {meta} holds "
+                    "a timeline; the replicator will not create a new table over it",
+                    resync_hint(name),
+                )
         shutil.rmtree(self.staging / name, ignore_errors=True)
-        self.by_topic[topic] = rt
-        return rt
 
     def reopen(self, rt: TableRuntime) -> None:
         """Open a table again after a failed batch, as a restart would: roll back its
@@ -204,12 +235,8 @@ class Tables:
         schema changes it handled are handled again)."""
         rt.pending_ddl = rt.uncommitted_ddl + rt.pending_ddl
         rt.uncommitted_ddl = []
-        if HudiWriter.exists(rt.path):
-            rt.writer = HudiWriter.open(rt.path)
-            rolled = rt.writer.recover()
-            if rolled:
-                log.info("%s: rolled back unfinished instants %s", rt.name, ", ".join(rolled))
-            rt.progress = TableProgress.load(rt.writer, rt.topic)
-        else:
-            rt.writer, rt.progress = None, TableProgress()
+        rt.writer = None
+        self._load(rt)
+        if rt.writer is None:
+            rt.progress = TableProgress()
         shutil.rmtree(self.staging / rt.name, ignore_errors=True)

@@ -23,7 +23,10 @@ def test_transient_and_terminal_failures() -> None:
     assert transient_cause(SourceError("cannot reach Kafka at h:1")) == "cannot reach Kafka at h:1"
     assert transient_cause(SparkJobError("the Spark job of batch 3 failed: x")) is not None
     disk = OSError(errno.EIO, "Input/output error", "/lake/t/.hoodie/x.commit")
-    assert transient_cause(disk) == "storage error on /lake/t/.hoodie/x.commit: Input/output error"
+    assert transient_cause(disk) == (
+        "storage error on /lake/t/.hoodie/x.commit: Input/output error; an I/O error: check "
+        "the disk (dmesg); each table resumes from its last commit"
+    )
     assert transient_cause(SchemaEvolutionError("qty int32 -> string")) is None
     assert transient_cause(ConfigError("bad")) is None
     assert transient_cause(ValueError("a bug")) is None
@@ -57,3 +60,29 @@ def test_a_terminal_engine_error_inside_a_spark_task_is_not_retried() -> None:
     crashed = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
     assert task_error(RuntimeError(crashed)) is None
     assert task_error(RuntimeError("engine.errors.SourceError: Kafka")) is None  # transient
+
+
+def test_storage_errors_say_what_to_do_also_from_inside_a_spark_task() -> None:
+    from engine.replicator.retry import storage_cause, task_storage_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/lake/t/x.parquet")
+    assert storage_cause(full) == (
+        "storage error on /lake/t/x.parquet: No space left on device; the file system is "
+        "full: free space on it (or move target.path); each table resumes from its last "
+        "commit, nothing is lost"
+    )
+    read_only = OSError(errno.EROFS, "Read-only file system", "/lake/t/.hoodie/1.commit")
+    assert "remount it read-write" in storage_cause(read_only)
+    # The Python traceback travels inside the Java exception of the failed job.
+    text = (
+        "An error occurred while calling o1.collect.\n: org.apache.spark.SparkException: "
+        'Job aborted ...\n  File "/x/engine/hudi/file_slice.py", line 9, in write\n'
+        "OSError: [Errno 28] No space left on device: '/lake/t/a_1-1-0_2.parquet'\n"
+        "\tat org.apache.spark.api.python..."
+    )
+    found = task_storage_error(RuntimeError(text))
+    assert found is not None
+    assert (found.errno, found.filename) == (errno.ENOSPC, "/lake/t/a_1-1-0_2.parquet")
+    assert task_storage_error(RuntimeError("ValueError: [Errno 2] nope")) is None  # ENOENT
+    crashed = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
+    assert task_storage_error(RuntimeError(crashed)) is None

@@ -1,0 +1,241 @@
+"""A full disk and a read-only target: reported with what to do, nothing lost, exactly once.
+
+The target is a small tmpfs the test mounts (the suite runs as root, here and on CI:
+``mount`` needs CAP_SYS_ADMIN; without it the test fails saying so, it does not skip).
+Real replicators (the CLI in a child process) against the embedded broker:
+
+* **Full disk**: after a first run, a ballast file leaves the target a few kB, so a
+  batch's instant is requested but its data files cannot be written. The replicator
+  retries (a storage error), then stops after ``replicator.retry_max_seconds`` saying the
+  file system is full and what to do. No commit became visible that is not whole: every
+  completed instant passes the open-time consistency check, hudi-rs reads the replicas
+  and they equal the oracle of what their checkpoints say was applied. With the ballast
+  gone, the next run ends with every replica equal to the oracle and each event counted
+  once (the counters kept with the commits).
+* **Read-only**: a read-only target is refused before anything runs (config check);
+  remounted read-only under a running replicator, each table is retried, then FAILED
+  saying the file system is read-only and what to do, with nothing changed; remounted
+  read-write, the next run catches up exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.hudi import HudiWriter
+from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
+from engine.playground.workload import InventoryWorkload
+from tests.integration.replicas import (
+    applied_counts,
+    assert_replicas_match,
+    run_cli,
+    write_config,
+)
+from tests.oracle import fold
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+MOUNT_SIZE = "24m"
+
+
+def _mount(*args: str) -> None:
+    out = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.fail(
+            f"`mount {' '.join(args)}` failed: {out.stderr.strip()} (these tests mount a small "
+            "tmpfs as the target and must run as root, as the suite does here and on CI)"
+        )
+
+
+def _read_only(target: Path) -> None:
+    """Put a read-only view of ``target`` over it: a bind mount remounted read-only (a
+    plain ``remount,ro`` is refused while the replicator holds its lock files open for
+    writing; the bind mount has no writers, and new path lookups go through it)."""
+    _mount("--bind", str(target), str(target))
+    _mount("-o", "remount,bind,ro", str(target))
+
+
+def _read_write(target: Path) -> None:
+    """Take the read-only view away again."""
+    out = subprocess.run(["umount", str(target)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture
+def small_target(tmp_path: Path) -> Iterator[Path]:
+    """A size-limited tmpfs mounted at ``tmp_path/lake``, unmounted afterwards."""
+    target = tmp_path / "lake"
+    target.mkdir()
+    _mount("-t", "tmpfs", "-o", f"size={MOUNT_SIZE},mode=0755", "tmpfs", str(target))
+    try:
+        yield target
+    finally:
+        for _ in range(3):  # a read-only view left on top, then the tmpfs itself
+            if subprocess.run(["umount", "-l", str(target)], capture_output=True).returncode:
+                break
+
+
+def _free_bytes(path: Path) -> int:
+    import os
+
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _completed(table: Path) -> list[str]:
+    return sorted(p.name for p in (table / ".hoodie").glob("*.deltacommit"))
+
+
+def _applied(table: Path, topic: str) -> int:
+    """Messages the newest commit's checkpoint says were applied (one partition)."""
+    newest = _completed(table)[-1]
+    meta = json.loads((table / ".hoodie" / newest).read_text())
+    checkpoint = meta["extraMetadata"]["deltastreamer.checkpoint.key"]
+    assert checkpoint.startswith(topic + ",")
+    return int(checkpoint.rsplit(":", 1)[1])
+
+
+def _check_exact(target: Path, messages: list, topics: list[str]) -> None:
+    """Every replica equals the oracle of what its checkpoint says was applied, and its
+    commits' counters count each applied event once."""
+    for topic in topics:
+        path = target / table_name_for_topic(topic)
+        HudiWriter.open(path).verify()  # no visible commit is missing or cut short
+        mine = [m for m in messages if m[0] == topic]
+        rows = assert_replicas_match(target, {topic: fold(mine[: _applied(path, topic)])[topic]})
+        done = applied_counts(path)
+        live = done.get("inserts", 0) - done.get("deletes", 0) - done.get("truncated", 0)
+        assert live == rows[topic], (topic, done, rows)
+
+
+def _setup(broker, topic_prefix: str, tmp_path: Path, target: Path, seed: int):
+    workload = InventoryWorkload(seed=seed, prefix=topic_prefix, schemas=True)
+    first = list(workload.events(1_500))
+    produce_messages(broker.bootstrap_servers, first)
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_seconds=0.3,
+        retry_max_seconds=12.0,
+    )
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode == 0, run.stderr
+    topics = sorted(workload.topics.values())
+    _check_exact(target, first, topics)
+    return workload, first, config, topics
+
+
+def test_a_full_disk_stops_with_what_to_do_and_loses_nothing(
+    broker, topic_prefix: str, tmp_path: Path, small_target: Path
+) -> None:
+    target = small_target
+    workload, first, config, topics = _setup(broker, topic_prefix, tmp_path, target, seed=41)
+    before = {t: _completed(target / table_name_for_topic(t)) for t in topics}
+
+    # Leave the target 16 kB: instants can be requested, data files cannot be written.
+    ballast = target / "ballast"
+    with ballast.open("wb") as f:
+        f.truncate(0)
+        chunk = b"\0" * 65536
+        while _free_bytes(target) > 16 * 1024 + len(chunk):
+            f.write(chunk)
+            f.flush()
+    second = list(workload.stream(3_000))
+    produce_messages(broker.bootstrap_servers, second)
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode != 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "No space left on device" in run.stderr, run.stderr
+    assert "the file system is full: free space on it" in run.stderr, run.stderr
+    # Whatever landed is whole: exact up to each table's checkpoint, and nothing was
+    # committed past the full disk except whole commits.
+    _check_exact(target, first + second, topics)
+    stuck = [t for t in topics if _completed(target / table_name_for_topic(t)) == before[t]]
+    assert stuck, "the disk never filled up: the ballast left too much room"
+
+    ballast.unlink()
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert_replicas_match(target, fold(first + second))
+    _check_exact(target, first + second, topics)
+
+
+def test_a_read_only_target_is_refused_or_fails_its_tables_and_catches_up_after(
+    broker, topic_prefix: str, tmp_path: Path, small_target: Path
+) -> None:
+    target = small_target
+    workload, first, config, topics = _setup(broker, topic_prefix, tmp_path, target, seed=43)
+    before = {t: _completed(target / table_name_for_topic(t)) for t in topics}
+    second = list(workload.stream(1_500))
+    produce_messages(broker.bootstrap_servers, second)
+
+    # Read-only before the start: refused before anything runs, saying what to do.
+    _read_only(target)
+    try:
+        run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    finally:
+        _read_write(target)
+    assert run.returncode == 2, run.stderr
+    assert f"target.path: {target} is not writable: Read-only file system" in run.stderr
+    assert "Traceback" not in run.stderr
+
+    # Read-only under a running replicator: each table is retried, then FAILED with the
+    # cause and what to do; nothing of it changes.
+    third = list(workload.stream(1_500))
+    log_path = tmp_path / "replicator.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 300
+        while any(_completed(target / table_name_for_topic(t)) == before[t] for t in topics):
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "the second round was never committed"
+            time.sleep(0.5)
+        # Let the batch in flight land, then freeze the target.
+        time.sleep(3)
+        _read_only(target)
+        try:
+            frozen = {t: _completed(target / table_name_for_topic(t)) for t in topics}
+            produce_messages(broker.bootstrap_servers, third)
+            deadline = time.monotonic() + 300
+            names = [table_name_for_topic(t) for t in topics]
+            while not all(f"{n}: FAILED:" in log_path.read_text() for n in names):
+                assert proc.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(1)
+            for topic in topics:
+                assert _completed(target / table_name_for_topic(topic)) == frozen[topic]
+        finally:
+            _read_write(target)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    text = log_path.read_text()
+    assert "Traceback" not in text
+    for name in names:
+        assert re.search(
+            rf"{name}: FAILED: {name}: storage error on .*: Read-only file system; the file "
+            r"system is mounted read-only: remount it read-write",
+            text,
+        ), text
+
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert_replicas_match(target, fold(first + second + third))
+    _check_exact(target, first + second + third, topics)
