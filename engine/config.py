@@ -645,6 +645,20 @@ class Config(_Section):
                 raise ValueError(f"tables.{name} with source.cdc_json: {reason}") from None
         return self
 
+    @model_validator(mode="after")
+    def _json_only_table_keys(self) -> Config:
+        # Avro messages carry their own types and keys; these settings rewrite JSON.
+        if self.source.format != "debezium-avro":
+            return self
+        for name, table in self.tables.items():
+            used = [k for k in ("columns", "key_fields", "keyless") if getattr(table, k)]
+            if used:
+                raise ValueError(
+                    f'tables.{name}.{used[0]} is not read with format "debezium-avro" (Avro '
+                    "messages carry their column types and keys): remove it"
+                )
+        return self
+
     def target_path(self) -> Path:
         """Absolute path of the target folder."""
         return (Path(self.base_dir) / self.target.path).resolve()

@@ -223,3 +223,21 @@ def test_secret_reference_and_older_key_together_refused(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert "keep one" in repr(info.value.problems)
+
+
+@pytest.mark.parametrize(
+    "table", [{"keyless": "full-row"}, {"key_fields": ["a"]}, {"columns": {"a": "date"}}]
+)
+def test_json_only_table_settings_are_refused_with_avro(tmp_path: Path, table: dict) -> None:
+    from engine.config import config_from_dict
+
+    key = next(iter(table))
+    base = {
+        "source": {"bootstrap_servers": "h:1", "topics": ".", "format": "debezium-avro"},
+        "target": {"path": str(tmp_path)},
+    }
+    base["source"]["schema_registry"] = {"url": "http://registry:8081"}  # type: ignore[index]
+    config_from_dict(base)  # accepted without the table setting
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({**base, "tables": {"app_t": table}})
+    assert f"tables.app_t.{key} is not read with format" in str(err.value)
