@@ -111,6 +111,9 @@ class SourceConfig(_Section):
     #: Messages (key plus value) larger than this many bytes are not decoded: they are
     #: bad messages (see ``errors.tolerance``). None: no limit.
     max_message_bytes: int | None = Field(default=None, ge=1)
+    #: Keys and values whose JSON objects and arrays nest deeper than this are bad
+    #: messages, refused before any parser sees them (see engine/decode/limits.py).
+    max_nesting_depth: int = Field(default=64, ge=8, le=256)
 
     @field_validator("database_dsn")
     @classmethod

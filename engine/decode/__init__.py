@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.decode.debezium_json import decode_debezium_json
+from engine.decode.limits import guarded
 from engine.decode.result import BadMessage, DecodeResult
 
 if TYPE_CHECKING:
@@ -44,12 +45,18 @@ FORMATS: dict[str, DecoderFactory] = {"debezium-json": _debezium_json}
 
 
 def decoder_for(cfg: Config) -> Decoder:
-    """The decoder of ``cfg.source.format`` (config validation refuses unknown formats)."""
+    """The decoder of ``cfg.source.format`` (config validation refuses unknown formats),
+    behind the limits of :mod:`engine.decode.limits` (``source.max_message_bytes``,
+    ``source.max_nesting_depth``): a record over a limit is bad, never parsed."""
     try:
         factory = FORMATS[cfg.source.format]
     except KeyError:
         raise ValueError(f"no decoder for format {cfg.source.format!r}") from None
-    return factory(cfg)
+    return guarded(
+        factory(cfg),
+        max_message_bytes=cfg.source.max_message_bytes,
+        max_nesting_depth=cfg.source.max_nesting_depth,
+    )
 
 
 __all__ = [

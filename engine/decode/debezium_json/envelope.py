@@ -260,6 +260,9 @@ def _value_plan(fp: str | None, schema: dict | None) -> _ValuePlan:
         return _ValuePlan("envelope", reader=reader, after=None)
 
     def build() -> _ValuePlan:
+        problem = connect.schema_problem(schema)
+        if problem:
+            return _ValuePlan("bad", f"malformed Connect value schema: {problem}")
         kind, reason = _classify_value_schema(schema)
         if kind == "envelope":
             return _envelope_plan(schema)
