@@ -99,10 +99,27 @@ _STRINGS = [
 ]
 
 
+class Raw(str):
+    """JSON text written as is (number tokens ``json.dumps`` cannot produce)."""
+
+
+_RAW_NUMBERS = [
+    "1e999999999",
+    "-1E-999999999",
+    "1" * 500,
+    "0." + "0" * 400 + "1",
+    "123456789012345678901234567890.123456789",
+    "-0",
+    "1.0e+309",
+]
+
+
 def adversarial_value(c: Chooser) -> Any:
     kind = c.integer(0, 9)
-    if kind <= 2:
+    if kind <= 1:
         return choice(c, _NUMBERS)
+    if kind == 2:
+        return Raw(choice(c, _RAW_NUMBERS))
     if kind <= 4:
         return choice(c, _STRINGS)
     if kind == 5:
@@ -133,6 +150,8 @@ class Dup:
 
 def dump(node: Any, indent: bool = False) -> str:
     sep = ", " if indent else ","
+    if isinstance(node, Raw):
+        return str(node)
     if isinstance(node, Dup):
         return "{" + sep.join(f"{json.dumps(k)}:{dump(v, indent)}" for k, v in node.pairs) + "}"
     if isinstance(node, dict):

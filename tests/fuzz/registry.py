@@ -46,10 +46,13 @@ class FuzzTarget:
         config: Config fragment merged into :data:`BASE_CONFIG`; sets ``source.format``
             and whatever else the format's decoder factory reads.
         seeds: File name under ``tests/fuzz/seeds/`` with valid messages of the format.
+        apply_topic: The seed topic whose mutated messages tests/engine/test_fuzz_apply.py
+            applies with Spark (default: the topic with the most row seeds).
     """
 
     config: dict[str, Any]
     seeds: str
+    apply_topic: str | None = None
 
 
 #: Fuzz targets by ``source.format``.
@@ -57,6 +60,7 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {
     "debezium-json": FuzzTarget(
         config={"source": {"format": "debezium-json"}},
         seeds="debezium-json.json",
+        apply_topic="srv.app.items",
     ),
 }
 
