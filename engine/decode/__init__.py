@@ -11,7 +11,10 @@ Adding a format: a package with a function of the :class:`Decoder` shape, and a 
 ``(Config) -> Decoder`` registered in :data:`FORMATS` under the ``source.format`` value
 that selects it. The factory reads what the format needs from the config once (a schema
 registry client, ``[tables.<name>]`` overrides through :meth:`Config.table_config`); the
-decoder it returns is called per topic and batch.
+decoder it returns is called per topic and batch. :func:`decoder_for` puts it behind the
+limits of :mod:`engine.decode.limits` (message size, nesting depth, an exception net).
+Every format also needs a fuzz entry in ``tests/fuzz/registry.py`` (a config fragment and
+seed messages); ``tests/engine/test_fuzz_decoders.py`` fails while one is missing.
 """
 
 from __future__ import annotations

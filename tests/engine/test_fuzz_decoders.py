@@ -245,3 +245,28 @@ def test_nan_and_huge_numbers_do_not_escape() -> None:
     for after in ({"id": 1, "x": math.nan}, {"id": 1, "x": 10**400}, {"id": 1, "x": -math.inf}):
         text = json.dumps({"op": "c", "after": after, "source": {"lsn": 1}}).encode()
         decode_checked("debezium-json", "srv.app.t", [(b'{"id":1}', text)])
+
+
+def test_duplicate_members_last_one_wins_on_both_paths() -> None:
+    """As Kafka Connect's JsonConverter (Jackson) and Python read them. The schema with a
+    map column sends every record through the per-record (Python) path."""
+    row = {"field": "x", "type": "double", "optional": True}
+    plain = {"type": "struct", "fields": [
+        {"field": "after", "type": "struct", "optional": True,
+         "fields": [{"field": "id", "type": "int32"}, row]},
+        {"field": "op", "type": "string"}]}  # fmt: skip
+    with_map = json.loads(json.dumps(plain))
+    with_map["fields"][0]["fields"].append(
+        {"field": "m", "type": "map", "optional": True,
+         "keys": {"type": "string"}, "values": {"type": "string"}}  # fmt: skip
+    )
+    for schema in (None, plain, with_map):
+        payload = '{"op":"c","after":{"id":1,"x":1,"x":2},"op":"u"}'
+        text = payload if schema is None else f'{{"schema":{json.dumps(schema)},"payload":{payload}}}'
+        result = decode_checked(
+            "debezium-json", "srv.app.t", [(b'{"id":1,"id":7}', text.encode())]
+        )
+        assert result.batch is not None, [b.reason for b in result.bad]
+        assert result.batch.column("_cdc_op").to_pylist() == ["u"]
+        assert result.batch.column("_cdc_key").to_pylist() == ["7"]
+        assert result.batch.column("x").to_pylist() in ([2], [2.0])
