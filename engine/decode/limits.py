@@ -14,22 +14,19 @@ Such a record becomes a :class:`BadMessage` with its coordinates and a reason na
 key to raise; the rest of the batch is decoded normally. :func:`guarded` wraps the decoder
 of any format, so each format gets the limits without code of its own.
 
-The depth check is cheap: a message with fewer ``{`` plus ``[`` bytes than the limit
-cannot be too deep (two ``bytes.count`` calls, the normal case); only otherwise are the
-string literals cut out and the depth of the remaining brackets computed with a
-vectorised cumulative sum. Brackets inside malformed (unterminated) strings count, so an
-invalid message may be reported as too deep rather than as invalid JSON; it is bad
-either way. Binary formats (Avro) carry JSON only in their text fields; for them the check
-only ever over-counts, and the default leaves ample room.
+The depth check is cheap: a message with no more ``{`` plus ``[`` bytes than the limit
+cannot be too deep (two ``bytes.count`` calls); for the others the string literals are
+cut out with bytes operations and the depths of all of a batch's records are computed
+with one vectorised cumulative sum. Binary formats (Avro) are checked the same way: their
+bytes are not JSON, so the check may over-count a record full of bracket bytes, which the
+default leaves ample room for.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
-import pyarrow as pa
-import pyarrow.compute as pc
+import numpy as np
 
 from engine.decode.result import BadMessage, DecodeResult
 
@@ -48,30 +45,108 @@ DEFAULT_MAX_NESTING_DEPTH = 64
 #: limit in ``json`` and the decoders' schema walkers.
 MAX_NESTING_DEPTH_CEILING = 256
 
-# A complete JSON string literal (unrolled loop: no backtracking on long strings).
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # Opening brackets become 1, closing ones 255 (-1 as int8), everything else is deleted.
 _TABLE = bytes(1 if c in b"{[" else 255 if c in b"}]" else 0 for c in range(256))
 _OTHERS = bytes(c for c in range(256) if c not in b"{[]}")
 
 
+def _bracket_steps(data: bytes) -> bytes:
+    """The brackets of ``data`` outside string literals, as +1 / -1 (int8) bytes.
+
+    String literals are cut out the way a JSON parser delimits them, with C-speed bytes
+    operations only: escaped backslashes, then escaped quotes are removed (left to right,
+    as a parser pairs them), and what lies between the remaining quotes is dropped. Where
+    the text is not valid JSON a parser stops at the first error, and up to there it
+    delimits strings exactly like this, so it never nests deeper than computed here.
+    """
+    if b'"' in data:
+        if b"\\" in data:
+            data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+        data = b"".join(data.split(b'"')[::2])
+    return data.translate(_TABLE, _OTHERS)
+
+
+def _depths(steps: list[bytes]) -> list[int]:
+    """Deepest nesting of each bracket-step string (one vectorised pass for all)."""
+    lengths = np.fromiter((len(s) for s in steps), np.int64, len(steps))
+    out = np.zeros(len(steps), np.int64)
+    nonempty = np.flatnonzero(lengths)
+    if len(nonempty):
+        running = np.cumsum(np.frombuffer(b"".join(steps), np.int8), dtype=np.int64)
+        starts = (np.cumsum(lengths) - lengths)[nonempty]
+        base = np.where(starts > 0, running[np.maximum(starts - 1, 0)], 0)
+        out[nonempty] = np.maximum.reduceat(running, starts) - base
+    return [max(0, int(d)) for d in out]
+
+
 def nesting_depth(data: bytes) -> int:
     """Deepest nesting of JSON objects and arrays in ``data`` (strings ignored)."""
-    stripped = _STRING.sub(b"", data) if b'"' in data else data
-    steps = stripped.translate(_TABLE, _OTHERS)
-    if not steps:
-        return 0
-    arr = pa.Array.from_buffers(pa.int8(), len(steps), [None, pa.py_buffer(steps)])
-    running = pc.cumulative_sum(arr.cast(pa.int64()))
-    return max(0, int(pc.max(running).as_py()))
+    return _depths([_bracket_steps(data)])[0]
 
 
 def too_deep(data: bytes, limit: int) -> int | None:
     """The nesting depth of ``data`` if it exceeds ``limit``, else None."""
-    if data.count(b"{") + data.count(b"[") <= limit:
-        return None
-    depth = nesting_depth(data)
-    return depth if depth > limit else None
+    found = _too_deep_many([data], limit)
+    return found.get(0)
+
+
+#: JsonConverter's wrapper: records of one table version share the bytes up to here.
+_WRAPPED_HEAD = b'{"schema":'
+_PAYLOAD_SEP = b',"payload":'
+# Per distinct wrapper prefix: (deepest nesting inside it, depth at its end), or None when
+# it ends inside a string. Bounded like the decoder's own prefix cache.
+_PREFIX_DEPTHS: dict[bytes, tuple[int, int] | None] = {}
+_PREFIX_DEPTHS_MAX = 1024
+
+
+def _prefix_depth(prefix: bytes) -> tuple[int, int] | None:
+    found = _PREFIX_DEPTHS.get(prefix, False)
+    if found is not False:
+        return found  # type: ignore[return-value]
+    unescaped = prefix.replace(b"\\\\", b"").replace(b'\\"', b"")
+    result: tuple[int, int] | None = None
+    if unescaped.count(b'"') % 2 == 0:  # the separator is outside any string
+        steps = _bracket_steps(prefix)
+        end = steps.count(b"\x01") - steps.count(b"\xff")
+        result = (_depths([steps])[0], end) if end >= 0 else None
+    if len(_PREFIX_DEPTHS) >= _PREFIX_DEPTHS_MAX:
+        _PREFIX_DEPTHS.clear()
+    _PREFIX_DEPTHS[prefix] = result
+    return result
+
+
+def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
+    """Positions (and depths) of the records nested deeper than ``limit``.
+
+    A record with at most ``limit`` opening brackets cannot be too deep (two ``count``
+    calls). JsonConverter records (``{"schema":...,"payload":...}``) repeat one schema,
+    so the schema part is scanned once per distinct prefix and only the payload per
+    record. The rest are scanned together.
+    """
+    prefix_max: dict[int, int] = {}
+    steps: list[bytes] = []
+    candidates: list[int] = []
+    for i, d in enumerate(datas):
+        if d is None or d.count(b"{") + d.count(b"[") <= limit:
+            continue
+        data = bytes(d)
+        candidates.append(i)
+        cut = data.find(_PAYLOAD_SEP) if data.startswith(_WRAPPED_HEAD) else -1
+        known = _prefix_depth(data[:cut]) if cut > 0 else None
+        if known is None:
+            steps.append(_bracket_steps(data))
+        else:
+            prefix_max[i], end = known
+            steps.append(b"\x01" * end + _bracket_steps(data[cut:]))
+    if not candidates:
+        return {}
+    depths = _depths(steps)
+    found = {}
+    for i, depth in zip(candidates, depths, strict=True):
+        depth = max(depth, prefix_max.get(i, 0))
+        if depth > limit:
+            found[i] = depth
+    return found
 
 
 #: Start of the reason given to a record the decoder raised on (a decoder bug).
@@ -83,23 +158,30 @@ Decoder = Callable[
 ]
 
 
-def _problem(
-    key: bytes | None, value: bytes | None, max_bytes: int | None, max_depth: int
-) -> str | None:
-    size = len(key or b"") + len(value or b"")
-    if max_bytes is not None and size > max_bytes:
-        return f"message of {size} bytes is larger than source.max_message_bytes = {max_bytes}"
-    for part, data in (("key", key), ("value", value)):
-        if data is None:
-            continue
-        depth = too_deep(bytes(data), max_depth)
-        if depth is not None:
-            return (
+def _refused(
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    max_bytes: int | None,
+    max_depth: int,
+) -> dict[int, str]:
+    """Reasons of the records over a limit, by position."""
+    refused: dict[int, str] = {}
+    if max_bytes is not None:
+        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+            size = len(k or b"") + len(v or b"")
+            if size > max_bytes:
+                refused[i] = (
+                    f"message of {size} bytes is larger than source.max_message_bytes = {max_bytes}"
+                )
+    for part, datas in (("value", values), ("key", keys)):
+        for i, depth in _too_deep_many(datas, max_depth).items():
+            refused.setdefault(
+                i,
                 f"{part} nested {depth} levels deep, deeper than source.max_nesting_depth = "
                 f"{max_depth}; raise it (at most {MAX_NESTING_DEPTH_CEILING}) and "
-                "`cdcctl deadletters replay` if the message is genuine"
+                "`cdcctl deadletters replay` if the message is genuine",
             )
-    return None
+    return refused
 
 
 def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth: int) -> Decoder:
@@ -114,11 +196,7 @@ def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth
     ) -> DecodeResult:
         if not len(keys) == len(values) == len(partitions) == len(offsets):
             raise ValueError("keys, values, partitions and offsets must have the same length")
-        refused: dict[int, str] = {}
-        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-            problem = _problem(k, v, max_message_bytes, max_nesting_depth)
-            if problem is not None:
-                refused[i] = problem
+        refused = _refused(keys, values, max_message_bytes, max_nesting_depth)
         if not refused:
             return _isolating(decode, topic, keys, values, partitions, offsets)
         keep = [i for i in range(len(values)) if i not in refused]

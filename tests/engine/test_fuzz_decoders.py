@@ -152,6 +152,29 @@ def test_nesting_depth_matches_a_parse(value: object) -> None:
     assert (too_deep(text, 3) is not None) == (_depth_oracle(value) > 3)
 
 
+TRICKY_TEXT = st.lists(
+    st.sampled_from(["[", "]", "{", "}", '"', "\\", ',"payload":', "a"]), max_size=6
+).map("".join)
+TRICKY_JSON = st.recursive(
+    st.none() | st.integers() | TRICKY_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TRICKY_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(DETERMINISTIC, max_examples=200)
+@given(schema=TRICKY_JSON, payload=TRICKY_JSON, limit=st.integers(1, 8))
+def test_nesting_depth_of_wrapped_records(schema: object, payload: object, limit: int) -> None:
+    """JsonConverter records are checked with the schema part scanned once per prefix;
+    the result must equal a parse, also when the payload separator or brackets appear
+    inside strings of the schema."""
+    text = json.dumps({"schema": schema, "payload": payload}, separators=(",", ":"))
+    data = text.encode("utf-8", "surrogatepass")
+    want = _depth_oracle({"schema": schema, "payload": payload})
+    for _ in range(2):  # the second time from the prefix cache
+        assert too_deep(data, limit) == (want if want > limit else None)
+
+
 def _decoder(**source: object):
     return decoder_for(config_from_dict(target_config("debezium-json", source=source)))
 
@@ -257,15 +280,20 @@ def test_duplicate_members_last_one_wins_on_both_paths() -> None:
         {"field": "op", "type": "string"}]}  # fmt: skip
     with_map = json.loads(json.dumps(plain))
     with_map["fields"][0]["fields"].append(
-        {"field": "m", "type": "map", "optional": True,
-         "keys": {"type": "string"}, "values": {"type": "string"}}  # fmt: skip
+        {
+            "field": "m",
+            "type": "map",
+            "optional": True,
+            "keys": {"type": "string"},
+            "values": {"type": "string"},
+        }  # fmt: skip
     )
     for schema in (None, plain, with_map):
         payload = '{"op":"c","after":{"id":1,"x":1,"x":2},"op":"u"}'
-        text = payload if schema is None else f'{{"schema":{json.dumps(schema)},"payload":{payload}}}'
-        result = decode_checked(
-            "debezium-json", "srv.app.t", [(b'{"id":1,"id":7}', text.encode())]
+        text = (
+            payload if schema is None else f'{{"schema":{json.dumps(schema)},"payload":{payload}}}'
         )
+        result = decode_checked("debezium-json", "srv.app.t", [(b'{"id":1,"id":7}', text.encode())])
         assert result.batch is not None, [b.reason for b in result.bad]
         assert result.batch.column("_cdc_op").to_pylist() == ["u"]
         assert result.batch.column("_cdc_key").to_pylist() == ["7"]
