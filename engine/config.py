@@ -112,7 +112,8 @@ class SourceConfig(_Section):
     #: bad messages (see ``errors.tolerance``). None: no limit.
     max_message_bytes: int | None = Field(default=None, ge=1)
     #: Keys and values whose JSON objects and arrays nest deeper than this are bad
-    #: messages, refused before any parser sees them (see engine/decode/limits.py).
+    #: messages, refused before any parser sees them (see engine/decode/limits.py; the
+    #: bounds are its DEFAULT_MAX_NESTING_DEPTH and MAX_NESTING_DEPTH_CEILING).
     max_nesting_depth: int = Field(default=64, ge=8, le=256)
 
     @field_validator("database_dsn")

@@ -7,8 +7,8 @@ sees them:
 * a message larger than ``source.max_message_bytes`` (key plus value): memory;
 * a key or value nested deeper than ``source.max_nesting_depth`` (JSON objects and
   arrays): Arrow's JSON reader recurses in C and crashes the process (a segmentation
-  fault) on some hundred thousand levels, Python's ``json`` raises ``RecursionError``
-  past about a thousand.
+  fault) at some 40,000 levels, Python's ``json`` raises ``RecursionError`` past about
+  a thousand.
 
 Such a record becomes a :class:`BadMessage` with its coordinates and a reason naming the
 key to raise; the rest of the batch is decoded normally. :func:`guarded` wraps the decoder

@@ -298,3 +298,12 @@ def test_duplicate_members_last_one_wins_on_both_paths() -> None:
         assert result.batch.column("_cdc_op").to_pylist() == ["u"]
         assert result.batch.column("_cdc_key").to_pylist() == ["7"]
         assert result.batch.column("x").to_pylist() in ([2], [2.0])
+
+
+def test_the_hang_bound_interrupts_a_runaway_call() -> None:
+    """The harness's time bound must be able to fire (a decoder loop that never ends)."""
+    from tests.fuzz.harness import Hang, time_bound
+
+    with pytest.raises(Hang), time_bound(0.2):
+        while True:
+            pass

@@ -69,7 +69,7 @@ def _write_stats(crash_dir: Path, started: float) -> None:
 
 
 def _one(chooser: Any, crash_dir: Path, formats: list[str]) -> None:
-    from tests.fuzz.harness import decode_checked
+    from tests.fuzz.harness import Hang, decode_checked
     from tests.fuzz.mutations import choice, mutated_batch
     from tests.fuzz.registry import seeds
 
@@ -79,7 +79,7 @@ def _one(chooser: Any, crash_dir: Path, formats: list[str]) -> None:
     STATS["records"] += len(records)
     try:
         decode_checked(fmt, topic, records)
-    except Exception as exc:  # noqa: BLE001 - every failure is a finding, recorded
+    except (Exception, Hang) as exc:  # every failure is a finding, recorded
         _save(crash_dir, fmt, topic, records, exc)
 
 

@@ -34,8 +34,11 @@ class ContractBroken(AssertionError):
     """The decoder's result breaks the decode contract."""
 
 
-class Hang(Exception):
-    """One decode call ran past :data:`HANG_SECONDS`."""
+class Hang(BaseException):
+    """One decode call ran past :data:`HANG_SECONDS`.
+
+    A BaseException, so that the guard's exception net (which catches ``Exception``)
+    does not turn it into bad messages: a hang must surface as such."""
 
 
 @contextmanager
