@@ -6,7 +6,10 @@ decode rate. By default: 1,000,000 schemaless events (``schemas.enable=false``);
 
 Usage::
 
-    python bench/decode_bench.py [--count N] [--schemas] [--repeat R]
+    python bench/decode_bench.py [--count N] [--schemas] [--repeat R] [--guarded]
+
+``--guarded`` decodes through ``engine.decode.decoder_for`` with the default config, as
+the replicator does: behind the size and nesting limits of ``engine.decode.limits``.
 
 For a single-core figure pin the process, e.g. ``taskset -c 0 python bench/decode_bench.py``.
 """
@@ -21,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.decode import decode_debezium_json  # noqa: E402
+from engine.config import config_from_dict  # noqa: E402
+from engine.decode import decode_debezium_json, decoder_for  # noqa: E402
 
 _KEY_SCHEMA = {
     "type": "struct",
@@ -162,7 +166,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--schemas", action="store_true", help="schemas.enable=true records")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--guarded", action="store_true", help="with the decode limits")
     args = parser.parse_args()
+    decode = decode_debezium_json
+    if args.guarded:
+        cfg = {"source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+               "target": {"path": "unused"}}  # fmt: skip
+        decode = decoder_for(config_from_dict(cfg))  # type: ignore[assignment]
 
     keys, values = generate(args.count, args.schemas)
     size = sum(map(len, values)) + sum(map(len, keys))
@@ -171,10 +181,11 @@ def main() -> None:
     best = float("inf")
     for _ in range(args.repeat):
         start = time.perf_counter()
-        result = decode_debezium_json("bench.public.items", keys, values, partitions, offsets)
+        result = decode("bench.public.items", keys, values, partitions, offsets)
         best = min(best, time.perf_counter() - start)
         assert result.batch is not None and result.batch.num_rows == args.count, result.bad[:3]
     mode = "schemas.enable=true" if args.schemas else "schemaless"
+    mode += ", with the decode limits" if args.guarded else ""
     print(
         f"{mode}: {args.count:,} messages ({size / 1e6:.0f} MB) in {best:.2f} s "
         f"= {args.count / best:,.0f} msgs/s ({size / best / 1e6:.0f} MB/s)"

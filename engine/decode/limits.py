@@ -120,24 +120,38 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
 
     A record with at most ``limit`` opening brackets cannot be too deep (two ``count``
     calls). JsonConverter records (``{"schema":...,"payload":...}``) repeat one schema,
-    so the schema part is scanned once per distinct prefix and only the payload per
-    record. The rest are scanned together.
+    so the schema part is scanned once per distinct prefix (and recognised by a memcmp in
+    the next records) and only the payload is counted per record. The records that may
+    be too deep are scanned together.
     """
     prefix_max: dict[int, int] = {}
     steps: list[bytes] = []
     candidates: list[int] = []
+    # The previous record's wrapper prefix: the next records of the table usually repeat
+    # it, which a memcmp (startswith) confirms without copying or hashing it.
+    last: bytes | None = None
+    last_known: tuple[int, int] = (0, 0)
     for i, d in enumerate(datas):
-        if d is None or d.count(b"{") + d.count(b"[") <= limit:
+        if d is None:
             continue
         data = bytes(d)
-        candidates.append(i)
-        cut = data.find(_PAYLOAD_SEP) if data.startswith(_WRAPPED_HEAD) else -1
-        known = _prefix_depth(data[:cut]) if cut > 0 else None
-        if known is None:
-            steps.append(_bracket_steps(data))
+        if last is not None and data.startswith(last) and data.startswith(_PAYLOAD_SEP, len(last)):
+            cut, (inner, end) = len(last), last_known
         else:
-            prefix_max[i], end = known
-            steps.append(b"\x01" * end + _bracket_steps(data[cut:]))
+            cut = data.find(_PAYLOAD_SEP) if data.startswith(_WRAPPED_HEAD) else -1
+            known = _prefix_depth(data[:cut]) if cut > 0 else None
+            if known is None:
+                if data.count(b"{") + data.count(b"[") > limit:
+                    candidates.append(i)
+                    steps.append(_bracket_steps(data))
+                continue
+            last, last_known = data[:cut], known
+            inner, end = known
+        if inner <= limit and end + data.count(b"{", cut) + data.count(b"[", cut) <= limit:
+            continue
+        candidates.append(i)
+        prefix_max[i] = inner
+        steps.append(b"\x01" * end + _bracket_steps(data[cut:]))
     if not candidates:
         return {}
     depths = _depths(steps)
