@@ -215,3 +215,22 @@ def test_an_integer_beyond_the_double_range_is_infinity_on_both_paths() -> None:
     for v in (value, bulk):
         result = decode_checked("debezium-json", TOPIC, [(key, v)])
         assert result.batch is not None and result.batch.column("x").to_pylist() == [-math.inf]
+
+
+def test_ignored_records_around_a_bad_one_are_all_counted() -> None:
+    """Found by the atheris run: schema-change records (ignored) around one with a lone
+    surrogate lost their count. The ignored records' pieces have no columns, and pyarrow
+    concatenates column-less tables to 0 rows; they are now counted by record."""
+    schema = {
+        "type": "struct",
+        "name": "io.debezium.connector.mysql.SchemaChangeValue",
+        "fields": [{"field": "ddl", "type": "string", "optional": True}],
+    }
+    records = [
+        (None, _wrapped(schema, {"ddl": ddl}).replace(b"SURROGATE", b"\\ud800"))
+        for ddl in ("CREATE TABLE a (x int)", "SURROGATE", "DROP TABLE a")
+    ]
+    result = decode_checked("debezium-json", "srv", records)
+    assert result.ignored == 2 and result.batch is None
+    assert [b.offset for b in result.bad] == [1001]
+    assert "lone UTF-16 surrogate" in result.bad[0].reason

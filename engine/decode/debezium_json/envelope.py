@@ -512,7 +512,9 @@ def decode_values(split: Split, ctx: Ctx) -> None:
         ctx.tombstones.extend(group.indices[p] for p in nulls)
         for piece in merge_pieces(pieces):
             if plan.kind == "ignore":
-                ctx.ignored += piece.table.num_rows
+                # Counted by record, not by table rows: pieces read with the empty parse
+                # schema have no columns, and pyarrow concatenates such tables to 0 rows.
+                ctx.ignored += len(piece.positions)
                 continue
             out = _envelope_piece(piece, index_array(group, piece.positions), group, plan, ctx)
             if out is not None and out.num_rows:
