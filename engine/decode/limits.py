@@ -25,6 +25,7 @@ default leaves ample room for.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -118,27 +119,36 @@ def _prefix_depth(prefix: bytes) -> tuple[int, int] | None:
 def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
     """Positions (and depths) of the records nested deeper than ``limit``.
 
-    A record with at most ``limit`` opening brackets cannot be too deep (two ``count``
-    calls). JsonConverter records (``{"schema":...,"payload":...}``) repeat one schema,
-    so the schema part is scanned once per distinct prefix (and recognised by a memcmp in
+    A record with at most ``limit`` opening brackets cannot be too deep: the brackets of
+    such records are counted with C-level ``map`` calls, without a Python step per
+    record. JsonConverter records (``{"schema":...,"payload":...}``) repeat one schema, so
+    the schema part is scanned once per distinct prefix (and recognised by a memcmp in
     the next records) and only the payload is counted per record. The records that may
     be too deep are scanned together.
     """
+    raw = [d if type(d) is bytes else b"" if d is None else bytes(d) for d in datas]
+    n = len(raw)
+    wrapped = np.fromiter(map(bytes.startswith, raw, repeat(_WRAPPED_HEAD)), np.bool_, n)
+    plain = np.flatnonzero(~wrapped).tolist()
+    plain_raw = [raw[i] for i in plain]
+    opening = np.fromiter(map(bytes.count, plain_raw, repeat(b"{")), np.int64, len(plain))
+    opening += np.fromiter(map(bytes.count, plain_raw, repeat(b"[")), np.int64, len(plain))
     prefix_max: dict[int, int] = {}
     steps: list[bytes] = []
     candidates: list[int] = []
+    for j in np.flatnonzero(opening > limit).tolist():
+        candidates.append(plain[j])
+        steps.append(_bracket_steps(plain_raw[j]))
     # The previous record's wrapper prefix: the next records of the table usually repeat
     # it, which a memcmp (startswith) confirms without copying or hashing it.
     last: bytes | None = None
     last_known: tuple[int, int] = (0, 0)
-    for i, d in enumerate(datas):
-        if d is None:
-            continue
-        data = bytes(d)
+    for i in np.flatnonzero(wrapped).tolist():
+        data = raw[i]
         if last is not None and data.startswith(last) and data.startswith(_PAYLOAD_SEP, len(last)):
             cut, (inner, end) = len(last), last_known
         else:
-            cut = data.find(_PAYLOAD_SEP) if data.startswith(_WRAPPED_HEAD) else -1
+            cut = data.find(_PAYLOAD_SEP)
             known = _prefix_depth(data[:cut]) if cut > 0 else None
             if known is None:
                 if data.count(b"{") + data.count(b"[") > limit:
