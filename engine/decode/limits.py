@@ -15,11 +15,12 @@ key to raise; the rest of the batch is decoded normally. :func:`guarded` wraps t
 of any format, so each format gets the limits without code of its own.
 
 The depth check is cheap: a message with no more ``{`` plus ``[`` bytes than the limit
-cannot be too deep (two ``bytes.count`` calls); for the others the string literals are
-cut out with bytes operations and the depths of all of a batch's records are computed
-with one vectorised cumulative sum. Binary formats (Avro) are checked the same way: their
-bytes are not JSON, so the check may over-count a record full of bracket bytes, which the
-default leaves ample room for.
+cannot be too deep (counted with C-level calls over the whole batch); JsonConverter
+records have their schema part scanned once per schema; for the others the string
+literals are cut out with bytes operations and the depths of all of a batch's records
+are computed with one vectorised cumulative sum. Only keys and values whose first
+non-blank byte is ``{`` or ``[`` are checked: nothing else can nest (a JSON scalar,
+invalid JSON, Avro's binary wire format, which starts with a zero byte).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def too_deep(data: bytes, limit: int) -> int | None:
     return found.get(0)
 
 
+_OPENERS = (b"{", b"[")
 #: JsonConverter's wrapper: records of one table version share the bytes up to here.
 _WRAPPED_HEAD = b'{"schema":'
 _PAYLOAD_SEP = b',"payload":'
@@ -128,8 +130,14 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
     """
     raw = [d if type(d) is bytes else b"" if d is None else bytes(d) for d in datas]
     n = len(raw)
+    # Only a JSON text that opens with an object or array can nest; anything else (a
+    # scalar, invalid JSON, Avro's binary wire format) is left to the decoder.
+    nests = np.fromiter(map(bytes.startswith, raw, repeat(_OPENERS)), np.bool_, n)
+    for i in np.flatnonzero(~nests).tolist():
+        if raw[i][:1].isspace() and raw[i].lstrip()[:1] in _OPENERS:
+            nests[i] = True
     wrapped = np.fromiter(map(bytes.startswith, raw, repeat(_WRAPPED_HEAD)), np.bool_, n)
-    plain = np.flatnonzero(~wrapped).tolist()
+    plain = np.flatnonzero(nests & ~wrapped).tolist()
     plain_raw = [raw[i] for i in plain]
     opening = np.fromiter(map(bytes.count, plain_raw, repeat(b"{")), np.int64, len(plain))
     opening += np.fromiter(map(bytes.count, plain_raw, repeat(b"[")), np.int64, len(plain))

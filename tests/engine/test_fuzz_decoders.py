@@ -307,3 +307,11 @@ def test_the_hang_bound_interrupts_a_runaway_call() -> None:
     with pytest.raises(Hang), time_bound(0.2):
         while True:
             pass
+
+
+def test_only_json_that_opens_an_object_or_array_is_depth_checked() -> None:
+    """Binary formats (Avro's wire format starts with a zero byte) hold arbitrary bytes,
+    brackets included: never refused for nesting. JSON after blanks is checked."""
+    assert too_deep(b"\x00\x00\x00\x00\x01" + b"[{" * 500, 64) is None
+    assert too_deep(b'"' + b"[" * 500, 64) is None
+    assert too_deep(b" \n\t" + b"[" * 100 + b"]" * 100, 64) == 100
