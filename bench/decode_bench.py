@@ -9,10 +9,12 @@ with ``--avro`` the same events re-serialized as Confluent's AvroConverter write
 
 Usage::
 
-    python bench/decode_bench.py [--count N] [--schemas | --avro] [--repeat R] [--hints]
+    python bench/decode_bench.py [--count N] [--schemas | --avro] [--repeat R] [--hints] [--guarded]
 
 ``--hints`` decodes with column type hints (``price = "decimal(10,2)"``, ``updated_at =
 "timestamp"``), as ``[tables.<name>.columns]`` gives them.
+``--guarded`` decodes through ``engine.decode.decoder_for`` with the default config, as
+the replicator does: behind the size and nesting limits of ``engine.decode.limits``.
 
 For a single-core figure pin the process, e.g. ``taskset -c 0 python bench/decode_bench.py``.
 """
@@ -28,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.column_types import parse_column_type  # noqa: E402
-from engine.decode import decode_debezium_json  # noqa: E402
+from engine.config import config_from_dict  # noqa: E402
+from engine.decode import decode_debezium_json, decoder_for  # noqa: E402
 
 HINTS = {"price": "decimal(10,2)", "updated_at": "timestamp"}
 
@@ -173,6 +176,7 @@ def main() -> None:
     parser.add_argument("--avro", action="store_true", help="Confluent Avro (schema registry)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hints", action="store_true", help="decode with column type hints")
+    parser.add_argument("--guarded", action="store_true", help="with the decode limits")
     args = parser.parse_args()
     if args.avro:
         bench_avro(args.count, args.repeat)
@@ -180,6 +184,14 @@ def main() -> None:
     types = {}
     if args.hints:
         types = {c: parse_column_type(t) for c, t in HINTS.items()}
+    decode = decode_debezium_json
+    if args.guarded:
+        cfg = {"source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+               "target": {"path": "unused"}}  # fmt: skip
+        if args.hints:
+            cfg["tables"] = {"public_items": {"columns": HINTS}}
+        decode = decoder_for(config_from_dict(cfg))  # type: ignore[assignment]
+        types = {}
 
     keys, values = generate(args.count, args.schemas)
     size = sum(map(len, values)) + sum(map(len, keys))
@@ -188,13 +200,17 @@ def main() -> None:
     best = float("inf")
     for _ in range(args.repeat):
         start = time.perf_counter()
-        result = decode_debezium_json(
-            "bench.public.items", keys, values, partitions, offsets, column_types=types
-        )
+        if types:
+            result = decode_debezium_json(
+                "bench.public.items", keys, values, partitions, offsets, column_types=types
+            )
+        else:
+            result = decode("bench.public.items", keys, values, partitions, offsets)
         best = min(best, time.perf_counter() - start)
         assert result.batch is not None and result.batch.num_rows == args.count, result.bad[:3]
     mode = "schemas.enable=true" if args.schemas else "schemaless"
     mode += " with hints" if args.hints else ""
+    mode += ", with the decode limits" if args.guarded else ""
     print(
         f"{mode}: {args.count:,} messages ({size / 1e6:.0f} MB) in {best:.2f} s "
         f"= {args.count / best:,.0f} msgs/s ({size / best / 1e6:.0f} MB/s)"

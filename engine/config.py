@@ -257,6 +257,10 @@ class SourceConfig(_Section):
     flattened: FlattenedConfig = FlattenedConfig()
     #: The schema registry (``source.format = "debezium-avro"`` only).
     schema_registry: SchemaRegistryConfig | None = None
+    #: Keys and values whose JSON objects and arrays nest deeper than this are bad
+    #: messages, refused before any parser sees them (see engine/decode/limits.py; the
+    #: bounds are its DEFAULT_MAX_NESTING_DEPTH and MAX_NESTING_DEPTH_CEILING).
+    max_nesting_depth: int = Field(default=64, ge=8, le=256)
 
     @field_validator("database_dsn")
     @classmethod

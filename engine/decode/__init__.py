@@ -11,7 +11,10 @@ Adding a format: a package with a function of the :class:`Decoder` shape, and a 
 ``(Config) -> Decoder`` registered in :data:`FORMATS` under the ``source.format`` value
 that selects it. The factory reads what the format needs from the config once (a schema
 registry client, ``[tables.<name>]`` overrides through :meth:`Config.table_config`); the
-decoder it returns is called per topic and batch.
+decoder it returns is called per topic and batch. :func:`decoder_for` puts it behind the
+limits of :mod:`engine.decode.limits` (message size, nesting depth, an exception net).
+Every format also needs a fuzz entry in ``tests/fuzz/registry.py`` (a config fragment and
+seed messages); ``tests/engine/test_fuzz_decoders.py`` fails while one is missing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 from engine.column_types import ColumnType, parse_column_type
 from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
+from engine.decode.limits import guarded
 from engine.decode.result import BadMessage, DecodeResult
 from engine.decode.rewrite import identities_for, rewriting_decoder
 
@@ -107,12 +111,18 @@ FORMATS: dict[str, DecoderFactory] = {
 
 
 def decoder_for(cfg: Config) -> Decoder:
-    """The decoder of ``cfg.source.format`` (config validation refuses unknown formats)."""
+    """The decoder of ``cfg.source.format`` (config validation refuses unknown formats),
+    behind the limits of :mod:`engine.decode.limits` (``source.max_message_bytes``,
+    ``source.max_nesting_depth``): a record over a limit is bad, never parsed."""
     try:
         factory = FORMATS[cfg.source.format]
     except KeyError:
         raise ValueError(f"no decoder for format {cfg.source.format!r}") from None
-    return factory(cfg)
+    return guarded(
+        factory(cfg),
+        max_message_bytes=cfg.source.max_message_bytes,
+        max_nesting_depth=cfg.source.max_nesting_depth,
+    )
 
 
 __all__ = [

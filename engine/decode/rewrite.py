@@ -87,6 +87,9 @@ class _Bad(Exception):
 
 
 def _compact(obj: Any) -> str:
+    """Compact JSON text. Encode it with ``surrogatepass``: a lone surrogate escape
+    (``"\\ud800"``) in a message then stays invalid UTF-8, which the JSON decoder
+    quarantines as a bad message, instead of raising here."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -300,7 +303,9 @@ class _Flattener:
 
 def _row_hash(image: dict) -> str:
     values = {k: v for k, v in image.items() if v is not None and k not in (ROW_HASH, COPIES)}
-    return hashlib.sha256(_compact(dict(sorted(values.items()))).encode()).hexdigest()[:32]
+    return hashlib.sha256(
+        _compact(dict(sorted(values.items()))).encode("utf-8", "surrogatepass")
+    ).hexdigest()[:32]
 
 
 def _with_identity_columns(schema: dict) -> dict:
@@ -395,11 +400,11 @@ def _snapshot_rows_apart(batch: pa.Table, offsets: pa.Array) -> pa.Table:
 
 def _encode(schema: dict | None, payload: Any, cache: dict[int, tuple[dict, str]]) -> bytes:
     if schema is None:
-        return _compact(payload).encode()
+        return _compact(payload).encode("utf-8", "surrogatepass")
     hit = cache.get(id(schema))
     if hit is None or hit[0] is not schema:  # the object is held, so its id is its own
         hit = cache[id(schema)] = (schema, '{"schema":' + _compact(schema) + ',"payload":')
-    return (hit[1] + _compact(payload) + "}").encode()
+    return (hit[1] + _compact(payload) + "}").encode("utf-8", "surrogatepass")
 
 
 def rewriting_decoder(
@@ -439,7 +444,9 @@ def rewriting_decoder(
             env_schema = bulk_schemas.get(schema, _bulk_schema)
             hit = heads.get(id(env_schema))
             if hit is None or hit[0] is not env_schema:
-                head = ('{"schema":' + _compact(env_schema) + ',"payload":').encode()
+                head = ('{"schema":' + _compact(env_schema) + ',"payload":').encode(
+                    "utf-8", "surrogatepass"
+                )
                 hit = heads[id(env_schema)] = (env_schema, head)
             envelopes.append(hit[1] + value + b"}")
         n = len(values)
@@ -547,7 +554,7 @@ def rewriting_decoder(
                 continue
             schema = identity.schema(schema) if identity is not None else schema
             for key, env in pairs:
-                out_keys.append(_compact(key).encode())
+                out_keys.append(_compact(key).encode("utf-8", "surrogatepass"))
                 out_values.append(_encode(schema, env, heads))
                 origin.append(i)
         result = inner(topic, out_keys, out_values, [partitions[i] for i in origin],
@@ -656,7 +663,7 @@ def _wrap_flat(
                     out.append(None)
                     schemas.append(None)
                     continue
-                body = _compact(payload).encode()
+                body = _compact(payload).encode("utf-8", "surrogatepass")
         stripped = body.strip()
         if stripped == b"null":
             out.append(None)

@@ -1057,33 +1057,9 @@ class Replicator:
         parts: Sequence[int],
         offs: Sequence[int],
     ) -> DecodeResult:
-        """Decode one topic's records; one larger than ``source.max_message_bytes`` is bad."""
-        limit = self.cfg.source.max_message_bytes
-        sizes = [len(k or b"") + len(v or b"") for k, v in zip(keys, values, strict=True)]
-        if limit is None or max(sizes, default=0) <= limit:
-            return self.decode(topic, keys, values, parts, offs)
-        keep = [i for i, n in enumerate(sizes) if n <= limit]
-        result = self.decode(
-            topic,
-            [keys[i] for i in keep],
-            [values[i] for i in keep],
-            [parts[i] for i in keep],
-            [offs[i] for i in keep],
-        )
-        too_big = [
-            BadMessage(
-                topic,
-                int(parts[i]),
-                int(offs[i]),
-                keys[i],
-                values[i],
-                f"message of {n} bytes is larger than source.max_message_bytes = {limit}",
-            )
-            for i, n in enumerate(sizes)
-            if n > limit
-        ]
-        result.bad = sorted([*result.bad, *too_big], key=lambda b: (b.partition, b.offset))
-        return result
+        """Decode one topic's records (the decoder applies the size and nesting limits of
+        :mod:`engine.decode.limits`: a record over a limit is bad)."""
+        return self.decode(topic, keys, values, parts, offs)
 
     def _bad_messages(self, decoded: _Decoded, bad: list[BadMessage]) -> None:
         """Quarantine a share's bad messages as ``errors.tolerance`` says.

@@ -44,6 +44,7 @@ import bisect
 import datetime as dt
 import decimal
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,9 @@ DBZ_ISO_DATE = "io.debezium.time.IsoDate"
 DBZ_ISO_TIME = "io.debezium.time.IsoTime"
 DBZ_ISO_TIMESTAMP = "io.debezium.time.IsoTimestamp"
 
-#: Decimal arithmetic without rounding (the default context rounds to 28 digits).
-EXACT = decimal.Context(prec=2000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+#: Decimal arithmetic without rounding (the default context rounds to 28 digits): more
+#: digits than any decimal that is not refused (MAX_DECIMAL_DIGITS) can have.
+EXACT = decimal.Context(prec=2 * 140_000 + 10, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 #: Precision used when a Decimal schema has no ``connect.decimal.precision`` parameter
 #: (MySQL and old connectors omit it); 38 is the widest decimal128.
@@ -185,7 +187,11 @@ def _norm_float(v: Any, path: str) -> Any:
     if isinstance(v, bool):
         raise FieldError(f"{path}: expected a number, got {_short(v)}")
     if isinstance(v, (int, float, decimal.Decimal)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:
+            # An integer beyond the double range: infinity, as the bulk reader makes it.
+            return -math.inf if v < 0 else math.inf
     # Jackson renders NaN/Infinity of FLOAT64 columns (e.g. decimal.handling.mode=double) as
     # quoted strings, which the bulk reader rejects; accept them here.
     if isinstance(v, str) and v in _SPECIAL_FLOATS:
@@ -216,6 +222,8 @@ def _norm_decimal(scale: int) -> Callable[[Any, str], Any]:
         d = decimal.Decimal(v) if not isinstance(v, float) else decimal.Decimal(repr(v))
         if not d.is_finite():
             raise FieldError(f"{path}: {v} is not a finite decimal")
+        if abs(d.adjusted()) > MAX_DECIMAL_DIGITS:
+            raise FieldError(f"{path}: {_short(v)} has more than {MAX_DECIMAL_DIGITS} digits")
         unscaled = d.scaleb(scale, context=EXACT)
         if unscaled != unscaled.to_integral_value():
             raise FieldError(f"{path}: {v} has more than {scale} fractional digits")
@@ -405,8 +413,15 @@ def _decimal_converter(out_type: pa.DataType) -> Callable[[pa.Array, str], Conve
     return convert
 
 
+#: Most digits a decimal may have before or after the point (PostgreSQL ``numeric``
+#: allows 131072 before and 16383 after); bounds the text a hostile scale can make.
+MAX_DECIMAL_DIGITS = 140_000
+
+
 def _decimal_text(unscaled: int, scale: int) -> str:
     """Exact plain text of ``unscaled * 10**-scale`` (no exponent, scale kept)."""
+    if abs(scale) > MAX_DECIMAL_DIGITS:
+        raise ValueError(f"scale {scale} is beyond {MAX_DECIMAL_DIGITS} digits")
     sign = "-" if unscaled < 0 else ""
     digits = str(abs(unscaled))
     if scale <= 0:
@@ -732,6 +747,8 @@ def _decimal_plan(params: dict, path: str) -> TypePlan:
         precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
     except (TypeError, ValueError) as exc:
         raise SchemaError(f"{path}: bad Decimal parameters {params}") from exc
+    if abs(scale) > MAX_DECIMAL_DIGITS:
+        raise SchemaError(f"{path}: Decimal scale {scale} is beyond {MAX_DECIMAL_DIGITS} digits")
     precision = max(precision, scale, 1)
     norm = _norm_decimal(scale)
     if scale < 0 or precision > 76:
@@ -743,6 +760,62 @@ def _decimal_plan(params: dict, path: str) -> TypePlan:
     else:
         out = pa.decimal256(precision, scale)
     return TypePlan(DECIMAL, pa.string(), out, _decimal_converter(out), norm, has_decimal=True)
+
+
+def _text_ok(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (``"\\ud800"`` in the JSON text)
+        return False
+    return True
+
+
+def schema_problem(schema: Any, path: str = "") -> str | None:
+    """What makes a Connect schema object malformed, or None if its shape is sound.
+
+    Checks the shape :func:`plan_for` and the envelope classification rely on, so that a
+    hostile schema is refused with a reason instead of breaking them: ``type`` a string,
+    ``name`` a string or null, ``parameters`` an object, ``optional`` a boolean, struct
+    ``fields`` a list of objects with a (UTF-8 encodable) ``field`` name, array ``items``
+    and map ``keys``/``values`` schema objects. Whether a type is *supported* is left to
+    :func:`plan_for`.
+    """
+    where = path or "schema"
+    if not isinstance(schema, dict):
+        return f"{where}: not an object"
+    ctype = schema.get("type")
+    if not _text_ok(ctype):
+        return f"{where}: type is {_short(ctype)}, not a type name"
+    name = schema.get("name")
+    if name is not None and not _text_ok(name):
+        return f"{where}: name is {_short(name)}, not a string"
+    if not isinstance(schema.get("parameters") or {}, dict):
+        return f"{where}: parameters is not an object"
+    if schema.get("optional") is not None and not isinstance(schema.get("optional"), bool):
+        return f"{where}: optional is not a boolean"
+    if ctype == "struct":
+        fields = schema.get("fields")
+        if fields is None:
+            return None
+        if not isinstance(fields, list):
+            return f"{where}: fields is not a list"
+        for f in fields:
+            if not isinstance(f, dict) or not _text_ok(f.get("field")):
+                return f"{where}: a member of fields has no field name"
+            problem = schema_problem(f, f"{path}.{f['field']}" if path else f["field"])
+            if problem:
+                return problem
+    elif ctype == "array" and "items" in schema:
+        return schema_problem(schema["items"], f"{path}[]")
+    elif ctype == "map":
+        for member in ("keys", "values"):
+            if member in schema:
+                problem = schema_problem(schema[member], f"{path}.{member}")
+                if problem:
+                    return problem
+    return None
 
 
 def plan_for(schema: Any, path: str = "") -> TypePlan:

@@ -261,6 +261,9 @@ def _value_plan(fp: str | None, schema: dict | None) -> _ValuePlan:
         return _ValuePlan("envelope", reader=reader, after=None)
 
     def build() -> _ValuePlan:
+        problem = connect.schema_problem(schema)
+        if problem:
+            return _ValuePlan("bad", f"malformed Connect value schema: {problem}")
         kind, reason = _classify_value_schema(schema)
         if kind == "envelope":
             return _envelope_plan(schema)
@@ -549,7 +552,9 @@ def decode_values(split: Split, ctx: Ctx) -> None:
         ctx.tombstones.extend(group.indices[p] for p in nulls)
         for piece in merge_pieces(pieces):
             if plan.kind == "ignore":
-                ctx.ignored += piece.table.num_rows
+                # Counted by record, not by table rows: pieces read with the empty parse
+                # schema have no columns, and pyarrow concatenates such tables to 0 rows.
+                ctx.ignored += len(piece.positions)
                 continue
             out = _envelope_piece(piece, index_array(group, piece.positions), group, plan, ctx)
             if out is not None and out.num_rows:

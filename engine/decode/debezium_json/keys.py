@@ -53,6 +53,9 @@ def _key_plan(fp: str | None, schema: dict | None) -> _KeyPlan:
         return _KeyPlan("schemaless", reader=reader)
 
     def build() -> _KeyPlan:
+        problem = connect.schema_problem(schema)
+        if problem:
+            return _KeyPlan("bad", f"malformed Connect key schema: {problem}")
         if schema.get("type") != "struct":
             return _KeyPlan("bad", f"key is an object but its schema is {schema.get('type')!r}")
         try:

@@ -42,6 +42,8 @@ AVRO_REASON = (
     'Avro JSON rendering (union values wrapped as {"<type>": value}), not JsonConverter '
     "output; consume the topic with the Avro decoder"
 )
+# A \uD800-\uDFFF escape: a surrogate, paired (fine) or lone (not Unicode text).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 #: Branch names Avro's JSON encoding uses to wrap union values.
 AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
@@ -151,6 +153,19 @@ def avro_rendering_hint(obj: Any) -> str | None:
             if branch in AVRO_BRANCHES or ("." in branch and isinstance(v[branch], dict)):
                 return AVRO_REASON
     return None
+
+
+def lone_surrogate(obj: Any) -> bool:
+    """True if a string (or member name) in the parsed ``obj`` holds a lone surrogate.
+
+    Python's ``json`` accepts the escape ``"\\ud800"`` without its pair; such a string
+    cannot be encoded as UTF-8 (Arrow refuses it, the Arrow reader already rejects it).
+    """
+    try:
+        json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def merge_pieces(pieces: list[Piece]) -> list[Piece]:
@@ -434,6 +449,9 @@ class BulkReader:
                 continue
             if not isinstance(obj, dict):
                 bad[p] = f"not a JSON object but {type(obj).__name__}"
+                continue
+            if _SURROGATE_ESCAPE.search(payloads[p]) and lone_surrogate(obj):
+                bad[p] = "a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), not text"
                 continue
             objs[p] = obj
         return objs

@@ -222,7 +222,15 @@ class _Splitter:
         if value is None:
             self.out.nulls.append(i)
         elif self.role == "key" and not isinstance(value, (dict, list)):
-            self.out.scalars[i] = _scalar_text(value)
+            text = _scalar_text(value)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                self.out.bad[i] = (
+                    "key holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), not text"
+                )
+                return
+            self.out.scalars[i] = text
         else:
             what = "key" if self.role == "key" else "value"
             self.out.bad[i] = f"{what} is not a JSON object but {type(value).__name__}"
