@@ -30,7 +30,8 @@ from itertools import repeat
 
 import numpy as np
 
-from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.result import DecodeResult, bad_message
+from engine.errors import CdcError
 
 __all__ = [
     "DECODER_FAILED",
@@ -241,14 +242,7 @@ def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth
             [offsets[i] for i in keep],
         )
         bad = [
-            BadMessage(
-                topic,
-                int(partitions[i]),
-                int(offsets[i]),
-                None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
-                None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
-                reason,
-            )
+            bad_message(topic, keys, values, partitions, offsets, i, reason)
             for i, reason in refused.items()
         ]
         result.bad = sorted([*result.bad, *bad], key=lambda b: (b.partition, b.offset))
@@ -271,10 +265,14 @@ def _isolating(
     found so far was fixed). Should one still do, the batch is bisected down to the
     records it raises on; those become bad messages with the exception in the reason
     (so they are quarantined with their coordinates, and can be replayed once fixed) and
-    the rest is decoded again.
+    the rest is decoded again. The engine's own errors (:class:`CdcError`: a schema
+    registry or source catalog that cannot be reached, refused credentials) are about
+    the system, not a record: they are raised as they are, to be retried or reported.
     """
     try:
         return decode(topic, keys, values, partitions, offsets)
+    except CdcError:
+        raise
     except Exception:  # noqa: BLE001 - isolated below, reported per record
         pass
     culprits: dict[int, str] = {}
@@ -288,6 +286,8 @@ def _isolating(
                 [partitions[i] for i in indices],
                 [offsets[i] for i in indices],
             )
+        except CdcError:
+            raise
         except Exception as exc:  # noqa: BLE001
             if len(indices) == 1:
                 culprits[indices[0]] = f"{DECODER_FAILED} ({type(exc).__name__}: {exc})"[:500]
@@ -314,14 +314,7 @@ def _isolating(
         [
             *result.bad,
             *(
-                BadMessage(
-                    topic,
-                    int(partitions[i]),
-                    int(offsets[i]),
-                    None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
-                    None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
-                    reason,
-                )
+                bad_message(topic, keys, values, partitions, offsets, i, reason)
                 for i, reason in culprits.items()
             ),
         ],

@@ -8,6 +8,7 @@ coordinates and raw bytes, to be quarantined), or the :attr:`DecodeResult.ignore
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -64,3 +65,24 @@ class DecodeResult:
     key_field_sets: list[tuple[str, ...]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source_table: dict[str, str] | None = None
+
+
+def bad_message(
+    topic: str,
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    partitions: Sequence[int],
+    offsets: Sequence[int],
+    i: int,
+    reason: str,
+) -> BadMessage:
+    """Record ``i`` of a decoder's input as a bad message: its coordinates and raw bytes."""
+    key, value = keys[i], values[i]
+    return BadMessage(
+        topic,
+        int(partitions[i]),
+        int(offsets[i]),
+        None if key is None else bytes(key),
+        None if value is None else bytes(value),
+        reason,
+    )

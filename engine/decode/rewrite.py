@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import source_columns
-from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.result import DecodeResult, bad_message
 from engine.model import COPIES, OFFSET, OP, OP_TOMBSTONE, POS, POS_SUB, ROW_HASH, SOURCE_TS
 
 if TYPE_CHECKING:
@@ -471,14 +471,7 @@ def rewriting_decoder(
             batch,
             result.key_fields,
             [
-                BadMessage(
-                    topic,
-                    int(partitions[i]),
-                    int(offsets[i]),
-                    None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
-                    None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
-                    reason,
-                )
+                bad_message(topic, keys, values, partitions, offsets, i, reason)
                 for i, reason in sorted(bad.items())
             ],
             result.ignored,
@@ -579,14 +572,7 @@ def rewriting_decoder(
             batch,
             result.key_fields,
             [
-                BadMessage(
-                    topic,
-                    int(partitions[i]),
-                    int(offsets[i]),
-                    None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
-                    None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
-                    reason,
-                )
+                bad_message(topic, keys, values, partitions, offsets, i, reason)
                 for i, reason in sorted(bad.items())
             ],
             result.ignored + ignored,

@@ -253,6 +253,22 @@ def test_a_decoder_exception_quarantines_only_its_record() -> None:
     assert "injected failure" in result.bad[0].reason and result.bad[0].value == poison
 
 
+def test_the_engines_own_errors_pass_the_exception_net() -> None:
+    """A registry that cannot be reached (transient, retried) or refuses the credentials
+    (terminal) is about the system, not a record: never turned into bad messages."""
+    from engine.decode.debezium_avro.registry import RegistryAuthError
+    from engine.errors import SourceError
+
+    for error in (SourceError("schema registry unreachable"), RegistryAuthError("refused")):
+
+        def failing(topic, keys, values, partitions, offsets, error=error) -> DecodeResult:
+            raise error
+
+        decode = guarded(failing, max_message_bytes=None, max_nesting_depth=64)
+        with pytest.raises(type(error)):
+            decode("srv.app.t", [b"{}"] * 3, [_schemaless({"id": 1})] * 3, [0] * 3, [0, 1, 2])
+
+
 def test_the_contract_check_catches_a_lost_record() -> None:
     """The harness must be able to fail: a result that loses a record is refused."""
     decode = _decoder()

@@ -45,7 +45,7 @@ from engine.decode.debezium_json.envelope import _classify_value_schema, tombsto
 from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import source_columns
-from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.result import DecodeResult, bad_message
 from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
 
 __all__ = ["AvroDecoder"]
@@ -214,14 +214,7 @@ class AvroDecoder:
         sort = ctx.groups > 1 or bool(ctx.tombstones)
         batch = _assemble(ctx.tables, keys_info, partitions, offsets, ctx, sort=sort)
         bad = [
-            BadMessage(
-                topic,
-                int(partitions[i]),
-                int(offsets[i]),
-                None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
-                None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
-                reason,
-            )
+            bad_message(topic, keys, values, partitions, offsets, i, reason)
             for i, reason in sorted(ctx.bad.items())
         ]
         return DecodeResult(

@@ -67,7 +67,7 @@ from engine.decode.debezium_json.hints import apply_hint
 from engine.decode.debezium_json.keys import Keys, decode_keys
 from engine.decode.debezium_json.split import split_records, split_slow
 from engine.decode.positions import MYSQL_HINTS, POSTGRES_HINTS
-from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.result import DecodeResult, bad_message
 from engine.model import GTID, KEY, OFFSET, OP, PARTITION, POS, POS_SUB, SOURCE_TS, TX_ID
 
 __all__ = ["decode_debezium_json"]
@@ -268,14 +268,7 @@ def decode_debezium_json(
     batch = _assemble(ctx.tables, keys_info, partitions, offsets, ctx, sort=sort)
 
     bad = [
-        BadMessage(
-            topic,
-            int(partitions[i]),
-            int(offsets[i]),
-            None if keys[i] is None else bytes(keys[i]),  # type: ignore[arg-type]
-            None if values[i] is None else bytes(values[i]),  # type: ignore[arg-type]
-            reason,
-        )
+        bad_message(topic, keys, values, partitions, offsets, i, reason)
         for i, reason in sorted(ctx.bad.items())
     ]
     return DecodeResult(
