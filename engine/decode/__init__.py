@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from engine.column_types import ColumnType, parse_column_type
 from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
-from engine.decode.limits import guarded
+from engine.decode.limits import Guarded, guarded
 from engine.decode.result import BadMessage, DecodeResult
 from engine.decode.rewrite import identities_for, rewriting_decoder
 
@@ -110,7 +110,7 @@ FORMATS: dict[str, DecoderFactory] = {
 }
 
 
-def decoder_for(cfg: Config) -> Decoder:
+def decoder_for(cfg: Config) -> Guarded:
     """The decoder of ``cfg.source.format`` (config validation refuses unknown formats),
     behind the limits of :mod:`engine.decode.limits` (``source.max_message_bytes``,
     ``source.max_nesting_depth``): a record over a limit is bad, never parsed."""

@@ -35,7 +35,8 @@ def payload_of(value: bytes) -> dict[str, Any] | None:
     """A value's JSON object, JsonConverter wrapper removed (None: not a JSON object)."""
     try:
         obj = json.loads(value)
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        # Nested too deeply: the decoder's limits make such a record a bad message.
         return None
     if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
         obj = obj["payload"]

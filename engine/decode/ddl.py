@@ -112,7 +112,10 @@ class SchemaChange:
 
 
 def _payload(value: bytes | dict[str, Any]) -> dict[str, Any]:
-    obj = value if isinstance(value, dict) else json.loads(value)
+    try:
+        obj = value if isinstance(value, dict) else json.loads(value)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a schema change event") from None
     if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
         obj = obj["payload"]
     if not isinstance(obj, dict):
@@ -133,6 +136,8 @@ def _position(source: dict[str, Any]) -> tuple[int, int] | None:
     if match is None or not 0 <= pos < 1 << 32:
         raise ValueError(f"source.file {file!r} / pos {pos!r} is not a binlog position")
     row = source.get("row") or 0
+    if not isinstance(row, int) or not 0 <= row < 1 << 63:
+        raise ValueError(f"source.row {row!r} is not a row number")
     snapshot = source.get("snapshot")
     streamed = snapshot in (None, False, "false", "incremental")
     return ((STREAMED_BIT if streamed else 0) | int(match[1]) << 32 | pos, int(row))
@@ -142,7 +147,10 @@ def _columns(table: Any) -> tuple[tuple[Column, ...] | None, tuple[str, ...]]:
     if not isinstance(table, dict):
         return None, ()
     cols = table.get("columns")
-    keys = tuple(str(k) for k in table.get("primaryKeyColumnNames") or [])
+    raw_keys = table.get("primaryKeyColumnNames") or []
+    if not isinstance(raw_keys, list) or not all(isinstance(k, str) for k in raw_keys):
+        raise ValueError("tableChanges: primaryKeyColumnNames is not an array of names")
+    keys = tuple(raw_keys)
     if not isinstance(cols, list):
         return None, keys
     out = []

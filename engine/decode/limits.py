@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from engine.errors import CdcError
 __all__ = [
     "DECODER_FAILED",
     "DEFAULT_MAX_NESTING_DEPTH",
+    "Guarded",
     "guarded",
     "nesting_depth",
     "too_deep",
@@ -217,10 +219,35 @@ def _refused(
     return refused
 
 
-def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth: int) -> Decoder:
-    """``decode`` behind the size and depth limits: records over a limit are bad."""
+class Guarded:
+    """A format's decoder behind the size and depth limits and the exception net.
 
-    def decode_within_limits(
+    Called like the decoder it wraps (a record over a limit is bad, never parsed).
+    ``documents`` is the wrapped decoder's own reader of values as plain documents
+    (``debezium-avro``: how transaction-metadata, heartbeat and schema change records
+    are read), or None for the JSON formats, whose values are read as JSON.
+    :meth:`refused` applies the same limits to records the replicator reads itself
+    (schema change records), so that no path parses what the limits refuse.
+    """
+
+    def __init__(
+        self, decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth: int
+    ) -> None:
+        self.inner = decode
+        self.max_message_bytes = max_message_bytes
+        self.max_nesting_depth = max_nesting_depth
+        self.documents: Callable[[Sequence[bytes | None]], list[Any]] | None = getattr(
+            decode, "documents", None
+        )
+
+    def refused(
+        self, keys: Sequence[bytes | None], values: Sequence[bytes | None]
+    ) -> dict[int, str]:
+        """Reasons of the records over a limit, by position."""
+        return _refused(keys, values, self.max_message_bytes, self.max_nesting_depth)
+
+    def __call__(
+        self,
         topic: str,
         keys: Sequence[bytes | None],
         values: Sequence[bytes | None],
@@ -229,7 +256,8 @@ def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth
     ) -> DecodeResult:
         if not len(keys) == len(values) == len(partitions) == len(offsets):
             raise ValueError("keys, values, partitions and offsets must have the same length")
-        refused = _refused(keys, values, max_message_bytes, max_nesting_depth)
+        decode = self.inner
+        refused = self.refused(keys, values)
         if not refused:
             return _isolating(decode, topic, keys, values, partitions, offsets)
         keep = [i for i in range(len(values)) if i not in refused]
@@ -248,7 +276,10 @@ def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth
         result.bad = sorted([*result.bad, *bad], key=lambda b: (b.partition, b.offset))
         return result
 
-    return decode_within_limits
+
+def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth: int) -> Guarded:
+    """``decode`` behind the size and depth limits: records over a limit are bad."""
+    return Guarded(decode, max_message_bytes=max_message_bytes, max_nesting_depth=max_nesting_depth)
 
 
 def _isolating(

@@ -41,6 +41,7 @@ from engine.config import Config
 from engine.decode import BadMessage, DecodeResult, control, decoder_for
 from engine.decode.ddl import parse_schema_change
 from engine.decode.gtid import gtid_positions
+from engine.decode.limits import DECODER_FAILED, guarded
 from engine.decode.messages import decode_messages
 from engine.errors import (
     CdcError,
@@ -234,7 +235,13 @@ class Replicator:
         #: nothing after their bad message is read into a later batch.
         self._stopping: set[str] = set()
         self.decode = decoder_for(config)
-        self.transactions = TransactionTracker(getattr(self.decode, "documents", None))
+        #: Logical decoding messages kept as a table, behind the same limits.
+        self._decode_messages = guarded(
+            decode_messages,
+            max_message_bytes=config.source.max_message_bytes,
+            max_nesting_depth=config.source.max_nesting_depth,
+        )
+        self.transactions = TransactionTracker(self.decode.documents)
         #: Transaction-metadata topics known to exist: only their tables' transactions
         #: can be confirmed complete, so only those are held back until their END.
         self._tx_topics: set[str] = set()
@@ -498,7 +505,7 @@ class Replicator:
                 rt.partitions, rt.progress.committed = [], {}
         self._consumed, self._seen, self._verified_ends = {}, {}, {}
         # The new consumer reads them from the start.
-        self.transactions = TransactionTracker(getattr(self.decode, "documents", None))
+        self.transactions = TransactionTracker(self.decode.documents)
         self._restart_spark_if_gone()
         self.source = KafkaSource(self.cfg.source, self.cfg.replicator.max_batch_events)
         self._refresh_topics()
@@ -827,7 +834,7 @@ class Replicator:
                 continue
             t0 = time.monotonic()
             if topic in self._message_topics:
-                result = decode_messages(topic, keys, values, parts, offs)
+                result = self._decode_messages(topic, keys, values, parts, offs)
             else:
                 result = self._decode(topic, keys, values, parts, offs)
             if result.batch is not None:
@@ -873,7 +880,7 @@ class Replicator:
     def _recognise(self, rt: TableRuntime, values: Sequence[bytes | None]) -> None:
         """Tell from a new topic's records whether it is a table (see
         :mod:`engine.decode.control`); a topic of another kind never becomes one."""
-        kind = control.topic_kind(values, getattr(self.decode, "documents", None))
+        kind = control.topic_kind(values, self.decode.documents)
         if kind is None:
             return
         if kind == control.MESSAGE and self.cfg.source.logical_messages == "table":
@@ -906,18 +913,28 @@ class Replicator:
         """Route the schema change topic's records to the tables they name."""
         keys, values, parts, offs = records
         bad = []
-        documents = getattr(self.decode, "documents", None)
+        # The limits first: nothing over them is parsed (as for row topics).
+        refused = self.decode.refused(keys, values)
+        documents = self.decode.documents
         docs = documents(values) if documents is not None else values
-        for key, value, doc, part, off in zip(keys, values, docs, parts, offs, strict=True):
+        for i, (key, value, doc, part, off) in enumerate(
+            zip(keys, values, docs, parts, offs, strict=True)
+        ):
             if value is None:
                 ddl_rt.counters.ignored += 1
                 continue
             try:
+                if i in refused:
+                    raise ValueError(refused[i])
                 if doc is None:
                     raise ValueError("the value does not decode with source.format")
                 change = parse_schema_change(doc)
             except ValueError as exc:
                 reason = f"not a usable schema change event: {exc}"
+                bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))
+                continue
+            except Exception as exc:  # noqa: BLE001 - the decoders' exception net, for DDL
+                reason = f"{DECODER_FAILED} ({type(exc).__name__}: {exc})"[:500]
                 bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))
                 continue
             if not change.changes:

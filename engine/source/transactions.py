@@ -19,6 +19,7 @@ warning says so.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -28,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 from engine.model import OFFSET, PARTITION, TX_ID
+
+log = logging.getLogger("cdcctl.source")
 
 _PG_ID = re.compile(r"^(\d+):\d+$")
 #: How many finished transactions are remembered (their END records are small).
@@ -57,9 +60,31 @@ def json_documents(values: Sequence[bytes | None]) -> list[Any]:
     for raw in values:
         try:
             docs.append(None if raw is None else json.loads(raw))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested beyond json's reach
             docs.append(None)
     return docs
+
+
+def _event_counts(end: dict[str, Any]) -> dict[str, int]:
+    """An END record's events per data collection. A count that is not a whole number
+    (a malformed record) is left out: that collection's share of the transaction is then
+    taken as complete with whatever the batch holds, rather than waited for forever."""
+    collections = end.get("data_collections")
+    counts: dict[str, int] = {}
+    for c in collections if isinstance(collections, list) else []:
+        if not isinstance(c, dict):
+            continue
+        n = c.get("event_count")
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            counts[str(c.get("data_collection"))] = n
+        else:
+            log.warning(
+                "transaction %s: END record has event_count %r for %r; taken as complete",
+                str(end.get("id"))[:100],
+                n,
+                str(c.get("data_collection"))[:200],
+            )
+    return counts
 
 
 class TransactionTracker:
@@ -87,12 +112,7 @@ class TransactionTracker:
                 doc = doc["payload"]
             if not isinstance(doc, dict) or doc.get("status") != "END" or not doc.get("id"):
                 continue
-            counts = {
-                str(c.get("data_collection")): int(c.get("event_count") or 0)
-                for c in doc.get("data_collections") or []
-                if isinstance(c, dict)
-            }
-            self._ends[normalise_tx_id(str(doc["id"]))] = counts
+            self._ends[normalise_tx_id(str(doc["id"]))] = _event_counts(doc)
             seen += 1
         while len(self._ends) > MAX_REMEMBERED:
             self._ends.popitem(last=False)

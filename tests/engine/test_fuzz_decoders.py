@@ -331,3 +331,15 @@ def test_only_json_that_opens_an_object_or_array_is_depth_checked() -> None:
     assert too_deep(b"\x00\x00\x00\x00\x01" + b"[{" * 500, 64) is None
     assert too_deep(b'"' + b"[" * 500, 64) is None
     assert too_deep(b" \n\t" + b"[" * 100 + b"]" * 100, 64) == 100
+
+
+@pytest.mark.parametrize("fmt", FUZZED)
+def test_the_guard_keeps_the_formats_document_reader(fmt: str) -> None:
+    """The replicator reads transaction, heartbeat and schema change records of a binary
+    format through its decoder's ``documents``. Wrapping decoders in the guard once hid it
+    (the replicator then read Avro transaction records as JSON, found no END, and every
+    batch waited for one: tests/integration/test_avro_end_to_end.py stalled)."""
+    decode = decoder_for(config_from_dict(target_config(fmt)))
+    inner = getattr(FORMATS[fmt](config_from_dict(target_config(fmt))), "documents", None)
+    assert (decode.documents is None) == (inner is None)
+    assert (decode.documents is not None) == (fmt == "debezium-avro")
