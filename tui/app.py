@@ -25,6 +25,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input, Sparkline, Static
 from textual.widgets.data_table import ColumnKey
@@ -193,7 +194,11 @@ class DashboardApp(App[None]):
     def on_status_read(self, message: StatusRead) -> None:
         self._reading = False
         self.reads += 1
-        self.show(message.snapshot)
+        try:
+            self.show(message.snapshot)
+        except NoMatches:
+            # A reading that arrives while the app closes, its widgets already removed.
+            return
         if self.replicator is not None and not self.replicator.is_alive() and not self._told_ended:
             self._told_ended = True
             error = self.replicator.error

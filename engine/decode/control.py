@@ -60,7 +60,7 @@ def document_kind(obj: Any) -> str:
     op = obj.get("op")
     if op == "m":
         return MESSAGE
-    if op in _ROW_OPS:
+    if isinstance(op, str) and op in _ROW_OPS:  # (an op that is a list or object: unhashable)
         return ROW
     if op is None:
         if obj.get("status") in ("BEGIN", "END") and "id" in obj:

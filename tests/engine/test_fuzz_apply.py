@@ -114,6 +114,7 @@ def test_decoded_hostile_batches_apply(fmt: str, data: st.DataObject) -> None:
     c = HypothesisChooser(data)
     topic = _row_topic(fmt)
     pool = [s for s in seeds(fmt) if s.topic == topic]
+    assert pool, f"no seed of {fmt} on its apply_topic {topic!r} (tests/fuzz/registry.py)"
     records: list[tuple[bytes | None, bytes | None]] = []
     for _ in range(c.integer(3, 10)):  # mostly fresh rows, some of them hostile
         seed = choice(c, pool)

@@ -58,9 +58,12 @@ def test_every_format_is_fuzzed() -> None:
         f"formats without a fuzz entry: {missing}; add one to FUZZ_TARGETS in "
         "tests/fuzz/registry.py (a config fragment and a seed file in tests/fuzz/seeds/)"
     )
-    for fmt in FUZZ_TARGETS:
+    for fmt, target in FUZZ_TARGETS.items():
         assert fmt in FORMATS, f"fuzz entry {fmt!r} names no format of engine.decode.FORMATS"
         assert config_from_dict(target_config(fmt)).source.format == fmt
+        if target.apply_topic is not None:
+            on_topic = [s for s in seeds(fmt) if s.topic == target.apply_topic]
+            assert any(s.expect == "row" for s in on_topic), (fmt, target.apply_topic)
 
 
 @pytest.mark.parametrize("fmt", FUZZED)

@@ -69,16 +69,24 @@ def _write_stats(crash_dir: Path, started: float) -> None:
 
 
 def _one(chooser: Any, crash_dir: Path, formats: list[str]) -> None:
+    from tests.fuzz.control import CONTROL_TARGET, control_checked, mutated_values
     from tests.fuzz.harness import Hang, decode_checked
     from tests.fuzz.mutations import choice, mutated_batch
     from tests.fuzz.registry import seeds
 
     fmt = choice(chooser, formats)
-    topic, records = mutated_batch(seeds(fmt), chooser, max_records=12, rounds=3)
+    if fmt == CONTROL_TARGET:
+        topic = "control"
+        records: list = [(None, v) for v in mutated_values(chooser, max_records=12)]
+    else:
+        topic, records = mutated_batch(seeds(fmt), chooser, max_records=12, rounds=3)
     STATS["inputs"] += 1
     STATS["records"] += len(records)
     try:
-        decode_checked(fmt, topic, records)
+        if fmt == CONTROL_TARGET:
+            control_checked([v for _, v in records])
+        else:
+            decode_checked(fmt, topic, records)
     except (Exception, Hang) as exc:  # every failure is a finding, recorded
         _save(crash_dir, fmt, topic, records, exc)
 
@@ -102,7 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--minutes", type=float, default=10.0, help="how long to run")
     parser.add_argument("--engine", choices=["atheris", "random"], default="atheris")
-    parser.add_argument("--format", action="append", help="fuzz only this format (repeatable)")
+    parser.add_argument(
+        "--format",
+        action="append",
+        help="fuzz only this format (repeatable): a source.format, or control-records "
+        "(schema change, transaction and heartbeat records the replicator reads itself)",
+    )
     parser.add_argument("--crash-dir", type=Path, default=Path("fuzz-findings"))
     parser.add_argument("--seed", type=int, default=0, help="--engine random: the RNG seed")
     parser.add_argument("--rss-limit-mb", type=int, default=4096)
@@ -110,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.replay:
+        from tests.fuzz.control import CONTROL_TARGET, control_checked
         from tests.fuzz.harness import decode_checked
 
         doc = json.loads(args.replay.read_text())
@@ -117,13 +131,22 @@ def main(argv: list[str] | None = None) -> int:
             (None if k is None else base64.b64decode(k), None if v is None else base64.b64decode(v))
             for k, v in doc["records"]
         ]
-        decode_checked(doc["format"], doc["topic"], records)
+        if doc["format"] == CONTROL_TARGET:
+            control_checked([v for _, v in records])
+        else:
+            decode_checked(doc["format"], doc["topic"], records)
         print("no failure: the input decodes within the contract")
         return 0
 
+    from tests.fuzz.control import CONTROL_TARGET
     from tests.fuzz.registry import FUZZ_TARGETS
 
-    formats = args.format or sorted(FUZZ_TARGETS)
+    formats = args.format or [*sorted(FUZZ_TARGETS), CONTROL_TARGET]
+    unknown = sorted(set(formats) - {*FUZZ_TARGETS, CONTROL_TARGET})
+    if unknown:
+        parser.error(
+            f"unknown --format {unknown}: one of {[*sorted(FUZZ_TARGETS), CONTROL_TARGET]}"
+        )
     args.crash_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     deadline = started + args.minutes * 60
@@ -154,9 +177,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
+    # Every module a fuzz target runs, imported under instrumentation (coverage feedback).
     with atheris.instrument_imports(include=["engine"]):
         import engine.decode  # noqa: F401
+        import engine.decode.cdc_json  # noqa: F401
+        import engine.decode.control  # noqa: F401
+        import engine.decode.ddl  # noqa: F401
+        import engine.decode.debezium_avro  # noqa: F401
         import engine.decode.debezium_json  # noqa: F401
+        import engine.decode.rewrite  # noqa: F401
+        import engine.source.transactions  # noqa: F401
 
     def test_one_input(data: bytes) -> None:
         _one(_FdpChooser(atheris.FuzzedDataProvider(data)), args.crash_dir, formats)

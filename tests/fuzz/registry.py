@@ -68,7 +68,7 @@ FUZZ_TARGETS: dict[str, FuzzTarget] = {
     "debezium-flat": FuzzTarget(
         config={"source": {"format": "debezium-flat"}},
         seeds="debezium-flat.json",
-        apply_topic="srv.public.items",
+        apply_topic="srv.app.items",
     ),
     "cdc-json": FuzzTarget(
         config={"source": {"format": "cdc-json", "cdc_json": {"images": "partial"}}},
