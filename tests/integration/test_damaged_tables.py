@@ -13,7 +13,9 @@ truncated base file, a truncated log file, a stray Parquet file, a deleted
   and the fix (``cdcctl resync``), writes nothing into them (their files are unchanged),
   and replicates the undamaged tables to the end; after ``cdcctl resync`` of each damaged
   table, every replica equals the oracle (hudi-rs reads them);
-* a table folder whose ``hoodie.properties`` was deleted is FAILED, not re-created.
+* a table folder whose ``hoodie.properties`` was deleted is FAILED, not re-created;
+* a deleted newest commit file makes its instant unfinished: rolled back like a crash
+  before the commit, its events applied again (the replica still equals the oracle).
 """
 
 from __future__ import annotations
@@ -190,6 +192,10 @@ def test_damaged_tables_are_refused_with_what_to_do_and_the_others_go_on(
         "products": _truncate_base(tables["products"]),
     }
     before = {t: _fingerprint(tables[t]) for t in damaged}
+    # The newest commit file of another table deleted: its instant looks unfinished, as
+    # after a crash before the commit, so it is rolled back and its events read again.
+    newest = _completed(tables["orders"])[-1]
+    newest.unlink()
     third = list(workload.stream(1_000))
     produce_messages(broker.bootstrap_servers, third)
     run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
@@ -203,6 +209,10 @@ def test_damaged_tables_are_refused_with_what_to_do_and_the_others_go_on(
     assert f"{tables['orders'].name}: notes.txt in the table folder is not a table file" in (
         run.stderr
     )
+    rolled = newest.name.split(".")[0]
+    assert re.search(
+        rf"{tables['orders'].name}: rolled back unfinished instants .*{rolled}", (run.stderr)
+    ), run.stderr
     status = run_cli("status", "--config", str(config))
     assert "FAILED" in status.stdout, status.stdout
 
