@@ -104,11 +104,37 @@ def quiet_terminal_logging() -> None:
 
 
 class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
-    """A rotating log file created owner-only (0600), also after each rotation."""
+    """A rotating log file created owner-only (0600), also after each rotation.
+
+    A line it cannot write (its disk full or read-only) is said once on stderr, in one
+    line, instead of logging's "--- Logging error ---" and a traceback per line; the
+    lines still reach stderr, and writing resumes when it can."""
+
+    _failing = False
+    _failed_now = False
 
     def _open(self) -> Any:
         engine.private_file(Path(self.baseFilename))
         return super()._open()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)
+        if self._failing and not self._failed_now:
+            self._failing = False
+            err.print(f"the log file {self.baseFilename} is written again", markup=False)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed_now = True
+        if not self._failing:
+            self._failing = True
+            exc = sys.exc_info()[1]
+            cause = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            err.print(
+                f"warning: the log file {self.baseFilename} cannot be written ({cause}): "
+                "log lines go to stderr only until it can",
+                markup=False,
+            )
 
 
 def log_to_file(path: Path, fmt: str, max_bytes: int, backups: int) -> None:

@@ -103,6 +103,11 @@ class StateError(CdcError):
     replicator runs where none may, or the table is unknown)."""
 
 
+class StorageError(CdcError):
+    """A file the replicator needs cannot be written (a full or read-only disk,
+    permissions) before replication starts; during a run such errors are retried."""
+
+
 class WriterLockError(CdcError):
     """Another replicator holds the writer lock of the work folder or of a table."""
 

@@ -50,6 +50,7 @@ from engine.errors import (
     SchemaEvolutionError,
     SourceError,
     SparkJobError,
+    StorageError,
     TableNameError,
     WriterLockError,
 )
@@ -297,13 +298,16 @@ class Replicator:
 
     def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
         """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
-        self.target.mkdir(parents=True, exist_ok=True)
-        private_dir(self.work)  # owner-only: state, logs, dead letters
         locks = self.tables.locks = Locks()
         try:
-            locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
-            recorder = self.recorder = StateRecorder(self.work, self.config_path)
-            recorder.started()
+            try:
+                self.target.mkdir(parents=True, exist_ok=True)
+                private_dir(self.work)  # owner-only: state, logs, dead letters
+                locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
+                recorder = self.recorder = StateRecorder(self.work, self.config_path)
+                recorder.started()
+            except OSError as exc:  # nothing has run yet: there is nothing to retry
+                raise StorageError(f"cannot start: {storage_cause(exc)}") from exc
             metrics = None
             try:
                 metrics = self._serve_metrics(recorder)

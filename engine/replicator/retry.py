@@ -48,15 +48,18 @@ def transient_cause(exc: BaseException) -> str | None:
 
 #: What to do about the storage errors a person must fix (by errno).
 STORAGE_ADVICE = {
-    errno.ENOSPC: "the file system is full: free space on it (or move target.path); "
-    "each table resumes from its last commit, nothing is lost",
+    errno.ENOSPC: "the file system is full: free space on it (or move target.path or "
+    "replicator.work_dir, whichever it holds, to a larger one); each table resumes from its "
+    "last commit, nothing is lost",
     errno.EDQUOT: "the disk quota is used up: free space or raise the quota; each table "
     "resumes from its last commit",
     errno.EROFS: "the file system is mounted read-only: remount it read-write (or move "
-    "target.path); each table resumes from its last commit",
-    errno.EACCES: "permission denied: give the user running cdcctl write access to target.path",
+    "target.path or replicator.work_dir, whichever it holds); each table resumes from its "
+    "last commit",
+    errno.EACCES: "permission denied: give the user running cdcctl write access to "
+    "target.path and replicator.work_dir",
     errno.EPERM: "operation not permitted: give the user running cdcctl write access to "
-    "target.path",
+    "target.path and replicator.work_dir",
     errno.EIO: "an I/O error: check the disk (dmesg); each table resumes from its last commit",
 }
 

@@ -14,8 +14,10 @@ answered with :meth:`~StateRecorder.answer`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +30,8 @@ import numpy as np
 from engine.redaction import redact
 from engine.state.model import TableCounters, TableState, TableStatus
 from engine.state.store import COUNTERS, Request, StateStore, store_path
+
+log = logging.getLogger("cdcctl.state")
 
 #: Shortest time between two writes of the store (unless forced).
 FLUSH_SECONDS = 0.5
@@ -111,6 +115,8 @@ class StateRecorder:
         self._last_flush = 0.0
         #: Each table's row as last written (read by the metrics endpoint's thread).
         self._rows: dict[str, dict[str, Any]] = {}
+        #: The storage error of the last write that failed (None: the last one worked).
+        self._unwritable: str | None = None
 
     # -- the replicator -------------------------------------------------------------------
     def started(self) -> None:
@@ -161,8 +167,7 @@ class StateRecorder:
         transaction metadata, heartbeats, ...): its row leaves the store."""
         self._live.pop(name, None)
         self._rows = {k: v for k, v in self._rows.items() if k != name}
-        with self.store.transaction() as db:
-            self.store.remove_table(db, name)
+        self._write(lambda db: self.store.remove_table(db, name))
 
     def snapshot(self) -> tuple[str, dict[str, dict[str, Any]]]:
         """The replicator's state and every table's row as last written (any thread)."""
@@ -208,8 +213,8 @@ class StateRecorder:
         if missed:
             self.event(name, "state", f"counted {len(missed)} commit(s) the store had missed")
         live.base = replace(counters)
-        with self.store.transaction() as db:
-            self.store.put_table(db, name, self._row(live, counters, time.time(), None))
+        row = self._row(live, counters, time.time(), None)
+        self._write(lambda db: self.store.put_table(db, name, row))
         return stored
 
     def committed(
@@ -254,9 +259,37 @@ class StateRecorder:
         if force or self._answers or now - self._last_flush >= FLUSH_SECONDS:
             self._flush(statuses, now)
 
+    def _write(self, write: Callable[[sqlite3.Connection], None]) -> bool:
+        """Run ``write`` in one store transaction; False if the storage refused it.
+
+        The store is for people (``status``, the dashboard, metrics), not for recovery
+        (the commits carry the checkpoints), so a store that cannot be written (its disk
+        full or read-only) does not stop replication: it is said once, and what was not
+        written is written with the first write that works again. The replicator's own
+        files in the same folder fail too, and those are retried and reported."""
+        try:
+            with self.store.transaction() as db:
+                write(db)
+        except OSError as exc:
+            cause = f"{exc.strerror or exc}"
+            if self._unwritable is None:
+                log.warning(
+                    "the state store %s cannot be written (%s): `cdcctl status` and the "
+                    "dashboard show older figures until it can",
+                    self.store.path,
+                    cause,
+                )
+            self._unwritable = cause
+            return False
+        if self._unwritable is not None:
+            log.info("the state store %s is written again", self.store.path)
+            self._unwritable = None
+        return True
+
     def _flush(self, statuses: Sequence[TableStatus], now: float) -> None:
         rows = dict(self._rows)
-        with self.store.transaction() as db:
+
+        def write(db: sqlite3.Connection) -> None:
             self.store.set_replicator(db, state=self._state, error=self._error)
             for s in statuses:
                 live = self._live.get(s.table)
@@ -267,6 +300,10 @@ class StateRecorder:
                 self.store.add_event(db, table, kind, message)
             for request_id, outcome in self._answers:
                 self.store.answer(db, request_id, outcome)
+
+        if not self._write(write):
+            self._last_flush = now  # tried again at the next flush, events kept
+            return
         self._events.clear()
         self._answers.clear()
         self._last_flush = now

@@ -14,12 +14,13 @@ it holds the work folder's writer lock (no replicator runs).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,43 @@ def store_path(work_dir: Path) -> Path:
     return work_dir / STORE_NAME
 
 
+#: SQLite result codes (primary, the low byte) that say the storage failed.
+_SQLITE_STORAGE = {
+    8: errno.EROFS,  # SQLITE_READONLY
+    10: errno.EIO,  # SQLITE_IOERR (a full tmpfs fails the WAL index with it)
+    13: errno.ENOSPC,  # SQLITE_FULL
+    14: errno.EIO,  # SQLITE_CANTOPEN
+}
+
+
+def storage_error(exc: sqlite3.Error, path: Path) -> OSError | None:
+    """The storage failure behind an SQLite error on the store at ``path``, as the
+    ``OSError`` the replicator's retries and messages understand (None: not storage).
+
+    SQLite reports a full disk as SQLITE_FULL only when a write says so; a full tmpfs
+    often fails the shared-memory index as a plain I/O error instead. So the folder's
+    file system is looked at: no room left is ENOSPC, mounted read-only is EROFS."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    number = _SQLITE_STORAGE.get((code or 0) & 0xFF)
+    if number is None:
+        return None
+    try:
+        fs = os.statvfs(path.parent)
+    except OSError:
+        fs = None
+    if fs is not None and fs.f_flag & os.ST_RDONLY:
+        number = errno.EROFS
+    elif fs is not None and fs.f_bavail * fs.f_frsize < 1 << 20:
+        number = errno.ENOSPC
+    return OSError(number, f"{os.strerror(number)} (SQLite: {exc})", str(path))
+
+
 class StateStore:
-    """One connection to a work folder's state store."""
+    """One connection to a work folder's state store.
+
+    A failure of the storage under it (full, read-only) is raised as an ``OSError``
+    (:func:`storage_error`) when the store is opened and by :meth:`transaction`.
+    """
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
         """Open (and with ``create``, create, 0600) the store at ``path``.
@@ -155,19 +191,33 @@ class StateStore:
                 raise FileNotFoundError(path)
             private_dir(path.parent)
             private_file(path)
-        self._db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        if create:
-            self._db.executescript(_SCHEMA)
-            self._migrate_requests()
-            self._migrate_counters()
-            for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode
-                side = path.with_name(path.name + suffix)
-                if side.exists():
-                    os.chmod(side, 0o600)
+        with self._storage():
+            self._db = sqlite3.connect(
+                path, timeout=10, isolation_level=None, check_same_thread=False
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            if create:
+                self._db.executescript(_SCHEMA)
+                self._migrate_requests()
+                self._migrate_counters()
+                for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode
+                    side = path.with_name(path.name + suffix)
+                    if side.exists():
+                        os.chmod(side, 0o600)
+
+    @contextmanager
+    def _storage(self) -> Iterator[None]:
+        """SQLite errors that are storage failures, raised as ``OSError``."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            cause = storage_error(exc, self.path)
+            if cause is None:
+                raise
+            raise cause from exc
 
     def _migrate_requests(self) -> None:
         """A store made before a request kind existed refuses it (SQLite cannot alter a
@@ -197,13 +247,16 @@ class StateStore:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``: writers queue, readers go on)."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._storage():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # (a COMMIT that failed leaves it open)
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                raise
 
     # -- the replicator's rows -------------------------------------------------------
     def set_replicator(self, db: sqlite3.Connection, **values: Any) -> None:

@@ -68,7 +68,8 @@ def test_storage_errors_say_what_to_do_also_from_inside_a_spark_task() -> None:
     full = OSError(errno.ENOSPC, "No space left on device", "/lake/t/x.parquet")
     assert storage_cause(full) == (
         "storage error on /lake/t/x.parquet: No space left on device; the file system is "
-        "full: free space on it (or move target.path); each table resumes from its last "
+        "full: free space on it (or move target.path or replicator.work_dir, whichever it "
+        "holds, to a larger one); each table resumes from its last "
         "commit, nothing is lost"
     )
     read_only = OSError(errno.EROFS, "Read-only file system", "/lake/t/.hoodie/1.commit")

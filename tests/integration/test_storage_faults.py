@@ -71,18 +71,28 @@ def _read_write(target: Path) -> None:
     assert out.returncode == 0, out.stderr
 
 
-@pytest.fixture
-def small_target(tmp_path: Path) -> Iterator[Path]:
-    """A size-limited tmpfs mounted at ``tmp_path/lake``, unmounted afterwards."""
-    target = tmp_path / "lake"
-    target.mkdir()
-    _mount("-t", "tmpfs", "-o", f"size={MOUNT_SIZE},mode=0755", "tmpfs", str(target))
+def _small_tmpfs(folder: Path) -> Iterator[Path]:
+    """A size-limited tmpfs mounted at ``folder``, unmounted afterwards."""
+    folder.mkdir()
+    _mount("-t", "tmpfs", "-o", f"size={MOUNT_SIZE},mode=0755", "tmpfs", str(folder))
     try:
-        yield target
+        yield folder
     finally:
         for _ in range(3):  # a read-only view left on top, then the tmpfs itself
-            if subprocess.run(["umount", "-l", str(target)], capture_output=True).returncode:
+            if subprocess.run(["umount", "-l", str(folder)], capture_output=True).returncode:
                 break
+
+
+@pytest.fixture
+def small_target(tmp_path: Path) -> Iterator[Path]:
+    """A size-limited tmpfs as the target (``tmp_path/lake``)."""
+    yield from _small_tmpfs(tmp_path / "lake")
+
+
+@pytest.fixture
+def small_work(tmp_path: Path) -> Iterator[Path]:
+    """A size-limited tmpfs as the work folder (``tmp_path/work``, as write_config says)."""
+    yield from _small_tmpfs(tmp_path / "work")
 
 
 def _free_bytes(path: Path) -> int:
@@ -170,6 +180,90 @@ def test_a_full_disk_stops_with_what_to_do_and_loses_nothing(
     assert run.returncode == 0, run.stderr
     assert_replicas_match(target, fold(first + second))
     _check_exact(target, first + second, topics)
+
+
+def _fill(folder: Path, leave: int) -> Path:
+    """A ballast file that leaves ``folder``'s file system about ``leave`` bytes."""
+    ballast = folder / "ballast"
+    with ballast.open("wb") as f:
+        chunk = b"\0" * 65536
+        while _free_bytes(folder) > leave + len(chunk):
+            f.write(chunk)
+            f.flush()
+    return ballast
+
+
+def test_a_full_work_folder_stops_with_what_to_do_and_loses_nothing(
+    broker, topic_prefix: str, tmp_path: Path, small_work: Path
+) -> None:
+    """The work folder (state store, staging files, logs, dead letters) on a full disk.
+
+    Full before a start: refused at once saying so and what to do, no traceback. Full
+    under a running replicator: its state store goes stale (said once), each table's
+    staging write fails, is retried, then the table is FAILED with the cause and what to
+    do; the replicas keep only whole commits. With room again, the next run catches up
+    exactly."""
+    target = tmp_path / "lake"
+    workload, first, config, topics = _setup(broker, topic_prefix, tmp_path, target, seed=47)
+    ballast = _fill(small_work, 8 * 1024)
+    second = list(workload.stream(1_500))
+    produce_messages(broker.bootstrap_servers, second)
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode == 3, run.stderr
+    assert "Traceback" not in run.stderr
+    assert re.search(
+        rf"error: cannot start: storage error on {re.escape(str(small_work))}/state.db: No "
+        r"space left on device .*; the file system is full: free space on it",
+        run.stderr,
+    ), run.stderr
+    _check_exact(target, first, topics)  # nothing ran
+    ballast.unlink()
+
+    # Full under a running replicator.
+    before = {t: _completed(target / table_name_for_topic(t)) for t in topics}
+    log_path = tmp_path / "replicator.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    names = [table_name_for_topic(t) for t in topics]
+    try:
+        deadline = time.monotonic() + 300
+        while any(_completed(target / table_name_for_topic(t)) == before[t] for t in topics):
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "the second round was never committed"
+            time.sleep(0.5)
+        time.sleep(3)  # the batch in flight lands
+        ballast = _fill(small_work, 4 * 1024)
+        third = list(workload.stream(1_500))
+        produce_messages(broker.bootstrap_servers, third)
+        deadline = time.monotonic() + 300
+        while not all(f"{n}: FAILED:" in log_path.read_text() for n in names):
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    text = log_path.read_text()
+    assert "Traceback" not in text
+    assert "Logging error" not in text  # the log file shares the full disk
+    assert re.search(r"the state store .*state.db cannot be written \(No space left", text), text
+    for name in names:
+        assert re.search(
+            rf"{name}: FAILED: {name}: storage error.*No space left on device; the file "
+            r"system is full: free space on it \(or move target.path or replicator.work_dir",
+            text,
+        ), text
+    _check_exact(target, first + second + third, topics)
+
+    ballast.unlink()
+    run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert_replicas_match(target, fold(first + second + third))
+    _check_exact(target, first + second + third, topics)
 
 
 def test_a_read_only_target_is_refused_or_fails_its_tables_and_catches_up_after(
