@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+AVRO = HERE.parent / "debezium-avro"
 EPOCH = dt.datetime(1970, 1, 1)
 EPOCH_DATE = dt.date(1970, 1, 1)
 D = decimal.Decimal
@@ -716,9 +717,9 @@ class Stream:
         return {"id": "int32", **{c.name: c.arrow for c in self.cols}}
 
 
-def matrix(stream: Stream) -> tuple[list[list[dict]], dict]:
+def matrix(stream: Stream, *, avro: bool = False) -> tuple[list[list[dict]], dict]:
     parts, rows = _matrix(stream)
-    if stream.numeric:
+    if stream.numeric and not avro:  # the AvroConverter has no decimal.format
         parts = [[as_numeric_decimals(m) if m["value"] else m for m in p] for p in parts]
     return parts, rows
 
@@ -743,12 +744,15 @@ def table_name(topic: str) -> str:
     return f"{ns}_{table}"
 
 
-def typed_case(about: str, *streams: Stream, misfits: list[dict] | None = None) -> dict:
-    """One table per stream, batches interleaved; ``misfits`` are bad messages."""
+def typed_case(
+    about: str, *streams: Stream, misfits: list[dict] | None = None, avro: bool = False
+) -> dict:
+    """One table per stream, batches interleaved; ``misfits`` are bad messages. With
+    ``avro`` the messages are made for :func:`avro_case` (no ``decimal.format=NUMERIC``)."""
     case: dict[str, Any] = {"about": about, "config": {"tables": {}}, "expect": {}}
     batches: list[list[dict]] = [[], []]
     for stream in streams:
-        parts, rows = matrix(stream)
+        parts, rows = matrix(stream, avro=avro)
         name = table_name(stream.topic)
         case["config"]["tables"][name] = {"columns": stream.hints()}
         case["expect"][name] = {"rows": rows, "types": stream.types()}
@@ -1018,39 +1022,72 @@ def schemaless_case() -> dict:
     }
 
 
-def mysql_case() -> dict:
+MYSQL_ABOUT = (
+    "MySQL connector ({}): every logical type, zero dates, unsigned bigint, under each "
+    "decimal, time and binary mode; a TIME of -01:00 is a bad message"
+)
+
+
+def mysql_case(*, avro: bool = False) -> dict:
     stream = Stream("mysrv.shop.kinds", "mysql", mysql_columns(), schemas=True)
     # MySQL allows TIME values outside one day, which Debezium cannot represent
     # correctly and no time-of-day type holds: such a message is bad, never a null.
     return typed_case(
-        "MySQL connector (JsonConverter with schemas): every logical type, zero dates, "
-        "unsigned bigint, under each decimal, time and binary mode; a TIME of -01:00 is "
-        "a bad message",
+        MYSQL_ABOUT.format("JsonConverter with schemas"),
         stream,
         misfits=[stream.event("c", 9, stream.row(9, 0, {"tm": -3_600_000_000}))],
+        avro=avro,
+    )
+
+
+PG_ABOUT = (
+    "PostgreSQL connector ({}): every logical type under each decimal.handling.mode, "
+    "time.precision.mode and binary.handling.mode, with the column type hints that turn "
+    "Debezium's text into real types"
+)
+
+
+def pg_case(*, avro: bool = False) -> dict:
+    return typed_case(
+        PG_ABOUT.format("JsonConverter with schemas"),
+        Stream("pgsrv.public.kinds", "postgresql", pg_columns(), schemas=True),
+        Stream(
+            "pgsrv.public.numeric_format",
+            "postgresql",
+            numeric_columns(),
+            schemas=True,
+            numeric=True,
+        ),
+        avro=avro,
     )
 
 
 def main() -> None:
+    from tests.avro_support import avro_case
+
     cases = {
-        "pg-every-type.json": typed_case(
-            "PostgreSQL connector (JsonConverter with schemas): every logical type under "
-            "each decimal.handling.mode, time.precision.mode and binary.handling.mode, "
-            "with the column type hints that turn Debezium's text into real types",
-            Stream("pgsrv.public.kinds", "postgresql", pg_columns(), schemas=True),
-            Stream(
-                "pgsrv.public.numeric_format",
-                "postgresql",
-                numeric_columns(),
-                schemas=True,
-                numeric=True,
+        HERE / "pg-every-type.json": pg_case(),
+        HERE / "mysql-every-type.json": mysql_case(),
+        HERE / "schemaless-hints.json": schemaless_case(),
+        # The same events as Confluent's AvroConverter writes them (schema registry), with
+        # the same expectations: every type decodes to the same replica type and values.
+        AVRO / "types-pg-every-type.json": avro_case(
+            pg_case(avro=True),
+            PG_ABOUT.format(
+                "AvroConverter, schema registry; the events of "
+                "types/pg-every-type.json, the numeric_format table's decimals "
+                "as Avro decimals"
             ),
         ),
-        "mysql-every-type.json": mysql_case(),
-        "schemaless-hints.json": schemaless_case(),
+        AVRO / "types-mysql-every-type.json": avro_case(
+            mysql_case(avro=True),
+            MYSQL_ABOUT.format(
+                "AvroConverter, schema registry; the events of types/mysql-every-type.json"
+            ),
+        ),
     }
-    for name, case in cases.items():
-        (HERE / name).write_text(json.dumps(case, indent=1, ensure_ascii=False) + "\n")
+    for path, case in cases.items():
+        path.write_text(json.dumps(case, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":
