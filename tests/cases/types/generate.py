@@ -98,6 +98,7 @@ def sch(typ: str, name: str | None = None, **params: str) -> dict:
     out: dict[str, Any] = {"type": typ, "optional": True}
     if name:
         out["name"] = name
+        out["version"] = 1  # Debezium's and Connect's semantic types are all version 1
     if params:
         out["parameters"] = dict(params)
     return out
@@ -108,6 +109,7 @@ def struct_schema(name: str, *fields: tuple[str, dict]) -> dict:
         "type": "struct",
         "optional": True,
         "name": name,
+        "version": 1,
         "fields": [{**s, "field": f} for f, s in fields],
     }
 
@@ -155,6 +157,7 @@ def float32(x: float) -> float:
 # ---------------------------------------------------------------------------------------
 
 BIG40 = "12345678901234567890123456789012345678.12"  # 40 digits
+BIG100 = "9" * 90 + ".0123456789"  # 100 digits: beyond decimal256
 
 
 def pg_columns() -> list[Col]:
@@ -170,6 +173,12 @@ def pg_columns() -> list[Col]:
             "num_40_2",
             sch("bytes", DEC, scale="2", **{"connect.decimal.precision": "40"}),
             [(unscaled_b64(D(BIG40), 2), BIG40), dec("0.5", 2)[:1] + ("0.50",)],
+            "string",
+        ),
+        Col(
+            "num_100_10",
+            sch("bytes", DEC, scale="10", **{"connect.decimal.precision": "100"}),
+            [(unscaled_b64(D(BIG100), 10), BIG100), (unscaled_b64(D("-1"), 10), "-1.0000000000")],
             "string",
         ),
         Col(
@@ -437,6 +446,49 @@ def pg_columns() -> list[Col]:
             ],
             "struct<x: double, y: double, wkb: binary, srid: int32>",
         ),
+        # integers: smallint (int16), integer, bigint
+        Col("small", sch("int16"), same(-32768, 32767), "int32"),
+        Col("int4", sch("int32"), same(-(2**31), 2**31 - 1), "int32"),
+        Col("int8", sch("int64"), same(-(2**63), 2**63 - 1), "int64"),
+        Col("real4", sch("float"), [(0.5, 0.5), (-1.25, -1.25)], "float"),
+        Col("tsv", sch("string", "io.debezium.data.Tsvector"), same("'a':1 'b':2", ""), "string"),
+        # hstore.handling.mode=map: a map with string keys
+        Col(
+            "hstore_map",
+            {
+                "type": "map",
+                "optional": True,
+                "keys": {"type": "string", "optional": False},
+                "values": {"type": "string", "optional": True},
+            },
+            [({"k": "v", "n": None}, [("k", "v"), ("n", None)]), ({}, [])],
+            "map<string, string>",
+        ),
+        # pgvector: vector / halfvec as arrays (DoubleVector, FloatVector)
+        Col(
+            "vec",
+            {
+                "type": "array",
+                "optional": True,
+                "name": "io.debezium.data.DoubleVector",
+                "version": 1,
+                "items": {"type": "double", "optional": False},
+            },
+            same([1.5, -2.0, 0.1], []),
+            "list<item: double>",
+        ),  # fmt: skip
+        Col(
+            "halfvec",
+            {
+                "type": "array",
+                "optional": True,
+                "name": "io.debezium.data.FloatVector",
+                "version": 1,
+                "items": {"type": "float", "optional": False},
+            },
+            same([0.5, -0.25], [0.0]),
+            "list<item: float>",
+        ),  # fmt: skip
         # arrays
         Col(
             "ints",
@@ -483,6 +535,11 @@ def mysql_columns() -> list[Col]:
             "decimal128(20, 0)",
         ),
         Col("tiny1", sch("int8"), same(1, 0), "int32"),
+        Col("tiny_min", sch("int8"), same(-128, 127), "int32"),
+        Col("small", sch("int16"), same(-32768, 32767), "int32"),  # SMALLINT
+        Col("med", sch("int32"), same(-8388608, 8388607), "int32"),  # MEDIUMINT
+        Col("int_u", sch("int64"), same(4294967295, 0), "int64"),  # INT UNSIGNED
+        Col("big_long", sch("int64"), same(-1, 2**63 - 1), "int64"),  # BIGINT UNSIGNED, long
         Col("tiny1_bool", sch("int8"), [(1, True), (0, False)], "bool", hint="boolean"),
         Col("small_u", sch("int32"), same(65535, 0), "int32"),
         Col("flt", sch("float"), [(0.1, float32(0.1)), (-2.5, -2.5)], "float"),
