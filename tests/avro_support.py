@@ -10,7 +10,6 @@ against a registry, so the bytes are the real wire format.
 from __future__ import annotations
 
 import copy
-from decimal import Decimal
 from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -202,6 +201,10 @@ class Serializer:
 
 
 # -- JsonConverter messages re-serialized as the AvroConverter would write them ------------
+#
+# The rules are those of Confluent's AvroData.fromConnectSchema / fromConnectData (the
+# AvroConverter's defaults: connect.meta.data=true, enhanced.avro.schema.support=false),
+# checked against confluentinc/schema-registry avro-data/.../AvroData.java.
 
 _CONNECT_PRIMITIVE = {
     "int8": "int",
@@ -217,18 +220,41 @@ _CONNECT_PRIMITIVE = {
     "bytes": "bytes",
 }
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
+#: Connect's own logical types and the Avro logical type AvroData gives each.
+_LOGICAL = {
+    "org.apache.kafka.connect.data.Date": "date",
+    "org.apache.kafka.connect.data.Time": "time-millis",
+    "org.apache.kafka.connect.data.Timestamp": "timestamp-millis",
+}
+#: AvroData's precision for a Decimal without ``connect.decimal.precision``.
+DECIMAL_PRECISION_DEFAULT = 64
 
 
 def connect_to_avro(schema: dict, defined: set[str] | None = None) -> Any:
-    """The Avro schema Confluent's AvroData makes of a Connect schema (JsonConverter form):
-    structs become records named after the Connect name (a second use refers to it by
-    name), optional fields ``["null", T]`` with default null, int8/int16 ``int`` with
-    ``connect.type``, Decimal ``bytes`` with ``logicalType`` decimal, semantic names in
-    ``connect.name`` and parameters in ``connect.parameters``."""
+    """The Avro schema Confluent's AvroData makes of a Connect schema (JsonConverter form).
+
+    Structs become records named after the Connect name (a second use refers to it by
+    name); an optional schema becomes the union ``["null", T]`` (``[T, "null"]`` when it
+    has a default); int8/int16 are ``int`` with ``connect.type``; a Decimal is ``bytes``
+    with ``logicalType`` decimal, ``scale`` and ``precision`` (``connect.decimal.precision``,
+    else 64); Connect Date/Time/Timestamp get ``logicalType`` date/time-millis/
+    timestamp-millis; the name, version, doc, parameters and default of every schema go
+    into ``connect.name``, ``connect.version``, ``connect.doc``, ``connect.parameters``
+    and ``connect.default``. Debezium's own semantic types (MicroTimestamp, Json, ...) keep
+    their primitive Avro type, annotated only.
+    """
     defined = set() if defined is None else defined
+    base = _avro_base(schema, defined)
+    if not schema.get("optional"):
+        return base
+    return [base, "null"] if schema.get("default") is not None else ["null", base]
+
+
+def _avro_base(schema: dict, defined: set[str]) -> Any:
     t = schema["type"]
     name = schema.get("name")
-    params = schema.get("parameters")
+    params = schema.get("parameters") or {}
+    out: dict[str, Any]
     if t == "struct":
         full = name or f"io.confluent.connect.avro.ConnectDefault{len(defined) + 1}"
         if full in defined:
@@ -237,41 +263,54 @@ def connect_to_avro(schema: dict, defined: set[str] | None = None) -> Any:
         ns, _, short = full.rpartition(".")
         fields = []
         for f in schema["fields"]:
-            sub = connect_to_avro(f, defined)
-            if f.get("optional"):
-                fields.append({"name": f["field"], "type": ["null", sub], "default": None})
-            else:
-                fields.append({"name": f["field"], "type": sub})
-        out: dict[str, Any] = {"type": "record", "name": short, "fields": fields}
+            field = {"name": f["field"], "type": connect_to_avro(f, defined)}
+            if f.get("default") is not None:
+                field["default"] = f["default"]
+            elif f.get("optional"):
+                field["default"] = None
+            fields.append(field)
+        out = {"type": "record", "name": short, "fields": fields}
         if ns:
             out["namespace"] = ns
-        if name:
-            out["connect.name"] = name
-        return out
-    if t == "array":
-        return {"type": "array", "items": connect_to_avro(schema["items"], defined)}
-    if t == "map":
-        return {"type": "map", "values": connect_to_avro(schema["values"], defined)}
-    out = {"type": _CONNECT_PRIMITIVE[t]}
-    if t in ("int8", "int16"):
-        out["connect.type"] = t
-    if name == _DECIMAL:
-        p = params or {}
-        out.update(
-            scale=int(p.get("scale", "0")),
-            precision=int(p.get("connect.decimal.precision", "64")),
-            logicalType="decimal",
-        )
-    if name:
-        out["connect.version"] = 1
-        out["connect.name"] = name
+    elif t == "array":
+        out = {"type": "array", "items": connect_to_avro(schema["items"], defined)}
+    elif t == "map":
+        keys = schema["keys"]
+        if keys["type"] != "string" or keys.get("optional"):
+            # AvroData writes such maps as arrays of io.confluent.connect.avro.MapEntry
+            # records; Debezium's row columns never have them.
+            raise ValueError("maps with keys other than required strings are not supported")
+        out = {"type": "map", "values": connect_to_avro(schema["values"], defined)}
+    else:
+        out = {"type": _CONNECT_PRIMITIVE[t]}
+        if name == _DECIMAL:
+            precision = int(params.get("connect.decimal.precision", DECIMAL_PRECISION_DEFAULT))
+            out.update(scale=int(params.get("scale", "0")), precision=precision,
+                       logicalType="decimal")  # fmt: skip
+        elif name in _LOGICAL:
+            out["logicalType"] = _LOGICAL[name]
+    if schema.get("doc") is not None:
+        out["connect.doc"] = schema["doc"]
+    if schema.get("version") is not None:
+        out["connect.version"] = schema["version"]
     if params:
         out["connect.parameters"] = dict(params)
+    if schema.get("default") is not None:
+        out["connect.default"] = schema["default"]
+    if name:
+        out["connect.name"] = name
+    if t in ("int8", "int16"):
+        out["connect.type"] = t
     return out if len(out) > 1 else out["type"]
 
 
 def payload_to_avro(value: Any, schema: dict) -> Any:
-    """A JsonConverter payload value as the Python datum AvroSerializer takes."""
+    """A JsonConverter payload value as the Python datum AvroSerializer takes.
+
+    Bytes are base64 in JSON and raw in Avro. A Decimal's datum is its unscaled
+    two's-complement bytes as they are (what AvroData writes: ``Decimal.fromLogical``),
+    never a Python ``Decimal``, whose default 28-digit context would round wide values.
+    """
     import base64
 
     if value is None:
@@ -284,11 +323,7 @@ def payload_to_avro(value: Any, schema: dict) -> Any:
     if t == "map":
         return {k: payload_to_avro(v, schema["values"]) for k, v in value.items()}
     if t == "bytes":
-        raw = base64.b64decode(value)
-        if schema.get("name") == _DECIMAL:
-            scale = int((schema.get("parameters") or {}).get("scale", "0"))
-            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
-        return raw
+        return base64.b64decode(value)
     return value
 
 
@@ -385,3 +420,42 @@ class JsonToAvro:
         self, topic: str, key: bytes | None, value: bytes | None
     ) -> tuple[str, bytes | None, bytes | None]:
         return (topic, self._one(topic, key, "key"), self._one(topic, value, "value"))
+
+
+def avro_case(case: dict, about: str) -> dict:
+    """A case of tests/cases/ (JsonConverter messages with schemas) with every key and
+    value re-serialized by :class:`JsonToAvro` through a registry started for it: the
+    same events as the AvroConverter writes them, ``source.format = "debezium-avro"``,
+    the registry's schemas by id under ``"registry"``; expectations unchanged."""
+    import base64
+    import json
+
+    from engine.playground.registry import SchemaRegistry
+
+    def part(msg: dict, name: str, raw: bytes | None) -> None:
+        if raw is None:
+            msg[name] = None
+        else:
+            msg[f"{name}_b64"] = base64.b64encode(raw).decode()
+
+    batches = []
+    with SchemaRegistry() as reg:
+        convert = JsonToAvro(reg.url)
+        for batch in case["batches"]:
+            out = []
+            for m in batch:
+                if "key_text" in m or "value_text" in m or "key_b64" in m or "value_b64" in m:
+                    raise ValueError("avro_case takes messages given as JSON objects only")
+                key = None if m.get("key") is None else json.dumps(m["key"]).encode()
+                value = None if m.get("value") is None else json.dumps(m["value"]).encode()
+                _, k, v = convert.message(m["topic"], key, value)
+                msg = {k2: v2 for k2, v2 in m.items() if k2 not in ("key", "value")}
+                part(msg, "key", k)
+                part(msg, "value", v)
+                out.append(msg)
+            batches.append(out)
+        registry = {str(i): json.loads(s["schema"]) for i, s in sorted(reg.store.schemas.items())}
+    config = json.loads(json.dumps(case.get("config", {})))
+    config.setdefault("source", {})["format"] = "debezium-avro"
+    out_case = {"about": about, "registry": registry, "config": config, "batches": batches}
+    return {**case, **out_case}

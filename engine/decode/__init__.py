@@ -54,7 +54,7 @@ def _typed_debezium_json(cfg: Config) -> Decoder:
         from engine.decode.catalog import SourceCatalog
 
         catalog = SourceCatalog(cfg)
-    hints: dict[str, dict[str, ColumnType]] = {}
+    hints_of = _column_types(cfg)
 
     def decode(
         topic: str,
@@ -63,17 +63,28 @@ def _typed_debezium_json(cfg: Config) -> Decoder:
         partitions: Sequence[int],
         offsets: Sequence[int],
     ) -> DecodeResult:
-        name = cfg.table_name(topic)
-        if name not in hints:
-            columns = cfg.table_config(name).columns
-            hints[name] = {c: parse_column_type(t) for c, t in columns.items()}
-        if not hints[name] and catalog is None:
+        hints = hints_of(topic)
+        if not hints and catalog is None:
             return decode_debezium_json(topic, keys, values, partitions, offsets)
         return decode_debezium_json(
-            topic, keys, values, partitions, offsets, column_types=hints[name], catalog=catalog
+            topic, keys, values, partitions, offsets, column_types=hints, catalog=catalog
         )
 
     return decode
+
+
+def _column_types(cfg: Config) -> Callable[[str], dict[str, ColumnType]]:
+    """A topic's ``[tables.<name>.columns]`` hints, parsed once per table."""
+    parsed: dict[str, dict[str, ColumnType]] = {}
+
+    def of(topic: str) -> dict[str, ColumnType]:
+        name = cfg.table_name(topic)
+        if name not in parsed:
+            columns = cfg.table_config(name).columns
+            parsed[name] = {c: parse_column_type(t) for c, t in columns.items()}
+        return parsed[name]
+
+    return of
 
 
 def _cdc_json(cfg: Config) -> Decoder:
@@ -98,7 +109,7 @@ def _debezium_avro(cfg: Config) -> Decoder:
     from engine.decode.debezium_avro import AvroDecoder, SchemaCache
     from engine.decode.debezium_avro.registry import settings_from_config
 
-    return AvroDecoder(SchemaCache(settings_from_config(cfg)))
+    return AvroDecoder(SchemaCache(settings_from_config(cfg)), column_types=_column_types(cfg))
 
 
 #: Decoder factories by ``source.format``.

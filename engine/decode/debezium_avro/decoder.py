@@ -18,9 +18,9 @@ cannot be reached raises :class:`engine.errors.SourceError` (transient: retried)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,12 +41,19 @@ from engine.decode.debezium_json.common import (
 )
 from engine.decode.debezium_json.connect import SchemaError, TypePlan
 from engine.decode.debezium_json.decoder import _assemble, _normalize_hint
-from engine.decode.debezium_json.envelope import _classify_value_schema, tombstone_rows
+from engine.decode.debezium_json.envelope import (
+    _classify_value_schema,
+    apply_hints,
+    tombstone_rows,
+)
 from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import source_columns
 from engine.decode.result import DecodeResult, bad_message
 from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
+
+if TYPE_CHECKING:
+    from engine.column_types import ColumnType
 
 __all__ = ["AvroDecoder"]
 
@@ -117,11 +124,22 @@ def _group(
 
 
 class AvroDecoder:
-    """The ``debezium-avro`` decoder: ``(topic, keys, values, partitions, offsets)``."""
+    """The ``debezium-avro`` decoder: ``(topic, keys, values, partitions, offsets)``.
 
-    def __init__(self, schemas: SchemaCache, connector_hint: str | None = None) -> None:
+    ``column_types`` gives a topic's column type hints (``[tables.<name>.columns]``):
+    they convert what the writer schema decoded, exactly as for a JSON message with a
+    Connect schema (:func:`engine.decode.debezium_json.envelope.apply_hints`).
+    """
+
+    def __init__(
+        self,
+        schemas: SchemaCache,
+        connector_hint: str | None = None,
+        column_types: Callable[[str], Mapping[str, ColumnType]] | None = None,
+    ) -> None:
         self.schemas = schemas
         self.hint = _normalize_hint(connector_hint)
+        self.column_types = column_types
         self._plans: dict[tuple[str, int], _Plan] = {}
         self._doc_readers: dict[int, BodyReader] = {}
 
@@ -205,6 +223,8 @@ class AvroDecoder:
         if n == 0:
             return DecodeResult(None, [], [], 0)
         ctx = Ctx(topic, self.hint)
+        if self.column_types is not None:
+            ctx.column_types = dict(self.column_types(topic))
         groups = _group(values, "value", ctx.bad, ctx.tombstones)
         for schema_id, (indices, bodies) in groups.items():
             self._values(schema_id, indices, bodies, ctx)
@@ -291,6 +311,7 @@ class AvroDecoder:
                 rows[name] = res.array
                 if res.bad is not None:
                     checks.append((res.bad, f"undecodable field: {res.reason}"))
+        apply_hints(rows, ctx.column_types, ctx, checks, schemaless=False)
         after_valid = after.is_valid() if after is not None else pa.array([False] * n)
         needs_after = pc.fill_null(pc.is_in(op, value_set=_NEEDS_AFTER), False)
         checks.append((pc.and_(needs_after, pc.invert(after_valid)), "row event without after"))

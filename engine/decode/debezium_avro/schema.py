@@ -133,9 +133,7 @@ def _connect(avro: Any, names: _Names, namespace: str | None, path: str) -> dict
             out["type"] = avro["connect.type"]
         if logical == "decimal" or name == DECIMAL:
             name = DECIMAL
-            params.setdefault("scale", str(avro.get("scale", 0)))
-            if "precision" in avro:
-                params.setdefault("connect.decimal.precision", str(avro["precision"]))
+            params = _decimal_params(avro, params)
         elif name is None and logical in _LOGICAL_CONNECT:
             name = _LOGICAL_CONNECT[logical]
     else:
@@ -147,25 +145,43 @@ def _connect(avro: Any, names: _Names, namespace: str | None, path: str) -> dict
     return out
 
 
+def _decimal_params(avro: dict, params: dict) -> dict:
+    """The Connect Decimal parameters of an Avro decimal.
+
+    AvroData writes every Connect Decimal with ``connect.parameters`` (the scale is one)
+    holding ``connect.decimal.precision`` only when the Decimal declares one, and with an
+    Avro ``precision`` of 64 when it does not (PostgreSQL ``money``): then the Connect
+    parameters are the whole truth, as for the JSON path, and a 64 is not a precision.
+    Without ``connect.parameters`` (another writer, or ``connect.meta.data=false``) the
+    Avro ``scale`` and ``precision`` are all there is.
+    """
+    out = dict(params)
+    out.setdefault("scale", str(avro.get("scale", 0)))
+    if "precision" in avro and "connect.parameters" not in avro:
+        out["connect.decimal.precision"] = str(avro["precision"])
+    return out
+
+
 def _connect_named(
     avro: dict, names: _Names, namespace: str | None, path: str, *, define: bool
 ) -> dict:
     ns = names.define(avro, namespace) if define else namespace
     t = avro["type"]
-    name = avro.get("connect.name") or _full_name(avro, namespace)
-    out: dict[str, Any] = {"optional": False, "name": name}
+    name = avro.get("connect.name")
+    if name is None and t != "fixed":  # AvroData names records and enums, not fixed
+        name = _full_name(avro, namespace)
+    out: dict[str, Any] = {"optional": False}
+    if name:
+        out["name"] = name
     if avro.get("connect.parameters"):
         out["parameters"] = dict(avro["connect.parameters"])
     if t == "enum":
         out["type"] = "string"  # Connect has no enum: the AvroConverter maps it to string
     elif t == "fixed":
         out["type"] = "bytes"
-        if avro.get("logicalType") == "decimal" or avro.get("connect.name") == DECIMAL:
+        if avro.get("logicalType") == "decimal" or name == DECIMAL:
             out["name"] = DECIMAL
-            params = out.setdefault("parameters", {})
-            params.setdefault("scale", str(avro.get("scale", 0)))
-            if "precision" in avro:
-                params.setdefault("connect.decimal.precision", str(avro["precision"]))
+            out["parameters"] = _decimal_params(avro, out.get("parameters", {}))
     else:
         fields = []
         for f in avro.get("fields") or []:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +42,9 @@ from engine.decode.debezium_json.reader import (
 from engine.decode.debezium_json.split import Group, Split
 from engine.decode.positions import source_columns
 from engine.model import GTID, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS, TX_ID
+
+if TYPE_CHECKING:
+    from engine.column_types import ColumnType
 
 _ROW_OPS = pa.array(["c", "u", "d", "r", "t"], pa.string())
 _NEEDS_AFTER = pa.array(["c", "u", "r"], pa.string())
@@ -495,6 +498,19 @@ def _apply_types(
             for v in valid[1:]:
                 mask = pc.or_(mask, v)
             checks.append((mask, problem))
+    apply_hints(rows, types, ctx, checks, schemaless=schemaless)
+
+
+def apply_hints(
+    rows: dict[str, pa.Array],
+    types: dict[str, ColumnType],
+    ctx: Ctx,
+    checks: list[tuple[pa.Array, str]],
+    *,
+    schemaless: bool,
+) -> None:
+    """Convert the row columns named in ``types`` to their types (JSON and Avro paths);
+    values that do not fit are added to ``checks`` (their messages go bad)."""
     for name, ct in types.items():
         if name not in rows:
             continue

@@ -9,6 +9,7 @@ The Avro bytes are made by confluent-kafka's own AvroSerializer against the test
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import sys
 from decimal import Decimal
@@ -24,11 +25,13 @@ from tests.avro_support import (  # noqa: E402
     VARIABLE_SCALE_DECIMAL,
     ZONED_TIMESTAMP,
     Serializer,
+    avro_case,
     decimal_type,
     envelope_schema,
     event,
     key_schema,
 )
+from tests.samples import debezium_samples  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TOPIC = "srv.public.orders"
@@ -61,6 +64,21 @@ def types_case(reg: SchemaRegistry) -> dict:
         ("ratio", VARIABLE_SCALE_DECIMAL, True),
         ("tags", {"type": "array", "items": "string"}, True),
         ("note", "string", True),
+        # Avro named types Connect maps to string / Decimal (AvroConverter with
+        # enhanced.avro.schema.support, or a producer that is not Kafka Connect).
+        ("size", {"type": "enum", "name": "Size", "symbols": ["S", "M", "L"]}, True),
+        (
+            "fee",
+            {
+                "type": "fixed",
+                "name": "Fee",
+                "size": 6,
+                "logicalType": "decimal",
+                "precision": 12,
+                "scale": 2,
+            },
+            True,
+        ),  # fmt: skip
     ]
     ser = Serializer(
         reg.url, TOPIC, key_schema(TOPIC, [("id", "int")]), envelope_schema(TOPIC, cols)
@@ -76,6 +94,8 @@ def types_case(reg: SchemaRegistry) -> dict:
             "ratio": {"scale": 4, "value": (12345 * i).to_bytes(4, "big", signed=True)},
             "tags": ["a", note],
             "note": note,
+            "size": "SML"[i % 3],
+            "fee": (-150 * i).to_bytes(6, "big", signed=True),
         }
 
     b1 = [
@@ -94,12 +114,12 @@ def types_case(reg: SchemaRegistry) -> dict:
     expect_row = {
         "id": 1, "amount": "1234.56", "placed_at": "2024-03-04T05:06:07.654322",
         "ship_day": "2024-03-05", "seen_at": "2024-03-04T05:06:07.654321+00:00",
-        "ratio": "1.2345", "tags": ["a", "new"], "note": "new",
+        "ratio": "1.2345", "tags": ["a", "new"], "note": "new", "size": "M", "fee": "-1.50",
     }  # fmt: skip
     return {
         "about": "Debezium PostgreSQL Avro (Confluent wire format, schema registry): decimal, "
-        "MicroTimestamp, Date, ZonedTimestamp, VariableScaleDecimal, arrays; insert, update, "
-        "delete and tombstones; types equal the JSON path's",
+        "MicroTimestamp, Date, ZonedTimestamp, VariableScaleDecimal, arrays, an Avro enum and "
+        "a fixed decimal; insert, update, delete and tombstones; types equal the JSON path's",
         "registry": registry_of(reg),
         "config": {"source": {"format": "debezium-avro"}},
         "batches": [b1, b2],
@@ -121,6 +141,8 @@ def types_case(reg: SchemaRegistry) -> dict:
                     "seen_at": "timestamp[us, tz=UTC]",
                     "ratio": "string",
                     "tags": "list<item: string>",
+                    "size": "string",
+                    "fee": "decimal128(12, 2)",
                 },
             }
         },
@@ -171,12 +193,75 @@ def evolution_case(reg: SchemaRegistry) -> dict:
     }
 
 
+def mysql_binlog_case() -> dict:
+    """The real MySQL delete of ../shared/debezium-samples/mysql-delete.json (Debezium 2.7,
+    key and value with their Connect schemas), its ``op``, images and binlog position
+    changed per event, as the AvroConverter writes it."""
+    sample = json.loads((debezium_samples() / "mysql-delete.json").read_text())
+    topic = sample["topic"]
+
+    def ev(op: str, i: int, name: str, pos: int, *, file: int = 3, row: int = 0,
+           snapshot: str = "false") -> dict:  # fmt: skip
+        value = copy.deepcopy(sample["value"])
+        image = {"id": i, "first_name": name, "last_name": "Kretchmar", "email": f"{i}@x.org"}
+        payload = value["payload"]
+        payload.update(op=op, after=None if op == "d" else image,
+                       before=image if op == "d" else None)  # fmt: skip
+        payload["source"].update(file=f"mysql-bin.{file:06d}", pos=pos, row=row,
+                                 snapshot=snapshot)  # fmt: skip
+        key = {"schema": sample["key"]["schema"], "payload": {"id": i}}
+        return {"topic": topic, "key": key, "value": value}
+
+    def tombstone(i: int) -> dict:
+        return {"topic": topic, "key": {"schema": sample["key"]["schema"],
+                                        "payload": {"id": i}}, "value": None}  # fmt: skip
+
+    case = {
+        "config": {},
+        "batches": [
+            [
+                ev("u", 1001, "file4", 100, file=4),
+                ev("u", 1001, "file3", 900_000),  # an earlier file: loses
+                ev("u", 1002, "row1", 500, row=1),
+                ev("u", 1002, "row0", 500, row=0),  # same position, earlier row: loses
+                ev("c", 1003, "created", 20),
+                ev("u", 1004, "streamed", 10),
+                ev("r", 1004, "snapshot", 99_999, file=9, snapshot="true"),  # loses
+            ],
+            [
+                ev("u", 1001, "late", 950_000),  # older than the stored file-4 row: loses
+                ev("u", 1002, "later", 2, file=5),
+                ev("d", 1003, "created", 1, file=5),
+                tombstone(1003),
+            ],
+        ],
+        "expect": {
+            "inventory_customers": {
+                "rows": {
+                    "1001": {"id": 1001, "first_name": "file4"},
+                    "1002": {"id": 1002, "first_name": "later"},
+                    "1004": {"id": 1004, "first_name": "streamed", "email": "1004@x.org"},
+                },
+                "types": {"id": "int32", "first_name": "string", "email": "string"},
+            }
+        },
+    }
+    return avro_case(
+        case,
+        "Debezium MySQL Avro (the real 2.7 delete sample's schemas, AvroConverter): ordering "
+        "by binlog file, position and row within and across batches (a later file beats a "
+        "larger position of an earlier file, row breaks ties, a snapshot read loses to any "
+        "streamed change), delete and tombstone",
+    )
+
+
 def main() -> None:
     for name, make in (("pg-types-create-update-delete", types_case),
                        ("pg-schema-id-change-mid-stream", evolution_case)):  # fmt: skip
         with SchemaRegistry() as reg:
             case = make(reg)
         (HERE / f"{name}.json").write_text(json.dumps(case, indent=1) + "\n")
+    (HERE / "mysql-binlog-order.json").write_text(json.dumps(mysql_binlog_case(), indent=1) + "\n")
 
 
 if __name__ == "__main__":

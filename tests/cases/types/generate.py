@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+AVRO = HERE.parent / "debezium-avro"
 EPOCH = dt.datetime(1970, 1, 1)
 EPOCH_DATE = dt.date(1970, 1, 1)
 D = decimal.Decimal
@@ -97,6 +98,7 @@ def sch(typ: str, name: str | None = None, **params: str) -> dict:
     out: dict[str, Any] = {"type": typ, "optional": True}
     if name:
         out["name"] = name
+        out["version"] = 1  # Debezium's and Connect's semantic types are all version 1
     if params:
         out["parameters"] = dict(params)
     return out
@@ -107,6 +109,7 @@ def struct_schema(name: str, *fields: tuple[str, dict]) -> dict:
         "type": "struct",
         "optional": True,
         "name": name,
+        "version": 1,
         "fields": [{**s, "field": f} for f, s in fields],
     }
 
@@ -154,6 +157,7 @@ def float32(x: float) -> float:
 # ---------------------------------------------------------------------------------------
 
 BIG40 = "12345678901234567890123456789012345678.12"  # 40 digits
+BIG100 = "9" * 90 + ".0123456789"  # 100 digits: beyond decimal256
 
 
 def pg_columns() -> list[Col]:
@@ -169,6 +173,12 @@ def pg_columns() -> list[Col]:
             "num_40_2",
             sch("bytes", DEC, scale="2", **{"connect.decimal.precision": "40"}),
             [(unscaled_b64(D(BIG40), 2), BIG40), dec("0.5", 2)[:1] + ("0.50",)],
+            "string",
+        ),
+        Col(
+            "num_100_10",
+            sch("bytes", DEC, scale="10", **{"connect.decimal.precision": "100"}),
+            [(unscaled_b64(D(BIG100), 10), BIG100), (unscaled_b64(D("-1"), 10), "-1.0000000000")],
             "string",
         ),
         Col(
@@ -436,6 +446,49 @@ def pg_columns() -> list[Col]:
             ],
             "struct<x: double, y: double, wkb: binary, srid: int32>",
         ),
+        # integers: smallint (int16), integer, bigint
+        Col("small", sch("int16"), same(-32768, 32767), "int32"),
+        Col("int4", sch("int32"), same(-(2**31), 2**31 - 1), "int32"),
+        Col("int8", sch("int64"), same(-(2**63), 2**63 - 1), "int64"),
+        Col("real4", sch("float"), [(0.5, 0.5), (-1.25, -1.25)], "float"),
+        Col("tsv", sch("string", "io.debezium.data.Tsvector"), same("'a':1 'b':2", ""), "string"),
+        # hstore.handling.mode=map: a map with string keys
+        Col(
+            "hstore_map",
+            {
+                "type": "map",
+                "optional": True,
+                "keys": {"type": "string", "optional": False},
+                "values": {"type": "string", "optional": True},
+            },
+            [({"k": "v", "n": None}, [("k", "v"), ("n", None)]), ({}, [])],
+            "map<string, string>",
+        ),
+        # pgvector: vector / halfvec as arrays (DoubleVector, FloatVector)
+        Col(
+            "vec",
+            {
+                "type": "array",
+                "optional": True,
+                "name": "io.debezium.data.DoubleVector",
+                "version": 1,
+                "items": {"type": "double", "optional": False},
+            },
+            same([1.5, -2.0, 0.1], []),
+            "list<item: double>",
+        ),  # fmt: skip
+        Col(
+            "halfvec",
+            {
+                "type": "array",
+                "optional": True,
+                "name": "io.debezium.data.FloatVector",
+                "version": 1,
+                "items": {"type": "float", "optional": False},
+            },
+            same([0.5, -0.25], [0.0]),
+            "list<item: float>",
+        ),  # fmt: skip
         # arrays
         Col(
             "ints",
@@ -482,6 +535,11 @@ def mysql_columns() -> list[Col]:
             "decimal128(20, 0)",
         ),
         Col("tiny1", sch("int8"), same(1, 0), "int32"),
+        Col("tiny_min", sch("int8"), same(-128, 127), "int32"),
+        Col("small", sch("int16"), same(-32768, 32767), "int32"),  # SMALLINT
+        Col("med", sch("int32"), same(-8388608, 8388607), "int32"),  # MEDIUMINT
+        Col("int_u", sch("int64"), same(4294967295, 0), "int64"),  # INT UNSIGNED
+        Col("big_long", sch("int64"), same(-1, 2**63 - 1), "int64"),  # BIGINT UNSIGNED, long
         Col("tiny1_bool", sch("int8"), [(1, True), (0, False)], "bool", hint="boolean"),
         Col("small_u", sch("int32"), same(65535, 0), "int32"),
         Col("flt", sch("float"), [(0.1, float32(0.1)), (-2.5, -2.5)], "float"),
@@ -716,9 +774,9 @@ class Stream:
         return {"id": "int32", **{c.name: c.arrow for c in self.cols}}
 
 
-def matrix(stream: Stream) -> tuple[list[list[dict]], dict]:
+def matrix(stream: Stream, *, avro: bool = False) -> tuple[list[list[dict]], dict]:
     parts, rows = _matrix(stream)
-    if stream.numeric:
+    if stream.numeric and not avro:  # the AvroConverter has no decimal.format
         parts = [[as_numeric_decimals(m) if m["value"] else m for m in p] for p in parts]
     return parts, rows
 
@@ -743,12 +801,15 @@ def table_name(topic: str) -> str:
     return f"{ns}_{table}"
 
 
-def typed_case(about: str, *streams: Stream, misfits: list[dict] | None = None) -> dict:
-    """One table per stream, batches interleaved; ``misfits`` are bad messages."""
+def typed_case(
+    about: str, *streams: Stream, misfits: list[dict] | None = None, avro: bool = False
+) -> dict:
+    """One table per stream, batches interleaved; ``misfits`` are bad messages. With
+    ``avro`` the messages are made for :func:`avro_case` (no ``decimal.format=NUMERIC``)."""
     case: dict[str, Any] = {"about": about, "config": {"tables": {}}, "expect": {}}
     batches: list[list[dict]] = [[], []]
     for stream in streams:
-        parts, rows = matrix(stream)
+        parts, rows = matrix(stream, avro=avro)
         name = table_name(stream.topic)
         case["config"]["tables"][name] = {"columns": stream.hints()}
         case["expect"][name] = {"rows": rows, "types": stream.types()}
@@ -1018,39 +1079,72 @@ def schemaless_case() -> dict:
     }
 
 
-def mysql_case() -> dict:
+MYSQL_ABOUT = (
+    "MySQL connector ({}): every logical type, zero dates, unsigned bigint, under each "
+    "decimal, time and binary mode; a TIME of -01:00 is a bad message"
+)
+
+
+def mysql_case(*, avro: bool = False) -> dict:
     stream = Stream("mysrv.shop.kinds", "mysql", mysql_columns(), schemas=True)
     # MySQL allows TIME values outside one day, which Debezium cannot represent
     # correctly and no time-of-day type holds: such a message is bad, never a null.
     return typed_case(
-        "MySQL connector (JsonConverter with schemas): every logical type, zero dates, "
-        "unsigned bigint, under each decimal, time and binary mode; a TIME of -01:00 is "
-        "a bad message",
+        MYSQL_ABOUT.format("JsonConverter with schemas"),
         stream,
         misfits=[stream.event("c", 9, stream.row(9, 0, {"tm": -3_600_000_000}))],
+        avro=avro,
+    )
+
+
+PG_ABOUT = (
+    "PostgreSQL connector ({}): every logical type under each decimal.handling.mode, "
+    "time.precision.mode and binary.handling.mode, with the column type hints that turn "
+    "Debezium's text into real types"
+)
+
+
+def pg_case(*, avro: bool = False) -> dict:
+    return typed_case(
+        PG_ABOUT.format("JsonConverter with schemas"),
+        Stream("pgsrv.public.kinds", "postgresql", pg_columns(), schemas=True),
+        Stream(
+            "pgsrv.public.numeric_format",
+            "postgresql",
+            numeric_columns(),
+            schemas=True,
+            numeric=True,
+        ),
+        avro=avro,
     )
 
 
 def main() -> None:
+    from tests.avro_support import avro_case
+
     cases = {
-        "pg-every-type.json": typed_case(
-            "PostgreSQL connector (JsonConverter with schemas): every logical type under "
-            "each decimal.handling.mode, time.precision.mode and binary.handling.mode, "
-            "with the column type hints that turn Debezium's text into real types",
-            Stream("pgsrv.public.kinds", "postgresql", pg_columns(), schemas=True),
-            Stream(
-                "pgsrv.public.numeric_format",
-                "postgresql",
-                numeric_columns(),
-                schemas=True,
-                numeric=True,
+        HERE / "pg-every-type.json": pg_case(),
+        HERE / "mysql-every-type.json": mysql_case(),
+        HERE / "schemaless-hints.json": schemaless_case(),
+        # The same events as Confluent's AvroConverter writes them (schema registry), with
+        # the same expectations: every type decodes to the same replica type and values.
+        AVRO / "types-pg-every-type.json": avro_case(
+            pg_case(avro=True),
+            PG_ABOUT.format(
+                "AvroConverter, schema registry; the events of "
+                "types/pg-every-type.json, the numeric_format table's decimals "
+                "as Avro decimals"
             ),
         ),
-        "mysql-every-type.json": mysql_case(),
-        "schemaless-hints.json": schemaless_case(),
+        AVRO / "types-mysql-every-type.json": avro_case(
+            mysql_case(avro=True),
+            MYSQL_ABOUT.format(
+                "AvroConverter, schema registry; the events of types/mysql-every-type.json"
+            ),
+        ),
     }
-    for name, case in cases.items():
-        (HERE / name).write_text(json.dumps(case, indent=1, ensure_ascii=False) + "\n")
+    for path, case in cases.items():
+        path.write_text(json.dumps(case, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":
