@@ -250,6 +250,21 @@ def connect_to_avro(schema: dict, defined: set[str] | None = None) -> Any:
         return out
     if t == "array":
         return {"type": "array", "items": connect_to_avro(schema["items"], defined)}
+    if t == "map" and _entries(schema):
+        # AvroData: a map whose keys are not required strings is an array of MapEntry.
+        entry = "io.confluent.connect.avro.MapEntry"
+        if entry in defined:
+            return {"type": "array", "items": entry}
+        defined.add(entry)
+        fields = [
+            {"name": "key", "type": connect_to_avro(schema["keys"], defined)},
+            {"name": "value", "type": connect_to_avro(schema["values"], defined)},
+        ]
+        for f, part in zip(fields, ("keys", "values"), strict=True):
+            if schema[part].get("optional"):
+                f.update(type=["null", f["type"]], default=None)
+        record = {"type": "record", "name": "MapEntry", "namespace": "io.confluent.connect.avro"}
+        return {"type": "array", "items": {**record, "fields": fields}}
     if t == "map":
         return {"type": "map", "values": connect_to_avro(schema["values"], defined)}
     out = {"type": _CONNECT_PRIMITIVE[t]}
@@ -270,6 +285,13 @@ def connect_to_avro(schema: dict, defined: set[str] | None = None) -> Any:
     return out if len(out) > 1 else out["type"]
 
 
+def _entries(schema: dict) -> bool:
+    """Whether a Connect map is written as its entries (its keys are not required strings:
+    an Avro map has string keys only, a JSON object too)."""
+    keys = schema.get("keys") or {}
+    return keys.get("type") != "string" or bool(keys.get("optional"))
+
+
 def payload_to_avro(value: Any, schema: dict) -> Any:
     """A JsonConverter payload value as the Python datum AvroSerializer takes."""
     import base64
@@ -281,6 +303,12 @@ def payload_to_avro(value: Any, schema: dict) -> Any:
         return {f["field"]: payload_to_avro(value.get(f["field"]), f) for f in schema["fields"]}
     if t == "array":
         return [payload_to_avro(v, schema["items"]) for v in value]
+    if t == "map" and _entries(schema):  # JsonConverter: [[key, value], ...] (text keys: {})
+        pairs = value.items() if isinstance(value, dict) else value
+        keys, values = schema["keys"], schema["values"]
+        return [
+            {"key": payload_to_avro(k, keys), "value": payload_to_avro(v, values)} for k, v in pairs
+        ]
     if t == "map":
         return {k: payload_to_avro(v, schema["values"]) for k, v in value.items()}
     if t == "bytes":

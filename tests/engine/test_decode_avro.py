@@ -34,10 +34,12 @@ from tests.avro_support import (
     VARIABLE_SCALE_DECIMAL,
     ZONED_TIMESTAMP,
     Serializer,
+    connect_to_avro,
     decimal_type,
     envelope_schema,
     event,
     key_schema,
+    payload_to_avro,
 )
 
 TOPIC = "srv.public.items"
@@ -640,3 +642,62 @@ def test_control_topics_are_recognised_in_avro_too(registry: SchemaRegistry) -> 
     from_json = parse_schema_change(json.dumps(ddl["value"]).encode())
     assert from_avro.ddl == from_json.ddl and from_avro.position == from_json.position
     assert from_avro.changes == from_json.changes
+
+
+def test_a_map_with_integer_keys_is_the_same_list_of_entries_on_both_paths(
+    registry: SchemaRegistry,
+) -> None:
+    # pgvector's sparsevec: a struct holding an int16 -> float64 map. JsonConverter writes
+    # the map as [[key, value], ...], the AvroConverter as an array of MapEntry records; a
+    # Hudi (Avro) map has string keys only, so both become the list of entries.
+    sparse = {
+        "type": "struct",
+        "name": "io.debezium.data.SparseVector",
+        "fields": [
+            {"field": "dimensions", "type": "int16", "optional": False},
+            {
+                "field": "vector",
+                "type": "map",
+                "optional": False,
+                "keys": {"type": "int16", "optional": False},
+                "values": {"type": "double", "optional": False},
+            },
+        ],
+    }
+    values = [
+        {"dimensions": 3000, "vector": [[9, 309.0], [1, 301.0]]},
+        {"dimensions": 5, "vector": []},
+        None,
+    ]
+    avro_type = connect_to_avro(sparse)
+    assert avro_type["fields"][1]["type"]["items"]["name"] == "MapEntry"
+    ser = Serializer(
+        registry.url,
+        TOPIC,
+        key_schema(TOPIC, [("id", "int")]),
+        envelope_schema(TOPIC, [("id", "int", False), ("sv", avro_type, True)]),
+    )
+    json_schema = _json_envelope([("sv", None, sparse, None, None)])
+    key_json_schema = {"type": "struct", "fields": [{"field": "id", "type": "int32"}]}
+    a_keys, a_vals, j_keys, j_vals = [], [], [], []
+    for i, sv in enumerate(values):
+        a_keys.append(ser.key({"id": i}))
+        a_vals.append(
+            ser.value(event("items", "c", {"id": i, "sv": payload_to_avro(sv, sparse)}, 10 + i))
+        )
+        j_keys.append(json.dumps({"schema": key_json_schema, "payload": {"id": i}}).encode())
+        j_ev = event("items", "c", {"id": i, "sv": sv}, 10 + i)
+        j_vals.append(json.dumps({"schema": json_schema, "payload": j_ev}).encode())
+    avro = run(decoder(registry.url), a_keys, a_vals)
+    js = run(decode_debezium_json, j_keys, j_vals)
+    assert not avro.bad and not js.bad, (avro.bad, js.bad)
+    assert avro.batch is not None and js.batch is not None
+    entry = pa.struct([("key", pa.int32()), ("value", pa.float64())])
+    want = pa.struct([("dimensions", pa.int32()), ("vector", pa.list_(entry))])
+    assert js.batch.schema.field("sv").type == avro.batch.schema.field("sv").type == want
+    assert js.batch.column("sv").to_pylist() == avro.batch.column("sv").to_pylist()
+    assert js.batch.column("sv").to_pylist() == [
+        {"dimensions": 3000, "vector": [{"key": 9, "value": 309.0}, {"key": 1, "value": 301.0}]},
+        {"dimensions": 5, "vector": []},
+        None,
+    ]
