@@ -701,3 +701,49 @@ def test_a_map_with_integer_keys_is_the_same_list_of_entries_on_both_paths(
         {"dimensions": 5, "vector": []},
         None,
     ]
+
+
+@pytest.mark.parametrize("fmt", ["debezium-avro", "debezium-json"])
+def test_a_null_key_is_refused_with_the_fix_the_format_allows(
+    spark, registry: SchemaRegistry, tmp_path: Any, fmt: str
+) -> None:
+    # key_fields and keyless are JSON-only (config refuses them for Avro): the hint for
+    # an Avro topic must name what does work there.
+    from engine.replicator import Replicator
+    from tests.engine.test_properties import Msg
+
+    cols = [("id", "int", False), ("note", "string", True)]
+    ser = Serializer(registry.url, TOPIC, key_schema(TOPIC, [("id", "int")]),
+                     envelope_schema(TOPIC, cols))  # fmt: skip
+    rows = [{"id": i, "note": f"n{i}"} for i in range(2)]
+    if fmt == "debezium-avro":
+        values = [ser.value(event("items", "c", row, 10 + i)) for i, row in enumerate(rows)]
+    else:
+        values = [
+            json.dumps({"schema": _json_envelope([]), "payload": event("items", "c", row, 10 + i)})
+            .encode()
+            for i, row in enumerate(rows)
+        ]  # fmt: skip
+    source: dict[str, Any] = {"bootstrap_servers": "127.0.0.1:1", "topics": ".", "format": fmt}
+    if fmt == "debezium-avro":
+        source["schema_registry"] = {"url": registry.url}
+    cfg = config_from_dict(
+        {
+            "source": source,
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 2},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    replicator = Replicator(cfg, spark=spark)
+    replicator.apply([Msg(TOPIC, None, v, i) for i, v in enumerate(values)])
+    (failed,) = replicator.failing()
+    error = failed.error or ""
+    assert "2 row change(s) without a record key" in error, error
+    assert "add a primary key to the source table" in error
+    if fmt == "debezium-avro":
+        assert "key_fields" not in error and "keyless" not in error, error
+        assert "message.key.columns" in error, error
+    else:
+        assert "key_fields" in error and "keyless" in error, error
+    assert not (tmp_path / "lake" / "public_items").exists()
