@@ -358,6 +358,12 @@ class SourceConfig(_Section):
                 raise ValueError(f"{key!r} looks like a secret and must not be in the file")
         return value
 
+    @property
+    def typed_messages(self) -> bool:
+        """Whether messages carry their own column types and keys (Avro), so that the
+        JSON-only table keys (``key_fields``, ``keyless``) do not apply."""
+        return self.format == "debezium-avro"
+
     def secret(self, key: str) -> SecretStr | None:
         """The secret ``key`` (``sasl_password``, ``ssl_key_password``,
         ``database_password``) from its reference or its older ``*_env`` / ``*_file``
@@ -653,7 +659,7 @@ class Config(_Section):
     def _json_only_table_keys(self) -> Config:
         # Avro messages carry their own keys; these settings rewrite JSON records. (Column
         # type hints apply to Avro too: they convert what the writer schema decoded.)
-        if self.source.format != "debezium-avro":
+        if not self.source.typed_messages:
             return self
         for name, table in self.tables.items():
             used = [k for k in ("key_fields", "keyless") if getattr(table, k)]

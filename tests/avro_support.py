@@ -10,6 +10,7 @@ against a registry, so the bytes are the real wire format.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -257,9 +258,13 @@ def _avro_base(schema: dict, defined: set[str]) -> Any:
     out: dict[str, Any]
     if t == "struct":
         full = name or f"io.confluent.connect.avro.ConnectDefault{len(defined) + 1}"
+        # (the set also holds "name\0fields" of each struct defined, to compare shapes)
+        shape = f"{full}\0" + json.dumps(schema["fields"], sort_keys=True)
         if full in defined:
+            if shape not in defined:  # as Avro's schema parser refuses it
+                raise ValueError(f"Can't redefine: {full} (two structs of that name differ)")
             return full
-        defined.add(full)
+        defined.update((full, shape))
         ns, _, short = full.rpartition(".")
         fields = []
         for f in schema["fields"]:
@@ -274,12 +279,22 @@ def _avro_base(schema: dict, defined: set[str]) -> Any:
             out["namespace"] = ns
     elif t == "array":
         out = {"type": "array", "items": connect_to_avro(schema["items"], defined)}
+    elif t == "map" and _entries(schema):
+        # AvroData: a map whose keys are not required strings is an array of MapEntry.
+        entry = "io.confluent.connect.avro.MapEntry"
+        if entry in defined:
+            return {"type": "array", "items": entry}
+        defined.add(entry)
+        entry_fields = [
+            {"name": "key", "type": connect_to_avro(schema["keys"], defined)},
+            {"name": "value", "type": connect_to_avro(schema["values"], defined)},
+        ]
+        for f, part in zip(entry_fields, ("keys", "values"), strict=True):
+            if schema[part].get("optional"):
+                f.update(type=["null", f["type"]], default=None)
+        record = {"type": "record", "name": "MapEntry", "namespace": "io.confluent.connect.avro"}
+        return {"type": "array", "items": {**record, "fields": entry_fields}}
     elif t == "map":
-        keys = schema["keys"]
-        if keys["type"] != "string" or keys.get("optional"):
-            # AvroData writes such maps as arrays of io.confluent.connect.avro.MapEntry
-            # records; Debezium's row columns never have them.
-            raise ValueError("maps with keys other than required strings are not supported")
         out = {"type": "map", "values": connect_to_avro(schema["values"], defined)}
     else:
         out = {"type": _CONNECT_PRIMITIVE[t]}
@@ -304,6 +319,13 @@ def _avro_base(schema: dict, defined: set[str]) -> Any:
     return out if len(out) > 1 else out["type"]
 
 
+def _entries(schema: dict) -> bool:
+    """Whether a Connect map is written as its entries (its keys are not required strings:
+    an Avro map has string keys only, a JSON object too)."""
+    keys = schema.get("keys") or {}
+    return keys.get("type") != "string" or bool(keys.get("optional"))
+
+
 def payload_to_avro(value: Any, schema: dict) -> Any:
     """A JsonConverter payload value as the Python datum AvroSerializer takes.
 
@@ -320,10 +342,18 @@ def payload_to_avro(value: Any, schema: dict) -> Any:
         return {f["field"]: payload_to_avro(value.get(f["field"]), f) for f in schema["fields"]}
     if t == "array":
         return [payload_to_avro(v, schema["items"]) for v in value]
+    if t == "map" and _entries(schema):  # JsonConverter: [[key, value], ...] (text keys: {})
+        pairs = value.items() if isinstance(value, dict) else value
+        keys, values = schema["keys"], schema["values"]
+        return [
+            {"key": payload_to_avro(k, keys), "value": payload_to_avro(v, values)} for k, v in pairs
+        ]
     if t == "map":
         return {k: payload_to_avro(v, schema["values"]) for k, v in value.items()}
     if t == "bytes":
         return base64.b64decode(value)
+    if t in ("float", "double", "float32", "float64") and isinstance(value, str):
+        return float(value)  # Jackson's quoted "NaN" / "Infinity" / "-Infinity"
     return value
 
 
@@ -345,7 +375,7 @@ def _converter(schema: dict) -> Any:
             return out
 
         return struct
-    if t in ("bytes", "array", "map"):
+    if t in ("bytes", "array", "map", "float", "double", "float32", "float64"):
         return lambda value: payload_to_avro(value, schema)
     return None
 

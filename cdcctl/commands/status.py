@@ -95,7 +95,13 @@ def _headline(rep: dict[str, Any]) -> str:
 def print_status(status: dict[str, Any], json_out: bool) -> None:
     """Print a :func:`engine.read_status` record: JSON, a Rich table, or plain columns."""
     if json_out:
-        print_json({"replicator": status["replicator"], "tables": status["tables"]})
+        print_json(
+            {
+                "replicator": status["replicator"],
+                "tables": status["tables"],
+                "control_topics": status["control_topics"],
+            }
+        )
         return
     print(_headline(status["replicator"]))
     rows = [[_cell(key, _value(t, key)) for _, key in _COLUMNS] for t in status["tables"]]
@@ -114,6 +120,10 @@ def print_status(status: dict[str, Any], json_out: bool) -> None:
     for t in status["tables"]:
         if t["last_error"] and t["state"] in ("FAILING", "FAILED"):
             print(f"{t['table']}: {t['state']}: {t['last_error']}")
+    if status["control_topics"]:
+        print("topics that are not tables (records skipped this run):")
+        for c in status["control_topics"]:
+            print(f"  {c['topic']}: {c['kind']}, {c['skipped']:,} skipped")
     if status["events"]:
         print("recent events:")
         for e in status["events"][-RECENT_EVENTS:]:

@@ -318,7 +318,7 @@ class Replicator:
             else:
                 recorder.replicator_state("stopped")
             finally:
-                recorder.sync(self._store_statuses(), force=True)
+                self._sync(force=True)
                 if metrics is not None:
                     metrics.close()
                 recorder.close()
@@ -367,12 +367,12 @@ class Replicator:
                     self._retry(cause)
             if self.recorder is not None and self._stop:
                 self.recorder.replicator_state("stopping")
-                self.recorder.sync(self._store_statuses(), force=True)
+                self._sync(force=True)
             if self._pending is not None:  # the batch in flight is finished, never dropped
                 pending, self._pending = self._pending, None
                 self._report(self._finish(pending))
             if self.recorder is not None:  # the lag as the run ends
-                self.recorder.sync(self._store_statuses(), self._lag(), force=True)
+                self._sync(self._lag(), force=True)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
@@ -1510,7 +1510,15 @@ class Replicator:
         lag = None
         if time.monotonic() - self._last_lag >= LAG_EVERY_SECONDS:
             lag = self._lag()
-        recorder.sync(self._store_statuses(), lag)
+        self._sync(lag)
+
+    def _sync(self, lag: dict[str, int] | None = None, *, force: bool = False) -> None:
+        """Hand the state store every table's status (and ``lag``, when measured) and
+        the topics that hold no rows, with the records each had skipped."""
+        if self.recorder is not None:
+            self.recorder.sync(
+                self._store_statuses(), lag, force=force, controls=self.control_topics()
+            )
 
     def _store_name(self, rt: TableRuntime) -> str:
         """A table's name in the state store (a second topic mapping to a taken name,
@@ -1613,7 +1621,7 @@ class Replicator:
         self._stopping.discard(rt.name)
         if self.recorder is not None:
             self.recorder.reset(self._store_name(rt))
-            self.recorder.sync(self._store_statuses(), force=True)
+            self._sync(force=True)
         try:
             drop_replica(self.target, rt.name, keep_lock=self.tables.locks is not None)
             shutil.rmtree(self.staging / rt.name, ignore_errors=True)

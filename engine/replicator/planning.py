@@ -134,23 +134,33 @@ def _merge_options(
 _ROW_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE, OP_DELETE])
 
 
-def _refuse_keyless(rt: TableRuntime, batch: pa.Table) -> None:
+def _refuse_keyless(cfg: Config, rt: TableRuntime, batch: pa.Table) -> None:
     """Row events without a record key (a source table without a primary key) stop the
-    table unless ``[tables.<name>]`` says how to identify its rows."""
+    table unless ``[tables.<name>]`` says how to identify its rows (JSON formats; Avro
+    messages carry their keys, so the fix is in the source or the connector)."""
     keys = batch.column(KEY)
     if not keys.null_count:
         return
     keyless = pc.and_(pc.is_null(keys), pc.is_in(batch.column(OP), value_set=_ROW_OPS))
     if not pc.any(keyless).as_py():
         return
-    raise KeylessTableError(
-        f"table {rt.name}: {pc.sum(keyless).as_py()} row change(s) without a record key "
-        f"(null Kafka key on topic {rt.topic}: the source table has no primary key)",
-        hint=(
+    if cfg.source.typed_messages:
+        hint = (
+            "add a primary key to the source table, or have Debezium key the topic with "
+            'the connector option message.key.columns = "<schema>.<table>:<col>,..." '
+            '(with Avro, rows are identified by the message keys alone; README "Tables '
+            'without a primary key")'
+        )
+    else:
+        hint = (
             "add a primary key to the source table, or name the columns that identify a "
             f'row: [tables.{rt.name}] key_fields = ["col", ...] (or keyless = '
             '"full-row" when no columns do; README "Tables without a primary key")'
-        ),
+        )
+    raise KeylessTableError(
+        f"table {rt.name}: {pc.sum(keyless).as_py()} row change(s) without a record key "
+        f"(null Kafka key on topic {rt.topic}: the source table has no primary key)",
+        hint=hint,
     )
 
 
@@ -210,7 +220,7 @@ def plan_table(
     """
     has_rows = batch is not None and batch.num_rows > 0
     if has_rows:
-        _refuse_keyless(rt, batch)
+        _refuse_keyless(cfg, rt, batch)
     if rt.writer is None:
         if batch is None or not has_rows or not key_fields:
             return None

@@ -2,7 +2,8 @@
 
 :func:`read_status` is what ``cdcctl status`` shows: the last state the replicator
 recorded, whether it is alive (a live process holds the work folder's writer lock), and
-each table's state, counters, lag and latency. :func:`send_request` files a pause,
+each table's state, counters, lag and latency, and the topics that hold no rows.
+:func:`send_request` files a pause,
 resume or stop request and waits (bounded) for the running replicator's answer.
 """
 
@@ -64,7 +65,12 @@ def open_store(work_dir: Path) -> StateStore | None:
 
 
 def read_status(work_dir: Path) -> dict[str, Any] | None:
-    """``{"replicator": {...}, "tables": [...]}`` as last recorded; None without a store.
+    """``{"replicator": {...}, "tables": [...], "control_topics": [...], "events": [...]}``
+    as last recorded; None without a store.
+
+    ``control_topics`` are the topics the last (or running) replicator recognised as
+    holding no rows (transaction markers, heartbeats, logical decoding messages, ...):
+    each one's ``topic``, ``kind`` and the records it ``skipped`` in that run.
 
     A replicator recorded as running (or paused, stopping) whose process has ended
     without stopping cleanly (killed, crashed) is reported ``failed``.
@@ -75,6 +81,7 @@ def read_status(work_dir: Path) -> dict[str, Any] | None:
     try:
         rep = store.replicator() or {"state": "stopped"}
         tables = store.tables()
+        controls = store.control_topics()
         events = store.events(20)
     finally:
         store.close()
@@ -117,6 +124,15 @@ def read_status(work_dir: Path) -> dict[str, Any] | None:
     return {
         "replicator": replicator,
         "tables": out,
+        "control_topics": [
+            {
+                "topic": c["topic"],
+                "kind": c["kind"],
+                "skipped": c["skipped"],
+                "updated_at": _iso(c["updated_at"]),
+            }
+            for c in controls
+        ],
         "events": [{**e, "at": _iso(e["at"])} for e in events],
     }
 

@@ -119,6 +119,15 @@ class StateCollector(Collector):
                 if row.get(figure) is not None:
                     latency.add_metric([name, q], float(row[figure]))
         yield latency
+        skipped = CounterMetricFamily(
+            "cdcctl_skipped_records",
+            "Records of topics that hold no rows (transaction markers, heartbeats, logical "
+            "decoding messages, ...), read and written to no table, this run",
+            labels=["topic", "kind"],
+        )
+        for topic, (kind, count) in sorted(self.recorder.control_snapshot().items()):
+            skipped.add_metric([topic, kind], float(count))
+        yield skipped
 
 
 @dataclass

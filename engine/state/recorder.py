@@ -20,7 +20,7 @@ import socket
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,10 @@ class StateRecorder:
         self._rows: dict[str, dict[str, Any]] = {}
         #: The storage error of the last write that failed (None: the last one worked).
         self._unwritable: str | None = None
+        #: Topics holding no rows: topic -> (kind, records skipped), as last written,
+        #: and as the loop last told (see :meth:`sync`).
+        self._controls: dict[str, tuple[str, int]] = {}
+        self._next_controls: dict[str, tuple[str, int]] = {}
 
     # -- the replicator -------------------------------------------------------------------
     def started(self) -> None:
@@ -130,6 +134,7 @@ class StateRecorder:
                 config=self.config_path,
                 error=None,
             )
+            self.store.clear_control_topics(db)
             self.store.add_event(db, None, "state", f"replicator started (pid {os.getpid()})")
 
     def replicator_state(self, state: str, error: str | None = None) -> None:
@@ -172,6 +177,11 @@ class StateRecorder:
     def snapshot(self) -> tuple[str, dict[str, dict[str, Any]]]:
         """The replicator's state and every table's row as last written (any thread)."""
         return self._state, self._rows
+
+    def control_snapshot(self) -> dict[str, tuple[str, int]]:
+        """Topics holding no rows as last written: topic -> (kind, records skipped)
+        this run (any thread)."""
+        return self._controls
 
     def event(self, table: str | None, kind: str, message: str) -> None:
         """Add to the event log (written with the next sync)."""
@@ -239,9 +249,16 @@ class StateRecorder:
         lag: dict[str, int] | None = None,
         *,
         force: bool = False,
+        controls: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
-        """Note state changes and lag; write the store if due (or ``force``)."""
+        """Note state changes and lag; write the store if due (or ``force``).
+
+        ``controls``: the topics recognised as holding no rows, topic -> (kind, records
+        skipped this run); None keeps what was last given.
+        """
         now = time.time()
+        if controls is not None:
+            self._next_controls = dict(controls)
         for s in statuses:
             live = self._live.get(s.table)
             if live is None:
@@ -288,6 +305,7 @@ class StateRecorder:
 
     def _flush(self, statuses: Sequence[TableStatus], now: float) -> None:
         rows = dict(self._rows)
+        controls = self._next_controls
 
         def write(db: sqlite3.Connection) -> None:
             self.store.set_replicator(db, state=self._state, error=self._error)
@@ -296,6 +314,9 @@ class StateRecorder:
                 if live is not None:
                     rows[s.table] = self._row(live, s.counters, now, s)
                     self.store.put_table(db, s.table, rows[s.table])
+            for topic, (kind, skipped) in controls.items():
+                if self._controls.get(topic) != (kind, skipped):
+                    self.store.put_control_topic(db, topic, kind, skipped)
             for table, kind, message in self._events:
                 self.store.add_event(db, table, kind, message)
             for request_id, outcome in self._answers:
@@ -308,6 +329,7 @@ class StateRecorder:
         self._answers.clear()
         self._last_flush = now
         self._rows = rows  # one reference swap: a reader sees the old rows or the new
+        self._controls = controls
 
     def _row(
         self,

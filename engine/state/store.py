@@ -1,7 +1,8 @@
 """The state store: a SQLite database ``<work_dir>/state.db`` the replicator keeps.
 
 The running replicator writes its own state, each table's state, counters, lag and
-latency figures, a bounded event log, and answers control requests; ``cdcctl status``,
+latency figures, the topics it found to hold no rows with the records each skipped this
+run, a bounded event log, and answers control requests; ``cdcctl status``,
 ``pause``, ``resume`` and ``stop`` read it and write requests into it, whether or not a
 replicator runs. WAL mode: readers never block the writer, nor it them. The file is
 created readable by its owner only (0600).
@@ -90,6 +91,12 @@ CREATE TABLE IF NOT EXISTS events (
     tbl TEXT,
     kind TEXT NOT NULL,
     message TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS control_topics (
+    topic TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL
 );
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -296,6 +303,22 @@ class StateStore:
         values = {"topic": topic, "state": "REPLICATING", "state_since": now, "updated_at": now}
         self.put_table(db, name, values)
 
+    def put_control_topic(
+        self, db: sqlite3.Connection, topic: str, kind: str, skipped: int
+    ) -> None:
+        """Insert or update a topic that holds no rows: its kind and records skipped."""
+        db.execute(
+            "INSERT INTO control_topics (topic, kind, skipped, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (topic) DO UPDATE SET kind = excluded.kind, "
+            "skipped = excluded.skipped, updated_at = excluded.updated_at",
+            (topic, kind, skipped, time.time()),
+        )
+
+    def clear_control_topics(self, db: sqlite3.Connection) -> None:
+        """Forget the topics of the last run that held no rows (a run reads them again
+        from their start, and counts again)."""
+        db.execute("DELETE FROM control_topics")
+
     def add_event(self, db: sqlite3.Connection, table: str | None, kind: str, message: str) -> None:
         """Append to the event log, dropping the oldest past :data:`MAX_EVENTS`."""
         db.execute(
@@ -374,6 +397,17 @@ class StateStore:
 
     def table(self, name: str) -> dict[str, Any] | None:
         return next((t for t in self.tables() if t["name"] == name), None)
+
+    def control_topics(self) -> list[dict[str, Any]]:
+        """Every topic recognised as holding no rows (``topic``, ``kind``, ``skipped``,
+        ``updated_at``), by topic; none in a store made before they were recorded."""
+        try:
+            rows = self._db.execute("SELECT * FROM control_topics ORDER BY topic").fetchall()
+        except sqlite3.OperationalError as exc:  # a store from before, read only
+            if "no such table" not in str(exc):
+                raise
+            return []
+        return [dict(r) for r in rows]
 
     def events(self, limit: int = 50, table: str | None = None) -> list[dict[str, Any]]:
         """The newest events of the log (with ``table``: of that table), oldest first."""

@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from engine.config import config_from_dict
 from engine.hudi.table import HudiTable
 from engine.replicator import Replicator
-from tests.engine.cdc_json_oracle import fold_events
+from tests.engine.cdc_json_oracle import COLUMNS, cut, fold_events, streams
 from tests.engine.test_properties import Msg
 from tests.integration.replicas import read_replica
 
@@ -167,48 +166,22 @@ def test_late_deletes_and_hidden_positions_copy_on_write(spark) -> None:
 
 # -- property: random partial-image streams, any delivery order, any batch cuts ---------
 
-_COLUMNS = ("a", "b", "c")
-
-
-@st.composite
-def _streams(draw: st.DrawFn) -> tuple[list[dict], list[int]]:
-    n = draw(st.integers(1, 12))
-    stamps = draw(st.lists(st.integers(1, 10_000), min_size=n, max_size=n, unique=True))
-    events = []
-    for ts in stamps:
-        key = draw(st.integers(1, 3))
-        op = draw(st.sampled_from(["_insert", "_update", "_update", "_delete"]))
-        event: dict[str, Any] = {"PK": key, "_action": op, "_timestamp": ts}
-        if op != "_delete":
-            carried = draw(st.lists(st.sampled_from(_COLUMNS), min_size=1, unique=True))
-            for column in carried:
-                event[column] = draw(st.one_of(st.none(), st.integers(-50, 50)))
-        events.append(event)
-    delivery = draw(st.permutations(events))
-    cuts = sorted(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=2, unique=True)))
-    return delivery, [c for c in cuts if c < n]
-
-
-def _cut(events: list[dict], cuts: list[int]) -> list[list[dict]]:
-    bounds = [0, *cuts, len(events)]
-    return [events[lo:hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
-
 
 @settings(
     max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(stream=_streams())
+@given(stream=streams(max_events=12, max_cuts=2))
 def test_partial_images_equal_the_ordered_fold(spark, stream) -> None:
     events, cuts = stream
     with tempfile.TemporaryDirectory() as tmp:
         lake = Path(tmp) / "lake" / TABLE
-        _apply(Path(tmp), "partial", _cut(events, cuts), spark)
+        _apply(Path(tmp), "partial", cut(events, cuts), spark)
         rows = read_replica(lake) if (lake / ".hoodie").is_dir() else {}
     oracle = fold_events(events, key="PK", partial=True)
     # Columns never given a value are absent from the replica: compare with None.
-    columns = {"PK", "_timestamp", *_COLUMNS}
+    columns = {"PK", "_timestamp", *COLUMNS}
     got = {k: {c: v.get(c) for c in columns} for k, v in rows.items()}
     want = {k: {c: v.get(c) for c in columns} for k, v in oracle.items()}
     assert got == want, (events, cuts)

@@ -910,6 +910,35 @@ def test_position_edge_cases() -> None:
     assert "sequence" in reasons[7] and "source.file" in reasons[8]
 
 
+def test_mariadb_events_order_by_binlog_file_position_and_row() -> None:
+    # Debezium's MariaDB connector (2.5+) names itself "mariadb" and writes MySQL's
+    # binlog coordinates; its GTIDs are domain-server-sequence. Shuffled on purpose:
+    # the positions must sort as (file index, position, row), across a file rollover.
+    coordinates = [
+        ("mariadb-bin.000010", 4, 0),
+        ("mariadb-bin.000009", 99_999, 2),
+        ("mariadb-bin.000010", 4, 1),
+        ("mariadb-bin.000009", 99_999, 0),
+        ("mariadb-bin.000010", 1_200, 0),
+        ("mariadb-bin.000009", 120, 0),
+    ]
+    events = []
+    for i, (file, pos, row) in enumerate(coordinates):
+        event = mysql_envelope("u", {"id": 1, "v": i}, pos=pos, row=row, file=file)
+        event["source"].update(connector="mariadb", gtid=f"0-1-{100 + i}")
+        events.append(event)
+    result = decode([wire({"id": 1})] * len(events), [wire(e) for e in events])
+    assert not result.bad, result.bad
+    got = [(r["v"], r["_cdc_pos"], r["_cdc_pos_sub"]) for r in rows(result)]
+    assert [(p, s) for _, p, s in got] == [
+        (BIT | (int(f[-6:]) << 32) | pos, row) for f, pos, row in coordinates
+    ]
+    by_position = [v for v, _, _ in sorted(got, key=lambda g: (g[1], g[2]))]
+    by_coordinates = sorted(range(len(coordinates)), key=lambda i: (
+        int(coordinates[i][0][-6:]), coordinates[i][1], coordinates[i][2]))  # fmt: skip
+    assert by_position == by_coordinates == [5, 3, 1, 0, 2, 4]
+
+
 def test_connector_hint_forces_the_encoding() -> None:
     legacy = mysql_envelope("u", {"id": 1}, pos=10)
     del legacy["source"]["connector"]  # 0.x records have no connector

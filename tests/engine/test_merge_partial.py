@@ -1,7 +1,8 @@
-"""The partial-image fold without Spark or files: the real decoder's batches folded by
+"""The cdc-json fold without Spark or files: the real decoder's batches folded by
 engine.merge.merge_file_group batch after batch (stored rows and tombstones carried
 between them as the task would), against the independent ordered fold. Cheap, so many
-more hypothesis examples than the Spark-backed test in test_cdc_json.py."""
+more hypothesis examples than the Spark-backed test in test_cdc_json.py, and the issue's
+five events in every delivery order and every cut, in both image forms."""
 
 from __future__ import annotations
 
@@ -11,17 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings
 
 from engine.config import config_from_dict
 from engine.decode import decoder_for
 from engine.hudi import HOODIE_RECORD_KEY
 from engine.merge import evolve_schema, merge_file_group
 from engine.model import KEY
-from tests.engine.cdc_json_oracle import fold_events
-
-_COLUMNS = ("a", "b", "c")
+from tests.engine.cdc_json_oracle import COLUMNS, cut, fold_events, streams
+from tests.engine.test_cdc_json import EXPECTED, _events
 
 
 def _decoder(images: str) -> Any:
@@ -87,53 +86,51 @@ def fold_batches(batches: list[list[dict]], images: list[str]) -> dict[str, dict
     return rows
 
 
-@st.composite
-def _streams(draw: st.DrawFn) -> tuple[list[dict], list[int]]:
-    n = draw(st.integers(1, 16))
-    stamps = draw(st.lists(st.integers(1, 10_000), min_size=n, max_size=n, unique=True))
-    events = []
-    for ts in stamps:
-        key = draw(st.integers(1, 3))
-        op = draw(st.sampled_from(["_insert", "_update", "_update", "_delete"]))
-        event: dict[str, Any] = {"PK": key, "_action": op, "_timestamp": ts}
-        if op != "_delete":
-            carried = draw(st.lists(st.sampled_from(_COLUMNS), min_size=1, unique=True))
-            for column in carried:
-                event[column] = draw(st.one_of(st.none(), st.integers(-50, 50)))
-        events.append(event)
-    delivery = draw(st.permutations(events))
-    cuts = sorted(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4, unique=True)))
-    return delivery, [c for c in cuts if c < n]
-
-
-def _cut(events: list[dict], cuts: list[int]) -> list[list[dict]]:
-    bounds = [0, *cuts, len(events)]
-    return [events[lo:hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
-
-
 def _compare(rows: dict[str, dict], oracle: dict[str, dict]) -> None:
-    columns = {"PK", "_timestamp", *_COLUMNS}
+    columns = {"PK", "_timestamp", *COLUMNS}
     got = {k: {c: v.get(c) for c in columns} for k, v in rows.items()}
     want = {k: {c: v.get(c) for c in columns} for k, v in oracle.items()}
     assert got == want
 
 
+def _e(op: str, key: int, at: int, **columns: Any) -> dict:
+    return {"PK": key, "_action": f"_{op}", "_timestamp": at, **columns}
+
+
+#: A column first seen with integers, later with a fraction (it widens to double), in
+#: two batches; and equal order values of one key (the event consumed first wins).
+INT_THEN_FLOAT = ([_e("insert", 1, 1, a=3), _e("update", 1, 2, a=2.5)], [1])
+TIES = (
+    [
+        _e("insert", 1, 5, a=1),
+        _e("update", 1, 5, a=2, b=7),  # a: a replay; b: set (no event at 5 set it)
+        _e("delete", 2, 3),
+        _e("insert", 2, 3, a=9),  # after a delete at its order value: nothing
+        _e("insert", 3, 4, c=1),
+        _e("delete", 3, 4),  # a delete wins its order value (partial images)
+    ],
+    [2, 5],
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(stream=_streams())
+@given(stream=streams())
+@example(stream=INT_THEN_FLOAT)
+@example(stream=TIES)
 def test_partial_fold_equals_the_ordered_fold(stream) -> None:
     events, cuts = stream
-    batches = _cut(events, cuts)
+    batches = cut(events, cuts)
     rows = fold_batches(batches, ["partial"] * len(batches))
     _compare(rows, fold_events(events, key="PK", partial=True))
 
 
 @settings(max_examples=60, deadline=None)
-@given(stream=_streams())
+@given(stream=streams())
 def test_full_image_batches_into_a_partial_table_carry_every_column(stream) -> None:
     """A table whose images setting changes from partial to full goes on correctly for
     the columns it tracks: a full-image event sets every column (absent ones to null)."""
     events, cuts = stream
-    batches = _cut(events, cuts)
+    batches = cut(events, cuts)
     if len(batches) < 2:
         return
     # A seed row makes the partial table track every column before the switch (a column
@@ -143,10 +140,68 @@ def test_full_image_batches_into_a_partial_table_carry_every_column(stream) -> N
     images = ["partial"] + ["full"] * (len(batches) - 1)
     # Full images carry the whole row: complete the later events' columns with None.
     later = [
-        {**{c: None for c in _COLUMNS}, **e} if e["_action"] != "_delete" else e
+        {**{c: None for c in COLUMNS}, **e} if e["_action"] != "_delete" else e
         for b in batches[1:]
         for e in b
     ]
     rows = fold_batches([first, later], images[:2])
     # The oracle: partial semantics where every later upsert carries every column.
     _compare(rows, fold_events(first + later, key="PK", partial=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(stream=streams())
+@example(stream=INT_THEN_FLOAT)
+@example(stream=TIES)
+def test_full_fold_equals_the_ordered_fold(stream) -> None:
+    """Full images: every upsert carries the whole row; on equal order values the event
+    consumed first wins, a later one (delete or upsert) is a replay."""
+    events, cuts = stream
+    events = [{c: None for c in COLUMNS} | e if e["_action"] != "_delete" else e for e in events]
+    batches = cut(events, cuts)
+    rows = fold_batches(batches, ["full"] * len(batches))
+    _compare(rows, fold_events(events, key="PK", partial=False))
+
+
+def test_int_then_float_widens_to_double() -> None:
+    events, cuts = INT_THEN_FLOAT
+    rows = fold_batches(cut(events, cuts), ["partial", "partial"])
+    assert rows["1"]["a"] == 2.5 and isinstance(rows["1"]["a"], float)
+
+
+def test_ties_go_to_the_event_consumed_first() -> None:
+    events, cuts = TIES
+    partial = fold_batches(cut(events, cuts), ["partial"] * 3)
+    assert partial == {"1": {"PK": 1, "_timestamp": 5, "a": 1, "b": 7, "c": None}}
+    full = [{c: None for c in COLUMNS} | e if e["_action"] != "_delete" else e for e in events]
+    rows = fold_batches(cut(full, cuts), ["full"] * 3)
+    assert rows == {
+        "1": {"PK": 1, "_timestamp": 5, "a": 1, "b": None, "c": None},
+        "3": {"PK": 3, "_timestamp": 4, "a": None, "b": None, "c": 1},
+    }
+
+
+def test_the_five_events_in_every_order_and_every_cut() -> None:
+    """The issue's generic-format example: rows 1 and 2, then DELETE 1, UPDATE 2 (col_3,
+    updated_time), INSERT 3. All 120 delivery orders of the five events, each whole and
+    cut into two batches at each of the 4 places, in both image forms (1200 folds):
+    the replica is rows 2 (col_3 = 0.002, other columns unchanged) and 3, as the
+    ordered fold says."""
+    runs = 0
+    for images in ("full", "partial"):
+        initial, later = _events(images)
+        events = initial + later
+        newest = {"2": later[1]["_timestamp"], "3": later[2]["_timestamp"]}
+        oracle = fold_events(events, key="PK", partial=images == "partial")
+        for order in itertools.permutations(events):
+            for at in range(len(order)):
+                batches = [list(order)] if at == 0 else [list(order[:at]), list(order[at:])]
+                rows = fold_batches(batches, [images] * len(batches))
+                where = (images, [e["PK"] for e in order], [e["_action"] for e in order], at)
+                assert rows == {k: {**v, "_timestamp": newest[k]} for k, v in EXPECTED.items()}, (
+                    where,
+                    rows,
+                )
+                assert rows == oracle, where
+                runs += 1
+    assert runs == 2 * 120 * 5

@@ -113,6 +113,47 @@ def test_a_store_made_before_a_counter_gets_its_column(tmp_path: Path) -> None:
     store.close()
 
 
+def test_topics_that_are_not_tables_are_recorded_per_run(tmp_path: Path) -> None:
+    first = StateRecorder(tmp_path)
+    first.started()
+    first.sync([], force=True, controls={"s.beats": ("heartbeat", 4)})
+    first.sync([], controls={"s.beats": ("heartbeat", 9), "s.tx": ("transaction metadata", 2)})
+    assert first.control_snapshot() == {"s.beats": ("heartbeat", 4)}  # not due yet
+    first.sync([], force=True)  # None keeps the last given
+    assert first.control_snapshot() == {
+        "s.beats": ("heartbeat", 9),
+        "s.tx": ("transaction metadata", 2),
+    }
+    first.close()
+    status = read_status(tmp_path)
+    assert status is not None
+    assert [(c["topic"], c["kind"], c["skipped"]) for c in status["control_topics"]] == [
+        ("s.beats", "heartbeat", 9),
+        ("s.tx", "transaction metadata", 2),
+    ]
+    # A new run reads those topics from their start again: the last run's counts go.
+    second = StateRecorder(tmp_path)
+    second.started()
+    second.close()
+    status = read_status(tmp_path)
+    assert status is not None and status["control_topics"] == []
+
+
+def test_a_store_made_before_control_topics_reads_none(tmp_path: Path) -> None:
+    StateStore(store_path(tmp_path)).close()
+    old = sqlite3.connect(store_path(tmp_path))
+    old.execute("DROP TABLE control_topics")
+    old.commit()
+    old.close()
+    status = read_status(tmp_path)  # read only: no migration
+    assert status is not None and status["control_topics"] == []
+    StateStore(store_path(tmp_path)).close()  # a replicator's store gets the table
+    db = sqlite3.connect(store_path(tmp_path))
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert "control_topics" in names
+
+
 def test_state_changes_errors_and_a_bounded_event_log(tmp_path: Path) -> None:
     rec = StateRecorder(tmp_path)
     rec.started()

@@ -33,6 +33,7 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.state import StateStore, store_path
+from tests.engine.test_decode_debezium import sample_record
 from tests.integration.replicas import (
     assert_replicas_match,
     read_replica,
@@ -417,3 +418,125 @@ def test_resync_a_failed_table_of_a_live_replicator(
     assert {k: r["name"] for k, r in others.items()} == {
         str(k): "v1000" if k <= 10 else "v2000" for k in range(1, 21)
     }
+
+
+def test_topics_that_are_not_tables_are_counted_in_status_and_metrics(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Logical decoding messages, heartbeats and transaction markers on topics whose
+    names say nothing are recognised by content: no table, their records counted as
+    skipped in `status --json`, its text and the metrics; a second run reads them again
+    from their start and counts them once (the count is per run)."""
+    rows: list[Message] = list(
+        InventoryWorkload(seed=33, prefix=topic_prefix, schemas=True).events(300)
+    )
+    table_topics = sorted({t for t, _, _ in rows})
+    # Names Debezium lets one configure (topic.heartbeat.prefix, topic.transaction,
+    # routing SMTs), none excluded by source.exclude_topics.
+    messages_topic = f"{topic_prefix}.pgmsg"
+    beats_topic = f"{topic_prefix}.beats"
+    tx_topic = f"{topic_prefix}.txmeta"
+    kinds = {
+        messages_topic: "logical decoding message",
+        beats_topic: "heartbeat",
+        tx_topic: "transaction metadata",
+    }
+    _, msg_key, msg_value = sample_record("pg-message-logical-decoding.json")
+    _, _, tx_msg_value = sample_record("pg-message-transactional-docs.json")
+    begin = sample_record("pg-transaction-begin-docs.json")[2]
+    end = sample_record("pg-transaction-end-docs.json")[2]
+    beat_schema = {"type": "struct", "name": "io.debezium.connector.common.Heartbeat"}
+
+    def beat(ms: int) -> bytes:
+        return json.dumps({"schema": beat_schema, "payload": {"ts_ms": ms}}).encode()
+
+    def control(wave: int) -> list[Message]:
+        """Wave 0, then wave 1: 3 + 2 messages, 4 + 3 heartbeats, 6 + 4 markers."""
+        n_msg, n_beat, n_tx = (3, 4, 3) if wave == 0 else (2, 3, 2)
+        out: list[Message] = [
+            (messages_topic, msg_key, msg_value if i % 2 else tx_msg_value) for i in range(n_msg)
+        ]
+        out += [
+            (beats_topic, b'{"serverName":"db"}', beat(1_700_000_000_000 + i))
+            for i in range(n_beat)
+        ]
+        for _ in range(n_tx):
+            out += [(tx_topic, None, begin), (tx_topic, None, end)]
+        return out
+
+    first = control(0)
+    broker.create_topics([*table_topics, *kinds])
+    produce_messages(broker.bootstrap_servers, rows + first)
+    port = _free_port()
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_events=200,
+        max_batch_seconds=0.3,
+        metrics_port=port,
+    )
+
+    def status_json() -> dict:
+        run = run_cli("status", "--json", "--config", str(config))
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)
+
+    def skipped_in_status() -> dict[str, tuple[str, int]]:
+        return {c["topic"]: (c["kind"], c["skipped"]) for c in status_json()["control_topics"]}
+
+    def skipped_in_metrics() -> dict[str, tuple[str, int]]:
+        return {
+            dict(labels)["topic"]: (dict(labels)["kind"], int(value))
+            for (name, labels), value in _scrape(port).items()
+            if name == "cdcctl_skipped_records_total"
+        }
+
+    def counts(sent: list[Message]) -> dict[str, tuple[str, int]]:
+        return {t: (k, sum(1 for m in sent if m[0] == t)) for t, k in kinds.items()}
+
+    stderr = tmp_path / "start.stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr.open("w"),
+    )
+    try:
+        expected = counts(first)
+        assert {n for _, n in expected.values()} == {3, 4, 6}
+        _wait("the state store", lambda: store_path(tmp_path / "work").exists(), 60)
+        _wait("the first counts", lambda: skipped_in_status() == expected, 180)
+        _wait("the first metrics", lambda: skipped_in_metrics() == expected, 20)
+        # More records on the same topics, in later batches, add to the counts.
+        second = control(1)
+        produce_messages(broker.bootstrap_servers, second)
+        expected = counts(first + second)
+        _wait("the second counts", lambda: skipped_in_status() == expected, 60)
+        _wait("the second metrics", lambda: skipped_in_metrics() == expected, 20)
+        status = status_json()
+        # The table topics are tables; the control topics are none.
+        tables = {t["topic"] for t in status["tables"]}
+        assert set(table_topics) <= tables and not tables & set(kinds)
+        text = run_cli("status", "--config", str(config))
+        assert text.returncode == 0, text.stderr
+        assert "topics that are not tables (records skipped this run):" in text.stdout
+        for topic, (kind, n) in expected.items():
+            assert f"  {topic}: {kind}, {n} skipped" in text.stdout
+        stopped = run_cli("stop", "--config", str(config))
+        assert stopped.returncode == 0, stopped.stderr
+        assert proc.wait(timeout=60) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for topic in kinds:
+        assert not (target / table_name_for_topic(topic)).exists()
+    # Stopped: the last run's counts are still shown.
+    assert skipped_in_status() == expected
+    # A second run reads those topics from their start again and counts each record once.
+    again = run_cli("start", "--config", str(config), "--until-caught-up", "--json", timeout=300)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert {c["topic"]: (c["kind"], c["skipped"]) for c in summary["control_topics"]} == expected

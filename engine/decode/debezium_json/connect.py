@@ -30,6 +30,10 @@ Type decisions (see also the module docstring of :mod:`.decoder`):
   ``ZonedTime`` (PostgreSQL ``timetz``, sent normalized to UTC) is a time64[us] in UTC.
   ``IsoDate`` / ``IsoTime`` / ``IsoTimestamp`` (``time.precision.mode=isostring``) are
   date32 / time64[us] / timestamp[us] like their integer counterparts.
+* A ``map`` whose keys are not strings (pgvector's ``SparseVector``: int16 -> float64)
+  becomes ``list<struct<key, value>>``, its entries in the order sent: a Hudi (Avro) map
+  has string keys only, and this is the form Confluent's AvroConverter writes, so the
+  Avro path gives the same type.
 * Types Debezium sends as text (``Json``, ``Uuid``, ``Xml``, ``Enum``, ``EnumSet``,
   ``Interval``, and every column under ``decimal.handling.mode=string`` or a string
   ``binary.handling.mode``) stay text: the message does not say more. A column type
@@ -41,6 +45,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -270,6 +275,16 @@ def _norm_map(key: TypePlan, value: TypePlan) -> Callable[[Any, str], Any]:
         return [
             (key.normalize(k, f"{path}.key"), value.normalize(x, f"{path}.value")) for k, x in pairs
         ]
+
+    return norm
+
+
+def _norm_entries(pairs: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """A map's entries as a list of ``{key, value}`` objects (a map with non-string keys)."""
+
+    def norm(v: Any, path: str) -> Any:
+        got = pairs(v, path)
+        return None if got is None else [{"key": k, "value": x} for k, x in got]
 
     return norm
 
@@ -867,35 +882,26 @@ def plan_for(schema: Any, path: str = "") -> TypePlan:
         # Bits and other bytes-based semantic types are kept as raw bytes.
         return TypePlan(name or ctype, pa.string(), pa.binary(), _convert_bytes, _norm_str)
     if ctype == "array":
-        item = plan_for(schema.get("items"), f"{path}[]")
-        return TypePlan(
-            f"array<{item.describe}>",
-            pa.list_(item.parse_type),
-            pa.list_(item.out_type),
-            _list_converter(item) if item.convert is not None else None,
-            _norm_list(item),
-            item.arrow_readable,
-            item.has_decimal,
-        )
+        return _list_plan(plan_for(schema.get("items"), f"{path}[]"))
     if ctype == "struct":
-        fields = struct_fields(schema, path)
-        parse = pa.struct([(n, p.parse_type) for n, p in fields])
-        out = pa.struct([(n, p.out_type) for n, p in fields])
-        needs = any(p.convert is not None for _, p in fields)
-        return TypePlan(
-            name or "struct",
-            parse,
-            out,
-            _struct_converter(fields, out) if needs else None,
-            _norm_struct(fields),
-            all(p.arrow_readable for _, p in fields),
-            any(p.has_decimal for _, p in fields),
-        )
+        return _struct_plan(name or "struct", struct_fields(schema, path))
     if ctype == "map":
         key = plan_for(schema.get("keys"), f"{path}.key")
         value = plan_for(schema.get("values"), f"{path}.value")
         if isinstance(key.out_type, (pa.StructType, pa.ListType, pa.MapType)):
             raise SchemaError(f"{path}: map keys of type {key.describe} are not supported")
+        if not pa.types.is_string(key.out_type):
+            # A Hudi (Avro) map has string keys only. A map with other keys (pgvector's
+            # SparseVector: int16 -> float64) is kept as its entries, in their order, the
+            # way Confluent's AvroConverter writes it, so both formats give one type.
+            entry = _struct_plan("map entry", [("key", key), ("value", value)])
+            entries = _list_plan(entry)
+            return dataclasses.replace(
+                entries,
+                describe=f"map<{key.describe}, {value.describe}>",
+                normalize=_norm_entries(_norm_map(key, value)),
+                arrow_readable=False,  # JsonConverter writes it as [[key, value], ...]
+            )
         out = pa.map_(key.out_type, value.out_type)
         needs = key.convert is not None or value.convert is not None
         return TypePlan(
@@ -908,6 +914,34 @@ def plan_for(schema: Any, path: str = "") -> TypePlan:
             has_decimal=key.has_decimal or value.has_decimal,
         )
     raise SchemaError(f"{path}: unsupported Connect type {ctype!r} (name {name!r})")
+
+
+def _list_plan(item: TypePlan) -> TypePlan:
+    """The plan of a Connect ``array`` of ``item``."""
+    return TypePlan(
+        f"array<{item.describe}>",
+        pa.list_(item.parse_type),
+        pa.list_(item.out_type),
+        _list_converter(item) if item.convert is not None else None,
+        _norm_list(item),
+        item.arrow_readable,
+        item.has_decimal,
+    )
+
+
+def _struct_plan(describe: str, fields: list[tuple[str, TypePlan]]) -> TypePlan:
+    """The plan of a Connect ``struct`` of ``fields``."""
+    out = pa.struct([(n, p.out_type) for n, p in fields])
+    needs = any(p.convert is not None for _, p in fields)
+    return TypePlan(
+        describe,
+        pa.struct([(n, p.parse_type) for n, p in fields]),
+        out,
+        _struct_converter(fields, out) if needs else None,
+        _norm_struct(fields),
+        all(p.arrow_readable for _, p in fields),
+        any(p.has_decimal for _, p in fields),
+    )
 
 
 def struct_fields(schema: dict, path: str = "") -> list[tuple[str, TypePlan]]:
