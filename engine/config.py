@@ -4,11 +4,12 @@ Layering, lowest first: defaults in the models below < the TOML file < ``CDCCTL_
 environment variables (``CDCCTL_BOOTSTRAP_SERVERS``, ``CDCCTL_TARGET``) < command-line
 flags (applied by the caller through :func:`load_config` overrides).
 
-Secrets never live in the file. The Kafka SASL password, the TLS key password and the
-source database password come from the environment or a file: either a reference
-(``sasl_password = "${env:NAME}"`` / ``"${file:PATH}"``, also ``ssl_key_password`` and
-``database_password``), resolved when the config is loaded, or the older
-``sasl_password_env`` / ``sasl_password_file`` / ``ssl_key_password_env`` /
+Secrets never live in the file. The Kafka SASL password, the TLS key password, the
+source database password and the schema registry's basic-auth password come from the
+environment or a file: either a reference (``sasl_password = "${env:NAME}"`` /
+``"${file:PATH}"``, also ``ssl_key_password``, ``database_password`` and
+``[source.schema_registry] basic_auth_password``), resolved when the config is loaded, or
+the older ``sasl_password_env`` / ``sasl_password_file`` / ``ssl_key_password_env`` /
 ``database_password_env`` keys. A literal value is refused. Each resolved secret is
 held as a ``SecretStr`` and registered with :mod:`engine.redaction`, so it is never
 logged, stored or printed.
@@ -275,8 +276,8 @@ class SourceConfig(_Section):
             )
         if parts.password is not None:
             raise ValueError(
-                "a password must not be in the file: name an environment variable in "
-                "source.database_password_env (or set PGPASSWORD / MYSQL_PWD)"
+                "a password must not be in the file: remove it from the URL and write "
+                'source.database_password = "${env:NAME}" (or set PGPASSWORD / MYSQL_PWD)'
             )
         return value
 

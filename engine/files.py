@@ -23,11 +23,18 @@ Content = bytes | Callable[[Path], None]
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) readable by the owner only (0700).
 
-    The work folder holds the state store, logs and dead letters (message contents):
-    nobody else may list or read it. An existing folder is tightened to 0700.
+    The work folder holds the state store, logs, dead letters and staged batches
+    (message contents): nobody else may list or read it. An existing folder is
+    tightened to 0700 (its existing parents are left as they are).
     """
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    missing = []
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
     if path.stat().st_mode & 0o777 != 0o700:
         os.chmod(path, 0o700)
     return path

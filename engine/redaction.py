@@ -1,11 +1,11 @@
 """Redaction of secrets: the one place that knows which strings must never be shown.
 
 :mod:`engine.config` registers every secret it resolves (SASL password, TLS key
-password, database password); log handlers (:class:`RedactFilter`), the CLI's error
-printing and the state store's error text and event log pass text through
-:func:`redact`, which replaces each registered secret with ``***``. Secrets shorter
-than :data:`MIN_LENGTH` characters are not registered (replacing them would mangle
-every line); use real passwords.
+password, database password, schema registry password); log handlers
+(:class:`RedactFilter`), the CLI's error printing and the state store's error text and
+event log pass text through :func:`redact`, which replaces each registered secret with
+``***``. Secrets shorter than :data:`MIN_LENGTH` characters are not registered
+(replacing them would mangle every line); use real passwords.
 """
 
 from __future__ import annotations

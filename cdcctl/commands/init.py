@@ -6,6 +6,7 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
@@ -87,6 +88,18 @@ def init(
             hint="e.g. cdcctl init --format debezium-avro --schema-registry-url "
             "http://registry:8081 ...",
         )
+    _refuse_password(
+        "--source",
+        source,
+        "remove it from the URL and export PGPASSWORD (MySQL: MYSQL_PWD), which init and "
+        'start read, or add database_password = "${env:NAME}" under [source] after init',
+    )
+    _refuse_password(
+        "--schema-registry-url",
+        schema_registry_url,
+        "remove user:password from the URL; after init, set basic_auth_user and "
+        'basic_auth_password = "${env:NAME}" under [source.schema_registry]',
+    )
     if output.exists() and not force:
         raise engine.ConfigError(f"{output} already exists", hint="use --force to overwrite it")
     text = engine.render_config(
@@ -108,3 +121,12 @@ def init(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     err.print(f"wrote {output}; next: cdcctl start --config {output}", markup=False)
+
+
+def _refuse_password(flag: str, url: str | None, hint: str) -> None:
+    """A URL given to init must not hold a password: the config never holds one (the
+    error names the flag, never the value)."""
+    if url and urlsplit(url).password is not None:
+        raise engine.ConfigError(
+            f"{flag} holds a password; cdcctl never writes a password to its config", hint=hint
+        )

@@ -10,7 +10,10 @@ server in a thread with the subset of the Confluent REST API that confluent-kafk
   ``GET /subjects/{subject}/versions/{version|latest}``,
 * ``POST /subjects/{subject}``: look a schema up under a subject.
 
-Ids are global and start at 1, like Confluent's. Optional HTTP basic authentication.
+Ids are global and start at 1, like Confluent's. Optional HTTP basic authentication, and
+optional TLS: with a certificate and key the registry is reached at an ``https://`` URL
+through a :class:`~engine.playground.tls.TlsTerminator` (a real TLS handshake, OpenSSL on
+both sides), like the embedded broker.
 Errors use Confluent's body ``{"error_code": ..., "message": ...}`` (40401 subject not
 found, 40402 version not found, 40403 schema not found, 401 unauthorized).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -64,9 +68,13 @@ class SchemaRegistry:
     Args:
         user: With ``password``: require HTTP basic authentication.
         password: The basic-auth password.
-        port: The port to listen on (0: a free one).
+        port: The port to listen on (0: a free one); with TLS, the plaintext port behind
+            the terminator.
         store: Serve the schemas of another registry's ``store`` (a registry that went
             away and came back).
+        tls_cert: A PEM server certificate (chain); with ``tls_key``, ``url`` is
+            ``https://127.0.0.1:<port>`` and clients speak TLS to it.
+        tls_key: The PEM private key of ``tls_cert``.
     """
 
     def __init__(
@@ -76,7 +84,13 @@ class SchemaRegistry:
         *,
         port: int = 0,
         store: _Store | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
     ) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        self._tls = (str(tls_cert), str(tls_key)) if tls_cert and tls_key else None
+        self._terminator: Any = None
         self.store = store if store is not None else _Store()
         self.port = port
         self.requests = 0
@@ -91,6 +105,8 @@ class SchemaRegistry:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("the registry is not started")
+        if self._terminator is not None:
+            return f"https://127.0.0.1:{self._terminator.port}"
         port = self._server.server_address[1]
         return f"http://127.0.0.1:{port}"
 
@@ -193,9 +209,18 @@ class SchemaRegistry:
             target=self._server.serve_forever, name="schema-registry", daemon=True
         )
         self._thread.start()
+        if self._tls is not None:
+            from engine.playground.tls import TlsTerminator
+
+            self._terminator = TlsTerminator(*self._tls)
+            self._terminator.target = self._server.server_address[1]
+            self._terminator.start()
         return self
 
     def stop(self) -> None:
+        if self._terminator is not None:
+            self._terminator.stop()
+            self._terminator = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

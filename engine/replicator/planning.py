@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from engine.config import Config
 from engine.errors import KeylessTableError, SchemaEvolutionError
+from engine.files import private_dir, private_file
 from engine.hudi import FileSlice, HudiWriter
 from engine.merge import MergeOptions, MergeTask, evolve_schema
 from engine.merge.evolution import CDC_FIELDS
@@ -283,7 +284,8 @@ def plan_table(
     if not touched:
         return plan
     stage = staging / rt.name / instant
-    stage.mkdir(parents=True, exist_ok=True)
+    for folder in (staging, staging / rt.name, stage):  # message contents: owner-only
+        private_dir(folder)
     schema_ipc = schema.serialize().to_pybytes()
     rewrite = choose_rewrites(writer, groups, touched, schema, everything, cfg.hudi)
     writes = writer.plan_writes(instant, groups, touched, rewrite, schema, first_task)
@@ -291,7 +293,7 @@ def plan_table(
         events_file = None
         chunk = chunks.get(write.bucket)
         if chunk is not None:
-            events_file = stage / f"bucket-{write.bucket:08d}.arrow"
+            events_file = private_file(stage / f"bucket-{write.bucket:08d}.arrow")
             with pa.OSFile(str(events_file), "wb") as sink:
                 with pa.ipc.new_file(sink, chunk.schema) as ipc:
                     ipc.write_table(chunk)

@@ -31,7 +31,7 @@ from confluent_kafka import (
 )
 
 from engine.config import SourceConfig
-from engine.errors import KafkaSecurityError, SourceError
+from engine.errors import ConfigError, KafkaSecurityError, SourceError
 from engine.source.transactions import transaction_topic
 
 #: Operations on the broker wait at most this long before the error is reported.
@@ -107,6 +107,23 @@ def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | N
         "check source.sasl_mechanism, source.sasl_username and the password in "
         f"{_password_key(cfg)}",
     )
+
+
+def creation_error(exc: KafkaException) -> ConfigError:
+    """librdkafka refused to create a consumer: nothing was sent yet, so its settings are
+    wrong (a key that cannot be loaded or decrypted, an unreadable CA file, a bad
+    option) and retrying cannot help."""
+    reason = kafka_reason(exc).removeprefix("Failed to create consumer: ")
+    if "ssl.key" in reason or "ssl.certificate" in reason:
+        hint = (
+            "check source.ssl_certificate_location, source.ssl_key_location and the "
+            "password of an encrypted key in source.ssl_key_password"
+        )
+    elif "ssl.ca" in reason:
+        hint = "set source.ssl_ca_location to a readable PEM file of CA certificates"
+    else:
+        hint = "check the source settings it names (and source.kafka_options)"
+    return ConfigError(f"cannot create a Kafka consumer: {reason}", hint=hint)
 
 
 def _password_key(cfg: SourceConfig) -> str:
@@ -235,7 +252,7 @@ def partition_ends(
     try:
         probe = Consumer(settings)
     except KafkaException as exc:
-        raise SourceError(f"cannot create a Kafka consumer: {kafka_reason(exc)}") from None
+        raise creation_error(exc) from None
     try:
         try:
             meta = probe.list_topics(timeout=timeout)
@@ -287,9 +304,7 @@ class KafkaSource:
         try:
             self._consumer = Consumer(settings)
         except KafkaException as exc:
-            raise SourceError(
-                f"cannot create a Kafka consumer: {kafka_reason(exc)}", hint="check source.*"
-            ) from None
+            raise creation_error(exc) from None
         self._assigned: set[tuple[str, int]] = set()
         # Transaction-metadata topics are read ahead by their own consumer, so their END
         # records are known before the data they describe is cut into batches.

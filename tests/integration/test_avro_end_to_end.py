@@ -210,17 +210,96 @@ def test_registry_password_is_used_and_never_shown(
 
             more = list(workload.stream(50))
             produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in more])
+        # A wrong password is as secret as the right one: it is the value sent here.
+        wrong_secret = f"wrong-{uuid.uuid4().hex}"
         wrong = run_cli(
-            "start", "--config", str(config), "--until-caught-up", env={env_name: "wrong-pw-1"}
+            "start", "--config", str(config), "--until-caught-up", env={env_name: wrong_secret}
         )
         runs.append(wrong)
-        assert wrong.returncode != 0, wrong.stderr
+        assert wrong.returncode == 3, wrong.stderr
         assert "refused the credentials" in wrong.stderr, wrong.stderr
         assert "basic_auth" in wrong.stderr and "Traceback" not in wrong.stderr
-    assert all(secret not in r.stdout + r.stderr for r in runs)
-    for path in tmp_path.rglob("*"):
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+    for value in (secret, wrong_secret):
+        assert all(value not in r.stdout + r.stderr for r in runs), value
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert value.encode() not in path.read_bytes(), (value, path)
+
+
+def test_registry_over_tls(broker, topic_prefix: str, tmp_path: Path) -> None:
+    """An https registry whose certificate a CA made here signed: with that CA in
+    source.schema_registry.ssl_ca_location `test-connection` passes and `start`
+    replicates; without it (or with another CA) both stop at once with one line naming
+    the key, not a traceback and not a retry loop."""
+    import time
+
+    from tests.integration.replicas import write_config
+    from tests.tls_support import make_certs
+
+    (tmp_path / "tls").mkdir()
+    certs = make_certs(tmp_path / "tls")
+    messages = list(InventoryWorkload(seed=8, prefix=topic_prefix, schemas=True).events(300))
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+
+    def config(name: str, ca: Path | None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        path = write_config(
+            folder / "cdcctl.toml",
+            broker.bootstrap_servers,
+            f"^{re.escape(topic_prefix)}\\.",
+            folder / "lake",
+            source={"format": "debezium-avro"},
+        )
+        with path.open("a") as f:
+            f.write(f'[source.schema_registry]\nurl = "{registry.url}"\n')
+            if ca is not None:
+                f.write(f'ssl_ca_location = "{ca}"\n')
+        return path
+
+    def checks(path: Path) -> tuple[int, dict]:
+        run = run_cli("test-connection", "--config", str(path), "--json", timeout=120)
+        assert "Traceback" not in run.stderr, run.stderr
+        return run.returncode, {c["name"]: c for c in json.loads(run.stdout)["checks"]}
+
+    with SchemaRegistry(tls_cert=certs["cert"], tls_key=certs["key"]) as registry:
+        assert registry.url.startswith("https://")
+        # The producer side registers through a plaintext twin serving the same schemas.
+        with SchemaRegistry(store=registry.store) as producer_side:
+            convert = JsonToAvro(producer_side.url)
+            produce_messages(broker.bootstrap_servers, [convert.message(*m) for m in messages])
+
+        for name, ca in (("no-ca", None), ("other-ca", certs["other_ca"])):
+            code, found = checks(config(name, ca))
+            reachable = found["registry.reachable"]
+            assert code == 1 and reachable["status"] == "fail", reachable
+            assert "TLS handshake with the schema registry" in reachable["detail"], reachable
+            assert "certificate verify failed" in reachable["detail"], reachable
+            assert "source.schema_registry.ssl_ca_location" in reachable["fix"], reachable
+
+            started = time.monotonic()
+            run = run_cli("start", "--config", str(tmp_path / name / "cdcctl.toml"),
+                          "--until-caught-up", timeout=300)  # fmt: skip
+            took = time.monotonic() - started
+            assert run.returncode == 3, run.stderr
+            assert "Traceback" not in run.stderr, run.stderr
+            errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+            assert len(errors) == 1, run.stderr
+            assert "TLS handshake with the schema registry" in errors[0], run.stderr
+            assert "certificate verify failed" in errors[0], run.stderr
+            assert "source.schema_registry.ssl_ca_location" in run.stderr, run.stderr
+            # Terminal: not retried (a retry loop would take until retry_max_seconds).
+            assert "retry" not in run.stderr.lower(), run.stderr
+            assert took < 120, took
+
+        good = config("ca", certs["ca"])
+        code, found = checks(good)
+        assert found["registry.reachable"]["status"] == "pass", found["registry.reachable"]
+        assert found["kafka.decode"]["status"] == "pass", found["kafka.decode"]
+        run = run_cli("start", "--config", str(good), "--until-caught-up")
+        assert run.returncode == 0, run.stderr
+    counts = assert_replicas_match(tmp_path / "ca" / "lake", fold(messages))
+    assert sum(counts.values()) > 0
 
 
 _TX_VALUE_SCHEMA = {

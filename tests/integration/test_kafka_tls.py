@@ -8,8 +8,6 @@ other on its command line), so :class:`EmbeddedBroker` fronts it with a TLS term
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import re
 import time
@@ -18,97 +16,21 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from engine.playground.broker import EmbeddedBroker, produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
+from tests.tls_support import issue, make_ca, make_certs, write_key
 
 pytestmark = [pytest.mark.kafka]
-
-
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
-def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return path
-
-
-def _make_ca(folder: Path, name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(name))
-        .issuer_name(_name(name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return key, cert
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A CA, a server certificate it signed for localhost / 127.0.0.1, and an unrelated CA."""
-    folder = tmp_path_factory.mktemp("tls")
-    ca_key, ca_cert = _make_ca(folder, "test-ca")
-    _make_ca(folder, "other-ca")
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    server = (
-        x509.CertificateBuilder()
-        .subject_name(_name("localhost"))
-        .issuer_name(ca_cert.subject)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    (folder / "server.pem").write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    _write_key(server_key, folder / "server.key")
-    return {
-        "ca": folder / "test-ca.pem",
-        "other_ca": folder / "other-ca.pem",
-        "cert": folder / "server.pem",
-        "key": folder / "server.key",
-    }
+    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
@@ -204,22 +126,11 @@ def test_a_certificate_for_another_name_is_refused_unless_names_are_not_checked(
     from engine.errors import KafkaSecurityError
     from engine.source.kafka import KafkaSource
 
-    ca_key, ca_cert = _make_ca(tmp_path, "name-ca")
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("kafka.example"))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("kafka.example")]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+    key, cert = issue(
+        make_ca(tmp_path, "name-ca"), "kafka.example", [x509.DNSName("kafka.example")]
     )
     (tmp_path / "other.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(key, tmp_path / "other.key")
+    write_key(key, tmp_path / "other.key")
     assert load_pem_private_key((tmp_path / "other.key").read_bytes(), None)
 
     with EmbeddedBroker(tls_cert=tmp_path / "other.pem", tls_key=tmp_path / "other.key") as b:
