@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         print("no failure: the input decodes within the contract")
         return 0
 
-    from tests.fuzz.control import CONTROL_TARGET
-    from tests.fuzz.registry import FUZZ_TARGETS
+    # Nothing that imports engine before atheris instruments it (below): a module
+    # imported before that gives no coverage feedback.
+    from tests.fuzz.registry import CONTROL_TARGET, FUZZ_TARGETS
 
     formats = args.format or [*sorted(FUZZ_TARGETS), CONTROL_TARGET]
     unknown = sorted(set(formats) - {*FUZZ_TARGETS, CONTROL_TARGET})
@@ -178,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Every module a fuzz target runs, imported under instrumentation (coverage feedback).
+    already = sorted(m for m in sys.modules if m == "engine" or m.startswith("engine."))
+    if already:
+        raise SystemExit(f"engine modules imported before instrumentation: {already[:5]}")
     with atheris.instrument_imports(include=["engine"]):
         import engine.decode  # noqa: F401
         import engine.decode.cdc_json  # noqa: F401

@@ -23,10 +23,10 @@ from engine.decode.ddl import SchemaChange, parse_schema_change
 from engine.source.transactions import TransactionTracker, json_documents
 from tests.fuzz.harness import HANG_SECONDS, ContractBroken, time_bound
 from tests.fuzz.mutations import Chooser, choice, mutate_part
+from tests.fuzz.registry import CONTROL_TARGET
 from tests.samples import debezium_samples
 
-#: The name of this target in ``python -m tests.fuzz --format``.
-CONTROL_TARGET = "control-records"
+__all__ = ["CONTROL_TARGET", "control_checked", "ddl_seeds", "mutated_values", "parse_checked"]
 
 Record = tuple[bytes | None, bytes | None]
 

@@ -58,6 +58,10 @@ class FuzzTarget:
     apply_topic: str | None = None
 
 
+#: The fuzz target of the records the replicator reads itself (tests/fuzz/control.py),
+#: next to the formats' targets in ``python -m tests.fuzz --format``.
+CONTROL_TARGET = "control-records"
+
 #: Fuzz targets by ``source.format``.
 FUZZ_TARGETS: dict[str, FuzzTarget] = {
     "debezium-json": FuzzTarget(
