@@ -92,9 +92,9 @@ def hoodie_figures(tables: list[Path]) -> dict[str, int]:
     return out
 
 
-def applied(target: Path, topics: list[str]) -> int:
-    """Messages applied over all topics, from each table's newest commit's checkpoint."""
-    total = 0
+def applied_per_topic(target: Path, topics: list[str]) -> dict[str, int]:
+    """Per topic: messages applied, from its table's newest commit's checkpoint."""
+    out = dict.fromkeys(topics, 0)
     for topic in topics:
         hoodie = target / table_name_for_topic(topic) / ".hoodie"
         if not hoodie.is_dir():
@@ -111,8 +111,15 @@ def applied(target: Path, topics: list[str]) -> int:
         except (OSError, ValueError):
             continue
         checkpoint = meta.get("extraMetadata", {}).get("deltastreamer.checkpoint.key", "")
-        total += sum(int(part.split(":")[1]) for part in checkpoint.split(",")[1:] if ":" in part)
-    return total
+        out[topic] = sum(
+            int(part.split(":")[1]) for part in checkpoint.split(",")[1:] if ":" in part
+        )
+    return out
+
+
+def applied(target: Path, topics: list[str]) -> int:
+    """Messages applied over all topics."""
+    return sum(applied_per_topic(target, topics).values())
 
 
 class LogReader(threading.Thread):

