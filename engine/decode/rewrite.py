@@ -223,11 +223,17 @@ class _Flattener:
         return self._cache.get(schema, self._convert)
 
     def _convert(self, schema: dict) -> dict:
-        if "op" in {f.get("field") for f in schema.get("fields") or [] if isinstance(f, dict)}:
+        fields_in = schema.get("fields")
+        names = {
+            f.get("field")
+            for f in (fields_in if isinstance(fields_in, list) else [])
+            if isinstance(f, dict) and isinstance(f.get("field"), str)
+        }  # (a malformed schema is the decoder's to refuse, with its reason)
+        if "op" in names:
             return schema  # an envelope schema: not flattened
         fields = [
             f
-            for f in schema.get("fields") or []
+            for f in (fields_in if isinstance(fields_in, list) else [])
             if isinstance(f, dict) and not str(f.get("field", "")).startswith(self.prefix)
         ]
         row = {k: v for k, v in schema.items() if k not in ("field", "fields", "optional")}

@@ -42,6 +42,7 @@ import pyarrow as pa
 from engine.config import CdcJsonConfig
 from engine.decode.cdc_json.order import OrderError, encode_order
 from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.text import LONE_SURROGATE, holds_lone_surrogate
 from engine.model import (
     FLOOR_POS,
     FLOOR_SUB,
@@ -202,6 +203,8 @@ class CdcJsonDecoder:
             obj = json.loads(value)
         except (ValueError, UnicodeDecodeError) as exc:
             raise _Bad(f"not valid JSON ({exc})") from None
+        if holds_lone_surrogate(value, obj):
+            raise _Bad(LONE_SURROGATE)
         if not isinstance(obj, dict):
             raise _Bad(f"the value is a JSON {type(obj).__name__}, not an object (an event)")
         if not cfg.records_field:
@@ -252,6 +255,8 @@ class CdcJsonDecoder:
                 parsed = json.loads(raw_key)
             except (ValueError, UnicodeDecodeError):
                 parsed = None
+            if parsed is not None and holds_lone_surrogate(raw_key, parsed):
+                raise _Bad(f"key: {LONE_SURROGATE}")
             key_obj = parsed if isinstance(parsed, dict) else None
         if not fields:
             if not key_obj:

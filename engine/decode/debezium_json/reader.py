@@ -28,6 +28,7 @@ import pyarrow.json as pj
 
 from engine.decode.debezium_json.connect import FieldError
 from engine.decode.debezium_json.split import Group
+from engine.decode.text import LONE_SURROGATE, holds_lone_surrogate
 
 #: Ranges at most this long are examined record by record.
 _LEAF = 16
@@ -42,8 +43,6 @@ AVRO_REASON = (
     'Avro JSON rendering (union values wrapped as {"<type>": value}), not JsonConverter '
     "output; consume the topic with the Avro decoder"
 )
-# A \uD800-\uDFFF escape: a surrogate, paired (fine) or lone (not Unicode text).
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 #: Branch names Avro's JSON encoding uses to wrap union values.
 AVRO_BRANCHES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
@@ -153,19 +152,6 @@ def avro_rendering_hint(obj: Any) -> str | None:
             if branch in AVRO_BRANCHES or ("." in branch and isinstance(v[branch], dict)):
                 return AVRO_REASON
     return None
-
-
-def lone_surrogate(obj: Any) -> bool:
-    """True if a string (or member name) in the parsed ``obj`` holds a lone surrogate.
-
-    Python's ``json`` accepts the escape ``"\\ud800"`` without its pair; such a string
-    cannot be encoded as UTF-8 (Arrow refuses it, the Arrow reader already rejects it).
-    """
-    try:
-        json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def merge_pieces(pieces: list[Piece]) -> list[Piece]:
@@ -450,8 +436,8 @@ class BulkReader:
             if not isinstance(obj, dict):
                 bad[p] = f"not a JSON object but {type(obj).__name__}"
                 continue
-            if _SURROGATE_ESCAPE.search(payloads[p]) and lone_surrogate(obj):
-                bad[p] = "a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), not text"
+            if holds_lone_surrogate(payloads[p], obj):
+                bad[p] = LONE_SURROGATE
                 continue
             objs[p] = obj
         return objs
