@@ -132,6 +132,13 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
     be too deep are scanned together.
     """
     raw = [d if type(d) is bytes else b"" if d is None else bytes(d) for d in datas]
+    # Nesting needs an opening bracket per level: a record no longer than the limit
+    # cannot exceed it (Debezium keys, most small values), whatever it holds.
+    lengths = np.fromiter(map(len, raw), np.int64, len(raw))
+    longer = np.flatnonzero(lengths > limit).tolist()
+    if len(longer) < len(raw):
+        found = _too_deep_many([raw[i] for i in longer], limit) if longer else {}
+        return {longer[j]: depth for j, depth in found.items()}
     n = len(raw)
     # Only a JSON text that opens with an object or array can nest; anything else (a
     # scalar, invalid JSON, Avro's binary wire format) is left to the decoder.
