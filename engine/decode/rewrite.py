@@ -712,14 +712,15 @@ def _as_int(arr: pa.ChunkedArray | pa.Array | None) -> tuple[pa.Array | None, pa
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         text = arr.cast(pa.string())
         digits = pc.match_substring_regex(text, _DIGITS)
-        as_int = pc.if_else(digits, text, None).cast(pa.int64())
         iso = pc.if_else(pc.invert(pc.fill_null(digits, False)), text, None)
         try:
+            as_int = pc.if_else(digits, text, None).cast(pa.int64())
             stamp = pc.cast(
                 pc.replace_substring_regex(iso, r"Z$", "+00:00"), pa.timestamp("us", "UTC")
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None, pc.is_valid(arr)  # not all ISO timestamps: the slow path says which
+            # Not all ISO timestamps, or digits beyond int64: the slow path says which.
+            return None, pc.is_valid(arr)
         micros = stamp.cast(pa.int64())
         return pc.coalesce(as_int, micros), None
     return None, pc.is_valid(arr)

@@ -298,3 +298,24 @@ def test_a_flattened_rows_schema_with_a_field_name_that_is_a_list_is_a_bad_messa
     assert [b.value for b in result.bad] == [value]
     assert "the decoder failed" not in result.bad[0].reason
     assert result.batch is not None and result.batch.num_rows == 2
+
+
+def test_a_flattened_binlog_position_beyond_int64_is_a_bad_message() -> None:
+    """Found by the second coverage-guided run of the debezium-flat target: ``__pos`` of
+    2**63 next to a duplicate ``__row`` member (the last, text, wins) made the bulk path
+    cast text digits to int64, and ArrowInvalid escaped the decoder for the whole batch.
+    Now such a column goes to the per-record path, which names the bad record."""
+    bad = (
+        b'{"id":1,"name":"one v2","__op":"u","__file":"mysql-bin.000004",'
+        b'"__pos":9223372036854775808,"__row":0,"__source_ts_ms":1700000000000,'
+        b'"__deleted":"false","__row":"c"}'
+    )
+    good = (
+        b'{"id": 2, "name": "one", "__op": "c", "__file": "mysql-bin.000003", "__pos": 900, '
+        b'"__row": 0, "__source_ts_ms": 1700000000000, "__deleted": "false"}'
+    )
+    records = [(b'{"id":2}', good), (b'{"id":1}', bad), (b'{"id":2}', good)]
+    result = decode_checked("debezium-flat", "srv.app.items", records)
+    assert [b.value for b in result.bad] == [bad]
+    assert "source.pos" in result.bad[0].reason
+    assert result.batch is not None and result.batch.num_rows == 2
