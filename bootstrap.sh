@@ -3,6 +3,8 @@
 #   ./bootstrap.sh demo   install everything, then run `cdcctl demo`
 #   ./bootstrap.sh test   install everything (with test extras), then run the whole suite
 #   ./bootstrap.sh lint   install the test extras, then ruff, mypy and the import contracts
+#   ./bootstrap.sh peers  install what the tests need beside Python (PostgreSQL and MariaDB
+#                         servers, Maven) and resolve the pinned JVM peers under interop/
 # Installs Java 17 from Debian when no Java 17+ is found, creates .venv with Python 3.11+,
 # and installs cdcctl into it. Safe to re-run: every step is skipped when already done.
 set -euo pipefail
@@ -40,7 +42,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
   }
 fi
-extras=""; case "$what" in test|lint) extras="[test]" ;; esac
+extras=""; case "$what" in test|lint|peers) extras="[test]" ;; esac
 stamp=".venv/.installed$extras"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "bootstrap: installing cdcctl$extras into .venv (log: .venv/install.log)" >&2
@@ -55,12 +57,34 @@ fi
 # Spark's classes as a class-data archive for this Java (~15 s once; Spark then starts ~3 s sooner).
 [ "$what" = "lint" ] || .venv/bin/python -m engine.spark build-class-archive || true
 
+# The tests' own servers and JVM peers: Debian's PostgreSQL and MariaDB (the tests start
+# scratch servers on free loopback ports; nothing is started here), Maven, then the pinned
+# sets under interop/ resolved once into ~/.cache/cdcctl/interop (tests/peers/jars.py).
+peers() {
+  local need=()
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
+  command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+  command -v mvn >/dev/null 2>&1 || need+=(maven)
+  if [ "${#need[@]}" -gt 0 ]; then
+    echo "bootstrap: installing ${need[*]} (Debian packages the tests use)" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    # Installing a server package starts its service on Debian; the tests need none running.
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+    for svc in postgresql mariadb; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
+  fi
+  .venv/bin/python -m tests.peers.jars
+}
+
 case "$what" in
   demo) exec .venv/bin/cdcctl demo "$@" ;;
+  peers) peers ;;
   test)
+    peers
     # Tables written by Apache Hudi (hudi-rs's test data, from its PyPI source archive).
     .venv/bin/python -m tests.hudi_rs_data
-    exec .venv/bin/python -m pytest "$@" ;;
+    # Two workers (CDCCTL_TEST_WORKERS=0 runs in one process): ~11 min instead of ~18.
+    exec .venv/bin/python -m pytest -n "${CDCCTL_TEST_WORKERS:-2}" "$@" ;;
   lint)
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
@@ -68,5 +92,5 @@ case "$what" in
     .venv/bin/lint-imports
     ;;
   install) echo "installed: .venv/bin/cdcctl" ;;
-  *) echo "usage: ./bootstrap.sh demo|test|lint|install" >&2; exit 2 ;;
+  *) echo "usage: ./bootstrap.sh demo|test|lint|peers|install" >&2; exit 2 ;;
 esac
