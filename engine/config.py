@@ -46,6 +46,12 @@ SUPPORTED_FORMATS = ("debezium-json", "debezium-avro", "debezium-flat", "cdc-jso
 LOG_NAME = "cdcctl.log"
 PLANNED_FORMATS: tuple[str, ...] = ()
 
+#: ``hudi.clean_retain_hours`` by default: longer than queries on a replica run and than
+#: an hourly incremental pull's interval, short enough that the active timeline (every
+#: commit of the window stays on it) and the slices compactions replaced stay small at
+#: one commit a second (3,600 instants). Hudi's own default for the policy is 24.
+DEFAULT_CLEAN_RETAIN_HOURS = 1.0
+
 #: URL schemes of ``source.database_dsn``.
 DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb")
 
@@ -460,7 +466,14 @@ class HudiConfig(_Section):
     it exists."""
 
     num_buckets: int = Field(default=8, ge=1, le=4096)
-    clean_retain_commits: int = Field(default=10, ge=1)
+    #: Cleaning by time (Hudi's KEEP_LATEST_BY_HOURS, hoodie.cleaner.hours.retained):
+    #: every commit of the last clean_retain_hours stays readable — time travel,
+    #: incremental pulls, and a query pinned at an instant keeps its files this long
+    #: after that instant, however many commits and compactions follow.
+    clean_retain_hours: float = Field(default=DEFAULT_CLEAN_RETAIN_HOURS, gt=0)
+    #: Or by count (KEEP_LATEST_COMMITS, hoodie.cleaner.commits.retained): the newest N
+    #: commits stay readable. Set instead of clean_retain_hours, never with it.
+    clean_retain_commits: int | None = Field(default=None, ge=1)
     #: MERGE_ON_READ: a batch appends a log file to each touched file group, which is
     #: compacted into a new base file when its logs grow; COPY_ON_WRITE: a batch
     #: rewrites every file group it touches.
@@ -485,10 +498,22 @@ class HudiConfig(_Section):
                 f"keep_min_commits ({self.keep_min_commits}) must be less than "
                 f"keep_max_commits ({self.keep_max_commits})"
             )
-        if self.keep_min_commits <= self.clean_retain_commits:
+        if self.clean_retain_commits is not None:
+            if "clean_retain_hours" in self.model_fields_set:
+                raise ValueError(
+                    "set clean_retain_hours (retain by time) or clean_retain_commits (by "
+                    "count), not both"
+                )
+            if self.keep_min_commits <= self.clean_retain_commits:
+                raise ValueError(
+                    f"keep_min_commits ({self.keep_min_commits}) must be greater than "
+                    f"clean_retain_commits ({self.clean_retain_commits}), as Hudi requires"
+                )
+        elif 0 < self.archive_retention_hours < self.clean_retain_hours:
             raise ValueError(
-                f"keep_min_commits ({self.keep_min_commits}) must be greater than "
-                f"clean_retain_commits ({self.clean_retain_commits}), as Hudi requires"
+                f"archive_retention_hours ({self.archive_retention_hours:g}) must be 0 or at "
+                f"least clean_retain_hours ({self.clean_retain_hours:g}): archived instants "
+                "are deleted no sooner than the data files of their time"
             )
         return self
 
@@ -500,8 +525,8 @@ class ReplicatorConfig(_Section):
     max_batch_seconds: float = Field(default=1.0, gt=0)
     topic_refresh_seconds: float = Field(default=10.0, gt=0)
     work_dir: str = ".cdcctl"
-    #: Delete tombstones are kept this long in source time (and for at least
-    #: hudi.clean_retain_commits commits) so late events cannot resurrect rows.
+    #: Delete tombstones are kept this long in source time (and while their commit is
+    #: retained by hudi.clean_retain_hours / _commits) so late events cannot resurrect rows.
     tombstone_retention_hours: float = Field(default=168.0, ge=0)
     #: Tables (glob patterns over table names) that accept a gap in their topic — a
     #: checkpoint before the log's start or past its end — and go on from the log's
@@ -904,7 +929,10 @@ def render_config(
     hudi = tomlkit.table()
     hudi.add("num_buckets", num_buckets)
     hudi["num_buckets"].comment("bucket index size per table; fixed once a table exists")
-    hudi.add("clean_retain_commits", 10)
+    hudi.add("clean_retain_hours", DEFAULT_CLEAN_RETAIN_HOURS)
+    hudi["clean_retain_hours"].comment(
+        "history kept readable (time travel, incremental pulls, long queries)"
+    )
     hudi.add("table_type", "MERGE_ON_READ")
     hudi["table_type"].comment("or COPY_ON_WRITE; fixed once a table exists")
     doc.add("hudi", hudi)

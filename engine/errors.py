@@ -114,3 +114,8 @@ class WriterLockError(CdcError):
 
 class KeylessTableError(SchemaEvolutionError):
     """Row events without a record key on a table that is not configured for them."""
+
+
+class ForeignTableError(HudiError):
+    """A table folder holds a table another Hudi writer made or changed: cdcctl refuses to
+    write it (or remove it), and reading it stays possible."""

@@ -30,6 +30,7 @@ import pyarrow as pa
 from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
 from engine.hudi import avro_models as am
+from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
 from engine.naming import table_key
 
 if TYPE_CHECKING:
@@ -80,10 +81,16 @@ def oldest_readable(table: HudiTable) -> str | None:
     not read the archived one) and the earliest commit retained by the newest clean,
     pending or completed (a pending clean may already have deleted files).
     """
+    return _readable(table)[0]
+
+
+def _readable(table: HudiTable) -> tuple[str | None, str | None]:
+    """:func:`oldest_readable`, and the cleaning policy (Hudi's name, as the clean
+    recorded it) when a clean's earliest commit retained is what bounds it."""
     timeline = table.timeline()
     if not timeline.completed:
-        return None
-    oldest = min(timeline.completed)
+        return None, None
+    oldest, policy = min(timeline.completed), None
     hoodie = table.base_path / ".hoodie"
     for instant, (action, state) in timeline.services.items():
         if action != "clean":
@@ -91,20 +98,29 @@ def oldest_readable(table: HudiTable) -> str | None:
         try:
             if state == "COMPLETED":
                 data = (hoodie / f"{instant}.clean").read_bytes()
-                retained = am.deserialize_avro_metadata(data, am.CLEAN_METADATA).get(
-                    "earliestCommitToRetain"
-                )
+                meta = am.deserialize_avro_metadata(data, am.CLEAN_METADATA)
+                retained = meta.get("earliestCommitToRetain")
+                parts = list((meta.get("partitionMetadata") or {}).values())
+                used = parts[0].get("policy") if parts else None
             else:
                 data = (hoodie / f"{instant}.clean.requested").read_bytes()
                 plan = am.deserialize_avro_metadata(data, am.CLEANER_PLAN)
                 retained = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
+                used = plan.get("policy")
         except FileNotFoundError:
             continue  # archived since the listing: a newer clean stays active
         except (OSError, ValueError) as exc:
             raise HudiError(f"{table.base_path}: unreadable clean {instant}: {exc}") from exc
-        if retained:
-            oldest = max(oldest, retained)
-    return oldest
+        if retained and retained > oldest:
+            oldest, policy = retained, used
+    return oldest, policy
+
+
+#: The config key behind each cleaning policy, for messages.
+_POLICY_KEYS = {
+    KEEP_LATEST_BY_HOURS: "instants older than its time window (hudi.clean_retain_hours)",
+    KEEP_LATEST_COMMITS: "instants before its newest commits (hudi.clean_retain_commits)",
+}
 
 
 def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | None:
@@ -117,7 +133,7 @@ def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | Non
     completed = table.completed_instants()
     if as_of is None:
         return completed[-1] if completed else None
-    oldest = oldest_readable(table)
+    oldest, policy = _readable(table)
     chosen = [t for t in completed if t <= as_of]
     if oldest is None or not chosen or chosen[-1] < oldest:
         readable = (
@@ -127,7 +143,12 @@ def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | Non
         )
         archived = table.base_path / ".hoodie" / "archived"
         if oldest is not None and oldest > completed[0]:
-            why = "the cleaner deleted the files of older instants (hudi.clean_retain_commits)"
+            older = _POLICY_KEYS.get(policy or "")
+            why = (
+                f"the cleaner deleted the files of {older}; raise it to keep more history"
+                if older
+                else "the cleaner deleted the files of older instants"
+            )
         elif archived.is_dir() and any(archived.iterdir()):
             why = "older instants are archived (hudi.keep_min_commits)"
         else:

@@ -50,6 +50,7 @@ from engine.hudi.commit import PARTITION_PATH, WriteStat, to_json_bytes
 from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
 from engine.hudi.log_file import LogFileName, log_instant
 from engine.hudi.options import HoodieOption as H
+from engine.hudi.retention import Retention
 from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, avro_schema_json
 
 HOODIE_DIR = ".hoodie"
@@ -57,8 +58,6 @@ PROPERTIES_FILE = "hoodie.properties"
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 #: Entries kept by the per-table caches of parsed commit metadata and schemas.
 CACHE_ENTRIES = 256
-#: Hudi's cleaning policy of ``hoodie.cleaner.commits.retained``.
-CLEAN_POLICY = "KEEP_LATEST_COMMITS"
 #: Hudi's ``hoodie.compact.inline.max.delta.commits`` default: the archiver keeps that many
 #: delta commits since the last compaction for the compaction trigger to count (MOR).
 MAX_DELTA_COMMITS = 5
@@ -815,31 +814,34 @@ class HudiTable:
         self._added(f"{r}.rollback")
         self._last_instant = max(self._last_instant, instant, r)
 
-    def clean(self, retain_commits: int) -> list[Path]:
-        """Delete data files no query at the last ``retain_commits`` commits can need.
+    def clean(self, retain: int | Retention, *, now: datetime | None = None) -> list[Path]:
+        """Delete data files no query at an instant ``retain`` keeps readable can need.
 
-        A slice is deleted only if a newer committed slice of its group already existed
-        at the oldest retained commit (or its group was replaced by then). The latest
-        slice of a group is never deleted. As Hudi 0.14/0.15 (``KEEP_LATEST_COMMITS``)
-        the clean is an instant C: ``C.clean.requested`` and ``C.clean.inflight`` hold the
-        ``HoodieCleanerPlan`` (the earliest commit retained, the files), the files are
-        deleted, then ``C.clean`` holds the ``HoodieCleanMetadata``. A clean with nothing
-        to delete is not recorded (Hudi schedules none). A crash leaves C pending and a
-        readable table; the next start finishes C.
+        ``retain`` is a :class:`~engine.hudi.retention.Retention` (by hours: Hudi's
+        ``KEEP_LATEST_BY_HOURS``; by commits: ``KEEP_LATEST_COMMITS``) or a number of
+        commits. A slice is deleted only if a newer committed slice of its group already
+        existed at the earliest commit retained (or its group was replaced by then). The
+        latest slice of a group is never deleted. As Hudi 0.14/0.15 the clean is an
+        instant C: ``C.clean.requested`` and ``C.clean.inflight`` hold the
+        ``HoodieCleanerPlan`` (the policy, the earliest commit retained, the files), the
+        files are deleted, then ``C.clean`` holds the ``HoodieCleanMetadata``. A clean
+        with nothing to delete is not recorded (Hudi schedules none). A crash leaves C
+        pending and a readable table; the next start finishes C.
 
         Args:
-            retain_commits: Number of newest completed commits to keep readable (>= 1).
+            retain: What to keep readable; an int is a number of newest commits (>= 1).
+            now: The time the by-hours window ends (default: the clock).
 
         Returns:
             The deleted files.
         """
-        if retain_commits < 1:
-            raise HudiError(f"retain_commits must be at least 1, got {retain_commits}")
+        retention = retain if isinstance(retain, Retention) else Retention(commits=retain)
         timeline = self._timeline()
         completed = sorted(timeline.completed)
-        if len(completed) <= retain_commits:
+        found = retention.earliest_retained(completed, now)
+        if found is None:
             return []
-        oldest_kept = completed[-retain_commits]
+        oldest_kept = found
         # Groups replaced at or before oldest_kept are invisible to every kept query.
         replaced = self._replaced_file_ids(timeline, upto=oldest_kept)
 
@@ -864,7 +866,7 @@ class HudiTable:
                 "state": tl.COMPLETED,
             },
             "lastCompletedCommitTimestamp": completed[-1],
-            "policy": CLEAN_POLICY,
+            "policy": retention.policy,
             "filesToBeDeletedPerPartition": {},
             "version": am.CLEAN_VERSION,
             "filePathsToBeDeletedPerPartition": {
@@ -935,7 +937,9 @@ class HudiTable:
         data = (self._hoodie / f"{instant}.clean").read_bytes()
         return am.deserialize_avro_metadata(data, am.CLEAN_METADATA)
 
-    def instants_to_archive(self, keep_min: int, keep_max: int) -> list[str]:
+    def instants_to_archive(
+        self, keep_min: int, keep_max: int, retain_from: str | None = None
+    ) -> list[str]:
         """The instants Hudi 0.14/0.15's ``HoodieTimelineArchiver`` would archive now.
 
         Completed write instants, when more than ``keep_max`` are active, oldest first and
@@ -945,9 +949,10 @@ class HudiTable:
         oldest replacecommit not older than that (Hudi's clustering
         rule; the first replacecommit when nothing was cleaned), a replacecommit whose
         replaced file groups still have files, and (Merge-on-Read) the oldest of the
-        delta commits Hudi's compaction trigger counts. Completed clean and rollback
-        instants are archived by their own count: past ``keep_max`` of one action, all
-        but the newest ``keep_min``.
+        delta commits Hudi's compaction trigger counts, and ``retain_from`` (the earliest
+        commit the cleaning policy retains now: what the next clean keeps readable).
+        Completed clean and rollback instants are archived by their own count: past
+        ``keep_max`` of one action, all but the newest ``keep_min``.
         """
         timeline = self._timeline()
         writes = sorted(timeline.completed)
@@ -966,6 +971,8 @@ class HudiTable:
             ectr = self._clean_metadata(cleans[-1])["earliestCommitToRetain"] if cleans else ""
             if ectr:
                 bounds.append(ectr)
+            if retain_from:
+                bounds.append(retain_from)
             replaces = [w for w in writes if timeline.completed[w] == "replacecommit"]
             if replaces:
                 later = [w for w in replaces if w >= ectr] if cleans else replaces
@@ -998,6 +1005,7 @@ class HudiTable:
         keep_max: int,
         retention_hours: float = 0,
         keep_instants: set[str] | frozenset[str] = frozenset(),
+        retain_from: str | None = None,
     ) -> list[str]:
         """Move old instants into a new archive file, as Hudi 0.14/0.15 archive them.
 
@@ -1018,7 +1026,7 @@ class HudiTable:
         """
         if not 1 <= keep_min < keep_max:
             raise HudiError(f"need 1 <= keep_min < keep_max, got {keep_min}, {keep_max}")
-        instants = self.instants_to_archive(keep_min, keep_max)
+        instants = self.instants_to_archive(keep_min, keep_max, retain_from)
         if instants:
             timeline = self._timeline()
             names = [

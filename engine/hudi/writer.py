@@ -9,8 +9,8 @@
     writes = writer.plan_writes(instant, touched, rewrite, schema, first_task)
     ... each SliceWrite is executed by a merge task (read, fold, SliceWrite.write) ...
     writer.commit(instant, results, schema, topic, offsets, extra)   # visible, with checkpoint
-    writer.clean(retain_commits)              # now and then
-    writer.archive(keep_min, keep_max, hours) # after clean: old instants to .hoodie/archived
+    writer.clean(retention)                   # now and then (engine.hudi.retention)
+    writer.archive(keep_min, keep_max, hours, retention) # after clean: old instants archived
 
 Only this package names Hudi files or builds write stats; the rest of the engine sees
 buckets, :class:`FileSlice` summaries (for the compaction policy), :class:`SliceWrite`
@@ -32,6 +32,7 @@ from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
 from engine.hudi.file_slice import FileSlice, SliceResult, SliceWrite, base_file_name
 from engine.hudi.log_file import LogFileName
+from engine.hudi.retention import Retention
 from engine.hudi.schema import avro_schema_json, file_schema
 from engine.hudi.table import HudiTable
 
@@ -283,22 +284,35 @@ class HudiWriter:
         }
         self.table.commit(instant, stats, schema, metadata)
 
-    def clean(self, retain_commits: int) -> list[Path]:
-        """Delete slices no query at the newest ``retain_commits`` commits needs, and the
-        tombstone sidecars of slices that are gone."""
-        deleted = self.table.clean(retain_commits)
+    def clean(self, retain: int | Retention) -> list[Path]:
+        """Delete slices no query at an instant ``retain`` keeps readable needs (see
+        :meth:`HudiTable.clean`; an int is a number of commits), and the tombstone
+        sidecars of slices that are gone."""
+        deleted = self.table.clean(retain)
         self._sweep_tombstones()
         return deleted
 
-    def archive(self, keep_min: int, keep_max: int, retention_hours: float = 0) -> list[str]:
-        """Archive old instants as Hudi 0.14/0.15 do (see :meth:`HudiTable.archive`);
+    def retained_from(self, retention: Retention) -> str | None:
+        """The earliest commit ``retention`` keeps readable now (None: every commit)."""
+        return retention.earliest_retained(self.completed_instants())
+
+    def archive(
+        self,
+        keep_min: int,
+        keep_max: int,
+        retention_hours: float = 0,
+        retention: Retention | None = None,
+    ) -> list[str]:
+        """Archive old instants as Hudi 0.14/0.15 do (see :meth:`HudiTable.archive`),
+        never the earliest commit ``retention`` keeps readable now nor a later one;
         archive files older than ``retention_hours`` go too (0: never), except those
         holding an instant a live file slice refers to. Returns the archived instants."""
         live: set[str] = set()
         if retention_hours > 0:
             for fs in self.file_groups().values():
                 live.update((fs.instant, fs.state_instant))
-        return self.table.archive(keep_min, keep_max, retention_hours, live)
+        retain_from = self.retained_from(retention) if retention is not None else None
+        return self.table.archive(keep_min, keep_max, retention_hours, live, retain_from)
 
     def _sweep_tombstones(self) -> None:
         live = {(fs.file_id, fs.state_instant) for fs in self.file_groups().values()}

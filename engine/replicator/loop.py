@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import faults
-from engine.config import Config
+from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
 from engine.decode import BadMessage, DecodeResult, control, decoder_for
 from engine.decode.ddl import parse_schema_change
 from engine.decode.gtid import gtid_positions
@@ -55,6 +55,7 @@ from engine.errors import (
     WriterLockError,
 )
 from engine.files import private_dir
+from engine.hudi import ownership
 from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
@@ -73,7 +74,7 @@ from engine.replicator.deadletter import (
     ReplayOutcome,
     coordinates_text,
 )
-from engine.replicator.planning import TablePlan, plan_table
+from engine.replicator.planning import TablePlan, plan_table, retention
 from engine.replicator.progress import TableProgress
 from engine.replicator.reset import drop_replica
 from engine.replicator.retry import (
@@ -308,6 +309,17 @@ class Replicator:
                 recorder.started()
             except OSError as exc:  # nothing has run yet: there is nothing to retry
                 raise StorageError(f"cannot start: {storage_cause(exc)}") from exc
+            commits = self.cfg.hudi.clean_retain_commits
+            if commits is not None:
+                log.warning(
+                    "hudi.clean_retain_commits = %d: cleaning keeps the newest %d commits "
+                    "readable, seconds of history on a table that commits every second "
+                    "(time travel, incremental pulls and long queries lose their files); "
+                    "remove it to retain by time (hudi.clean_retain_hours, default %g)",
+                    commits,
+                    commits,
+                    DEFAULT_CLEAN_RETAIN_HOURS,
+                )
             metrics = None
             try:
                 metrics = self._serve_metrics(recorder)
@@ -1364,9 +1376,11 @@ class Replicator:
             if plan.schema_changed:
                 self.recorder.event(rt.name, "schema", f"schema changed at {plan.instant}")
         if c.commits % CLEAN_EVERY_COMMITS == 0:
-            writer.clean(self.cfg.hudi.clean_retain_commits)
-            h = self.cfg.hudi
-            writer.archive(h.keep_min_commits, h.keep_max_commits, h.archive_retention_hours)
+            h, policy = self.cfg.hudi, retention(self.cfg)
+            writer.clean(policy)
+            writer.archive(
+                h.keep_min_commits, h.keep_max_commits, h.archive_retention_hours, policy
+            )
         return applied
 
     # -- dead letters ----------------------------------------------------------------------
@@ -1605,6 +1619,12 @@ class Replicator:
         owner = self.tables.owner(rt.name)
         if owner != rt.topic:
             return f"error: the folder of {rt.name} belongs to topic {owner}"
+        found = ownership.findings(rt.path)
+        if found:  # another writer's data may be there: never removed
+            return (
+                f"error: table {rt.name}: another Hudi writer made or changed {rt.path} "
+                f"({'; '.join(found)}); resync will not remove it. {ownership.advice(rt.name)}"
+            )
         try:
             self.tables.lock(rt)
         except WriterLockError as exc:

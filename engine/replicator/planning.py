@@ -21,6 +21,7 @@ from engine.config import Config
 from engine.errors import KeylessTableError, SchemaEvolutionError
 from engine.files import private_dir, private_file
 from engine.hudi import FileSlice, HudiWriter
+from engine.hudi.retention import Retention
 from engine.merge import MergeOptions, MergeTask, evolve_schema
 from engine.merge.evolution import CDC_FIELDS
 from engine.merge.positions import Tail
@@ -102,6 +103,15 @@ def _task_weight(current: FileSlice | None, events: pa.Table | None, append: boo
     return (stored // 8 if append else stored) + (events.nbytes if events is not None else 0)
 
 
+def retention(cfg: Config) -> Retention:
+    """The cleaning policy of the config's ``[hudi]`` keys: by hours unless
+    ``clean_retain_commits`` is set (see :mod:`engine.hudi.retention`)."""
+    h = cfg.hudi
+    if h.clean_retain_commits is not None:
+        return Retention(commits=h.clean_retain_commits)
+    return Retention(hours=h.clean_retain_hours)
+
+
 def _merge_options(
     cfg: Config,
     rt: TableRuntime,
@@ -112,13 +122,13 @@ def _merge_options(
     rewrite: bool,
 ) -> MergeOptions:
     min_ts = keep_after = None
-    retain = cfg.hudi.clean_retain_commits
-    completed = writer.completed_instants()
     progress = rt.progress
-    if progress.max_source_ts is not None and len(completed) >= retain:
+    # Tombstones of commits the cleaning policy still retains stay (readers may be there).
+    retained = writer.retained_from(retention(cfg))
+    if progress.max_source_ts is not None and retained is not None:
         retention_ms = int(cfg.replicator.tombstone_retention_hours * 3_600_000)
         min_ts = progress.max_source_ts - retention_ms
-        keep_after = completed[-retain]
+        keep_after = retained
     return MergeOptions(
         truncate=truncate,
         floor=progress.floor,

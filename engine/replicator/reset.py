@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import LOG_NAME, Config
-from engine.errors import HudiError, StateError, TableNameError
-from engine.hudi import HudiWriter
+from engine.errors import ForeignTableError, HudiError, StateError, TableNameError
+from engine.hudi import HudiWriter, ownership
 from engine.lock import LOCK_NAME, Locks, table_lock_path
 from engine.naming import table_path
 from engine.replicator.tables import table_selected
@@ -102,6 +102,7 @@ def resync_offline(cfg: Config, table: str) -> list[Path]:
 
     Raises:
         StateError: a replicator runs on the work folder, or no such table is known.
+        ForeignTableError: another Hudi writer made or changed the table (nothing removed).
         WriterLockError: a replicator took the work folder or the table meanwhile.
     """
     work, target = cfg.work_path(), cfg.target_path()
@@ -118,6 +119,7 @@ def resync_offline(cfg: Config, table: str) -> list[Path]:
                 f"no table named {table!r} in {target} or in the replicator's state",
                 hint="`cdcctl status` lists the tables",
             )
+        ownership.check(folder, table)  # never removed: another writer's data may be there
         locks = Locks()
         removed = []
         try:
@@ -191,6 +193,15 @@ def _own_tables(cfg: Config, known: dict[str, str | None]) -> dict[str, Path]:
             continue
         topic = checkpoint.partition(",")[0] if checkpoint else known.get(entry.name)
         if topic and _selects(cfg, topic, entry.name):
+            found = ownership.findings(folder)
+            if found:  # made by cdcctl, changed by another writer: not removed
+                raise ForeignTableError(
+                    f"table {entry.name}: another Hudi writer changed {folder}: "
+                    f"{'; '.join(found)}; `cdcctl delete --purge` will not remove it",
+                    "move the folder out of target.path (or delete it yourself), or run "
+                    "`cdcctl delete` without --purge, which removes only the work folder's "
+                    "state",
+                )
             own[entry.name] = folder
     return own
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from engine.config import Config
 from engine.errors import HudiError, TableNameError, WriterLockError
-from engine.hudi import HudiWriter
+from engine.hudi import HudiWriter, ownership
 from engine.hudi.consistency import resync_hint
 from engine.lock import Locks, table_lock_path
 from engine.naming import table_key, table_path
@@ -189,12 +189,14 @@ class Tables:
         its first batch (``rt.writer`` stays None).
 
         Raises:
-            HudiError: the table is damaged or another topic's; nothing was written.
+            HudiError: the table is damaged, another topic's or another Hudi writer's
+                (:class:`~engine.errors.ForeignTableError`); nothing was written.
             WriterLockError: another replicator writes it.
             OSError: its storage failed (retried).
         """
         path, name = rt.path, rt.name
         if HudiWriter.exists(path):
+            ownership.check(path, name)  # before the lock: its file is a write
             self.lock(rt)  # before rolling back: the unfinished instants may be another's
             writer = HudiWriter.open(path)
             for stray in writer.verify():

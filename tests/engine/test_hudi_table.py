@@ -358,7 +358,7 @@ def test_clean_keeps_table_readable(tmp_path: Path) -> None:
     latest = table.file_groups()
 
     # Keep the last two commits (t3, t4) readable.
-    deleted = table.clean(retain_commits=2)
+    deleted = table.clean(2)
     names = sorted(p.name for p in deleted)
     # Bucket 0 has slices t1, t2, t3: at t3 the t3 slice is current, so t1 and t2 go.
     # Bucket 1 has slices t1, t3, t4: at t3 the t3 slice is current, so t1 goes.
@@ -375,13 +375,13 @@ def test_clean_keeps_table_readable(tmp_path: Path) -> None:
     assert hudi_rows(base) == states[t4] == w.expected()
     assert hudi_rows(base, as_of=t3) == states[t3]
 
-    assert table.clean(retain_commits=2) == []
-    deleted = table.clean(retain_commits=1)
+    assert table.clean(2) == []
+    deleted = table.clean(1)
     assert [p.name for p in deleted] == [base_file_name(w.file_ids[1], "0-1-0", t3)]
     assert hudi_rows(base) == states[t4]
     assert table.file_groups() == latest
     with pytest.raises(HudiError):
-        table.clean(retain_commits=0)
+        table.clean(0)
 
 
 def test_replacecommit_truncates(tmp_path: Path) -> None:
@@ -410,7 +410,7 @@ def test_replacecommit_truncates(tmp_path: Path) -> None:
     assert hudi_rows(base) == [(5, "e", 2)]
     assert all(s.file_id not in old_ids for s in table.file_groups().values())
     # The replaced groups are dead for every kept query: cleaning removes their files.
-    deleted = table.clean(retain_commits=1)
+    deleted = table.clean(1)
     assert sorted(p.name.split("_")[0] for p in deleted) == sorted(old_ids)
     assert hudi_rows(base) == [(5, "e", 2)]
 

@@ -42,7 +42,7 @@ def main() -> None:
         shutil.copytree(cfg.target_path() / TABLE, HERE / "lake" / TABLE)
         # Only the latest slices stay (a base file is ~430 kB: its bloom filter has
         # Hudi's fixed size): a clean, recorded on the timeline as Hudi records it.
-        HudiWriter.open(HERE / "lake" / TABLE).clean(retain_commits=1)
+        HudiWriter.open(HERE / "lake" / TABLE).clean(1)
         # The table's writer lock file names this machine; readers never look at it.
         (HERE / "lake" / TABLE / ".hoodie" / ".cdcctl" / "writer.lock").unlink()
         (HERE / "work").mkdir()
