@@ -10,6 +10,7 @@ from engine.checks.common import topic_selected
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config, _folder_problem
 from engine.errors import CdcError, TableNameError
+from engine.hudi import ownership
 from engine.hudi.table import HudiTable
 
 #: Less free space than this is a warning.
@@ -75,6 +76,14 @@ def check_table(cfg: Config, path: Path) -> Check:
         )
     except (OSError, ValueError) as exc:
         return failed(name, f"not a readable Hudi table: {exc}", f"move {path} out of target.path")
+    found = ownership.findings(path)
+    if found:
+        return failed(
+            name,
+            f"another Hudi writer made or changed it: {'; '.join(found)}; `cdcctl start` "
+            "will not write into it",
+            ownership.advice(path.name),
+        )
     kind = "Merge-on-Read" if table.is_mor else "Copy-on-Write"
     summary = f"{kind}, {len(completed)} completed instants"
     if pending:
