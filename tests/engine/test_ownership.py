@@ -4,10 +4,11 @@ Here without a JVM: tables cdcctl's writer made (``HudiTable``, as the replicato
 them), then changed by hand the way a Hudi writer changes them — a ``.hoodie/metadata``
 folder, ``hoodie.table.metadata.partitions`` set, a pending ``compaction``, a pending
 clustering ``replacecommit`` with its plan, a commit without cdcctl's bookkeeping, table
-version 8. The replicator's table opening (``Tables``), ``cdcctl resync`` (offline) and
-``cdcctl delete --purge`` refuse each with what was found and what to do, and every file
-of the folder is unchanged (no writer lock file either). The same refusal for tables
-Apache Hudi's own Spark writer made is in ``tests/peers/test_foreign_tables.py``.
+version 8. The replicator's table opening (``Tables``), ``test-connection``, an offline
+dead-letter replay, ``cdcctl resync`` (offline) and ``cdcctl delete --purge`` refuse each
+with what was found and what to do, and every file of the folder is unchanged (no writer
+lock file either). The same refusal for tables Apache Hudi's own Spark writer made is in
+``tests/peers/test_foreign_tables.py``.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ import pytest
 from engine.checks.result import FAIL
 from engine.checks.target import check_table
 from engine.config import Config, config_from_dict
-from engine.errors import ForeignTableError
+from engine.decode.result import BadMessage
+from engine.errors import ForeignTableError, TableNameError
 from engine.hudi import options as o
 from engine.hudi import ownership
 from engine.hudi.commit import format_checkpoint
 from engine.hudi.table import HudiTable
 from engine.lock import Locks
 from engine.naming import table_path
+from engine.replicator.deadletter import DeadLetters
+from engine.replicator.loop import Replicator
 from engine.replicator.reset import plan_delete, resync_offline
 from engine.replicator.tables import Tables
 from engine.state import TableState
@@ -166,6 +170,14 @@ def test_a_table_another_writer_changed_is_refused_and_not_written(
         check = check_table(cfg, path)
         assert check.status == FAIL and expected in check.detail, check
         assert "move the folder out of target.path" in check.fix
+
+    # A dead-letter replay (offline) finds the table FAILED and applies nothing.
+    letters = DeadLetters(cfg.work_path() / "deadletter")
+    letters.quarantine(name, [BadMessage(TOPIC, 0, 7, b"{}", b"not json", "bad json")])
+    with pytest.raises(TableNameError) as refused:
+        Replicator(cfg).replay(name)
+    assert f"table {name} is FAILED" in refused.value.message and expected in refused.value.message
+    assert fingerprint(path) == before
 
     # Offline resync removes nothing of it; delete --purge neither.
     with pytest.raises(ForeignTableError) as caught:
