@@ -13,8 +13,9 @@ in the same step, and a rolled-back instant's sidecar is ignored (and swept). Re
 the table never see them: hudi-rs and Hudi skip ``.hoodie``.
 
 Retention: a tombstone expires once its source time is older than the configured
-retention (default 7 days before the newest source time seen by the table) *and* it was
-created at least ``hudi.clean_retain_commits`` commits ago.
+retention (default 7 days before the newest source time seen by the table) *and* the
+earliest commit the cleaning policy retains has reached the commit that created it
+(``engine.hudi.retention``).
 """
 
 from __future__ import annotations
