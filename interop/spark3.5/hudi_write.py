@@ -12,7 +12,8 @@ name; record key ``id``, ordering field ``ts``), all in one Spark session:
 - ``compaction``: Merge-on-Read, bucket index, metadata table off, three upserts and a
   compaction scheduled after them but never run (``hoodie.compact.inline=false``);
 - ``clustering``: Copy-on-Write, metadata table off, three inserts (a file group each)
-  and a clustering scheduled after them but never run;
+  with Hudi's inline clustering scheduling on and its execution off: a clustering
+  (``replacecommit.requested`` with its plan) pending;
 - ``plain``: Merge-on-Read, bucket index, metadata table off, two upserts.
 
 The script checks that what each kind is about is on disk (the metadata folder, the
