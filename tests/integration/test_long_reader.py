@@ -50,7 +50,11 @@ def _cleans(hoodie: Path) -> list[tuple[str, str, int]]:
     """Completed cleans: (instant, earliest commit retained, files deleted)."""
     out = []
     for c in tl.scan(hoodie).completed_services("clean"):
-        meta = am.deserialize_avro_metadata((hoodie / f"{c}.clean").read_bytes(), am.CLEAN_METADATA)
+        try:
+            data = (hoodie / f"{c}.clean").read_bytes()
+        except FileNotFoundError:
+            continue  # archived since the listing
+        meta = am.deserialize_avro_metadata(data, am.CLEAN_METADATA)
         out.append((c, meta["earliestCommitToRetain"], meta["totalFilesDeleted"]))
     return out
 
