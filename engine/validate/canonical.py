@@ -208,6 +208,15 @@ def pg_text(c: str, kind: str, source_type: str) -> str:
     raise ValueError(f"no canonical text for kind {kind!r}")
 
 
+def pg_raw(c: str, source_type: str) -> str:
+    """PostgreSQL expression reading a row-only column for a value-by-value comparison:
+    ``money`` as a number (its text depends on ``lc_monetary``; Debezium sends a number,
+    a double with ``decimal.handling.mode=double``), others as they are."""
+    if source_type == "money":
+        return f"{c}::numeric"
+    return c
+
+
 def _pg_infinity(c: str, finite: str) -> str:
     """``finite`` for finite timestamps; +/-infinity as the values Debezium sends for them
     (the largest and smallest microsecond timestamps cdcctl stores)."""
@@ -446,6 +455,16 @@ def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
         return a is None and b is None
     if kind_source_type == "point" and isinstance(b, dict):
         return _same_point(a, b)
+    if isinstance(a, list) and isinstance(b, list):  # arrays, element by element
+        element = kind_source_type.removeprefix("_")
+        return len(a) == len(b) and all(
+            same_value(element, x, y) for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, Decimal) and isinstance(b, str):  # decimal.handling.mode=string
+        try:
+            return a == Decimal(b)
+        except ArithmeticError:
+            return False
     if isinstance(a, float) or isinstance(b, float):
         try:
             x, y = float(a), float(b)

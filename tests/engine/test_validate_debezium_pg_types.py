@@ -69,3 +69,15 @@ def test_point_compared_by_coordinates() -> None:
     replica = {"x": 1.0, "y": 2.0, "wkb": b"\x01", "srid": None}
     assert cn.same_value("point", "(1,2)", replica)
     assert not cn.same_value("point", "(1,2.5)", replica)
+
+
+def test_row_only_values_as_each_decimal_mode_sends_them(pg) -> None:
+    # numeric(10,2)[] under precise, double and string; money read as a number.
+    source = [Decimal("1.50"), None]
+    assert cn.same_value("_numeric", source, [Decimal("1.50"), None])
+    assert cn.same_value("_numeric", source, [1.5, None])
+    assert cn.same_value("_numeric", source, ["1.50", None])
+    assert not cn.same_value("_numeric", source, ["1.51", None])
+    assert not cn.same_value("_numeric", source, ["1.50"])
+    sql = f"SELECT {cn.pg_raw('c', 'money')} FROM (SELECT 99.95::money AS c) t"
+    assert cn.same_value("money", pg.execute(sql).fetchone()[0], 99.95)

@@ -38,7 +38,9 @@ from tests.peers.connect import (
     wait_snapshot_done,
 )
 
-pytestmark = pytest.mark.peers
+# One module fixture (database, Connect, workload) serves every test: keep them on one
+# xdist worker (``--dist loadgroup``, as ./bootstrap.sh test runs the suite).
+pytestmark = [pytest.mark.peers, pytest.mark.xdist_group("debezium_postgres")]
 
 TABLES = ("every_type", "items", "items_full", "scratch", "not_sent", "marker")
 
@@ -296,6 +298,14 @@ def debezium_run(scratch_postgres, kafka_broker, tmp_path_factory):
         "on": connector_props(
             scratch_postgres, dbname, f"dbzon{tag}", f"on_{tag}",
             **{"decimal.handling.mode": "precise"},
+        ),
+        "dbl": connector_props(
+            scratch_postgres, dbname, f"dbzdbl{tag}", f"dbl_{tag}",
+            **{"decimal.handling.mode": "double"},
+        ),
+        "str": connector_props(
+            scratch_postgres, dbname, f"dbzstr{tag}", f"str_{tag}",
+            **{"decimal.handling.mode": "string"},
         ),
         "off": connector_props(
             scratch_postgres, dbname, f"dbzoff{tag}", f"off_{tag}",
@@ -566,6 +576,8 @@ def check_replication(
         assert ops[table]["c"] - did["c"] + ops[table]["u"] - did["u"] + ops[table]["d"] - did[
             "d"
         ] == ops[table]["c"] + ops[table]["u"] + ops[table]["d"] - sum(did[o] for o in "cud")
+    dead = config.parent / "work" / "deadletter"
+    assert not (dead.exists() and any(dead.iterdir())), sorted(dead.iterdir())
     # Unchanged TOAST values: filled from the stored row under REPLICA IDENTITY DEFAULT;
     # with FULL, Debezium sends them. One is unresolvable: the row whose key changed (its
     # create carries the placeholder and the old key's row is another record).
@@ -628,3 +640,10 @@ def test_schemas_off_catalog_types(debezium_run, kafka_broker) -> None:
     run = debezium_run
     found = check_replication(run, kafka_broker, "off", catalog_dsn=run["dsn"])
     print(f"\nDebezium PostgreSQL, schemas off: {found}")
+
+
+@pytest.mark.parametrize("mode", ["dbl", "str"])
+def test_schemas_on_decimal_double_and_string(debezium_run, kafka_broker, mode) -> None:
+    """decimal.handling.mode=double (decimals as doubles) and string (as their text)."""
+    found = check_replication(debezium_run, kafka_broker, mode)
+    print(f"\nDebezium PostgreSQL, schemas on, decimal.handling.mode={mode}: {found}")
