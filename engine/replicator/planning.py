@@ -62,6 +62,8 @@ class TablePlan:
     ddl_events: int = 0
     #: Those events, as the replicator tracks them until the commit lands.
     ddl_items: list = field(default_factory=list)
+    #: The batch holds the table's last snapshot record: its snapshot is complete.
+    snapshot_ended: bool = False
 
 
 def _truncate_position(
