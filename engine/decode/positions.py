@@ -106,6 +106,24 @@ def _sequence_element(parts: dict[str, pa.Array], name: str) -> pa.Array:
     return pc.coalesce(quoted, bare).cast(pa.int64())
 
 
+#: ``source.snapshot`` of a table's last snapshot record (``last``: of the whole snapshot).
+SNAPSHOT_END_MARKS = ("last", "last_in_data_collection")
+
+
+def ends_snapshot(source: pa.Array | None) -> bool:
+    """Whether a parsed ``source`` struct column holds a table's last snapshot record."""
+    if source is None or not pa.types.is_struct(source.type):
+        return False
+    index = source.type.get_field_index("snapshot")
+    if index < 0:
+        return False
+    snapshot = source.field(index)
+    if not (pa.types.is_string(snapshot.type) or pa.types.is_large_string(snapshot.type)):
+        return False
+    ends = pc.is_in(snapshot.cast(pa.string()), value_set=pa.array(SNAPSHOT_END_MARKS))
+    return bool(pc.any(ends).as_py())
+
+
 def is_snapshot(snapshot: pa.Array | None, n: int) -> pa.Array:
     """Boolean mask of snapshot rows from ``source.snapshot`` (any JSON type)."""
     if snapshot is None or pa.types.is_null(snapshot.type):

@@ -65,6 +65,9 @@ class DecodeResult:
     key_field_sets: list[tuple[str, ...]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source_table: dict[str, str] | None = None
+    #: A table's last snapshot record is among the rows (``source.snapshot`` ``last`` or
+    #: ``last_in_data_collection``): its initial snapshot has been read to its end.
+    snapshot_ended: bool = False
 
 
 def bad_message(

@@ -66,6 +66,24 @@ def widened(old: pa.DataType, new: pa.DataType) -> pa.DataType | None:
     return None
 
 
+def without_null(t: pa.DataType) -> pa.DataType:
+    """``t`` with every null type in it (a field only ever seen null in schemaless JSON,
+    e.g. the ``srid`` of Debezium's Point struct, or an empty array's items) made
+    ``string``, as a top-level column only ever seen null is: Hudi (Avro) has no null
+    column type."""
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, without_null(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(pa.field(t.value_field.name, without_null(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(without_null(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, without_null(t.item_type))
+    return t
+
+
 def evolve_schema(
     current: pa.Schema | None, batch_schema: pa.Schema, *, keep_wider: bool = False
 ) -> pa.Schema:
@@ -82,7 +100,9 @@ def evolve_schema(
     """
     # As the table stores them (decimals wider than 38 digits as exact text).
     row_fields = [
-        f.with_type(storage_type(f.type)) for f in batch_schema if f.name not in CONTROL_COLUMNS
+        f if pa.types.is_null(f.type) else f.with_type(without_null(storage_type(f.type)))
+        for f in batch_schema
+        if f.name not in CONTROL_COLUMNS
     ]
     if current is None:
         return pa.schema(

@@ -204,6 +204,7 @@ def merge_file_group(
         else tombstones.SCHEMA.empty_table()
     )
     changed = opts.rewrite
+    before_truncate = old
     if opts.truncate is not None:
         keep = _newer_than(old.column(POS), old.column(POS_SUB), opts.truncate)
         counts.truncated = old.num_rows - (pc.sum(keep).as_py() or 0)
@@ -223,13 +224,13 @@ def merge_file_group(
             known = pc.is_valid(events.column(POS))
             newer = _newer_than(events.column(POS), events.column(POS_SUB), opts.truncate)
             keep = pc.or_(pc.invert(known), newer)
-            _count_ops(events.filter(pc.invert(keep)).column(OP), counts)  # applied, then gone
+            _count_superseded(events.filter(pc.invert(keep)), before_truncate, counts)
             events = events.filter(keep)
         if events.num_rows and partial.is_partial(data_schema):
             winners, applied, late = partial.fold_partial(
                 events, old, tombs, data_schema, combined_value(floor), old_has_only_batch_keys
             )
-            counts.late = len(late)
+            counts.late += len(late)
             _count_ops(applied, counts)
         elif events.num_rows:
             winners, history = _decide(
@@ -352,7 +353,7 @@ def _decide(
             .otherwise(pl.col("_rank") <= pl.col("_prev_rank"))
         )
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
-    counts.late = int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
+    counts.late += int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
     _count_ops(ctl.filter(~pl.col("_late"))[OP].to_arrow(), counts)
     kept = ctl.filter(~pl.col("_late")).with_columns(
         pl.col("_c").fill_null(combined_value((UNKNOWN_POS, 0)))
@@ -461,6 +462,30 @@ def _count_ops(ops: pa.Array | pa.ChunkedArray, counts: MergeCounts) -> None:
         name = f"events_{entry['values']}"
         if name in MergeCounts.__dataclass_fields__:
             setattr(counts, name, getattr(counts, name) + entry["counts"])
+
+
+def _count_superseded(gone: pa.Table, stored: pa.Table, counts: MergeCounts) -> None:
+    """Count the batch's events older than its truncate: applied (then emptied by the
+    truncate) once each; a repeat of one (same key, op and position: a replay, e.g. by
+    Kafka Connect after a crash) or one not newer than the key's stored row is late."""
+    if not gone.num_rows:
+        return
+    frame = pl.DataFrame(gone.select([KEY, OP, POS, POS_SUB])).filter(pl.col(OP) != OP_TOMBSTONE)
+    distinct = frame.unique(subset=[KEY, OP, POS, POS_SUB], keep="first", maintain_order=True)
+    late = frame.height - distinct.height
+    if stored.num_rows and distinct.height:
+        have = pl.DataFrame(stored.select([HOODIE_RECORD_KEY, POS, POS_SUB])).rename(
+            {HOODIE_RECORD_KEY: KEY, POS: "_sp", POS_SUB: "_ss"}
+        )
+        joined = distinct.join(have, on=KEY, how="left")
+        pos, sub = pl.col(POS), pl.col(POS_SUB).fill_null(0)
+        sp, ss = pl.col("_sp"), pl.col("_ss").fill_null(0)
+        older = (pos < sp) | ((pos == sp) & (sub <= ss))
+        stale = joined.select(older.fill_null(False)).to_series()
+        late += int(stale.sum())
+        distinct = joined.filter(~stale)
+    counts.late += late
+    _count_ops(distinct[OP].to_arrow(), counts)
 
 
 def _stored_positions(old: pa.Table, tombs: pa.Table) -> pl.DataFrame | None:

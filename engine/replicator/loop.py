@@ -150,6 +150,8 @@ class _Decoded:
     renames: dict[str, str] = field(default_factory=dict)
     #: Those schema change events (see ``TableRuntime.uncommitted_ddl``).
     ddl_items: list = field(default_factory=list)
+    #: The share holds the table's last snapshot record (DecodeResult.snapshot_ended).
+    snapshot_ended: bool = False
 
 
 @dataclass
@@ -879,6 +881,7 @@ class Replicator:
                         prepared.rewind[(topic, p)] = cut
             bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
             decoded = _Decoded(rt, batch, result.key_fields, read_to)
+            decoded.snapshot_ended = result.snapshot_ended
             if bad:
                 self._bad_messages(decoded, bad)
                 if decoded.fail is not None:
@@ -1203,6 +1206,7 @@ class Replicator:
                 if decoded.fail is not None:
                     self._fail(rt, decoded.fail)
                 continue
+            plan.snapshot_ended = decoded.snapshot_ended
             if decoded.replayed:
                 # Replayed events are old: the live stream's tails stay what they were.
                 rt.progress.tail = live_tail
@@ -1367,7 +1371,8 @@ class Replicator:
         if rt.incident is not None:
             self._table_recovered(rt)
         if rt.state in (TableState.REPLICATING, TableState.SNAPSHOTTING, TableState.FAILING):
-            snapshot = total.events_r > 0 and not streamed
+            # Snapshot reads only, the table's last one not among them: still snapshotting.
+            snapshot = total.events_r > 0 and not streamed and not plan.snapshot_ended
             rt.state = TableState.SNAPSHOTTING if snapshot else TableState.REPLICATING
             rt.error = None
         if self.recorder is not None:

@@ -63,10 +63,16 @@ class TablePlan:
     ddl_events: int = 0
     #: Those events, as the replicator tracks them until the commit lands.
     ddl_items: list = field(default_factory=list)
+    #: The batch holds the table's last snapshot record: its snapshot is complete.
+    snapshot_ended: bool = False
 
 
-def _truncate_position(batch: pa.Table) -> tuple[tuple[int, int] | None, int]:
-    """The newest truncate's position in the batch, and how many truncates it holds."""
+def _truncate_position(
+    batch: pa.Table, floor: tuple[int, int] | None = None
+) -> tuple[tuple[int, int] | None, int]:
+    """The newest truncate's position in the batch, and how many distinct truncates it
+    applies: a repeat of one (a replay, same position) and one not newer than ``floor``
+    (the table's last truncate in earlier commits) are not counted again."""
     is_truncate = pc.equal(batch.column(OP), OP_TRUNCATE)
     if not pc.any(is_truncate).as_py():
         return None, 0
@@ -76,7 +82,8 @@ def _truncate_position(batch: pa.Table) -> tuple[tuple[int, int] | None, int]:
         for p, s in zip(*(c.to_pylist() for c in rows.columns), strict=True)
         if p is not None
     )
-    return (pairs[-1] if pairs else None), len(pairs)
+    distinct = {p for p in pairs if floor is None or p > floor}
+    return (pairs[-1] if pairs else None), len(distinct)
 
 
 def _split_by_bucket(writer: HudiWriter, keyed: pa.Table) -> dict[int, pa.Table]:
@@ -269,7 +276,7 @@ def plan_table(
     keyed = None
     tails = progress.tails()  # as of the previous batch: what this batch's events inherit
     if batch is not None and has_rows:
-        truncate, truncates = _truncate_position(batch)
+        truncate, truncates = _truncate_position(batch, progress.floor)
         keyed = (
             batch.filter(pc.is_valid(batch.column(KEY))) if batch.column(KEY).null_count else batch
         )

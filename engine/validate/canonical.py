@@ -10,20 +10,30 @@ count and the sum of its rows' hashes.
 =========  =================================================  ==========================
 kind       canonical text                                     source types
 =========  =================================================  ==========================
-int        decimal digits                                     int2/4/8, tinyint..bigint
-bool       ``true`` / ``false``                               boolean (MySQL tinyint(1))
-decimal    exact, trailing fractional zeros dropped           numeric, decimal
+int        decimal digits                                     int2/4/8, tinyint..bigint,
+                                                              interval as Debezium's
+                                                              MicroDuration (µs; a month
+                                                              is 30.4375 days)
+bool       ``true`` / ``false``                               boolean (MySQL tinyint(1)),
+                                                              PostgreSQL bit(1)
+decimal    exact, trailing fractional zeros dropped           numeric, decimal, money
 float64    IEEE 754 bits in hex (``nan`` for NaN)             float8 (PostgreSQL)
 float32    IEEE 754 bits in hex (``nan`` for NaN)             float4 (PostgreSQL)
 date       ``YYYY-MM-DD``                                     date
-ts         ``YYYY-MM-DDTHH:MM:SS.ffffff`` (wall clock)        timestamp, datetime
+ts         ``YYYY-MM-DDTHH:MM:SS.ffffff`` (wall clock;        timestamp, datetime
+           PostgreSQL's +/-infinity as Debezium sends them:
+           9999-12-31T23:59:59.999999 / 0001-01-01)
 tstz       the same, in UTC                                   timestamptz, MySQL timestamp
-time       microseconds since midnight                        time
+time       microseconds since midnight (timetz: in UTC)       time, timetz
 text       the text                                           text, varchar, char, uuid,
-                                                              enum, MySQL json
-json       PostgreSQL's jsonb text (keys by length, then      json, jsonb
-           bytes; ``", "`` and ``": "``)
-bytes      lowercase hex                                      bytea, binary, blob
+                                                              enum, MySQL json, ltree,
+                                                              tsvector, inet, cidr,
+                                                              macaddr, integer/date ranges
+json       PostgreSQL's jsonb text (keys by length, then      json, jsonb, hstore (as
+           bytes; ``", "`` and ``": "``)                      Debezium's json mode)
+bytes      lowercase hex (bit strings: the little-endian      bytea, binary, blob, bit(n),
+           bytes of their value, high zero bytes dropped,     varbit
+           as Debezium's Bits)
 array      ``array_to_json`` text                             int/text/bool/uuid arrays
 row        not hashed: compared value by value in the         anything else (MySQL
            ranges whose hash differs                          float/double, intervals...)
@@ -71,6 +81,12 @@ _PG_KINDS = {
     "citext": TEXT, "xml": TEXT,
     "json": JSON, "jsonb": JSON,
     "bytea": BYTES,
+    # What Debezium's PostgreSQL connector makes of these (checked against 3.6.1):
+    "money": DECIMAL, "timetz": TIME, "interval": INT, "hstore": JSON,
+    "bit": BYTES, "varbit": BYTES,
+    "ltree": TEXT, "tsvector": TEXT, "inet": TEXT, "cidr": TEXT, "macaddr": TEXT,
+    "macaddr8": TEXT, "int4range": TEXT, "int8range": TEXT, "numrange": TEXT,
+    "daterange": TEXT,
 }  # fmt: skip
 _PG_ARRAY_ELEMENTS = {"int2", "int4", "int8", "text", "varchar", "bool", "uuid"}
 
@@ -136,6 +152,8 @@ def column_kind(dialect: str, source: SourceColumn, replica_type: pa.DataType) -
             kind = ARRAY if source.element in _PG_ARRAY_ELEMENTS else ROW
         elif source.type == "enum":
             kind = TEXT
+        elif source.type == "bit" and pa.types.is_boolean(replica_type):
+            kind = BOOL  # bit(1): Debezium sends a boolean
         else:
             kind = _PG_KINDS.get(source.type, ROW)
     else:
@@ -152,12 +170,16 @@ def column_kind(dialect: str, source: SourceColumn, replica_type: pa.DataType) -
 
 def pg_text(c: str, kind: str, source_type: str) -> str:
     """PostgreSQL expression of the canonical text of column expression ``c``."""
+    if kind == INT and source_type == "interval":
+        return _pg_micro_duration(c)
     if kind == INT:
         return f"{c}::text"
+    if kind == BOOL and source_type == "bit":
+        return f"({c} = B'1')::text"
     if kind == BOOL:
         return f"{c}::text"
     if kind == DECIMAL:
-        x = f"{c}::text"
+        x = f"({c})::numeric::text" if source_type == "money" else f"{c}::text"
         return f"CASE WHEN strpos({x}, '.') > 0 THEN rtrim(rtrim({x}, '0'), '.') ELSE {x} END"
     if kind in (FLOAT64, FLOAT32):
         t, send = ("float8", "float8send") if kind == FLOAT64 else ("float4", "float4send")
@@ -165,22 +187,70 @@ def pg_text(c: str, kind: str, source_type: str) -> str:
     if kind == DATE:
         return f"to_char({c}, 'YYYY-MM-DD')"
     if kind == TS:
-        return f"""to_char({c}, 'YYYY-MM-DD"T"HH24:MI:SS.US')"""
+        return _pg_infinity(c, f"""to_char({c}, 'YYYY-MM-DD"T"HH24:MI:SS.US')""")
     if kind == TSTZ:
-        return f"""to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')"""
+        return _pg_infinity(c, f"""to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')""")
     if kind == TIME:
-        return f"(extract(epoch FROM {c}) * 1000000)::bigint::text"
+        t = f"({c} AT TIME ZONE 'UTC')::time" if source_type == "timetz" else c
+        return f"(extract(epoch FROM {t}) * 1000000)::bigint::text"
     if kind == TEXT:
         if source_type == "bpchar":  # ::text would drop the padding Debezium sends
             return f"CASE WHEN {c} IS NULL THEN NULL ELSE concat({c}) END"
         return f"{c}::text"
     if kind == JSON:
-        return f"{c}::jsonb::text"
+        return f"{c}::jsonb::text"  # hstore too: its extension's cast, as Debezium's json mode
+    if kind == BYTES and source_type in ("bit", "varbit"):
+        return _pg_bits(c)
     if kind == BYTES:
         return f"encode({c}, 'hex')"
     if kind == ARRAY:
         return f"array_to_json({c})::text"
     raise ValueError(f"no canonical text for kind {kind!r}")
+
+
+def pg_raw(c: str, source_type: str) -> str:
+    """PostgreSQL expression reading a row-only column for a value-by-value comparison:
+    ``money`` as a number (its text depends on ``lc_monetary``; Debezium sends a number,
+    a double with ``decimal.handling.mode=double``), others as they are."""
+    if source_type == "money":
+        return f"{c}::numeric"
+    return c
+
+
+def _pg_infinity(c: str, finite: str) -> str:
+    """``finite`` for finite timestamps; +/-infinity as the values Debezium sends for them
+    (the largest and smallest microsecond timestamps cdcctl stores)."""
+    return (
+        f"CASE WHEN {c} = 'infinity' THEN '9999-12-31T23:59:59.999999' "
+        f"WHEN {c} = '-infinity' THEN '0001-01-01T00:00:00.000000' ELSE {finite} END"
+    )
+
+
+def _pg_micro_duration(c: str) -> str:
+    """An interval in microseconds as Debezium's MicroDuration counts it: a month is
+    30.4375 days (365.25 / 12), a day 24 hours."""
+    months = f"(extract(year FROM {c}) * 12 + extract(month FROM {c}))"
+    clock = (
+        f"(extract(hour FROM {c}) * 3600 + extract(minute FROM {c}) * 60 "
+        f"+ extract(second FROM {c}))"
+    )
+    return (
+        f"round(({months} * 30.4375 + extract(day FROM {c})) * 86400000000 "
+        f"+ {clock} * 1000000)::bigint::text"
+    )
+
+
+def _pg_bits(c: str) -> str:
+    """A bit string as Debezium's Bits: the bytes of its value, least significant first,
+    without high zero bytes (Java's ``BitSet.toByteArray``), in hex."""
+    padded = f"lpad({c}::text, ((length({c}) + 7) / 8) * 8, '0')"
+    chunks = (
+        f"(SELECT string_agg(lpad(to_hex(substr(p.b, i * 8 + 1, 8)::bit(8)::int), 2, '0'), "
+        f"'' ORDER BY i DESC) FROM (SELECT {padded} AS b) p, "
+        f"generate_series(0, length(p.b) / 8 - 1) i)"
+    )
+    trimmed = f"regexp_replace(coalesce({chunks}, ''), '(00)+$', '')"
+    return f"CASE WHEN {c} IS NULL THEN NULL ELSE {trimmed} END"
 
 
 def mysql_text(c: str, kind: str) -> str:
@@ -383,6 +453,18 @@ def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
     for single precision, 1e-12 otherwise; everything else by value, then by text)."""
     if a is None or b is None:
         return a is None and b is None
+    if kind_source_type == "point" and isinstance(b, dict):
+        return _same_point(a, b)
+    if isinstance(a, list) and isinstance(b, list):  # arrays, element by element
+        element = kind_source_type.removeprefix("_")
+        return len(a) == len(b) and all(
+            same_value(element, x, y) for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, Decimal) and isinstance(b, str):  # decimal.handling.mode=string
+        try:
+            return a == Decimal(b)
+        except ArithmeticError:
+            return False
     if isinstance(a, float) or isinstance(b, float):
         try:
             x, y = float(a), float(b)
@@ -395,6 +477,21 @@ def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
     if a == b:
         return True
     return str(a) == str(b)
+
+
+def _same_point(source: Any, replica: dict) -> bool:
+    """A PostgreSQL point (``(x,y)`` text, or a driver object with ``x``/``y``) against
+    Debezium's Point struct (``x``, ``y``, ``wkb``, ``srid``)."""
+    coords: tuple[Any, Any]
+    if isinstance(source, str):
+        try:
+            x, y = (float(v) for v in source.strip("()").split(","))
+        except ValueError:
+            return False
+        coords = (x, y)
+    else:
+        coords = (getattr(source, "x", None), getattr(source, "y", None))
+    return coords == (replica.get("x"), replica.get("y"))
 
 
 def pack_float(v: float, kind: str) -> str:

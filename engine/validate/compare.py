@@ -196,7 +196,7 @@ def _source_rows(
 ) -> Iterable[tuple[str, list[Any], list[str | None], list[Any]]]:
     """(key text, raw key values, canonical texts of hashed columns, raw row-only values)."""
     texts = [db.text_expr(c) for c in plan.hashed]
-    raws = [db.quote(c.name) for c in plan.row_only]
+    raws = [db.raw_expr(c) for c in plan.row_only]
     keyraw = [db.quote(k.name) for k in plan.keys]
     select = ", ".join(f"{e} AS _v{i}" for i, e in enumerate(texts + raws + keyraw))
     order = ", ".join(db.key_order(k.name, k.source_type) for k in plan.keys)

@@ -97,6 +97,10 @@ class SourceDB:
     def text_expr(self, col: ColumnPlan) -> str:
         raise NotImplementedError
 
+    def raw_expr(self, col: ColumnPlan) -> str:
+        """The expression reading a row-only column's value (compared value by value)."""
+        return self.quote(col.name)
+
     def row_text(self, texts: list[str]) -> str:
         raise NotImplementedError
 
@@ -178,6 +182,9 @@ class PostgresDB(SourceDB):
 
     def text_expr(self, col: ColumnPlan) -> str:
         return cn.pg_text(self.quote(col.name), col.kind, col.source_type)
+
+    def raw_expr(self, col: ColumnPlan) -> str:
+        return cn.pg_raw(self.quote(col.name), col.source_type)
 
     def row_text(self, texts: list[str]) -> str:
         return cn.pg_row_text(texts)

@@ -48,7 +48,7 @@ from engine.decode.debezium_json.envelope import (
 )
 from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
-from engine.decode.positions import source_columns
+from engine.decode.positions import ends_snapshot, source_columns
 from engine.decode.result import DecodeResult, bad_message
 from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
 
@@ -246,6 +246,7 @@ class AvroDecoder:
             keys_info.used_sets,
             ctx.notes,
             ctx.source_table,
+            snapshot_ended=ctx.snapshot_ended,
         )
 
     def _values(self, schema_id: int, indices: np.ndarray, bodies: pa.Array, ctx: Ctx) -> None:
@@ -289,6 +290,7 @@ class AvroDecoder:
         checks: list[tuple[pa.Array, str]] = []
         source = _col(t, "source")
         src = source_columns(source, n, ctx.hint)
+        ctx.snapshot_ended = ctx.snapshot_ended or ends_snapshot(source)
         tx = _col(t, "transaction")
         tx_id = pa.nulls(n, pa.string())
         if tx is not None and pa.types.is_struct(tx.type) and tx.type.get_field_index("id") >= 0:

@@ -85,6 +85,8 @@ class Ctx:
     catalog: Any = None
     #: The hints applied to row columns in this call (record-key columns get them too).
     applied_types: dict[str, Any] = field(default_factory=dict)
+    #: A row event is a table's last snapshot record (see DecodeResult.snapshot_ended).
+    snapshot_ended: bool = False
 
 
 def index_array(group: Group, positions: list[int] | range) -> pa.Array:

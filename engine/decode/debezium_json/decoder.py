@@ -280,4 +280,5 @@ def decode_debezium_json(
         keys_info.used_sets,
         ctx.notes,
         ctx.source_table,
+        snapshot_ended=ctx.snapshot_ended,
     )

@@ -40,7 +40,7 @@ from engine.decode.debezium_json.reader import (
     merge_pieces,
 )
 from engine.decode.debezium_json.split import Group, Split
-from engine.decode.positions import source_columns
+from engine.decode.positions import ends_snapshot, source_columns
 from engine.model import GTID, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS, TX_ID
 
 if TYPE_CHECKING:
@@ -411,6 +411,7 @@ def _envelope_piece(
 
     checks: list[tuple[pa.Array, str]] = []  # (rows, reason); the first match wins
     src = source_columns(column(t, "source"), n, ctx.hint)
+    ctx.snapshot_ended = ctx.snapshot_ended or ends_snapshot(column(t, "source"))
     tx_id = _transaction_ids(t, n, checks)
 
     rows: dict[str, pa.Array] = {}
