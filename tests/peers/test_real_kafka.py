@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,11 +33,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+import engine
 from engine.hudi.table import HudiTable
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests import builders
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
+from tests.integration.test_status import _wait
 from tests.oracle import fold
 from tests.peers.kafka import KafkaBroker, KafkaOptions, Listener, TlsFiles, start_kafka
 from tests.tls_support import make_certs
@@ -366,6 +370,27 @@ def _topic_config(broker: KafkaBroker, topic: str, *change: str) -> None:
                     *change)  # fmt: skip
 
 
+def _expire_past(broker: KafkaBroker, topic: str, checkpoint: int) -> int:
+    """Write keys 101..200 (offsets ``checkpoint``..+99) in two segments, then let
+    Kafka's retention (one second, for a while) delete segments until the log starts past
+    ``checkpoint``; the default retention is back on return. Returns the log start."""
+    produce_messages(broker.bootstrap_servers, _rows(topic, range(101, 151), 2000))
+    time.sleep(1.5)  # the next append rolls the segment
+    produce_messages(broker.bootstrap_servers, _rows(topic, range(151, 201), 3000))
+    _topic_config(broker, topic, "--add-config", "retention.ms=1000")
+    deadline = time.monotonic() + 60
+    while _watermarks(broker, topic)[0] <= checkpoint:
+        assert time.monotonic() < deadline, "Kafka's retention deleted nothing in 60 s:\n" + (
+            broker.log_tail()
+        )
+        time.sleep(0.5)
+    _topic_config(broker, topic, "--delete-config", "retention.ms")
+    time.sleep(2)  # the default retention (7 days) holds again before anything is read
+    low, high = _watermarks(broker, topic)
+    assert checkpoint < low <= high == checkpoint + 100, (low, high)
+    return low
+
+
 def test_segments_deleted_under_a_lagging_checkpoint_stop_the_table(
     retention_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
 ) -> None:
@@ -387,24 +412,11 @@ def test_segments_deleted_under_a_lagging_checkpoint_stop_the_table(
     assert run.returncode == 0, run.stderr
     assert_replicas_match(lake, fold(first))
 
-    # cdcctl is stopped (its checkpoint: offset 100); more is written, in two segments,
-    # then retention drops to one second until Kafka has deleted what it covers.
-    produce_messages(broker.bootstrap_servers, _rows(topic, range(101, 151), 2000))
-    time.sleep(1.5)
-    produce_messages(broker.bootstrap_servers, _rows(topic, range(151, 201), 3000))
-    _topic_config(broker, topic, "--add-config", "retention.ms=1000")
-    deadline = time.monotonic() + 60
-    while _watermarks(broker, topic)[0] <= 100:
-        assert time.monotonic() < deadline, "Kafka's retention deleted nothing in 60 s:\n" + (
-            broker.log_tail()
-        )
-        time.sleep(0.5)
-    _topic_config(broker, topic, "--delete-config", "retention.ms")
-    time.sleep(2)  # the default retention (7 days) is back before anything is read
+    # cdcctl is stopped (its checkpoint: offset 100) while Kafka deletes what follows.
+    low = _expire_past(broker, topic, 100)
     last = _rows(topic, range(1, 21), 4000)  # updates of replicated keys, after the gap
     produce_messages(broker.bootstrap_servers, last)
-    low, high = _watermarks(broker, topic)
-    assert 100 < low <= 200 and high == 220, (low, high)
+    assert _watermarks(broker, topic) == (low, 220)
     gap = f"{topic}[0]: offsets 100..{low - 1} were deleted from the topic"
 
     # test-connection sees it before any start.
@@ -455,3 +467,70 @@ def test_segments_deleted_under_a_lagging_checkpoint_stop_the_table(
     table = HudiTable.open(lake / "app_items")
     extra = table.commit_metadata(table.completed_instants()[-1])["extraMetadata"]
     assert json.loads(extra["cdcctl.accepted_gaps"]) == [f"{topic}[0] 100->{low}"]
+
+
+def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
+    retention_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """A table paused in a running replicator while retention deletes past its
+    checkpoint: on resume the broker refuses the fetch position (out of range), and the
+    table stops with the gap instead of jumping over it; the replicator goes on."""
+    broker = retention_broker
+    topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
+    broker.create_topic(topic, config={"segment.ms": "1000"})
+    first = _rows(topic, range(1, 101), 1000)
+    produce_messages(broker.bootstrap_servers, first + _rows(other, range(1, 11), 1000))
+    lake = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        lake,
+        max_batch_seconds=0.3,
+    )
+    work = tmp_path / "work"
+
+    def table(name: str) -> dict:
+        found = engine.read_status(work)
+        assert found is not None
+        return next((t for t in found["tables"] if t["table"] == name), {})
+
+    def checkpoint(name: str) -> str | None:
+        path = lake / name
+        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:100")
+        paused = run_cli("pause", "--config", str(config), "app_items")
+        assert paused.returncode == 0, paused.stderr
+        _wait("the pause", lambda: table("app_items").get("state") == "PAUSED")
+
+        low = _expire_past(broker, topic, 100)
+        produce_messages(broker.bootstrap_servers, _rows(other, range(11, 21), 2000))
+        _wait("the other table", lambda: checkpoint("app_other") == f"{other},0:20")
+
+        resumed = run_cli("resume", "--config", str(config), "app_items")
+        assert resumed.returncode == 0, resumed.stderr
+        _wait("the gap", lambda: table("app_items").get("state") == "FAILED")
+        error = table("app_items")["last_error"]
+        assert f"{topic}[0]: offsets 100..{low - 1} were deleted from the topic" in error, error
+        assert "replicator.accept_offset_gaps" in error, error
+        assert checkpoint("app_items") == f"{topic},0:100"
+        assert_replicas_match(lake, {topic: fold(first)[topic]})
+
+        # The replicator still runs for the other table.
+        produce_messages(broker.bootstrap_servers, _rows(other, range(21, 31), 3000))
+        _wait("the other table again", lambda: checkpoint("app_other") == f"{other},0:30")
+        assert proc.poll() is None
+    finally:
+        stopped = run_cli("stop", "--config", str(config))
+        out, err = proc.communicate(timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Traceback" not in err, err
+    assert "offsets 100.." in err, err
