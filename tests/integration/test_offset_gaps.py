@@ -10,12 +10,16 @@ Two cases cannot run against the embedded broker (Tansu), and what stands in:
 
 - A checkpoint before the log's start (retention or ``DeleteRecords`` removed records):
   Tansu implements neither, so no such log can be made. The same function decides both
-  ends (the start is the partition's low watermark); this test covers the end.
+  ends (the start is the partition's low watermark); this test covers the end, and
+  tests/peers/test_real_kafka.py the start, with segments Apache Kafka's retention
+  deleted.
 - A topic recreated under a *running* replicator: librdkafka 2.16.0 crashes (SIGSEGV)
   inside ``consume`` once it fetches from a partition Tansu deleted (a Fetch response
   for an unknown topic), with or without cdcctl. The replicator's periodic check (every
   ``replicator.topic_refresh_seconds``) and its handling of out-of-range consumer errors
-  run the same gap check; here the restart after the recreation exercises it.
+  run the same gap check; here the restart after the recreation exercises it, and
+  tests/peers/test_real_kafka.py recreates a topic under a running replicator on Apache
+  Kafka.
 """
 
 from __future__ import annotations

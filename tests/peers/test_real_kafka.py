@@ -226,7 +226,11 @@ def test_a_scram_login_succeeds_and_replicates(
         secure_broker.address("SASL"),
         topics,
         lake,
-        source={**sasl, "sasl_mechanism": SCRAM_256, "sasl_password": "${env:" + PASSWORD_ENV + "}"},
+        source={
+            **sasl,
+            "sasl_mechanism": SCRAM_256,
+            "sasl_password": "${env:" + PASSWORD_ENV + "}",
+        },
     )
     check = run_cli("test-connection", "--config", str(sha256), "--json", env=env, timeout=120)
     runs.append(check)
@@ -365,7 +369,11 @@ COLUMNS = [("id", "int32"), ("name", "string")]
 
 def _rows(topic: str, keys: range, lsn: int) -> list[tuple[str, bytes, bytes]]:
     return [
-        (topic, builders.key(k), builders.value("c", lsn + k, {"id": k, "name": f"v{lsn}"}, COLUMNS))
+        (
+            topic,
+            builders.key(k),
+            builders.value("c", lsn + k, {"id": k, "name": f"v{lsn}"}, COLUMNS),
+        )
         for k in keys
     ]
 
