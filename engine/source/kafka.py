@@ -27,8 +27,10 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
+    TopicCollection,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
 from engine.config import SourceConfig
 from engine.errors import ConfigError, KafkaSecurityError, SourceError
@@ -181,6 +183,22 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
     return settings
 
 
+#: Settings an admin client shares with the consumer (the connection and its security).
+_CLIENT_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "client.")
+#: The id Kafka gives no topic (a broker that reports no topic ids).
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def admin_settings(cfg: SourceConfig) -> dict[str, object]:
+    """librdkafka settings for an admin client: the consumer's connection and security
+    settings only (contains the secret: never log it)."""
+    return {
+        k: v
+        for k, v in consumer_settings(cfg, 1).items()
+        if k.startswith(_CLIENT_PREFIXES) or k == "logger"
+    }
+
+
 def _watermarks(
     consumer: Consumer, partitions: Iterable[tuple[str, int]], cached: bool = False
 ) -> dict[tuple[str, int], int]:
@@ -310,6 +328,7 @@ class KafkaSource:
         # records are known before the data they describe is cut into batches.
         self._tx_settings = {**consumer_settings(cfg, 10_000), "group.id": cfg.group_id + "-tx"}
         self._tx_consumer: Consumer | None = None
+        self._admin: AdminClient | None = None
         self._tx_assigned: set[tuple[str, int]] = set()
         self._reached = False
         #: Consumer errors seen, by error name: logged and counted, never dropped.
@@ -511,6 +530,29 @@ class KafkaSource:
         if count <= 3 or count % 1000 == 0:
             where = f" on {topic}[{part}]" if topic else ""
             log.warning("Kafka consumer error%s: %s (%d so far)", where, err.str(), count)
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Each topic's id (the UUID Kafka gives a topic when it is created: a deleted and
+        recreated topic has a new one). Topics the broker gives no id for, or that it
+        does not describe now, are left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        out: dict[str, str] = {}
+        try:
+            if self._admin is None:
+                self._admin = AdminClient(admin_settings(self._cfg))
+            futures = self._admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
+            for name, future in futures.items():
+                try:
+                    found = str(future.result(TIMEOUT_S).topic_id or "")
+                except Exception:  # noqa: BLE001 - deleted meanwhile, or no answer
+                    continue
+                if found and found != _NO_TOPIC_ID:
+                    out[name] = found
+        except (KafkaException, ValueError, RuntimeError) as exc:
+            log.debug("cannot describe topics %s: %s", names, exc)
+        return out
 
     def log_start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict:
         """The first offset still in each partition's log (low watermark)."""
