@@ -189,7 +189,7 @@ _CLIENT_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "client.")
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
-def admin_settings(cfg: SourceConfig) -> dict[str, object]:
+def admin_settings(cfg: SourceConfig) -> dict[str, Any]:
     """librdkafka settings for an admin client: the consumer's connection and security
     settings only (contains the secret: never log it)."""
     return {

@@ -666,6 +666,12 @@ def test_a_topic_recreated_longer_than_the_checkpoint_stops_the_table(
     _recreate(broker, topic)
     newer = _rows(topic, range(1, 301), 5000)
     produce_messages(broker.bootstrap_servers, newer)
+    check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
+    assert check.returncode == 1, check.stdout
+    found = {c["name"]: c for c in json.loads(check.stdout)["checks"]}[f"kafka.topic {topic}"]
+    assert found["status"] == "fail", found
+    assert "the topic was deleted and recreated" in found["detail"], found
+    assert "offsets 0..199 of the new topic would never be read" in found["detail"], found
     stopped = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
     assert stopped.returncode == 3, stopped.stderr
     error = {s["table"]: s for s in json.loads(stopped.stdout)["tables"]}["app_items"]["last_error"]
