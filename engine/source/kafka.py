@@ -328,7 +328,6 @@ class KafkaSource:
         # records are known before the data they describe is cut into batches.
         self._tx_settings = {**consumer_settings(cfg, 10_000), "group.id": cfg.group_id + "-tx"}
         self._tx_consumer: Consumer | None = None
-        self._admin: AdminClient | None = None
         self._tx_assigned: set[tuple[str, int]] = set()
         self._reached = False
         #: Consumer errors seen, by error name: logged and counted, never dropped.
@@ -540,9 +539,10 @@ class KafkaSource:
             return {}
         out: dict[str, str] = {}
         try:
-            if self._admin is None:
-                self._admin = AdminClient(admin_settings(self._cfg))
-            futures = self._admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
+            # A client per call (rare: at start and when topics appear), so that no idle
+            # connection of its own outlives it and reports a broker going away.
+            admin = AdminClient(admin_settings(self._cfg))
+            futures = admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
             for name, future in futures.items():
                 try:
                     found = str(future.result(TIMEOUT_S).topic_id or "")
