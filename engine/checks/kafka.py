@@ -23,6 +23,7 @@ from engine.hudi.commit import parse_checkpoint
 from engine.hudi.table import HudiTable
 from engine.model import TX_ID
 from engine.naming import table_path
+from engine.replicator.progress import TOPIC_ID_KEY
 from engine.source.kafka import KafkaSource, consumer_settings, kafka_reason
 from engine.source.transactions import transaction_topic
 
@@ -161,31 +162,36 @@ def read_partitions(cfg: Config, topics: dict[str, list[int]]) -> dict[tuple[str
         consumer.close()
 
 
-def _checkpoint(cfg: Config, topic: str) -> tuple[str, dict[int, int] | None]:
-    """The table a topic maps to, and the next offsets its checkpoint records (None:
-    no table yet, or it has no checkpoint)."""
+def _checkpoint(cfg: Config, topic: str) -> tuple[str, dict[int, int] | None, str | None]:
+    """The table a topic maps to, the next offsets its checkpoint records (None: no
+    table yet, or it has no checkpoint) and the topic id its newest commit records."""
     try:
         name = cfg.table_name(topic)
         path = table_path(cfg.target_path(), name)
     except TableNameError:
-        return "", None
+        return "", None, None
     if not HudiTable.exists(path):
-        return name, None
+        return name, None, None
     try:
-        offsets = parse_checkpoint(HudiTable.open(path).checkpoint(), topic)
+        table = HudiTable.open(path)
+        offsets = parse_checkpoint(table.checkpoint(), topic)
+        topic_id = table.latest_extra_metadata().get(TOPIC_ID_KEY) or None
     except HudiError:
-        return name, None  # reported by the target checks
-    return name, offsets or None
+        return name, None, None  # reported by the target checks
+    return name, offsets or None, topic_id
 
 
 def check_topic(
     cfg: Config,
     topic: str,
     parts: dict[int, Partition],
-    checkpoint: tuple[str, dict[int, int] | None],
+    checkpoint: tuple[str, dict[int, int] | None, str | None],
+    topic_id: str | None = None,
 ) -> Check:
-    """Partitions, end offsets and how many messages wait to be applied."""
-    name, committed = checkpoint
+    """Partitions, end offsets and how many messages wait to be applied (``topic_id``:
+    the topic's id now, compared with the one the checkpoint was read from)."""
+    name, committed, recorded = checkpoint
+    recreated = committed is not None and None not in (recorded, topic_id) and recorded != topic_id
     ends = " ".join(f"{p}:{info.end}" for p, info in sorted(parts.items()))
     waiting = 0
     gaps = []
@@ -203,6 +209,13 @@ def check_topic(
                 "(the topic was deleted and recreated)"
             )
             start = info.end
+        elif recreated and start > info.low:
+            gaps.append(
+                f"partition {p}: the topic was deleted and recreated (its id is {topic_id}, "
+                f"the checkpoint was read from {recorded}): offsets {info.low}..{start - 1} "
+                "of the new topic would never be read"
+            )
+            start = info.low
         waiting += info.end - start
     since = (
         f"since the checkpoint of table {name}"
@@ -379,9 +392,16 @@ def kafka_checks(
             for (topic, p), info in parts.items():
                 if topic in matched:
                     by_topic.setdefault(topic, {})[p] = info
+            ids = source.topic_ids(matched)
             for topic in matched:
                 checks.append(
-                    check_topic(cfg, topic, by_topic.get(topic, {}), _checkpoint(cfg, topic))
+                    check_topic(
+                        cfg,
+                        topic,
+                        by_topic.get(topic, {}),
+                        _checkpoint(cfg, topic),
+                        ids.get(topic),
+                    )
                 )
             sample_check, with_tx = check_samples(cfg, by_topic)
             checks.append(sample_check)

@@ -671,27 +671,62 @@ class Replicator:
             if (rt.topic, p) in idle
         }
         reading.update({tp: off for tp, off in positions.items() if off is not None})
-        for (topic, part), restart in self._offset_gaps(reading, new=set(positions)).items():
+        recreated = self._recreated_topics({topic for topic, _ in positions})
+        for (topic, part), restart in self._offset_gaps(
+            reading, new=set(positions), recreated=recreated
+        ).items():
             positions[(topic, part)] = restart
         self.source.assign({tp: off for tp, off in positions.items() if self.tables[tp[0]].live})
         self._adopt()
 
+    def _recreated_topics(self, topics: set[str]) -> dict[str, tuple[str, str]]:
+        """Learn the topic ids of live tables (those with new partitions here, and those
+        not knowing theirs yet: recorded in their next commit) and return the topics
+        whose id differs from the one their table recorded: topic -> (recorded, now)."""
+        if self.source is None:
+            return {}
+        wanted = {
+            rt.topic
+            for rt in self.tables
+            if rt.live and (rt.topic in topics or rt.progress.topic_id is None)
+        }
+        recreated = {}
+        for topic, found in self.source.topic_ids(wanted).items():
+            progress = self.tables[topic].progress
+            if progress.topic_id is None or not progress.committed:
+                progress.topic_id = found
+            elif progress.topic_id != found:
+                recreated[topic] = (progress.topic_id, found)
+        return recreated
+
     def _offset_gaps(
-        self, checkpoints: dict[tuple[str, int], int], new: set[tuple[str, int]]
+        self,
+        checkpoints: dict[tuple[str, int], int],
+        new: set[tuple[str, int]],
+        recreated: dict[str, tuple[str, str]] | None = None,
     ) -> dict[tuple[str, int], int]:
         """Find checkpoints outside their partition's log; stop or resume their tables.
 
         A checkpoint before the log's start means events were deleted (retention,
         compaction) before they were replicated; one past the log's end means the topic
-        was deleted and recreated (or truncated). Either is a gap in the table's change
-        history: the table stops (FAILED) with the missing range and the fixes, unless
-        ``replicator.accept_offset_gaps`` names it; then it goes on from the log's start
-        and its next commit records the gap.
+        was deleted and recreated (or truncated). A checkpoint in a topic whose id is not
+        the one its table recorded (``recreated``: topic -> ids) was read from a topic
+        since deleted: the new topic's offsets before it were never read. Each is a gap
+        in the table's change history: the table stops (FAILED) with the missing range
+        and the fixes, unless ``replicator.accept_offset_gaps`` names it; then it goes on
+        from the log's start and its next commit records the gap.
 
         Returns:
             Where accepted partitions restart (offsets to seek to).
         """
-        if not checkpoints or self.source is None:
+        recreated = recreated or {}
+        if self.source is None:
+            return {}
+        for topic, (_, now) in recreated.items():
+            # A topic read from its start (no checkpoint) misses nothing: its new id holds.
+            if not any(tp[0] == topic for tp in checkpoints):
+                self.tables[topic].progress.topic_id = now
+        if not checkpoints:
             return {}
         source = self.source
         starts = source.log_start_offsets([tp for tp in checkpoints if tp in new])
@@ -710,10 +745,20 @@ class Replicator:
         restarts: dict[tuple[str, int], int] = {}
         for (topic, part), off in sorted(checkpoints.items()):
             start, end = starts.get((topic, part), 0), ends[(topic, part)]
-            if start <= off <= end:
+            ids = recreated.get(topic)
+            if start <= off <= end and (ids is None or off <= start):
+                if ids is not None and self.tables[topic].live:
+                    self.tables[topic].progress.topic_id = ids[1]
                 continue
             rt = self.tables[topic]
-            if off < start:
+            if start <= off <= end:
+                assert ids is not None
+                gap = (
+                    f"{topic}[{part}]: the topic was deleted and recreated (its id is "
+                    f"{ids[1]}, the checkpoint {off} was read from {ids[0]}): offsets "
+                    f"{start}..{off - 1} of the new topic were never read"
+                )
+            elif off < start:
                 gap = (
                     f"{topic}[{part}]: offsets {off}..{start - 1} were deleted from the topic "
                     "(retention or compaction) before they were replicated"
@@ -727,6 +772,8 @@ class Replicator:
                 log.warning("%s: accepting a gap: %s; going on from offset %d", rt.name, gap, start)
                 rt.progress.accepted_gaps.append(f"{topic}[{part}] {off}->{start}")
                 rt.progress.committed[part] = start
+                if ids is not None:
+                    rt.progress.topic_id = ids[1]
                 restarts[(topic, part)] = start
                 if (topic, part) not in new:
                     source.seek({(topic, part): start})

@@ -29,6 +29,7 @@ TOPIC_KEY = "cdcctl.source.topic"
 TAIL_KEY = "cdcctl.partition.tail"
 GTID_KEY = "cdcctl.gtid.lineages"
 GAPS_KEY = "cdcctl.accepted_gaps"
+TOPIC_ID_KEY = "cdcctl.source.topic_id"
 
 
 @dataclass
@@ -46,6 +47,9 @@ class TableProgress:
     gtid_lineages: list[str] = field(default_factory=list)
     #: Offset gaps accepted by ``replicator.accept_offset_gaps``, as recorded.
     accepted_gaps: list[str] = field(default_factory=list)
+    #: The id Kafka gave the topic the checkpoint was read from (a recreated topic has
+    #: another; None: not known yet).
+    topic_id: str | None = None
     #: The source table (``cdcctl.source_table``: JSON of connector, db, schema, table).
     source_table: str | None = None
     #: Schema changes handled (:mod:`engine.replicator.ddl`).
@@ -66,6 +70,7 @@ class TableProgress:
             tail={int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()},
             gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),
             accepted_gaps=json.loads(extra.get(GAPS_KEY) or "[]"),
+            topic_id=extra.get(TOPIC_ID_KEY) or None,
             source_table=extra.get(SOURCE_TABLE_KEY),
             ddl=DdlState.load(extra.get(DDL_KEY)),
         )
@@ -83,6 +88,8 @@ class TableProgress:
             extra[GTID_KEY] = json.dumps(self.gtid_lineages, separators=(",", ":"))
         if self.accepted_gaps:
             extra[GAPS_KEY] = json.dumps(self.accepted_gaps, separators=(",", ":"))
+        if self.topic_id:
+            extra[TOPIC_ID_KEY] = self.topic_id
         if self.source_table:
             extra[SOURCE_TABLE_KEY] = self.source_table
         if self.ddl.used:

@@ -27,8 +27,10 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
+    TopicCollection,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
 from engine.config import SourceConfig
 from engine.errors import ConfigError, KafkaSecurityError, SourceError
@@ -179,6 +181,22 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
             settings["ssl.key.password"] = key_password.get_secret_value()
     settings.update(cfg.kafka_options)
     return settings
+
+
+#: Settings an admin client shares with the consumer (the connection and its security).
+_CLIENT_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "client.")
+#: The id Kafka gives no topic (a broker that reports no topic ids).
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def admin_settings(cfg: SourceConfig) -> dict[str, Any]:
+    """librdkafka settings for an admin client: the consumer's connection and security
+    settings only (contains the secret: never log it)."""
+    return {
+        k: v
+        for k, v in consumer_settings(cfg, 1).items()
+        if k.startswith(_CLIENT_PREFIXES) or k == "logger"
+    }
 
 
 def _watermarks(
@@ -511,6 +529,30 @@ class KafkaSource:
         if count <= 3 or count % 1000 == 0:
             where = f" on {topic}[{part}]" if topic else ""
             log.warning("Kafka consumer error%s: %s (%d so far)", where, err.str(), count)
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Each topic's id (the UUID Kafka gives a topic when it is created: a deleted and
+        recreated topic has a new one). Topics the broker gives no id for, or that it
+        does not describe now, are left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        out: dict[str, str] = {}
+        try:
+            # A client per call (rare: at start and when topics appear), so that no idle
+            # connection of its own outlives it and reports a broker going away.
+            admin = AdminClient(admin_settings(self._cfg))
+            futures = admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
+            for name, future in futures.items():
+                try:
+                    found = str(future.result(TIMEOUT_S).topic_id or "")
+                except Exception:  # noqa: BLE001 - deleted meanwhile, or no answer
+                    continue
+                if found and found != _NO_TOPIC_ID:
+                    out[name] = found
+        except (KafkaException, ValueError, RuntimeError) as exc:
+            log.debug("cannot describe topics %s: %s", names, exc)
+        return out
 
     def log_start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict:
         """The first offset still in each partition's log (low watermark)."""
