@@ -7,7 +7,6 @@ import random
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -181,13 +180,10 @@ def test_vectorised_equals_scalar(keys: list[str], num_buckets: int, offset: int
     assert bucket_ids(arr, num_buckets).tolist() == [bucket_id(k, num_buckets) for k in keys]
 
 
-def test_bucket_ids_speed() -> None:
+def test_bucket_ids_vectorised_equals_scalar_on_a_million_keys() -> None:
+    # Correctness only: how fast it is belongs to bench/, never to a timed test.
     keys = pa.array([f"{i:08x}-order-{i * 7919}" for i in range(1_000_000)])
-    bucket_ids(keys, 256)  # warm up allocations
-    start = time.perf_counter()
     result = bucket_ids(keys, 256)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.3, f"1M keys took {elapsed:.3f} s"
     sample = range(0, 1_000_000, 9973)
     assert [result[i] for i in sample] == [bucket_id(keys[i].as_py(), 256) for i in sample]
 
