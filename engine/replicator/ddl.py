@@ -21,6 +21,10 @@ RENAME TABLE           table FAILED     logged (see README)     logged
 CREATE TABLE           compared as an ALTER of the known definition
 =====================  ===============  ======================  ==================
 
+Debezium's snapshot writes, for every captured table, ``DROP TABLE IF EXISTS`` and then
+``CREATE TABLE`` as the table is (``source.snapshot`` true): that drop is no drop and that
+create is no change; the create's definition is recorded, nothing is compared or done.
+
 Everything is logged and counted (``ddl``). A change is handled once per table: the
 newest schema change offset handled is kept in the table's commits
 (:class:`DdlState`, ``cdcctl.ddl.state``), so reading the topic again after a restart
@@ -167,6 +171,22 @@ def _fixes(table: str, kind: str) -> str:
     )
 
 
+def _snapshot_schema(policy: str, where: str, tc: TableChange) -> DdlOutcome:
+    """A DROP or CREATE the connector's snapshot wrote (see the module's docstring)."""
+    if policy == "ignore":
+        return DdlOutcome("ignored", f"{where}: the snapshot's table definition (ddl = ignore)")
+    if tc.kind == "DROP":
+        return DdlOutcome(
+            "applied", f"{where}: the snapshot's DROP before its CREATE, not a drop: nothing done"
+        )
+    if tc.columns is None:
+        return DdlOutcome("applied", f"{where}: the snapshot's table definition, without columns")
+    definition = {c.name: _describe(c) for c in tc.columns}
+    return DdlOutcome(
+        "applied", f"{where}: the snapshot's table definition, recorded", columns=definition
+    )
+
+
 def decide(
     policy: str,
     table: str,
@@ -189,6 +209,8 @@ def decide(
         new_topic_table: for a table rename, the replica name the new name maps to.
     """
     where = f"DDL {change.ddl.strip()[:200]!r}"
+    if change.snapshot and tc.kind in ("DROP", "CREATE"):
+        return _snapshot_schema(policy, where, tc)
     if tc.kind == "TRUNCATE":
         if policy == "ignore":
             return DdlOutcome("ignored", f"{where}: truncate not applied (ddl = ignore)")
