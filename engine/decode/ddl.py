@@ -141,7 +141,6 @@ def _position(source: dict[str, Any]) -> tuple[int, int] | None:
     row = source.get("row") or 0
     if not isinstance(row, int) or not 0 <= row < 1 << 63:
         raise ValueError(f"source.row {row!r} is not a row number")
-    snapshot = source.get("snapshot")
     streamed = not _snapshot(source)
     return ((STREAMED_BIT if streamed else 0) | int(match[1]) << 32 | pos, int(row))
 

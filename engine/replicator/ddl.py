@@ -38,6 +38,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.decode.ddl import Column, SchemaChange, TableChange
 from engine.model import (
@@ -310,11 +311,22 @@ def apply_column_ops(batch: pa.Table | None, state: DdlState) -> pa.Table | None
     """A change batch in the table's current shape: applied renames and drops done."""
     if batch is None or not (state.dropped or state.renamed):
         return batch
-    names = list(batch.column_names)
     for old, new in state.renamed.items():
-        if old in names and new not in names:
+        names = list(batch.column_names)
+        if old not in names:
+            continue
+        if new not in names:
             names[names.index(old)] = new
-    batch = batch.rename_columns(names)
+            batch = batch.rename_columns(names)
+            continue
+        # One batch holds rows from before the rename (old name) and after it (new name):
+        # each row has one of the two, so they are one column again.
+        old_values = batch.column(old)
+        new_values = batch.column(new)
+        if old_values.type != new_values.type:
+            old_values = old_values.cast(new_values.type)
+        merged = pc.coalesce(new_values, old_values)
+        batch = batch.set_column(names.index(new), new, merged).drop_columns([old])
     drop = [n for n in state.dropped if n in batch.column_names]
     return batch.drop_columns(drop) if drop else batch
 
