@@ -374,6 +374,16 @@ def _float_hex(arr: pa.Array, kind: str) -> pa.Array:
     return pa.array(texts, pa.string())
 
 
+def _plain_decimal_text(text: pa.Array) -> pa.Array:
+    """Arrow writes small decimals in exponent form (``-1E-10``); the source's text is
+    positional (``-0.0000000001``)."""
+    if text.type != pa.string() or not pc.any(pc.match_substring(text, "E")).as_py():
+        return text
+    return pa.array(
+        [None if t is None else format(Decimal(t), "f") for t in text.to_pylist()], pa.string()
+    )
+
+
 def _strip_zeros(text: pa.Array) -> pa.Array:
     has_point = pc.match_substring(text, ".")
     trimmed = pc.utf8_rtrim(pc.utf8_rtrim(text, characters="0"), characters=".")
@@ -387,7 +397,7 @@ def replica_text(arr: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
     if kind in (INT, BOOL):
         return arr.cast(pa.string())
     if kind == DECIMAL:
-        return _strip_zeros(arr.cast(pa.string()))
+        return _strip_zeros(_plain_decimal_text(arr.cast(pa.string())))
     if kind in (FLOAT64, FLOAT32):
         return _float_hex(arr, kind)
     if kind == DATE:

@@ -7,6 +7,7 @@ BIT(n) least significant byte first, spatial values as Debezium's wkb/srid struc
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pyarrow as pa
 
@@ -45,3 +46,13 @@ def test_bits_and_geometry_compare_with_debezium_values() -> None:
     assert not cn.same_value(
         "geometry", (4326).to_bytes(4, "little") + wkb, {"wkb": wkb, "srid": 0}
     )
+
+
+def test_small_decimals_read_positionally(scratch_mariadb) -> None:
+    # DECIMAL(38,10) -0.0000000001: Arrow's text is "-1E-10", MariaDB's "-0.0000000001".
+    values = ["-0.0000000001", "0.0000000000", "12.5000000000", "-99.0000000100"]
+    replica = pa.array([Decimal(v) for v in values], pa.decimal128(38, 10))
+    with scratch_mariadb.connect() as conn:
+        source = [_text(conn, f"CAST('{v}' AS DECIMAL(38, 10))", cn.DECIMAL) for v in values]
+    assert cn.replica_text(replica, cn.DECIMAL).to_pylist() == source
+    assert source == ["-0.0000000001", "0", "12.5", "-99.00000001"]
