@@ -331,6 +331,25 @@ def apply_column_ops(batch: pa.Table | None, state: DdlState) -> pa.Table | None
     return batch.drop_columns(drop) if drop else batch
 
 
+def drop_unseen_columns(batch: pa.Table, replica: pa.Schema | None, state: DdlState) -> pa.Table:
+    """A batch cut at a failing change, without the columns only its rows past the cut
+    had (all null now, in neither the replica nor the definition the schema change topic
+    gave before the change): the replica must not take the new shape of a change that
+    stopped the table (say a renamed column), which a later ``apply`` of that change
+    would then meet twice. Without a known definition nothing is dropped."""
+    if not state.columns:
+        return batch
+    known = set(state.columns) | (set(replica.names) if replica is not None else set())
+    drop = [
+        f.name
+        for f in batch.schema
+        if not f.name.startswith("_cdc_")
+        and f.name not in known
+        and batch.column(f.name).null_count == batch.num_rows
+    ]
+    return batch.drop_columns(drop) if drop else batch
+
+
 def record(state: DdlState, outcome: DdlOutcome) -> None:
     """Remember an applied outcome's column operations and definition."""
     for old, new in outcome.renames.items():
