@@ -504,14 +504,16 @@ def _same_mysql_geometry(source: bytes, replica: dict) -> bool:
 def _same_point(source: Any, replica: dict) -> bool:
     """A PostgreSQL point (``(x,y)`` text, or a driver object with ``x``/``y``) against
     Debezium's Point struct (``x``, ``y``, ``wkb``, ``srid``)."""
+    coords: tuple[Any, Any]
     if isinstance(source, str):
         try:
             x, y = (float(v) for v in source.strip("()").split(","))
         except ValueError:
             return False
+        coords = (x, y)
     else:
-        x, y = getattr(source, "x", None), getattr(source, "y", None)
-    return x == replica.get("x") and y == replica.get("y")
+        coords = (getattr(source, "x", None), getattr(source, "y", None))
+    return coords == (replica.get("x"), replica.get("y"))
 
 
 def pack_float(v: float, kind: str) -> str:
