@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import struct
 import time
 import uuid
@@ -155,7 +156,7 @@ def worker_class_path() -> str:
     come from plugin.path, and a service file of a 3.6.1 jar on the class path would name
     a class the plugin's loader sees as another type ("not a subtype")."""
     jars = sorted(lib_dir("kafka").glob("*.jar"))
-    return ":".join(str(j) for j in jars if not j.name.startswith("debezium-"))
+    return os.pathsep.join(str(j) for j in jars if not j.name.startswith("debezium-"))
 
 
 class Workload:
