@@ -1,8 +1,10 @@
 """Validate benchmark: `cdcctl validate`'s engine on a large table against PostgreSQL.
 
-Usage:  .venv/bin/python bench/validate.py [--rows 1000000] [--dsn postgresql://postgres@127.0.0.1:5432/postgres]
+Usage:  .venv/bin/python bench/validate.py [--rows 1000000] [--dsn postgresql://user@host:port/db]
 
-Creates a scratch database on the server (dropped at the end), fills a table of
+Without ``--dsn`` it starts a scratch PostgreSQL cluster (tests/scratch_postgres.py, from
+``./bootstrap.sh peers``) and removes it at the end. Creates a scratch database on the
+server (dropped at the end), fills a table of
 ``--rows`` rows in SQL, builds its replica with the engine (``Replicator.merge_batch``
 of the same rows, no Kafka), then times :func:`engine.validate_replicas` twice: equal,
 and after 10 differences made in the source (4 updates, 3 deletes, 3 inserts). Prints
@@ -34,6 +36,7 @@ from engine.config import config_from_dict  # noqa: E402
 from engine.replicator import Replicator  # noqa: E402
 from engine.spark import get_spark  # noqa: E402
 from engine.validate import validate_replicas  # noqa: E402
+from tests.scratch_postgres import start_scratch_postgres  # noqa: E402
 
 TOPIC = "bench.public.items"
 TABLE = """
@@ -114,8 +117,20 @@ def run(target: Path, dsn: str, label: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--dsn", help="a PostgreSQL superuser DSN (default: a scratch cluster)")
     args = parser.parse_args()
+    if args.dsn:
+        bench(args)
+        return
+    cluster = start_scratch_postgres()
+    try:
+        args.dsn = cluster.dsn
+        bench(args)
+    finally:
+        cluster.stop()
+
+
+def bench(args: argparse.Namespace) -> None:
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, {args.rows:,} rows",

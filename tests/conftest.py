@@ -4,6 +4,12 @@
   a fraction of a second, but there is no reason to start one per test).
 * ``topic_prefix``: a unique Debezium ``topic.prefix`` per test, so tests sharing the
   session broker never see each other's topics.
+* ``scratch_postgres`` / ``scratch_postgres_replica`` / ``scratch_mariadb`` /
+  ``scratch_mariadb_no_binlog``: database servers the tests start on free loopback ports
+  (tests/scratch_postgres.py, tests/scratch_mariadb.py), started when a test first asks.
+
+Session fixtures are per process: under pytest-xdist each worker has its own broker,
+SparkContext and scratch servers (each on its own port and folder).
 """
 
 from __future__ import annotations
@@ -65,9 +71,42 @@ def spark():
 @pytest.fixture(scope="session")
 def scratch_postgres():
     """A PostgreSQL cluster with ``wal_level = logical``, for the session (see
-    tests/scratch_postgres.py)."""
+    tests/scratch_postgres.py). Every test that needs a PostgreSQL uses this one or
+    ``scratch_postgres_replica``; none uses a server of the machine."""
     from tests.scratch_postgres import start_scratch_postgres
 
     cluster = start_scratch_postgres()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def scratch_postgres_replica():
+    """A PostgreSQL cluster with ``wal_level = replica`` (never set up for logical
+    decoding), for the session."""
+    from tests.scratch_postgres import start_scratch_postgres
+
+    cluster = start_scratch_postgres(wal_level="replica")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def scratch_mariadb():
+    """A MariaDB server with ``log_bin``, ``binlog_format = ROW``, ``binlog_row_image =
+    FULL``, for the session (see tests/scratch_mariadb.py)."""
+    from tests.scratch_mariadb import start_scratch_mariadb
+
+    server = start_scratch_mariadb(binlog=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def scratch_mariadb_no_binlog():
+    """A MariaDB server without a binlog (never set up for change capture), for the session."""
+    from tests.scratch_mariadb import start_scratch_mariadb
+
+    server = start_scratch_mariadb(binlog=False)
+    yield server
+    server.stop()

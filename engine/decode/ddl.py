@@ -109,6 +109,9 @@ class SchemaChange:
     source_ts_ms: int | None
     gtid: str | None
     changes: tuple[TableChange, ...] = field(default_factory=tuple)
+    #: Written by the connector's snapshot (``source.snapshot`` true/last), not streamed
+    #: from the binlog: the schema as the snapshot found it.
+    snapshot: bool = False
 
 
 def _payload(value: bytes | dict[str, Any]) -> dict[str, Any]:
@@ -138,9 +141,13 @@ def _position(source: dict[str, Any]) -> tuple[int, int] | None:
     row = source.get("row") or 0
     if not isinstance(row, int) or not 0 <= row < 1 << 63:
         raise ValueError(f"source.row {row!r} is not a row number")
-    snapshot = source.get("snapshot")
-    streamed = snapshot in (None, False, "false", "incremental")
+    streamed = not _snapshot(source)
     return ((STREAMED_BIT if streamed else 0) | int(match[1]) << 32 | pos, int(row))
+
+
+def _snapshot(source: dict[str, Any]) -> bool:
+    """Whether a record was written by the connector's (initial) snapshot."""
+    return source.get("snapshot") not in (None, False, "false", "incremental")
 
 
 def _columns(table: Any) -> tuple[tuple[Column, ...] | None, tuple[str, ...]]:
@@ -258,5 +265,11 @@ def parse_schema_change(value: bytes | dict[str, Any]) -> SchemaChange:
     if not changes and not ddl and not table_changes:
         raise ValueError("schema change event without ddl or tableChanges")
     return SchemaChange(
-        ddl, database, position, ts if isinstance(ts, int) else None, gtid, tuple(changes)
+        ddl,
+        database,
+        position,
+        ts if isinstance(ts, int) else None,
+        gtid,
+        tuple(changes),
+        snapshot=_snapshot(source),
     )

@@ -21,6 +21,10 @@ RENAME TABLE           table FAILED     logged (see README)     logged
 CREATE TABLE           compared as an ALTER of the known definition
 =====================  ===============  ======================  ==================
 
+Debezium's snapshot writes, for every captured table, ``DROP TABLE IF EXISTS`` and then
+``CREATE TABLE`` as the table is (``source.snapshot`` true): that drop is no drop and that
+create is no change; the create's definition is recorded, nothing is compared or done.
+
 Everything is logged and counted (``ddl``). A change is handled once per table: the
 newest schema change offset handled is kept in the table's commits
 (:class:`DdlState`, ``cdcctl.ddl.state``), so reading the topic again after a restart
@@ -34,6 +38,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.decode.ddl import Column, SchemaChange, TableChange
 from engine.model import (
@@ -167,6 +172,22 @@ def _fixes(table: str, kind: str) -> str:
     )
 
 
+def _snapshot_schema(policy: str, where: str, tc: TableChange) -> DdlOutcome:
+    """A DROP or CREATE the connector's snapshot wrote (see the module's docstring)."""
+    if policy == "ignore":
+        return DdlOutcome("ignored", f"{where}: the snapshot's table definition (ddl = ignore)")
+    if tc.kind == "DROP":
+        return DdlOutcome(
+            "applied", f"{where}: the snapshot's DROP before its CREATE, not a drop: nothing done"
+        )
+    if tc.columns is None:
+        return DdlOutcome("applied", f"{where}: the snapshot's table definition, without columns")
+    definition = {c.name: _describe(c) for c in tc.columns}
+    return DdlOutcome(
+        "applied", f"{where}: the snapshot's table definition, recorded", columns=definition
+    )
+
+
 def decide(
     policy: str,
     table: str,
@@ -189,6 +210,8 @@ def decide(
         new_topic_table: for a table rename, the replica name the new name maps to.
     """
     where = f"DDL {change.ddl.strip()[:200]!r}"
+    if change.snapshot and tc.kind in ("DROP", "CREATE"):
+        return _snapshot_schema(policy, where, tc)
     if tc.kind == "TRUNCATE":
         if policy == "ignore":
             return DdlOutcome("ignored", f"{where}: truncate not applied (ddl = ignore)")
@@ -288,12 +311,42 @@ def apply_column_ops(batch: pa.Table | None, state: DdlState) -> pa.Table | None
     """A change batch in the table's current shape: applied renames and drops done."""
     if batch is None or not (state.dropped or state.renamed):
         return batch
-    names = list(batch.column_names)
     for old, new in state.renamed.items():
-        if old in names and new not in names:
+        names = list(batch.column_names)
+        if old not in names:
+            continue
+        if new not in names:
             names[names.index(old)] = new
-    batch = batch.rename_columns(names)
+            batch = batch.rename_columns(names)
+            continue
+        # One batch holds rows from before the rename (old name) and after it (new name):
+        # each row has one of the two, so they are one column again.
+        old_values = batch.column(old)
+        new_values = batch.column(new)
+        if old_values.type != new_values.type:
+            old_values = old_values.cast(new_values.type)
+        merged = pc.coalesce(new_values, old_values)
+        batch = batch.set_column(names.index(new), new, merged).drop_columns([old])
     drop = [n for n in state.dropped if n in batch.column_names]
+    return batch.drop_columns(drop) if drop else batch
+
+
+def drop_unseen_columns(batch: pa.Table, replica: pa.Schema | None, state: DdlState) -> pa.Table:
+    """A batch cut at a failing change, without the columns only its rows past the cut
+    had (all null now, in neither the replica nor the definition the schema change topic
+    gave before the change): the replica must not take the new shape of a change that
+    stopped the table (say a renamed column), which a later ``apply`` of that change
+    would then meet twice. Without a known definition nothing is dropped."""
+    if not state.columns:
+        return batch
+    known = set(state.columns) | (set(replica.names) if replica is not None else set())
+    drop = [
+        f.name
+        for f in batch.schema
+        if not f.name.startswith("_cdc_")
+        and f.name not in known
+        and batch.column(f.name).null_count == batch.num_rows
+    ]
     return batch.drop_columns(drop) if drop else batch
 
 

@@ -64,6 +64,7 @@ from engine.replicator.ddl import (
     apply_column_ops,
     cut_at_position,
     decide,
+    drop_unseen_columns,
     record,
     truncate_row,
 )
@@ -1085,7 +1086,11 @@ class Replicator:
             # checkpoint stays at its first row after it (read again after the restart).
             cuts = cut_at_position(decoded.batch, change.position)
             if cuts:
-                decoded.batch = apply_cuts(decoded.batch, cuts)
+                decoded.batch = drop_unseen_columns(
+                    apply_cuts(decoded.batch, cuts),
+                    rt.writer.schema() if rt.writer is not None else None,
+                    state,
+                )
                 decoded.read_to.update(cuts)
                 for p, cut in cuts.items():
                     self._consumed[(rt.topic, p)] = cut

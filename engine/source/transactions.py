@@ -11,6 +11,13 @@ So every committed Hudi instant holds whole transactions only: a state the sourc
 PostgreSQL transaction ids are ``<txId>:<lsn>`` where the LSN part differs between
 BEGIN, the events and END (debezium-format section 8.3): they are compared by txId.
 
+Debezium's MySQL/MariaDB connector writes a BEGIN and never an END for a statement that
+is not a row transaction (seen with MariaDB: DDL, and ``TRUNCATE TABLE``, whose truncate
+event carries that transaction's id). Transactions of one binlog origin are written one
+after the other, so when a later one of the same origin (GTID ``domain-server-seq`` or
+``uuid:seq``) begins, an earlier one still without END is over: its events present are
+all there is.
+
 A transaction larger than ``replicator.max_batch_events`` could never fit; when a full
 batch holds nothing but one unfinished transaction it is applied in parts, and a
 warning says so.
@@ -65,6 +72,16 @@ def json_documents(values: Sequence[bytes | None]) -> list[Any]:
     return docs
 
 
+_MARIADB_GTID = re.compile(r"^(\d+-\d+)-(\d+)$")
+_MYSQL_GTID = re.compile(r"^([0-9A-Fa-f-]{36}):(\d+)$")
+
+
+def gtid_order(tx_id: str) -> tuple[str, int] | None:
+    """A MySQL/MariaDB GTID transaction id's origin and sequence number (None for other ids)."""
+    match = _MARIADB_GTID.match(tx_id) or _MYSQL_GTID.match(tx_id)
+    return (match[1].lower(), int(match[2])) if match else None
+
+
 def _event_counts(end: dict[str, Any]) -> dict[str, int]:
     """An END record's events per data collection. A count that is not a whole number
     (a malformed record) is left out: that collection's share of the transaction is then
@@ -101,6 +118,8 @@ class TransactionTracker:
     ) -> None:
         self._ends: OrderedDict[str, dict[str, int]] = OrderedDict()
         self._documents = documents or json_documents
+        #: Per GTID origin, the newest transaction begun: (sequence number, id).
+        self._begun: dict[str, tuple[int, str]] = {}
 
     def observe(self, values: list[bytes | None]) -> int:
         """Record the END records among transaction-topic values; return how many."""
@@ -110,13 +129,35 @@ class TransactionTracker:
                 continue
             if isinstance(doc, dict) and "payload" in doc and "schema" in doc:
                 doc = doc["payload"]
-            if not isinstance(doc, dict) or doc.get("status") != "END" or not doc.get("id"):
+            if not isinstance(doc, dict) or not doc.get("id"):
                 continue
-            self._ends[normalise_tx_id(str(doc["id"]))] = _event_counts(doc)
+            tx = normalise_tx_id(str(doc["id"]))
+            if doc.get("status") in ("BEGIN", "END"):
+                self._follow(tx)
+            if doc.get("status") != "END":
+                continue
+            self._ends[tx] = _event_counts(doc)
             seen += 1
         while len(self._ends) > MAX_REMEMBERED:
             self._ends.popitem(last=False)
         return seen
+
+    def _follow(self, tx: str) -> None:
+        """A BEGIN or END of ``tx``: an earlier transaction of its GTID origin still
+        without END never gets one (see the module's docstring)."""
+        order = gtid_order(tx)
+        if order is None:
+            return
+        origin, seq = order
+        prev = self._begun.get(origin)
+        if prev is not None and seq <= prev[0]:
+            return  # the same transaction, or an older one read again
+        if prev is not None and prev[1] not in self._ends:
+            log.info(
+                "transaction %s: no END record before %s began; taken as complete", prev[1], tx
+            )
+            self._ends[prev[1]] = {}
+        self._begun[origin] = (seq, tx)
 
     def cuts(
         self, batch: pa.Table, collection: str, max_events: int

@@ -113,6 +113,9 @@ class SourceColumn:
     name: str
     type: str
     element: str | None = None
+    #: Whether the column takes NULL (MySQL's zero dates are sent as NULL then, else as
+    #: the epoch).
+    nullable: bool = True
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class ColumnPlan:
     kind: str
     source_type: str
     replica_type: pa.DataType
+    nullable: bool = True
 
 
 def _fits(kind: str, t: pa.DataType) -> bool:
@@ -253,9 +257,12 @@ def _pg_bits(c: str) -> str:
     return f"CASE WHEN {c} IS NULL THEN NULL ELSE {trimmed} END"
 
 
-def mysql_text(c: str, kind: str) -> str:
+def mysql_text(c: str, kind: str, nullable: bool = True) -> str:
     """MySQL/MariaDB expression of the canonical text of column expression ``c`` (a
-    literal ``%`` is written ``%%``: queries are always run with parameters)."""
+    literal ``%`` is written ``%%``: queries are always run with parameters).
+
+    A zero date (``0000-00-00``, ``0000-00-00 00:00:00``) reads as Debezium sends it: NULL
+    in a ``nullable`` column, else the epoch."""
     if kind == INT:
         return f"CAST({c} AS CHAR)"
     if kind == BOOL:
@@ -263,12 +270,16 @@ def mysql_text(c: str, kind: str) -> str:
     if kind == DECIMAL:
         x = f"CAST({c} AS CHAR)"
         return f"IF(INSTR({x}, '.') > 0, TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {x})), {x})"
-    if kind == DATE:
-        return f"DATE_FORMAT({c}, '%%Y-%%m-%%d')"
-    if kind in (TS, TSTZ):  # the session's time zone is UTC
-        return f"DATE_FORMAT({c}, '%%Y-%%m-%%dT%%H:%%i:%%s.%%f')"
+    if kind in (DATE, TS, TSTZ):  # the session's time zone is UTC
+        shape = "'%%Y-%%m-%%d'" if kind == DATE else "'%%Y-%%m-%%dT%%H:%%i:%%s.%%f'"
+        zero = "'1970-01-01'" if kind == DATE else "'1970-01-01T00:00:00.000000'"
+        zero = zero if not nullable else "NULL"
+        return (
+            f"IF(DATE_FORMAT({c}, '%%Y-%%m-%%d') = '0000-00-00', {zero}, DATE_FORMAT({c}, {shape}))"
+        )
     if kind == TIME:
-        return f"CAST(TIME_TO_SEC({c}) * 1000000 + MICROSECOND({c}) AS CHAR)"
+        # MariaDB's TIME_TO_SEC keeps the fraction (MySQL's drops it): whole seconds only.
+        return f"CAST(TRUNCATE(TIME_TO_SEC({c}), 0) * 1000000 + MICROSECOND({c}) AS CHAR)"
     if kind == TEXT:
         return f"CONVERT({c} USING utf8mb4)"
     if kind == BYTES:
@@ -372,6 +383,16 @@ def _float_hex(arr: pa.Array, kind: str) -> pa.Array:
     return pa.array(texts, pa.string())
 
 
+def _plain_decimal_text(text: pa.Array) -> pa.Array:
+    """Arrow writes small decimals in exponent form (``-1E-10``); the source's text is
+    positional (``-0.0000000001``)."""
+    if text.type != pa.string() or not pc.any(pc.match_substring(text, "E")).as_py():
+        return text
+    return pa.array(
+        [None if t is None else format(Decimal(t), "f") for t in text.to_pylist()], pa.string()
+    )
+
+
 def _strip_zeros(text: pa.Array) -> pa.Array:
     has_point = pc.match_substring(text, ".")
     trimmed = pc.utf8_rtrim(pc.utf8_rtrim(text, characters="0"), characters=".")
@@ -385,7 +406,7 @@ def replica_text(arr: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
     if kind in (INT, BOOL):
         return arr.cast(pa.string())
     if kind == DECIMAL:
-        return _strip_zeros(arr.cast(pa.string()))
+        return _strip_zeros(_plain_decimal_text(arr.cast(pa.string())))
     if kind in (FLOAT64, FLOAT32):
         return _float_hex(arr, kind)
     if kind == DATE:
@@ -453,8 +474,18 @@ def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
     for single precision, 1e-12 otherwise; everything else by value, then by text)."""
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, bytes | bytearray) and isinstance(b, dict) and "wkb" in b:
+        return _same_mysql_geometry(bytes(a), b)
     if kind_source_type == "point" and isinstance(b, dict):
         return _same_point(a, b)
+    if kind_source_type == "bit" and isinstance(a, bytes | bytearray):
+        # MySQL BIT(n) reads big-endian; Debezium sends BIT(1) as a boolean and BIT(n) as
+        # its value's bytes least significant first (io.debezium.data.Bits).
+        value = int.from_bytes(a, "big")
+        if isinstance(b, bool):
+            return value == int(b)
+        if isinstance(b, bytes | bytearray):
+            return value == int.from_bytes(b, "little")
     if isinstance(a, list) and isinstance(b, list):  # arrays, element by element
         element = kind_source_type.removeprefix("_")
         return len(a) == len(b) and all(
@@ -477,6 +508,16 @@ def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
     if a == b:
         return True
     return str(a) == str(b)
+
+
+def _same_mysql_geometry(source: bytes, replica: dict) -> bool:
+    """A MySQL/MariaDB spatial value as the driver reads it (4 bytes of SRID, little
+    endian, then the WKB) against Debezium's Geometry/Point struct (``wkb``, ``srid``;
+    a null ``srid`` for 0)."""
+    if len(source) < 5:
+        return False
+    srid = int.from_bytes(source[:4], "little")
+    return source[4:] == replica.get("wkb") and srid == (replica.get("srid") or 0)
 
 
 def _same_point(source: Any, replica: dict) -> bool:

@@ -99,6 +99,7 @@ def make_plan(db: SourceDB, replica: Replica, ref: TableRef, report: TableReport
             cn.column_kind(db.dialect, by_name[f.name], f.type),
             by_name[f.name].type,
             f.type,
+            by_name[f.name].nullable,
         )
         for f in replica.schema
         if f.name in by_name

@@ -292,7 +292,7 @@ class MySQLDB(SourceDB):
         return quote_mysql(name, bound=True)  # every query runs with parameters (maybe none)
 
     def text_expr(self, col: ColumnPlan) -> str:
-        return cn.mysql_text(self.quote(col.name), col.kind)
+        return cn.mysql_text(self.quote(col.name), col.kind, col.nullable)
 
     def row_text(self, texts: list[str]) -> str:
         return cn.mysql_row_text(texts)
@@ -306,11 +306,14 @@ class MySQLDB(SourceDB):
 
     def columns(self, ref: TableRef) -> list[SourceColumn]:
         rows = self.query(
-            "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
+            "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
             (ref.db or self._db, ref.table),
         )
-        return [SourceColumn(str(name), str(typ).lower()) for name, typ in rows]
+        return [
+            SourceColumn(str(name), str(typ).lower(), nullable=str(nullable).upper() != "NO")
+            for name, typ, nullable in rows
+        ]
 
     def begin_snapshot(self) -> int | None:
         pos = self.current_position()

@@ -13,7 +13,6 @@ from engine.config import load_config
 from tests.integration.replicas import run_cli
 
 FLAGS = ("--bootstrap-servers", "127.0.0.1:9092", "--topics", r"^pg\.", "--target", "./lake")
-MACHINE_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 #: Every variable a password could be taken from: the database clients' own, and the
 #: names the generated config's comments suggest.
 PASSWORD_VARIABLES = (
@@ -29,7 +28,9 @@ def _files_holding(secret: str, folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
 
 
-def test_init_with_every_credential_option_writes_no_secret(tmp_path: Path) -> None:
+def test_init_with_every_credential_option_writes_no_secret(
+    tmp_path: Path, scratch_postgres
+) -> None:
     """The source database (its catalog is read with PGPASSWORD) and an Avro registry,
     with a planted password in every variable it could come from."""
     secret = f"planted-{uuid.uuid4().hex}"
@@ -38,7 +39,7 @@ def test_init_with_every_credential_option_writes_no_secret(tmp_path: Path) -> N
         "init", *FLAGS,
         "--format", "debezium-avro",
         "--schema-registry-url", "https://registry.example:8081",
-        "--source", MACHINE_PG,
+        "--source", scratch_postgres.dsn,
         "--output", str(out),
         env=dict.fromkeys(PASSWORD_VARIABLES, secret),
     )  # fmt: skip
@@ -47,7 +48,7 @@ def test_init_with_every_credential_option_writes_no_secret(tmp_path: Path) -> N
     assert secret not in run.stdout + run.stderr
     assert _files_holding(secret, tmp_path) == []
     source = tomllib.loads(out.read_text())["source"]
-    assert source["database_dsn"] == MACHINE_PG
+    assert source["database_dsn"] == scratch_postgres.dsn
     assert source["schema_registry"] == {"url": "https://registry.example:8081"}
     # Nothing that holds or names a password is written as a key, only as a comment.
     assert not [k for k in source if "password" in k]

@@ -10,9 +10,11 @@ from tests.integration.replicas import run_cli
 FLAGS = ("--bootstrap-servers", "127.0.0.1:9092", "--topics", r"^pg\.", "--target", "./lake")
 
 
-def test_init_with_a_source_reads_its_catalog_and_turns_catalog_types_on(tmp_path: Path) -> None:
+def test_init_with_a_source_reads_its_catalog_and_turns_catalog_types_on(
+    tmp_path: Path, scratch_postgres
+) -> None:
     out = tmp_path / "cdcctl.toml"
-    dsn = "postgresql://postgres@127.0.0.1:5432/postgres"
+    dsn = scratch_postgres.dsn
     r = run_cli("init", *FLAGS, "--output", str(out), "--source", dsn)
     assert r.returncode == 0, r.stderr
     assert "read the column types of" in r.stderr

@@ -209,6 +209,64 @@ def test_table_level_changes(kind: str, policy: str, verdict: str, truncate: boo
     assert (outcome.verdict, outcome.truncate) == (verdict, truncate)
 
 
+def _mariadb_snapshot_record(ddl: str, kind: str, snapshot: str = "true") -> bytes:
+    """A schema change record as Debezium 3.5.0.Final's MariaDB connector wrote it during
+    its initial snapshot (tests/peers/test_debezium_mariadb.py; fields as seen there)."""
+    columns = [
+        {"name": "id", "jdbcType": 4, "typeName": "INT", "typeExpression": "INT",
+         "charsetName": None, "length": 11, "position": 1, "optional": False,
+         "autoIncremented": False, "generated": False, "comment": None},
+        {"name": "old_col", "jdbcType": 12, "typeName": "VARCHAR", "typeExpression": "VARCHAR",
+         "charsetName": "utf8mb4", "length": 20, "position": 2, "optional": True,
+         "autoIncremented": False, "generated": False, "comment": None},
+    ]  # fmt: skip
+    table = {"defaultCharsetName": "utf8mb4", "primaryKeyColumnNames": ["id"], "columns": columns}
+    source = {
+        "version": "3.5.0.Final", "connector": "mariadb", "name": "mdb", "ts_ms": 1795784081087,
+        "snapshot": snapshot, "db": "shop", "sequence": None, "table": "renamer",
+        "server_id": 0, "gtid": None, "file": "mysql-bin.000001", "pos": 1230, "row": 0,
+        "thread": None, "query": None,
+    }  # fmt: skip
+    value = {
+        "source": source, "ts_ms": 1795784081250, "databaseName": "shop", "schemaName": None,
+        "ddl": ddl,
+        "tableChanges": [
+            {"type": kind, "id": '"shop"."renamer"', "table": table if kind != "DROP" else None}
+        ],
+    }  # fmt: skip
+    return json.dumps(value).encode()
+
+
+@pytest.mark.parametrize("policy", ["fail", "apply"])
+def test_the_snapshots_drop_and_create_are_no_drop_and_no_change(policy: str) -> None:
+    # Debezium's MariaDB/MySQL snapshot writes DROP TABLE IF EXISTS, then CREATE TABLE, for
+    # every captured table. Taken as a drop, it stopped every table under "fail" and
+    # emptied the snapshot's rows under "apply" (found by the real connector).
+    drop = parse_schema_change(
+        _mariadb_snapshot_record("DROP TABLE IF EXISTS `shop`.`renamer`", "DROP")
+    )
+    assert drop.snapshot and drop.position == (1 << 32 | 1230, 0)
+    (tc,) = drop.changes
+    outcome = decide(policy, "shop_renamer", tc, drop, DdlState(), None)
+    assert (outcome.verdict, outcome.truncate) == ("applied", False), outcome
+    # The create is recorded, never compared: the batch's rows may already carry a column
+    # a later ALTER renamed (new_col), which is no drop of it.
+    create = parse_schema_change(_mariadb_snapshot_record("CREATE TABLE `renamer` (...)", "CREATE"))
+    (tc,) = create.changes
+    rows = pa.schema([("id", pa.int32()), ("new_col", pa.string())])
+    outcome = decide(policy, "shop_renamer", tc, create, DdlState(), rows)
+    assert outcome.verdict == "applied" and not outcome.drop_columns and not outcome.renames
+    assert outcome.columns == {"id": ["INT", 11, None], "old_col": ["VARCHAR", 20, None]}
+    # Streamed, the same drop is one.
+    streamed = parse_schema_change(
+        _mariadb_snapshot_record("DROP TABLE IF EXISTS `shop`.`renamer`", "DROP", "false")
+    )
+    assert not streamed.snapshot
+    outcome = decide(policy, "shop_renamer", streamed.changes[0], streamed, DdlState(), None)
+    assert outcome.verdict == ("failed" if policy == "fail" else "applied")
+    assert outcome.truncate == (policy == "apply")
+
+
 def test_narrowing_is_judged_against_the_previous_definition() -> None:
     state = DdlState()
     first = _decide("fail", *ADD, state=state)
@@ -253,6 +311,13 @@ def test_applied_column_operations_reshape_later_batches() -> None:
     state = DdlState(dropped=["email"], renamed={"first_name": "given"})
     batch = pa.table({"id": [1], "first_name": ["a"], "email": ["e"]})
     assert apply_column_ops(batch, state).column_names == ["id", "given"]
+    # One batch with rows from before a rename and after it (the first batch of a table
+    # whose snapshot and a later RENAME COLUMN are read together, as with the real MariaDB
+    # connector): both names are one column; it failed with "column 'given' appears twice".
+    mixed = pa.table({"id": [1, 2, 3], "first_name": ["a", None, None], "given": [None, "b", None]})
+    out = apply_column_ops(mixed, state)
+    assert out.column_names == ["id", "given"]
+    assert out.column("given").to_pylist() == ["a", "b", None]
     # Bookkeeping survives a commit (it is the commit's extra metadata).
     state.mark("mysql", 0, 7)
     again = DdlState.load(state.dump())

@@ -183,20 +183,20 @@ def test_query_over_reserved_words_and_hostile_folder_names(spark, tmp_path: Pat
 
 
 # ------------------------------------------------- source database names (PostgreSQL)
-# The machine's PostgreSQL; a scratch schema made and dropped by the test. Its names are
+# The session's scratch PostgreSQL; a schema made and dropped by the test. Its names are
 # made with psycopg's own quoting, not cdcctl's.
 
-PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 HOSTILE_TABLE = 'Mixed"Case%b; DROP TABLE x; --'
 
 
 @pytest.fixture
-def pg_schema():
-    conn = psycopg.connect(PG, autocommit=True)
+def pg_schema(scratch_postgres):
+    """(connection, schema name, DSN) of a hostile-named schema, dropped after."""
+    conn = psycopg.connect(scratch_postgres.dsn, autocommit=True)
     schema = f'cdc"Names %s {uuid.uuid4().hex[:8]}'
     conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
     try:
-        yield conn, schema
+        yield conn, schema, scratch_postgres.dsn
     finally:
         conn.execute(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(schema)))
         conn.close()
@@ -213,7 +213,7 @@ def _write_config(tmp_path: Path, topics: str = ".", include: str = "") -> Path:
 
 
 def test_validate_quotes_source_names(spark, tmp_path: Path, pg_schema) -> None:
-    conn, schema = pg_schema
+    conn, schema, dsn = pg_schema
     words = ["select", "Order", "table"]
     table = pgsql.Identifier(schema, HOSTILE_TABLE)
     conn.execute(
@@ -235,7 +235,7 @@ def test_validate_quotes_source_names(spark, tmp_path: Path, pg_schema) -> None:
     config = _write_config(tmp_path)
 
     def validate() -> tuple[int, dict]:
-        run = run_cli("validate", "--config", str(config), "--source", PG, "--json")
+        run = run_cli("validate", "--config", str(config), "--source", dsn, "--json")
         assert run.returncode in (0, 1), run.stderr[-3000:]
         (report,) = json.loads(run.stdout)
         return run.returncode, report
@@ -252,7 +252,7 @@ def test_validate_quotes_source_names(spark, tmp_path: Path, pg_schema) -> None:
 
 
 def test_test_connection_finds_and_quotes_source_names(pg_schema, tmp_path: Path) -> None:
-    conn, schema = pg_schema
+    conn, schema, dsn = pg_schema
     keyed, bare = pgsql.Identifier(schema, "Select"), pgsql.Identifier(schema, HOSTILE_TABLE)
     conn.execute(pgsql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY)").format(keyed))
     conn.execute(pgsql.SQL("CREATE TABLE {} (id bigint)").format(bare))
@@ -272,7 +272,7 @@ def test_test_connection_finds_and_quotes_source_names(pg_schema, tmp_path: Path
         }
     )
     # No topic yet: the database's own tables are checked, names and all.
-    checks = {c.name: c for c in database_checks(cfg, PG, lambda: None)}
+    checks = {c.name: c for c in database_checks(cfg, dsn, lambda: None)}
     tables = [c for name, c in checks.items() if name.startswith("postgres.table")]
     text = "\n".join(f"{c.name} {c.status} {c.detail} {c.fix}" for c in tables)
     quoted = '"' + schema.replace('"', '""') + '"."' + HOSTILE_TABLE.replace('"', '""') + '"'
@@ -280,10 +280,8 @@ def test_test_connection_finds_and_quotes_source_names(pg_schema, tmp_path: Path
     assert "Select" in text and "no table" not in text, text
 
 
-def test_validate_quotes_mysql_source_names(spark, tmp_path: Path) -> None:
-    import pymysql
-
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+def test_validate_quotes_mysql_source_names(spark, tmp_path: Path, scratch_mariadb) -> None:
+    conn = scratch_mariadb.connect()
     db = f"cdc`Names %s {uuid.uuid4().hex[:8]}"
     qdb, qtable = "`" + db.replace("`", "``") + "`", "`" + HOSTILE_TABLE.replace("`", "``") + "`"
     # No parameters in these statements: PyMySQL leaves a % alone then.
@@ -307,7 +305,7 @@ def test_validate_quotes_mysql_source_names(spark, tmp_path: Path) -> None:
         config = _write_config(tmp_path)
 
         def validate() -> tuple[int, dict]:
-            dsn = "mysql://root@127.0.0.1:3306"
+            dsn = scratch_mariadb.dsn
             run = run_cli("validate", "--config", str(config), "--source", dsn, "--json")
             assert run.returncode in (0, 1), run.stderr[-3000:]
             (report,) = json.loads(run.stdout)

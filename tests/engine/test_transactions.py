@@ -65,3 +65,37 @@ def test_counts_are_per_data_collection() -> None:
     tracker.observe([end("5:50", **{"app.a": 1, "app.b": 3})])
     assert tracker.cuts(batch(["5:51"]), "app.a", 100)[0] == {}
     assert tracker.cuts(batch(["5:51", "5:52"]), "app.b", 100)[0] == {0: 100}
+
+
+def begin(tx_id: str) -> bytes:
+    return json.dumps(
+        {"status": "BEGIN", "id": tx_id, "event_count": None, "data_collections": None}
+    ).encode()
+
+
+def test_a_mariadb_transaction_without_end_is_over_when_the_next_one_begins() -> None:
+    # Debezium 3.5.0's MariaDB connector (tests/peers/test_debezium_mariadb.py): TRUNCATE
+    # TABLE gets a BEGIN (GTID 0-1-7) and never an END, while its truncate event carries
+    # that id; cdcctl waited for the END forever (--until-caught-up never returned).
+    tracker = TransactionTracker()
+    tracker.observe([begin("0-1-6"), end("0-1-6", **{"shop.t": 1}), begin("0-1-7")])
+    b = batch(["0-1-6", "0-1-7", "0-1-8"])
+    assert tracker.cuts(b, "shop.t", 100)[0] == {0: 101}  # 0-1-7 may still be going on
+    tracker.observe([begin("0-1-8")])
+    assert tracker.cuts(b, "shop.t", 100)[0] == {0: 102}  # 0-1-7 is over; 0-1-8 is not
+    tracker.observe([end("0-1-8", **{"shop.t": 1})])
+    assert tracker.cuts(b, "shop.t", 100)[0] == {}
+    # The topic read again from its start (the main consumer after the read-ahead one)
+    # closes nothing newer: 0-1-9 has begun and stays open.
+    tracker.observe([begin("0-1-9")])
+    tracker.observe([begin("0-1-6"), end("0-1-6", **{"shop.t": 1}), begin("0-1-7")])
+    assert tracker.cuts(batch(["0-1-9"]), "shop.t", 100)[0] == {0: 100}
+    # MySQL GTIDs (uuid:seq) the same; another origin's transaction closes nothing.
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    tracker.observe([begin(f"{uuid}:5"), begin("0-2-1")])
+    assert tracker.cuts(batch([f"{uuid}:5"]), "shop.t", 100)[0] == {0: 100}
+    tracker.observe([begin(f"{uuid}:6")])
+    assert tracker.cuts(batch([f"{uuid}:5"]), "shop.t", 100)[0] == {}
+    # Other ids (PostgreSQL's txId:lsn) are never inferred.
+    tracker.observe([begin("7:1000"), begin("8:1010")])
+    assert tracker.cuts(batch(["7:1001"]), "app.a", 100)[0] == {0: 100}

@@ -1,6 +1,6 @@
 """Schemaless JSON typed by the source database's catalog (``source.catalog_types``).
 
-Real tables in the machine's PostgreSQL and MariaDB; Debezium-shaped schemaless messages
+Real tables in the session's scratch PostgreSQL and MariaDB; Debezium-shaped schemaless messages
 (``schemas.enable=false``: base64 decimals, integer timestamps, days and times, base64
 bytes) replicated by the real engine (Spark merge, Hudi writer) and read back by hudi-rs:
 the columns have the database's types. A column added at the source after the start is
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pymysql
 import pytest
 
 from engine.config import config_from_dict
@@ -29,7 +28,6 @@ from tests.integration.replicas import read_replica
 
 pytestmark = [pytest.mark.spark]
 
-PG = "postgresql://postgres@127.0.0.1:5432"
 D = decimal.Decimal
 EPOCH = dt.datetime(1970, 1, 1)
 TS = dt.datetime(2024, 3, 4, 5, 6, 7, 654321)
@@ -74,21 +72,27 @@ def _read(path: Path) -> tuple[dict, dict[str, str]]:
 
 
 @pytest.fixture
-def pg_database():
+def pg(scratch_postgres) -> str:
+    """The scratch PostgreSQL's URL without a database."""
+    return f"postgresql://postgres@127.0.0.1:{scratch_postgres.port}"
+
+
+@pytest.fixture
+def pg_database(pg):
     name = f"cdcctl_ct_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     try:
         yield name
     finally:
-        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
-def mariadb_database():
+def mariadb_database(scratch_mariadb):
     name = f"cdcctl_ct_{uuid.uuid4().hex[:10]}"
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+    conn = scratch_mariadb.connect()
     try:
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {name}")
@@ -99,8 +103,10 @@ def mariadb_database():
         conn.close()
 
 
-def test_postgres_catalog_types_schemaless_columns(spark, tmp_path: Path, pg_database) -> None:
-    dsn = f"{PG}/{pg_database}"
+def test_postgres_catalog_types_schemaless_columns(
+    spark, tmp_path: Path, pg: str, pg_database: str
+) -> None:
+    dsn = f"{pg}/{pg_database}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE public.orders (id int PRIMARY KEY, price numeric(12,2), "
@@ -174,16 +180,18 @@ def test_postgres_catalog_types_schemaless_columns(spark, tmp_path: Path, pg_dat
     assert rows["2"]["extra"] == D("-1.500")
 
 
-def test_mariadb_catalog_types_schemaless_columns(spark, tmp_path: Path, mariadb_database) -> None:
+def test_mariadb_catalog_types_schemaless_columns(
+    spark, tmp_path: Path, mariadb_database, scratch_mariadb
+) -> None:
     db = mariadb_database
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+    conn = scratch_mariadb.connect()
     with conn, conn.cursor() as cur:
         cur.execute(
             f"CREATE TABLE {db}.items (id int PRIMARY KEY, amount decimal(10,2), "
             "dt0 datetime, dt6 datetime(6), ts timestamp NULL, d date, t time(6), "
             "blob_col blob, bits bit(12), flag bit(1), n int, name varchar(10))"
         )
-    replicator = _replicator(tmp_path, spark, "mysql://root@127.0.0.1:3306", {})
+    replicator = _replicator(tmp_path, spark, scratch_mariadb.dsn, {})
     topic = f"my.{db}.items"
     source = {"connector": "mysql", "db": db, "table": "items", "file": "mysql-bin.000001",
               "pos": 100, "row": 0, "server_id": 1, "ts_ms": 1}  # fmt: skip
@@ -226,10 +234,12 @@ def test_mariadb_catalog_types_schemaless_columns(spark, tmp_path: Path, mariadb
     assert row["blob_col"] == b"\x01\x02" and row["bits"] == b"\xff\x0f"
 
 
-def test_a_new_column_whose_catalog_cannot_be_read_again_makes_bad_messages(pg_database) -> None:
+def test_a_new_column_whose_catalog_cannot_be_read_again_makes_bad_messages(
+    pg: str, pg_database: str
+) -> None:
     from engine.decode import decoder_for
 
-    dsn = f"{PG}/{pg_database}"
+    dsn = f"{pg}/{pg_database}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE public.t (id int PRIMARY KEY, price numeric(6,2))")
     cfg = config_from_dict(
@@ -247,7 +257,7 @@ def test_a_new_column_whose_catalog_cannot_be_read_again_makes_bad_messages(pg_d
     source = {"connector": "postgresql", "schema": "public", "table": "t", "lsn": 1, "ts_ms": 1}
     known = _message("pg.public.t", 0, source, {"id": 1, "price": _b64_unscaled("1.25", 2)})
     # The database goes away; a row with a column the first read did not list arrives.
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {pg_database} WITH (FORCE)")
     new = _message("pg.public.t", 1, source, {"id": 2, "price": None, "extra": "AQ=="})
     result = decode("pg.public.t", [known.key(), new.key()], [known.value(), new.value()],

@@ -11,8 +11,8 @@ Each password is really used where it can be here:
 * the messages are Avro and the schema registry requires
   ``source.schema_registry.basic_auth_password``; one failing run sends it to a registry
   that refuses it;
-* ``source.database_password`` goes to the machine's PostgreSQL in ``test-connection``
-  (its trust authentication ignores it);
+* ``source.database_password`` goes to the session's scratch PostgreSQL in
+  ``test-connection`` (its trust authentication ignores it);
 * ``source.sasl_password`` is resolved (and redacted) in every run, but librdkafka has no
   use for it on an SSL listener: it is sent in the refused SASL login against the
   embedded broker with ``--authentication``.
@@ -40,7 +40,6 @@ from tests.tls_support import make_certs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-MACHINE_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 SASL_ENV = "CDCCTL_TEST_PLANTED_SASL"
 REGISTRY_ENV = "CDCCTL_TEST_PLANTED_REGISTRY"
 WRONG_KEY_ENV = "CDCCTL_TEST_PLANTED_WRONG_KEY"
@@ -105,7 +104,7 @@ def _exposed(work: Path) -> list[str]:
 
 
 def test_a_planted_secret_is_in_no_output_and_no_file(
-    sasl_broker: EmbeddedBroker, topic_prefix: str, tmp_path: Path
+    sasl_broker: EmbeddedBroker, topic_prefix: str, tmp_path: Path, scratch_postgres
 ) -> None:
     names = ("sasl", "key", "registry", "db", "wrong-key")
     secrets = {k: f"planted-{k}-{uuid.uuid4().hex}" for k in names}
@@ -144,7 +143,7 @@ def test_a_planted_secret_is_in_no_output_and_no_file(
             "ssl_key_password": "${file:" + str(vault / "key.pw") + "}",
         }
         database = {
-            "database_dsn": MACHINE_PG,
+            "database_dsn": scratch_postgres.dsn,
             "database_password": "${file:" + str(vault / "db.pw") + "}",
         }
         conf, lake = tmp_path / "conf", tmp_path / "lake"

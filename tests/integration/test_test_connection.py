@@ -1,6 +1,6 @@
 """`cdcctl test-connection` against real components: the embedded broker with Debezium
-topics, a scratch PostgreSQL cluster with logical decoding, the machine's PostgreSQL
-(wal_level=replica) and MariaDB (binlog off), a real Spark start."""
+topics, scratch PostgreSQL clusters with and without logical decoding (wal_level=logical,
+wal_level=replica), a scratch MariaDB without a binlog, a real Spark start."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 
 import psycopg
-import pymysql
 import pytest
 
 from engine.playground.broker import produce_messages
@@ -18,9 +17,6 @@ from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import run_cli, write_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-MACHINE_PG = "postgresql://postgres@127.0.0.1:5432"
-MACHINE_MYSQL = "mysql://root@127.0.0.1:3306"
 
 
 def _config(tmp_path: Path, bootstrap: str, prefix: str) -> Path:
@@ -190,22 +186,22 @@ def test_scratch_postgres_with_logical_decoding_passes(
 
 
 @pytest.fixture
-def machine_pg_database():
-    """A fresh database on the machine's PostgreSQL (wal_level=replica), dropped after."""
+def replica_pg_dsn(scratch_postgres_replica):
+    """The DSN of a fresh database on a cluster with wal_level=replica, dropped after."""
     name = f"cdcctl_tc_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(f"{MACHINE_PG}/postgres", autocommit=True) as conn:
+    with scratch_postgres_replica.connect() as conn:
         conn.execute(f"CREATE DATABASE {name}")
     try:
-        yield name
+        yield f"postgresql://postgres@127.0.0.1:{scratch_postgres_replica.port}/{name}"
     finally:
-        with psycopg.connect(f"{MACHINE_PG}/postgres", autocommit=True) as conn:
+        with scratch_postgres_replica.connect() as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def test_machine_postgres_names_wal_level_and_tables(
-    broker, topic_prefix, tmp_path, machine_pg_database
+def test_postgres_without_logical_decoding_names_wal_level_and_tables(
+    broker, topic_prefix, tmp_path, replica_pg_dsn
 ) -> None:
-    dsn = f"{MACHINE_PG}/{machine_pg_database}"
+    dsn = replica_pg_dsn
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE no_pk (id int, name text)")
         conn.execute("CREATE TABLE toasty (id int PRIMARY KEY, body text, tags int[])")
@@ -231,10 +227,10 @@ def test_machine_postgres_names_wal_level_and_tables(
 
 
 @pytest.fixture
-def mariadb_database():
-    """A scratch database on the machine's MariaDB (binlog off), dropped after."""
+def mariadb_database(scratch_mariadb_no_binlog):
+    """A database on a MariaDB without a binlog, dropped after."""
     name = f"cdcctl_tc_{uuid.uuid4().hex[:10]}"
-    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+    conn = scratch_mariadb_no_binlog.connect()
     try:
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {name}")
@@ -249,7 +245,7 @@ def mariadb_database():
 
 
 def test_mariadb_without_binlog_names_settings_and_tables(
-    broker, topic_prefix, tmp_path, mariadb_database
+    broker, topic_prefix, tmp_path, mariadb_database, scratch_mariadb_no_binlog
 ) -> None:
     # No topic exists yet: the tables come from source.topics (prefix and database).
     cfg = write_config(
@@ -258,7 +254,7 @@ def test_mariadb_without_binlog_names_settings_and_tables(
         rf"^{topic_prefix}\.{mariadb_database}\.",
         tmp_path / "lake",
     )
-    code, checks, _ = _run(cfg, "--source", MACHINE_MYSQL)
+    code, checks, _ = _run(cfg, "--source", scratch_mariadb_no_binlog.dsn)
     assert code == 1
     found = _by_name(checks)
     assert found["kafka.topics"]["status"] == "warn"

@@ -1,5 +1,5 @@
 """`cdcctl validate` against real databases: a scratch PostgreSQL whose changes reach the
-broker through its own logical decoding, and the machine's MariaDB.
+broker through its own logical decoding, and a scratch MariaDB (tests/scratch_mariadb.py).
 
 Replicas are built the real way (Debezium messages on the embedded broker, `cdcctl start
 --until-caught-up` in a child process) and validated with the real CLI.
@@ -16,7 +16,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
-import pymysql
 import pytest
 
 from engine.playground.broker import produce_messages
@@ -335,11 +334,9 @@ def _mysql_events(prefix: str, db: str, table: str, rows: list[dict]) -> list:
     return out
 
 
-def test_validate_mariadb(broker, tmp_path: Path) -> None:
+def test_validate_mariadb(broker, tmp_path: Path, scratch_mariadb) -> None:
     db = f"cdcctl_v_{uuid.uuid4().hex[:8]}"
-    conn = pymysql.connect(
-        host="127.0.0.1", port=3306, user="root", autocommit=True, charset="utf8mb4"
-    )
+    conn = scratch_mariadb.connect()
     try:
         with conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE `{db}`")
@@ -379,7 +376,7 @@ def test_validate_mariadb(broker, tmp_path: Path) -> None:
             rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         prefix = f"my_{uuid.uuid4().hex[:8]}"
         config = _replicate(broker, prefix, tmp_path, _mysql_events(prefix, db, "orders", rows))
-        dsn = "mysql://root@127.0.0.1:3306"
+        dsn = scratch_mariadb.dsn
         name = f"{db}_orders"
         code, reports = _validate(config, dsn)
         assert code == 0, reports

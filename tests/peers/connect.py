@@ -51,6 +51,7 @@ class ConnectStandalone:
         *,
         schemas: bool = True,
         worker: Mapping[str, str] | None = None,
+        class_path: str | None = None,
     ) -> None:
         self.folder = folder
         self.broker = broker
@@ -60,6 +61,8 @@ class ConnectStandalone:
         self.schemas = schemas
         self.port = free_port()
         self.extra_worker = dict(worker or {})
+        #: The worker's ``java -cp`` (None: every jar of interop/kafka).
+        self.class_path = class_path
         self.process: subprocess.Popen | None = None
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -102,7 +105,8 @@ class ConnectStandalone:
         config = log4j_config(self.folder, self.log)
         cmd = [
             "java", "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={config}", "-cp", classpath("kafka"), MAIN,
+            f"-Dlog4j2.configurationFile={config}", "-cp", self.class_path or classpath("kafka"),
+            MAIN,
             *map(str, files),
         ]  # fmt: skip
         with open(self.folder / "java.log", "ab") as out:
