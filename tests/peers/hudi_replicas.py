@@ -166,9 +166,15 @@ class Replica:
     expected: list[dict[str, dict]] = field(default_factory=list)
 
 
-def build(spark: Any, root: Path, table_types: tuple[str, ...] = TABLE_TYPES) -> list[Replica]:
-    """Replicate :func:`batches` into one table per table type under ``root``."""
-    stream = batches()
+def build(
+    spark: Any,
+    root: Path,
+    table_types: tuple[str, ...] = TABLE_TYPES,
+    n_batches: int | None = None,
+) -> list[Replica]:
+    """Replicate :func:`batches` (the first ``n_batches``) into one table per table type
+    under ``root`` (``<root>/<table type>/lake/app_peers``)."""
+    stream = batches()[:n_batches]
     replicas = []
     for table_type in table_types:
         base = root / table_type.lower()
