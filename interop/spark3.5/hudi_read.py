@@ -9,7 +9,7 @@ line on stdout:
 
 ``{"op": "read", "path": P, "query": Q, ...}`` with Q one of
   ``snapshot``, ``read_optimized``, ``incremental`` (``begin``, optional ``end``),
-  ``time_travel`` (``as_of``), ``parquet`` (plain ``spark.read.parquet`` of ``files``,
+  ``time_travel`` (``as_of``), each with optional extra reader ``options``, ``parquet`` (plain ``spark.read.parquet`` of ``files``,
   no Hudi involved) -> ``{"ok": true, "rows": [...], "schema": [[name, type], ...]}``
 ``{"op": "timeline", "path": P}`` -> the active and archived timelines as Hudi's
   ``HoodieTableMetaClient`` loads them, and the commit metadata of every archived write
@@ -96,6 +96,8 @@ def _frame(spark, req):
         reader = reader.option("as.of.instant", req["as_of"])
     else:
         raise ValueError(f"unknown query type {query!r}")
+    for key, value in (req.get("options") or {}).items():
+        reader = reader.option(key, value)
     return reader.load(req["path"])
 
 

@@ -228,3 +228,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     return value
+
+
+def replay(n_batches: int) -> dict[str, dict]:
+    """The oracle's rows after the first ``n_batches`` of :func:`batches`."""
+    return fold([m for batch in batches()[:n_batches] for m in batch]).get(TOPIC, {})

@@ -44,7 +44,7 @@ def main(out: Path) -> None:
             target = out / replica.table_type.lower()
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(
-                replica.path, target, ignore=shutil.ignore_patterns(".temp", ".cdcctl")
+                replica.path, target, ignore=shutil.ignore_patterns(".temp")
             )
     stop_spark()
 
