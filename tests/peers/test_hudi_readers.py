@@ -261,3 +261,26 @@ def test_a_table_written_before_the_fixes_is_upgraded_when_opened(hudi_readers, 
     # Opened again: nothing more to do.
     HudiWriter.open(path).recover()
     assert HudiTable.open(path).completed_instants()[-1] == newest
+
+
+def test_a_null_ordering_value_in_a_log_fails_hudi_015_until_upgraded(hudi_readers, tmp_path):
+    """The finding itself, apart from the others: a log record whose ordering field is
+    null (as cdcctl wrote them for keys without a position) fails Hudi 0.15.0's
+    snapshot ("Ordering value is null"); the upgrade rewrites the slice."""
+    from tests.engine.test_hudi_mor import append_log, make_table, write_base
+
+    path = tmp_path / "t"
+    table = make_table(path)
+    base = write_base(table, {1: ("a", 10), 2: ("b", 20)})
+    append_log(table, base, 1, {3: ("c", None), 1: ("a2", 30)}, [])  # type: ignore[dict-item]
+    with pytest.raises(ReaderError, match="Ordering value is null"):
+        hudi_readers["0.15.0"].read(path)
+    # As an earlier release wrote hoodie.properties (without the keys Hudi 0.15 writes).
+    props = path / ".hoodie" / "hoodie.properties"
+    lines = props.read_text().splitlines()
+    props.write_text("".join(f"{ln}\n" for ln in lines if not ln.startswith("hoodie.compaction")))
+    assert HudiWriter.open(path).upgrade() == [0]
+    want = {"1": ("a2", 30), "2": ("b", 20), "3": ("c", NO_POS)}
+    for reader in hudi_readers.values():
+        rows = reader.read(path)
+        assert {r["_hoodie_record_key"]: (r["name"], r["_cdc_pos"]) for r in rows} == want
