@@ -32,7 +32,6 @@ from engine.errors import HudiError
 from engine.files import atomic_write
 from engine.hudi import bloom, parquet, tombstones
 from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
-from engine.model import NO_POS
 from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
@@ -42,6 +41,7 @@ from engine.hudi.schema import (
     file_schema,
     reader_schema,
 )
+from engine.model import NO_POS
 
 BASE_FILE_RE = re.compile(r"([^_]+)_(\d+-\d+-\d+)_(\d{17}|\d{14})\.parquet\Z")
 

@@ -111,10 +111,7 @@ def read_table(source: str | Path | pa.Buffer, columns: list[str] | None = None)
             # Times of day stored as integers: back to the types the rows had.
             original = arrow_schema_from_b64(types.decode("ascii"))
             wanted = pa.schema(
-                [
-                    original.field(f.name) if f.name in original.names else f
-                    for f in table.schema
-                ],
+                [original.field(f.name) if f.name in original.names else f for f in table.schema],
                 metadata=table.schema.metadata,
             )
             table = table.cast(wanted)

@@ -230,10 +230,10 @@ def parquet_type(t: pa.DataType) -> pa.DataType:
     Times of day are plain integers there (``time64[us]`` an int64 of microseconds,
     ``time32[ms]`` an int32 of milliseconds), without Parquet's TIME annotation: Spark's
     Parquet reader refuses TIME(MICROS) ("Illegal Parquet type"), in base files and (Hudi
-    1.x) in log blocks; the Avro schema says ``long`` / ``int``. Timestamps without a zone are stored
-    as UTC instants (``isAdjustedToUTC=true``, the same integers): Spark reads the other
-    kind as ``timestamp_ntz``, which its vectorized reader cannot give Hudi's
-    ``timestamp`` columns (the Avro schema says ``timestamp-micros``).
+    1.x) in log blocks; the Avro schema says ``long`` / ``int``. Timestamps without a
+    zone are stored as UTC instants (``isAdjustedToUTC=true``, the same integers):
+    Spark reads the other kind as ``timestamp_ntz``, which its vectorized reader cannot
+    give Hudi's ``timestamp`` columns (the Avro schema says ``timestamp-micros``).
     :func:`engine.hudi.parquet.read_table` gives the engine its types back.
     Every other type is stored as it is.
     """

@@ -35,7 +35,6 @@ from engine.hudi.log_file import LogFileName
 from engine.hudi.schema import HOODIE_RECORD_KEY, avro_schema_json, file_schema
 from engine.hudi.table import HudiTable
 
-
 #: Extra-metadata key of a commit :meth:`HudiWriter.upgrade` made: the buckets rewritten.
 UPGRADE_KEY = "cdcctl.upgrade"
 
@@ -136,7 +135,8 @@ class HudiWriter:
                 return stored.empty_table()
             return pa.Table.from_arrays(
                 [
-                    rows[f.name].cast(f.type) if f.name in rows.column_names
+                    rows[f.name].cast(f.type)
+                    if f.name in rows.column_names
                     else pa.nulls(rows.num_rows, f.type)
                     for f in stored
                 ],

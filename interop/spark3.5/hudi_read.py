@@ -9,8 +9,9 @@ line on stdout:
 
 ``{"op": "read", "path": P, "query": Q, ...}`` with Q one of
   ``snapshot``, ``read_optimized``, ``incremental`` (``begin``, optional ``end``),
-  ``time_travel`` (``as_of``), each with optional extra reader ``options``, ``parquet`` (plain ``spark.read.parquet`` of ``files``,
-  no Hudi involved) -> ``{"ok": true, "rows": [...], "schema": [[name, type], ...]}``
+  ``time_travel`` (``as_of``), each with optional extra reader ``options``;
+  ``parquet`` (plain ``spark.read.parquet`` of ``files``, no Hudi involved)
+  -> ``{"ok": true, "rows": [...], "schema": [[name, type], ...]}``
 ``{"op": "timeline", "path": P}`` -> the active and archived timelines as Hudi's
   ``HoodieTableMetaClient`` loads them, and the commit metadata of every archived write
 ``{"op": "version"}`` -> Spark and Hudi versions

@@ -222,7 +222,9 @@ def plain(value: Any) -> Any:
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, dt.time):
-        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+        return (
+            (value.hour * 60 + value.minute) * 60 + value.second
+        ) * 1_000_000 + value.microsecond
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, bytes):

@@ -27,7 +27,9 @@ class PeerMissing(RuntimeError):
 
 def cache_root() -> Path:
     """``$CDCCTL_CACHE`` or ``~/.cache/cdcctl``: where fetched test inputs are kept."""
-    base = os.environ.get("CDCCTL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cdcctl")
+    base = os.environ.get("CDCCTL_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "cdcctl"
+    )
     return Path(base) / "interop"
 
 
@@ -74,8 +76,14 @@ def resolve(name: str) -> Path:
     print(f"peers: resolving interop/{name} into {lib}", file=sys.stderr, flush=True)
     subprocess.run(
         [
-            "mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-            f"-DoutputDirectory={lib}", "-DincludeScope=runtime",
+            "mvn",
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={lib}",
+            "-DincludeScope=runtime",
         ],
         check=True,
     )
@@ -110,7 +118,9 @@ def make_venv(name: str) -> Path:
         return folder / "bin" / "python"
     if folder.exists():
         shutil.rmtree(folder)
-    print(f"peers: making the virtualenv of interop/{name} in {folder}", file=sys.stderr, flush=True)
+    print(
+        f"peers: making the virtualenv of interop/{name} in {folder}", file=sys.stderr, flush=True
+    )
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     subprocess.run(
         [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(req)], check=True

@@ -249,10 +249,13 @@ def test_a_table_written_before_the_fixes_is_upgraded_when_opened(hudi_readers, 
     newest = table.completed_instants()[-1]
     meta = table.commit_metadata(newest)["extraMetadata"]
     assert meta[UPGRADE_KEY] == "0,1"
-    assert meta["deltastreamer.checkpoint.key"] == (
-        HudiTable.open(PRE_FIX).commit_metadata(table.completed_instants()[-2])["extraMetadata"][
-            "deltastreamer.checkpoint.key"
-        ]
+    assert (
+        meta["deltastreamer.checkpoint.key"]
+        == (
+            HudiTable.open(PRE_FIX).commit_metadata(table.completed_instants()[-2])[
+                "extraMetadata"
+            ]["deltastreamer.checkpoint.key"]
+        )
     )
     assert all(not fs.log_files for fs in table.file_groups().values())
     assert _plain_rows(_hudi_rs(path)) == expected

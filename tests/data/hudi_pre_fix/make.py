@@ -43,9 +43,7 @@ def main(out: Path) -> None:
         for replica in built:
             target = out / replica.table_type.lower()
             shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(
-                replica.path, target, ignore=shutil.ignore_patterns(".temp")
-            )
+            shutil.copytree(replica.path, target, ignore=shutil.ignore_patterns(".temp"))
     stop_spark()
 
 
