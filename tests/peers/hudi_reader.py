@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,7 @@ class HudiReader:
         env = {**os.environ, "TZ": "UTC", "PYSPARK_PYTHON": str(python)}
         env.pop("SPARK_HOME", None)  # the venv's pyspark, not the engine's
         env.pop("PYTHONPATH", None)
-        self._log = (
-            Path(os.environ.get("TMPDIR", "/tmp")) / f"hudi-peer-{version}-{os.getpid()}.log"
-        )
+        self._log = Path(tempfile.gettempdir()) / f"hudi-peer-{version}-{os.getpid()}.log"
         self._stderr = open(self._log, "wb")  # noqa: SIM115 - lives as long as the process
         self._proc = subprocess.Popen(
             [str(python), str(SCRIPT), str(lib)],
