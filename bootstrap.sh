@@ -84,7 +84,8 @@ case "$what" in
     # Tables written by Apache Hudi (hudi-rs's test data, from its PyPI source archive).
     .venv/bin/python -m tests.hudi_rs_data
     # Two workers (CDCCTL_TEST_WORKERS=0 runs in one process): ~11 min instead of ~18.
-    exec .venv/bin/python -m pytest -n "${CDCCTL_TEST_WORKERS:-2}" "$@" ;;
+    # loadgroup: tests marked xdist_group(name) share one worker (one Hudi reader session).
+    exec .venv/bin/python -m pytest -n "${CDCCTL_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
   lint)
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .

@@ -36,7 +36,8 @@ from tests.peers import hudi_replicas as hr
 from tests.peers.hudi_reader import VERSIONS, HudiReader, ReaderError
 from tests.peers.jars import PeerMissing
 
-pytestmark = [pytest.mark.peers, pytest.mark.spark]
+# One worker runs the whole module (``--dist loadgroup``): one reader session per version.
+pytestmark = [pytest.mark.peers, pytest.mark.spark, pytest.mark.xdist_group("hudi_readers")]
 
 PRE_FIX = Path(__file__).resolve().parents[1] / "data" / "hudi_pre_fix" / "merge_on_read"
 Rows = dict[str, dict[str, Any]]
