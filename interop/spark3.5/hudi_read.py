@@ -170,12 +170,10 @@ def _timeline(spark, req):
     return {"ok": True, "active": active, "archived": archived, "archived_extra_keys": details}
 
 
-def _version(spark):
-    jvm = spark.sparkContext._jvm
-    try:
-        hudi = str(jvm.org.apache.hudi.HoodieVersion.get())
-    except Exception:
-        hudi = "unknown"
+def _version(spark, lib):
+    # The bundle's version, from the jar Spark loaded (hudi-spark<v>-bundle_<scala>-<hudi>.jar).
+    bundles = sorted(glob.glob(os.path.join(lib, "hudi-spark*-bundle_*.jar")))
+    hudi = os.path.basename(bundles[0]).rsplit("-", 1)[1][: -len(".jar")] if bundles else "?"
     return {"ok": True, "spark": spark.version, "hudi": hudi}
 
 
@@ -200,7 +198,7 @@ def main() -> int:
             elif op == "timeline":
                 answer = _timeline(spark, req)
             elif op == "version":
-                answer = _version(spark)
+                answer = _version(spark, lib)
             elif op == "quit":
                 break
             else:

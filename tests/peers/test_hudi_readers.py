@@ -54,6 +54,8 @@ def hudi_readers() -> Iterator[dict[str, HudiReader]]:
         for reader in readers.values():
             reader.close()
         pytest.fail(str(exc))
+    for version, reader in readers.items():
+        assert (reader.hudi_version, reader.spark_version) == (version, "3.5.1")
     yield readers
     for reader in readers.values():
         reader.close()
