@@ -290,3 +290,53 @@ def test_a_null_ordering_value_in_a_log_fails_hudi_015_until_upgraded(hudi_reade
     for reader in hudi_readers.values():
         rows = reader.read(path)
         assert {r["_hoodie_record_key"]: (r["name"], r["_cdc_pos"]) for r in rows} == want
+
+
+def test_a_copy_on_write_table_with_parquet_time_is_rewritten_when_opened(hudi_readers, tmp_path):
+    """A base file holding a Parquet TIME(MICROS) column, as cdcctl wrote them: Spark's
+    Parquet reader refuses it (both versions); the upgrade rewrites the group's slice."""
+    import datetime as dt
+
+    from engine.hudi.bucket_index import bucket_file_id
+    from engine.hudi.commit import WriteStat
+    from engine.hudi.file_slice import base_file_name
+    from engine.hudi.schema import file_schema
+
+    schema = pa.schema([("id", pa.int64()), ("t", pa.time64("us")), ("_cdc_pos", pa.int64())])
+    path = tmp_path / "t"
+    table = HudiTable.create(path, "t", ["id"], "_cdc_pos", 1, schema, "COPY_ON_WRITE")
+    instant = table.new_instant_time()
+    table.start_commit(instant)
+    fid = bucket_file_id(0)
+    name = base_file_name(fid, "0-1-0", instant)
+    rows = pa.table(
+        {
+            "_hoodie_commit_time": [instant] * 2,
+            "_hoodie_commit_seqno": [f"{instant}_0_0", f"{instant}_0_1"],
+            "_hoodie_record_key": ["1", "2"],
+            "_hoodie_partition_path": ["", ""],
+            "_hoodie_file_name": [name] * 2,
+            "id": [1, 2],
+            "t": [dt.time(13, 14, 15, 123456), dt.time(0, 0, 1)],
+            "_cdc_pos": [10, 20],
+        },
+        schema=file_schema(schema),
+    )
+    pq.write_table(rows, path / name)  # Arrow's default: Parquet TIME(MICROS)
+    size = (path / name).stat().st_size
+    table.commit(instant, [WriteStat(fid, name, "null", 2, 0, 0, 2, size, size)], schema, {})
+    # hoodie.properties as an earlier release wrote it.
+    props = path / ".hoodie" / "hoodie.properties"
+    lines = props.read_text().splitlines()
+    props.write_text("".join(f"{ln}\n" for ln in lines if not ln.startswith("hoodie.compaction")))
+    for reader in hudi_readers.values():
+        with pytest.raises(ReaderError, match="Illegal Parquet type"):
+            reader.read(path)
+    assert HudiWriter.open(path).upgrade() == [0]
+    want = {"1": (13 * 3600 + 14 * 60 + 15) * 1_000_000 + 123_456, "2": 1_000_000}
+    for reader in hudi_readers.values():
+        assert {r["_hoodie_record_key"]: r["t"] for r in reader.read(path)} == want
+    assert {r["_hoodie_record_key"]: r["t"] for r in _hudi_rs(path)} == {
+        "1": dt.time(13, 14, 15, 123456),
+        "2": dt.time(0, 0, 1),
+    }
