@@ -487,9 +487,10 @@ class HudiConfig(_Section):
     #: move to .hoodie/archived/, leaving keep_min_commits.
     keep_min_commits: int = Field(default=20, ge=2)
     keep_max_commits: int = Field(default=30, ge=3)
-    #: Archive files whose newest instant is older than this are deleted (0: never).
-    #: Beyond Hudi, whose archived timeline grows forever.
-    archive_retention_hours: float = Field(default=24.0, ge=0)
+    #: Archive files whose newest instant is older than this are deleted. 0 (the
+    #: default): never, as Hudi, whose archiver never deletes them and whose readers
+    #: (archived timeline, incremental queries from archived instants) expect them.
+    archive_retention_hours: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _archiving(self) -> HudiConfig:

@@ -57,6 +57,12 @@ ROW_OP: Final = "_cdc_op"
 ROW_POS: Final = "_cdc_pos"
 ROW_POS_SUB: Final = "_cdc_pos_sub"
 ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
+#: The stored ``_cdc_pos`` of a row whose events never had a position (incremental
+#: snapshot reads, events without a ``source`` block). ``_cdc_pos`` is the table's Hudi
+#: ordering (precombine) field, and Hudi's readers refuse a null one ("Ordering value is
+#: null", ``BaseAvroPayload``), so rows are written with Java's ``Long.MIN_VALUE``: older
+#: than every real position, which is how the merge treats an unknown one.
+NO_POS: Final = -(2**63)
 REPLICA_CDC_COLUMNS: Final = (ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS)
 
 # Partial images (generic CDC JSON with ``images = "partial"``): hidden columns of the

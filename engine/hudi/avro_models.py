@@ -402,16 +402,15 @@ REPLACE_COMMIT_METADATA: dict[str, Any] = {
 }
 
 
-def _never_written(name: str) -> dict[str, Any]:
-    # A member cdcctl never writes (compaction, savepoint, clustering, indexing): the
-    # union keeps only its null branch. Avro's schema resolution still maps it onto
-    # Hudi's reader schema, where the field is a union of null and the record.
-    return {"name": name, "type": ["null"], "default": None}
-
-
 #: ``HoodieArchivedMetaEntry``: one record per archived instant file, in archive log
-#: files' Avro data blocks. Hudi's field list and order; the unions of the actions
-#: cdcctl never writes hold only ``null`` (see :func:`_never_written`).
+#: files' Avro data blocks. Hudi's fields in Hudi's order, except the members of the
+#: actions cdcctl never writes (``hoodieCompactionMetadata``, ``hoodieSavePointMetadata``,
+#: ``hoodieCompactionPlan``, ``hoodieRequestedReplaceMetadata``,
+#: ``hoodieIndexCommitMetadata``): a writer schema may leave out fields whose reader
+#: default is null, and Avro's resolution fills them in. Declaring them as unions of
+#: ``null`` alone made Hudi's archived timeline fail to load ("Not a record: null", in
+#: ``HoodieAvroUtils.recordNeedsRewriteForExtendedAvroTypePromotion``, Hudi 0.15.0 and
+#: 1.0.2 alike).
 ARCHIVED_META_ENTRY: dict[str, Any] = {
     "type": "record",
     "name": "HoodieArchivedMetaEntry",
@@ -419,19 +418,14 @@ ARCHIVED_META_ENTRY: dict[str, Any] = {
     "fields": [
         _opt("hoodieCommitMetadata", COMMIT_METADATA),
         _opt("hoodieCleanMetadata", CLEAN_METADATA),
-        _never_written("hoodieCompactionMetadata"),
         _opt("hoodieRollbackMetadata", ROLLBACK_METADATA),
-        _never_written("hoodieSavePointMetadata"),
         _opt("commitTime", _STR),
         _opt("actionType", _STR),
         _version_field(),
-        _never_written("hoodieCompactionPlan"),
         _opt("hoodieCleanerPlan", CLEANER_PLAN),
         _opt("actionState", _STR),
         _opt("hoodieReplaceCommitMetadata", REPLACE_COMMIT_METADATA),
-        _never_written("hoodieRequestedReplaceMetadata"),
         _opt("HoodieInflightReplaceMetadata", "HoodieCommitMetadata"),
-        _never_written("hoodieIndexCommitMetadata"),
         _opt("stateTransitionTime", _STR),
     ],
 }

@@ -41,6 +41,7 @@ from engine.hudi.schema import (
     file_schema,
     reader_schema,
 )
+from engine.model import NO_POS
 
 BASE_FILE_RE = re.compile(r"([^_]+)_(\d+-\d+-\d+)_(\d{17}|\d{14})\.parquet\Z")
 
@@ -400,6 +401,9 @@ class SliceWrite:
     #: Avro schema JSON of the rows (a log data block's header); set for every write of
     #: a Merge-on-Read table, empty for Copy-on-Write.
     avro_schema: str = ""
+    #: The table's ordering (precombine) field: written never null (``NO_POS`` where a
+    #: row has no position), since Hudi's readers refuse a null ordering value.
+    ordering_field: str = ""
 
     @property
     def is_mor(self) -> bool:
@@ -454,6 +458,9 @@ class SliceWrite:
                 this worker's cache (Merge-on-Read only; files are immutable).
         """
         table = Path(self.table_path)
+        if self.ordering_field:
+            carried = fill_ordering(carried, self.ordering_field)
+            upserts = fill_ordering(upserts, self.ordering_field) if upserts is not None else None
         if tombs is not None:
             tombstones.write(tombs, tombstones.sidecar_path(table, self.file_id, self.instant))
         path = table / self.file_name
@@ -509,6 +516,18 @@ class SliceWrite:
             base_file=base_file,
             tombstones=tombs is not None,
         )
+
+
+def fill_ordering(rows: pa.Table, field: str) -> pa.Table:
+    """``rows`` with null values of the ordering column ``field`` replaced by
+    :data:`engine.model.NO_POS` (Hudi's log readers throw "Ordering value is null")."""
+    if field not in rows.column_names:
+        return rows
+    col = rows.column(field)
+    if not col.null_count or not pa.types.is_int64(col.type):
+        return rows
+    filled = pc.fill_null(col, pa.scalar(NO_POS, pa.int64()))
+    return rows.set_column(rows.schema.get_field_index(field), rows.schema.field(field), filled)
 
 
 #: From this many rows a base file's footer is computed in a thread while Arrow writes

@@ -33,6 +33,10 @@ class HoodieOption(StrEnum):
     ARCHIVELOG_FOLDER = "hoodie.archivelog.folder"
     CREATE_SCHEMA = "hoodie.table.create.schema"
     METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+    PAYLOAD_CLASS = "hoodie.compaction.payload.class"
+    RECORD_MERGER_STRATEGY = "hoodie.compaction.record.merger.strategy"
+    CDC_ENABLED = "hoodie.table.cdc.enabled"
+    PARTITION_METAFILE_BASE_FORMAT = "hoodie.partition.metafile.use.base.format"
 
     # Writer settings of the bucket index. Nothing on disk records them (format doc 8.1),
     # so we repeat them in every commit's extra metadata under the cdcctl.* keys below.
@@ -80,3 +84,19 @@ TABLE_TYPE_COW: Final = "COPY_ON_WRITE"
 TABLE_TYPE_MOR: Final = "MERGE_ON_READ"
 TABLE_TYPES: Final = (TABLE_TYPE_COW, TABLE_TYPE_MOR)
 NONPARTITIONED_KEYGEN: Final = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+
+#: Keys Hudi 0.15.0's Spark writer puts in the ``hoodie.properties`` of a new
+#: non-partitioned table (observed: a table it created, default options), with its
+#: values. Without the payload class Hudi's log reader fails (a null class name in
+#: ``HoodieRecordUtils.loadPayload``), and Hudi 1.x infers the merge mode of a version-6
+#: table from it: ``OverwriteWithLatestAvroPayload`` -> ``COMMIT_TIME_ORDERING``, the
+#: newest write wins, which is what cdcctl's log files mean (the merge already chose the
+#: newest event per key). The merger strategy id is Hudi's default
+#: (``HoodieRecordMerger.DEFAULT_MERGER_STRATEGY_UUID``).
+HUDI_015_DEFAULTS: Final = {
+    HoodieOption.PAYLOAD_CLASS.value: "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+    HoodieOption.RECORD_MERGER_STRATEGY.value: "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+    HoodieOption.CDC_ENABLED.value: "false",
+    HoodieOption.PARTITION_METAFILE_BASE_FORMAT.value: "false",
+    HoodieOption.PARTITION_FIELDS.value: "",
+}

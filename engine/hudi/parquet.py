@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.hudi.bloom import FOOTER_KEYS
+from engine.hudi.schema import arrow_schema_from_b64, arrow_schema_to_b64, parquet_schema
 
 #: Rows sampled (from the start) to estimate a column's number of distinct values.
 SAMPLE_ROWS = 512
@@ -28,6 +29,11 @@ DICTIONARY_MAX_DISTINCT = 0.25
 #: metadata): reading a file leaves it out of the table's schema metadata, writing
 #: takes it only from ``footer``.
 _FOOTER_ONLY_BYTES = tuple(key.encode() for key in FOOTER_KEYS)
+#: Footer entry of a file whose columns are stored as other types than the engine's
+#: (times of day as plain integers, ``engine.hudi.schema.parquet_type``): base64 of the
+#: Arrow schema the rows had, which :func:`read_table` casts them back to.
+TYPES_KEY = "cdcctl.arrow_types"
+_TYPES_KEY_BYTES = TYPES_KEY.encode()
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
@@ -62,9 +68,15 @@ def write_table(
     embedded in ``ARROW:schema``.
     """
     metadata = table.schema.metadata
-    if metadata and any(key in metadata for key in _FOOTER_ONLY_BYTES):
-        kept = {k: v for k, v in metadata.items() if k not in _FOOTER_ONLY_BYTES}
+    if metadata and any(key in metadata for key in (*_FOOTER_ONLY_BYTES, _TYPES_KEY_BYTES)):
+        drop = (*_FOOTER_ONLY_BYTES, _TYPES_KEY_BYTES)
+        kept = {k: v for k, v in metadata.items() if k not in drop}
         table = table.replace_schema_metadata(kept or None)
+    stored = parquet_schema(table.schema)
+    types: dict[str, str] = {}
+    if stored != table.schema:
+        types[TYPES_KEY] = arrow_schema_to_b64(table.schema.remove_metadata())
+        table = table.cast(stored)
     with pq.ParquetWriter(
         where,
         table.schema,
@@ -73,9 +85,9 @@ def write_table(
         write_statistics=statistics,
     ) as writer:
         writer.write_table(table)
-        entries = footer() if callable(footer) else footer
+        entries = {**(footer() if callable(footer) else footer or {}), **types}
         if entries:
-            writer.add_key_value_metadata(dict(entries))
+            writer.add_key_value_metadata(entries)
 
 
 def read_table(source: str | Path | pa.Buffer, columns: list[str] | None = None) -> pa.Table:
@@ -88,9 +100,19 @@ def read_table(source: str | Path | pa.Buffer, columns: list[str] | None = None)
     with pq.ParquetFile(where) as file:
         table = file.read(columns=columns)
     metadata = table.schema.metadata
-    if metadata and any(key in metadata for key in _FOOTER_ONLY_BYTES):
+    if metadata and any(key in metadata for key in (*_FOOTER_ONLY_BYTES, _TYPES_KEY_BYTES)):
         # The footer's bloom filter (~430 kB) is not part of the rows: drop it rather
         # than carry it in every table (and cache entry) read from a base file.
-        kept = {k: v for k, v in metadata.items() if k not in _FOOTER_ONLY_BYTES}
+        drop = (*_FOOTER_ONLY_BYTES, _TYPES_KEY_BYTES)
+        kept = {k: v for k, v in metadata.items() if k not in drop}
+        types = metadata.get(_TYPES_KEY_BYTES)
         table = table.replace_schema_metadata(kept or None)
+        if types is not None:
+            # Times of day stored as integers: back to the types the rows had.
+            original = arrow_schema_from_b64(types.decode("ascii"))
+            wanted = pa.schema(
+                [original.field(f.name) if f.name in original.names else f for f in table.schema],
+                metadata=table.schema.metadata,
+            )
+            table = table.cast(wanted)
     return table

@@ -22,11 +22,19 @@ timestamp[ms|us, tz]         long + timestamp-millis|micros       timestamp[.., 
 timestamp[ms|us] (naive)     long + timestamp-millis|micros       timestamp[.., tz=UTC]
 decimal128(p, s)             fixed(n) + decimal(p, s)             decimal128(p, s)
 decimal256(p, s)             stored as string (exact text)        string
-time64[us] / time32[ms]      long + time-micros / int + time-millis  same
+time64[us] / time32[ms]      long / int (µs / ms since midnight)  int64 / int32 (*)
 list<T>                      array<T>                             list<T>
 struct<...>                  record (named after its field)       struct<...>
 map<string, T>               map<T>                               map<string, T>
 ===========================  ===================================  =====================
+
+(*) Times of day are plain integers in the Avro schema and in the Parquet files, as
+Hudi's Spark readers see them (Spark has no TIME type: Hudi maps ``time-micros`` to a
+long): Spark's Parquet reader refuses Parquet's TIME(MICROS) ("Illegal Parquet type",
+in base files for every Hudi version, in log blocks for Hudi 1.x), and hudi-rs refuses a
+log block whose type differs from the Avro one. ``cdcctl.arrow_schema`` and
+:func:`conform` give the engine its times back. Naive timestamps are stored
+UTC-adjusted in Parquet (:func:`parquet_type`).
 
 Naive timestamps use ``timestamp-*`` too: hudi-rs 0.5.0 panics ("not yet implemented")
 on every read of a table whose schema has ``local-timestamp-*``. The values are the
@@ -163,9 +171,9 @@ def _avro_type(t: pa.DataType, name_path: str) -> Any:
             "scale": t.scale,
         }
     if pa.types.is_time64(t) and t.unit == "us":
-        return {"type": "long", "logicalType": "time-micros"}
+        return "long"  # microseconds since midnight: see (*) in the module docstring
     if pa.types.is_time32(t) and t.unit == "ms":
-        return {"type": "int", "logicalType": "time-millis"}
+        return "int"  # milliseconds since midnight
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         item = _avro_type(t.value_type, f"{name_path}.element")
         return {"type": "array", "items": ["null", item] if t.value_field.nullable else item}
@@ -215,6 +223,44 @@ def storage_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def parquet_type(t: pa.DataType) -> pa.DataType:
+    """The Arrow type a column of type ``t`` has inside a Parquet file (base file, log data
+    block, tombstone sidecar).
+
+    Times of day are plain integers there (``time64[us]`` an int64 of microseconds,
+    ``time32[ms]`` an int32 of milliseconds), without Parquet's TIME annotation: Spark's
+    Parquet reader refuses TIME(MICROS) ("Illegal Parquet type"), in base files and (Hudi
+    1.x) in log blocks; the Avro schema says ``long`` / ``int``. Timestamps without a
+    zone are stored as UTC instants (``isAdjustedToUTC=true``, the same integers):
+    Spark reads the other kind as ``timestamp_ntz``, which its vectorized reader cannot
+    give Hudi's ``timestamp`` columns (the Avro schema says ``timestamp-micros``).
+    :func:`engine.hudi.parquet.read_table` gives the engine its types back.
+    Every other type is stored as it is.
+    """
+    if pa.types.is_time64(t):
+        return pa.int64()
+    if pa.types.is_time32(t):
+        return pa.int32()
+    if pa.types.is_timestamp(t) and t.tz is None:
+        return pa.timestamp(t.unit, "UTC")
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_field.with_type(parquet_type(t.value_type))
+        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(parquet_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(parquet_type(t.key_type)),
+            t.item_field.with_type(parquet_type(t.item_type)),
+        )
+    return t
+
+
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every column typed as it is stored in Parquet (:func:`parquet_type`)."""
+    return pa.schema([f.with_type(parquet_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
 def reader_type(t: pa.DataType) -> pa.DataType:
     """Return the Arrow type hudi-rs gives a column of type ``t`` (third column above).
 
@@ -230,6 +276,10 @@ def reader_type(t: pa.DataType) -> pa.DataType:
         return pa.binary()
     if pa.types.is_timestamp(t) and t.tz is None:
         return pa.timestamp(t.unit, "UTC")
+    if pa.types.is_time64(t):
+        return pa.int64()
+    if pa.types.is_time32(t):
+        return pa.int32()
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return pa.list_(t.value_field.with_type(reader_type(t.value_type)))
     if pa.types.is_struct(t):

@@ -165,6 +165,7 @@ class HudiTable:
             H.DROP_PARTITION_COLUMNS.value: "false",
             H.ARCHIVELOG_FOLDER.value: "archived",
             H.CREATE_SCHEMA.value: create_schema,
+            **o.HUDI_015_DEFAULTS,
             # Unknown keys are ignored by Java and hudi-rs; they keep our settings from
             # create time until the first commit repeats them in its metadata.
             o.BUCKET_NUM_KEY: str(num_buckets),

@@ -26,15 +26,18 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from engine.hudi import consistency, tombstones
+from engine.hudi import consistency, tombstones, upgrade
 from engine.hudi import options as o
 from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
-from engine.hudi.file_slice import FileSlice, SliceResult, SliceWrite, base_file_name
+from engine.hudi.file_slice import FileSlice, RowCounts, SliceResult, SliceWrite, base_file_name
 from engine.hudi.log_file import LogFileName
 from engine.hudi.retention import Retention
-from engine.hudi.schema import avro_schema_json, file_schema
+from engine.hudi.schema import HOODIE_RECORD_KEY, avro_schema_json, file_schema
 from engine.hudi.table import HudiTable
+
+#: Extra-metadata key of a commit :meth:`HudiWriter.upgrade` made: the buckets rewritten.
+UPGRADE_KEY = "cdcctl.upgrade"
 
 
 class HudiWriter:
@@ -101,7 +104,67 @@ class HudiWriter:
             if entry.name.startswith(".") and entry.name.endswith(".tmp"):
                 Path(entry.path).unlink(missing_ok=True)
         self._sweep_tombstones()
+        self.upgrade()
         return rolled
+
+    def upgrade(self) -> list[int]:
+        """Bring a table an earlier cdcctl wrote up to what Hudi's readers need
+        (:mod:`engine.hudi.upgrade`): rewrite every file group whose current slice holds
+        a null ordering value in a log record or a type stored as Spark's Parquet reader
+        refuses, in one commit that keeps the newest commit's checkpoint and bookkeeping,
+        then add the ``hoodie.properties`` keys Hudi 0.15 writes. Tables that have those
+        keys are left alone. Returns the buckets rewritten."""
+        if not upgrade.missing_properties(self.table.properties):
+            return []
+        groups = self.file_groups()
+        buckets = upgrade.stale_buckets(self.table, groups)
+        schema = self.schema()
+        if buckets and schema is not None:
+            self._rewrite(groups, buckets, schema)
+        upgrade.upgrade_properties(self.table)
+        return buckets
+
+    def _rewrite(self, groups: dict[int, FileSlice], buckets: list[int], schema: pa.Schema) -> None:
+        previous = self.extra_metadata()
+        instant = self.begin()
+        writes = self.plan_writes(instant, groups, buckets, set(buckets), schema, 0)
+        stored = file_schema(schema)
+
+        def carried(rows: pa.Table | None) -> pa.Table:
+            # The slice's rows in the current file schema (columns added since: null).
+            if rows is None:
+                return stored.empty_table()
+            return pa.Table.from_arrays(
+                [
+                    rows[f.name].cast(f.type)
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                    for f in stored
+                ],
+                schema=stored,
+            )
+
+        results = [
+            w.write(
+                carried=carried(w.read()),
+                upserts=None,
+                deleted_keys=pa.array([], pa.string()),
+                tombs=w.read_tombstones(),
+                key_column=HOODIE_RECORD_KEY,
+                data_schema=schema,
+                counts=RowCounts(),
+            )
+            for w in writes
+        ]
+        extra = {
+            k: v
+            for k, v in previous.items()
+            if k not in (o.SCHEMA_KEY, o.ARROW_SCHEMA_KEY, o.TOMBSTONES_KEY, o.COUNTS_KEY)
+        }
+        extra[o.TOMBSTONES_KEY] = ",".join(sorted(r.file_id for r in results if r.tombstones))
+        extra[o.COUNTS_KEY] = "{}"
+        extra[UPGRADE_KEY] = ",".join(str(b) for b in buckets)
+        self.table.commit(instant, self._stats(results), schema, extra)
 
     # ----------------------------------------------------------------- what it holds
 
@@ -237,6 +300,7 @@ class HudiWriter:
                     has_tombstones=has_tombstones,
                     append=append,
                     avro_schema=avro,
+                    ordering_field=self.table.precombine_field,
                 )
             )
         return writes
@@ -260,7 +324,16 @@ class HudiWriter:
                 checkpoint a restart resumes from.
             extra: More extra-metadata entries to keep with the commit.
         """
-        stats = [
+        metadata = {
+            o.CHECKPOINT_KEY: format_checkpoint(topic, offsets),
+            o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
+            **extra,
+        }
+        self.table.commit(instant, self._stats(results), schema, metadata)
+
+    @staticmethod
+    def _stats(results: list[SliceResult]) -> list[WriteStat]:
+        return [
             WriteStat(
                 file_id=r.file_id,
                 path=r.file_name,
@@ -277,12 +350,6 @@ class HudiWriter:
             for r in results
             if r.file_name
         ]
-        metadata = {
-            o.CHECKPOINT_KEY: format_checkpoint(topic, offsets),
-            o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
-            **extra,
-        }
-        self.table.commit(instant, stats, schema, metadata)
 
     def clean(self, retain: int | Retention) -> list[Path]:
         """Delete slices no query at an instant ``retain`` keeps readable needs (see

@@ -63,6 +63,7 @@ from engine.merge.toast import DEFAULT_TOAST, has_toast, resolve_toast
 from engine.model import (
     COPIES,
     KEY,
+    NO_POS,
     OFFSET,
     OP,
     OP_CREATE,
@@ -77,7 +78,7 @@ from engine.model import (
 )
 
 #: Position of an event whose source position is unknown (before any other).
-UNKNOWN_POS = -(2**63)
+UNKNOWN_POS = NO_POS
 UPSERT_OPS = pa.array([OP_READ, OP_CREATE, OP_UPDATE])
 _DELETE_OPS = pa.array([OP_DELETE, OP_TOMBSTONE])
 

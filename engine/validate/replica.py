@@ -21,7 +21,7 @@ from engine.errors import HudiError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
 from engine.hudi.options import SOURCE_TABLE_KEY
 from engine.lock import table_lock_path
-from engine.model import REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
+from engine.model import NO_POS, REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
 
 TOPIC_KEY = "cdcctl.source.topic"  # engine.replicator.progress writes it
 TAIL_KEY = "cdcctl.partition.tail"
@@ -156,7 +156,7 @@ def max_position(table: pa.Table) -> int | None:
     if ROW_POS not in table.column_names or table.num_rows == 0:
         return None
     value = pc.max(table.column(ROW_POS)).as_py()
-    return None if value is None else int(value)
+    return None if value is None or value == NO_POS else int(value)
 
 
 def strip_streamed(pos: int | None) -> tuple[int | None, bool]:

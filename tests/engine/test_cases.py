@@ -183,14 +183,18 @@ def _multiset(rows: dict[str, dict], copies: dict[str, int], want: list[dict]) -
 def documented_as(raw: pa.DataType) -> list[pa.DataType]:
     """Every documented replica type a column hudi-rs returns as ``raw`` may have.
 
-    The only relabellings allowed (README "Column types"), both of the same stored
+    The only relabellings allowed (README "Column types"), all of the same stored
     values: a naive ``timestamp[us]`` comes back labelled ``tz=UTC`` (hudi-rs reads no
-    Avro type as naive; the stored integers are the wall clock), and a list's element
-    field is named ``element`` (Parquet's name) rather than ``item``. (int8/int16 are no
-    relabelling: the decoder already makes them ``int32``, their documented type.)
+    Avro type as naive; the stored integers are the wall clock), a ``time64[us]`` comes
+    back as the ``int64`` of microseconds since midnight it is stored as (Hudi's readers
+    accept no Parquet TIME), and a list's element field is named ``element`` (Parquet's
+    name) rather than ``item``. (int8/int16 are no relabelling: the decoder already makes
+    them ``int32``, their documented type.)
     """
     if pa.types.is_timestamp(raw) and raw.tz == "UTC":
         return [raw, pa.timestamp(raw.unit)]
+    if pa.types.is_int64(raw):
+        return [raw, pa.time64("us")]
     if pa.types.is_list(raw):
         item = raw.value_field.with_name("item")
         return [pa.list_(item.with_type(t)) for t in documented_as(raw.value_type)]
@@ -214,6 +218,8 @@ def _plain(value: Any, documented: pa.DataType) -> Any:
     if pa.types.is_timestamp(documented) and documented.tz is None:
         assert value.utcoffset() == dt.timedelta(0), value
         return value.replace(tzinfo=None)
+    if pa.types.is_time64(documented):
+        return pa.scalar(value, pa.int64()).cast(documented).as_py()
     if pa.types.is_list(documented):
         return [_plain(v, documented.value_type) for v in value]
     if pa.types.is_struct(documented):

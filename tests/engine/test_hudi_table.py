@@ -180,7 +180,13 @@ def test_create_writes_properties(tmp_path: Path) -> None:
     assert parsed["hoodie.table.recordkey.fields"] == "id"
     assert parsed["hoodie.table.precombine.field"] == "ts"
     assert parsed["hoodie.table.keygenerator.class"].endswith("NonpartitionedKeyGenerator")
-    assert "hoodie.table.partition.fields" not in parsed
+    # Empty, as Hudi 0.15.0's Spark writer leaves it on a non-partitioned table, with the
+    # other keys it writes (its log reader needs the payload class).
+    assert parsed["hoodie.table.partition.fields"] == ""
+    assert parsed["hoodie.compaction.payload.class"].endswith(".OverwriteWithLatestAvroPayload")
+    assert parsed["hoodie.compaction.record.merger.strategy"] == (
+        "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+    )
     # Section 2.2: CRC32 of "<database>.<table>", database unset -> "".
     assert parsed["hoodie.table.checksum"] == str(zlib.crc32(b".orders"))
     assert props[-1].startswith("hoodie.table.checksum=")

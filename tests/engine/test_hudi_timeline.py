@@ -532,7 +532,8 @@ def test_config_validates_archiving() -> None:
     }
     cfg = config_from_dict(base)
     assert (cfg.hudi.keep_min_commits, cfg.hudi.keep_max_commits) == (20, 30)
-    assert cfg.hudi.archive_retention_hours == 24
+    # Archive files are kept, as Hudi keeps them (its archiver never deletes one).
+    assert cfg.hudi.archive_retention_hours == 0
     for bad in (
         {"keep_min_commits": 30, "keep_max_commits": 30},
         {"keep_min_commits": 10, "clean_retain_commits": 10},
