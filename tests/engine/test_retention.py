@@ -195,12 +195,17 @@ def test_config_retains_by_hours_unless_commits_are_asked_for() -> None:
         ({"clean_retain_commits": 10, "clean_retain_hours": 1}, "not both"),
         ({"clean_retain_commits": 20}, "keep_min_commits (20) must be greater"),
         ({"clean_retain_hours": 0}, "greater than 0"),
-        ({"clean_retain_hours": 48}, "archive_retention_hours (24) must be 0 or at least"),
+        (
+            {"clean_retain_hours": 48, "archive_retention_hours": 24},
+            "archive_retention_hours (24) must be 0 or at least",
+        ),
     ):
         with pytest.raises(ConfigError) as caught:
             config_from_dict({**BASE, "hudi": bad})
         assert words in str(caught.value), (bad, str(caught.value))
-    # Archive retention off (0) goes with any window.
+    # Archive retention off (0, the default: archive files kept as Hudi keeps them) goes
+    # with any window.
+    config_from_dict({**BASE, "hudi": {"clean_retain_hours": 48}})
     config_from_dict({**BASE, "hudi": {"clean_retain_hours": 48, "archive_retention_hours": 0}})
 
 
