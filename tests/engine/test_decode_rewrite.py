@@ -16,6 +16,7 @@ from engine.config import config_from_dict
 from engine.decode import decoder_for, rewrite
 from engine.errors import ConfigError
 from engine.model import COPIES, KEY, OFFSET, OP, POS, POS_SUB, ROW_HASH, STREAMED_BIT
+from tests.samples import debezium_samples
 
 TOPIC = "srv.app.items"
 
@@ -81,9 +82,7 @@ def test_flattened_positions_ops_and_added_fields() -> None:
 
 
 def test_flattened_with_schema_types_the_row() -> None:
-    sample = json.loads(
-        open("/work/shared/debezium-samples/pg-unwrap-snapshot-with-lsn.json").read()  # noqa: SIM115
-    )
+    sample = json.loads((debezium_samples() / "pg-unwrap-snapshot-with-lsn.json").read_text())
     rows, result = _run(_cfg(FLAT), [({"id": 10003}, sample["value"])])
     assert str(result.batch.schema.field("order_date").type) == "date32[day]"
     assert rows[0]["order_date"].isoformat() == "2016-02-19"

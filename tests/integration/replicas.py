@@ -97,7 +97,8 @@ def assert_replicas_match(target: Path, expected: dict[str, dict[str, dict]]) ->
     counts = {}
     for topic, rows in expected.items():
         path = target / table_name_for_topic(topic)
-        actual = read_replica(path) if path.exists() else {}
+        # A table being created has its folder before its hoodie.properties: not yet a table.
+        actual = read_replica(path) if (path / ".hoodie" / "hoodie.properties").exists() else {}
         missing = expected_keys = set(rows)
         missing = expected_keys - set(actual)
         extra = set(actual) - expected_keys

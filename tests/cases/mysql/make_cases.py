@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SAMPLES = HERE.parents[2] / ".." / "shared" / "debezium-samples"
+sys.path.insert(0, str(HERE.parents[2]))  # run as a script too
+
+from tests.samples import debezium_samples  # noqa: E402
+
+SAMPLES = debezium_samples()  # ../shared/debezium-samples or $CDC_DEBEZIUM_SAMPLES
 PREFIX = "mysql"  # the docs schema change message's topic (= topic.prefix)
 CUSTOMERS = f"{PREFIX}.inventory.customers"
 ORDERS = f"{PREFIX}.inventory.orders"
