@@ -46,6 +46,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import pyarrow as pa
@@ -211,14 +212,23 @@ def storage_type(t: pa.DataType) -> pa.DataType:
     """
     if pa.types.is_decimal256(t):
         return pa.string()
+    return _nested(t, storage_type)
+
+
+def _nested(
+    t: pa.DataType, each: Callable[[pa.DataType], pa.DataType], large_lists: bool = False
+) -> pa.DataType:
+    """``t`` with ``each`` applied to the types it nests (list items, struct fields, map
+    keys and values); any other type as it is. Lists come out as ``list`` unless
+    ``large_lists`` keeps a ``large_list`` large."""
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(t.value_field.with_type(storage_type(t.value_type)))
+        item = t.value_field.with_type(each(t.value_type))
+        return pa.large_list(item) if large_lists and pa.types.is_large_list(t) else pa.list_(item)
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(storage_type(f.type)) for f in t])
+        return pa.struct([f.with_type(each(f.type)) for f in t])
     if pa.types.is_map(t):
         return pa.map_(
-            t.key_field.with_type(storage_type(t.key_type)),
-            t.item_field.with_type(storage_type(t.item_type)),
+            t.key_field.with_type(each(t.key_type)), t.item_field.with_type(each(t.item_type))
         )
     return t
 
@@ -243,17 +253,7 @@ def parquet_type(t: pa.DataType) -> pa.DataType:
         return pa.int32()
     if pa.types.is_timestamp(t) and t.tz is None:
         return pa.timestamp(t.unit, "UTC")
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        item = t.value_field.with_type(parquet_type(t.value_type))
-        return pa.list_(item) if pa.types.is_list(t) else pa.large_list(item)
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(parquet_type(f.type)) for f in t])
-    if pa.types.is_map(t):
-        return pa.map_(
-            t.key_field.with_type(parquet_type(t.key_type)),
-            t.item_field.with_type(parquet_type(t.item_type)),
-        )
-    return t
+    return _nested(t, parquet_type, large_lists=True)
 
 
 def parquet_schema(schema: pa.Schema) -> pa.Schema:
@@ -280,16 +280,7 @@ def reader_type(t: pa.DataType) -> pa.DataType:
         return pa.int64()
     if pa.types.is_time32(t):
         return pa.int32()
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(t.value_field.with_type(reader_type(t.value_type)))
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(reader_type(f.type)) for f in t])
-    if pa.types.is_map(t):
-        return pa.map_(
-            t.key_field.with_type(reader_type(t.key_type)),
-            t.item_field.with_type(reader_type(t.item_type)),
-        )
-    return t
+    return _nested(t, reader_type)
 
 
 def reader_schema(schema: pa.Schema) -> pa.Schema:
