@@ -367,6 +367,32 @@ def test_a_wrong_ca_is_refused_naming_the_key(
 COLUMNS = [("id", "int32"), ("name", "string")]
 
 
+def _readers(work: Path, lake: Path):
+    """Two probes of a running replicator: a table's status record (``{}`` before it
+    has one) and a table's checkpoint (``None`` before its first commit)."""
+
+    def table(name: str) -> dict:
+        found = engine.read_status(work)
+        assert found is not None
+        return next((t for t in found["tables"] if t["table"] == name), {})
+
+    def checkpoint(name: str) -> str | None:
+        path = lake / name
+        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+
+    return table, checkpoint
+
+
+def _start(config: Path) -> subprocess.Popen[str]:
+    """``cdcctl start`` in a child process, its output kept for the end of the test."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _rows(topic: str, keys: range, lsn: int) -> list[tuple[str, bytes, bytes]]:
     return [
         (
@@ -524,23 +550,8 @@ def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
         lake,
         max_batch_seconds=0.3,
     )
-    work = tmp_path / "work"
-
-    def table(name: str) -> dict:
-        found = engine.read_status(work)
-        assert found is not None
-        return next((t for t in found["tables"] if t["table"] == name), {})
-
-    def checkpoint(name: str) -> str | None:
-        path = lake / name
-        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    table, checkpoint = _readers(tmp_path / "work", lake)
+    proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:100")
         paused = run_cli("pause", "--config", str(config), "app_items")
@@ -607,23 +618,8 @@ def test_a_topic_recreated_under_a_running_replicator_stops_the_table(
         max_batch_seconds=0.3,
         topic_refresh_seconds=1.0,
     )
-    work = tmp_path / "work"
-
-    def table(name: str) -> dict:
-        found = engine.read_status(work)
-        assert found is not None
-        return next((t for t in found["tables"] if t["table"] == name), {})
-
-    def checkpoint(name: str) -> str | None:
-        path = lake / name
-        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    table, checkpoint = _readers(tmp_path / "work", lake)
+    proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:200")
         _recreate(broker, topic)
