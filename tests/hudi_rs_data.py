@@ -28,9 +28,10 @@ PREFIX = "hudi-0.5.0/crates/test/data/"
 
 
 def cache_dir() -> Path:
-    """The cdcctl cache folder (the same one the Spark class archive uses)."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(root) / "cdcctl" / "hudi-rs-test-data"
+    """Where the test data is kept, in cdcctl's cache folder."""
+    from engine.spark.archive import cache_dir as cdcctl_cache
+
+    return cdcctl_cache() / "hudi-rs-test-data"
 
 
 def archive_path() -> Path:

@@ -50,10 +50,17 @@ def class_archive() -> Path:
         str(jars),
     ]
     digest = hashlib.sha256("\n".join([*parts, *listing]).encode()).hexdigest()[:16]
+    return cache_dir() / f"spark-classes-{digest}.jsa"
+
+
+def cache_dir() -> Path:
+    """cdcctl's cache folder: ``$CDCCTL_CACHE_DIR``, else ``cdcctl`` under
+    ``$XDG_CACHE_HOME`` or ``~/.cache`` (the class archive here; the tests' fetched
+    inputs and JVM peers too)."""
     base = os.environ.get("CDCCTL_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cdcctl"
     )
-    return Path(base) / f"spark-classes-{digest}.jsa"
+    return Path(base)
 
 
 def build_class_archive() -> Path:

@@ -26,11 +26,11 @@ class PeerMissing(RuntimeError):
 
 
 def cache_root() -> Path:
-    """``$CDCCTL_CACHE`` or ``~/.cache/cdcctl``: where fetched test inputs are kept."""
-    base = os.environ.get("CDCCTL_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "cdcctl"
-    )
-    return Path(base) / "interop"
+    """Where the resolved sets live: ``interop`` in cdcctl's cache folder
+    (``$CDCCTL_CACHE_DIR``, else ``~/.cache/cdcctl``)."""
+    from engine.spark.archive import cache_dir
+
+    return cache_dir() / "interop"
 
 
 def pom_hash(pom: Path) -> str:
