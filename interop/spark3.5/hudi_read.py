@@ -15,6 +15,10 @@ line on stdout:
 ``{"op": "timeline", "path": P}`` -> the active and archived timelines as Hudi's
   ``HoodieTableMetaClient`` loads them, and the commit metadata of every archived write
 ``{"op": "version"}`` -> Spark and Hudi versions
+``{"op": "plan", ...a read request...}`` -> ``{"ok": true, "handle": N}``: the query is
+  loaded and planned now (Hudi lists the files of the instant it reads) and its rows are
+  read only by a later ``{"op": "collect", "handle": N}`` (the same answer as ``read``):
+  a long query, whose files must outlive whatever the writer does in between
 
 A failure answers ``{"ok": false, "error": <Java or Python error text>}``; the process
 keeps serving. Values are made JSON-safe: timestamps as ISO text in UTC, dates ISO,
@@ -102,8 +106,8 @@ def _frame(spark, req):
     return reader.load(req["path"])
 
 
-def _read(spark, req):
-    frame = _frame(spark, req)
+def _read(spark, req, frame=None):
+    frame = _frame(spark, req) if frame is None else frame
     rows = [{k: _plain(v) for k, v in r.asDict(recursive=True).items()} for r in frame.collect()]
     schema = [[f.name, f.dataType.simpleString()] for f in frame.schema.fields]
     return {"ok": True, "rows": rows, "schema": schema}
@@ -186,6 +190,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     spark = _session(lib)
     spark.sparkContext.setLogLevel("ERROR")
+    planned = {}
     print(json.dumps({"ok": True, "ready": True, "spark": spark.version}), file=out, flush=True)
     for line in sys.stdin:
         if not line.strip():
@@ -199,6 +204,13 @@ def main() -> int:
                 answer = _timeline(spark, req)
             elif op == "version":
                 answer = _version(spark, lib)
+            elif op == "plan":
+                frame = _frame(spark, req)
+                frame._jdf.queryExecution().executedPlan()  # the file listing happens here
+                planned[len(planned)] = frame
+                answer = {"ok": True, "handle": len(planned) - 1}
+            elif op == "collect":
+                answer = _read(spark, req, planned.pop(req["handle"]))
             elif op == "quit":
                 break
             else:

@@ -1,4 +1,6 @@
-"""Fixtures of the ``peers`` tier: one real Apache Kafka broker per test session."""
+"""Fixtures of the ``peers`` tier: one real Apache Kafka broker and one Spark session of
+each Apache Hudi version per test session (per xdist worker; the tests using them share
+one worker through ``xdist_group("hudi_readers")``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.peers.hudi_reader import VERSIONS, HudiReader
+from tests.peers.jars import PeerMissing
 from tests.peers.kafka import KafkaBroker, start_kafka
 
 
@@ -18,3 +22,21 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def hudi_readers() -> Iterator[dict[str, HudiReader]]:
+    """One Spark 3.5 session per Hudi version, for the whole test session."""
+    readers: dict[str, HudiReader] = {}
+    try:
+        for version in VERSIONS:
+            readers[version] = HudiReader(version)
+    except PeerMissing as exc:
+        for reader in readers.values():
+            reader.close()
+        pytest.fail(str(exc))
+    for version, reader in readers.items():
+        assert (reader.hudi_version, reader.spark_version) == (version, "3.5.1")
+    yield readers
+    for reader in readers.values():
+        reader.close()

@@ -102,6 +102,15 @@ class HudiReader:
         read_optimized, incremental with ``begin``/``end``, time_travel with ``as_of``)."""
         return self.request({"op": "read", "path": str(path), "query": query, **options})["rows"]
 
+    def plan(self, path: Path, query: str = "snapshot", **options: Any) -> int:
+        """A query loaded and planned now (Hudi lists its files), read by :meth:`collect`."""
+        req = {"op": "plan", "path": str(path), "query": query, **options}
+        return int(self.request(req)["handle"])
+
+    def collect(self, handle: int) -> list[dict[str, Any]]:
+        """The rows of a query :meth:`plan` made, read now."""
+        return self.request({"op": "collect", "handle": handle})["rows"]
+
     def read_parquet(self, files: list[Path]) -> list[dict[str, Any]]:
         """Rows of parquet files read by plain ``spark.read.parquet`` (no Hudi schema)."""
         req = {"op": "read", "query": "parquet", "files": [str(f) for f in files]}

@@ -17,7 +17,6 @@ A missing peer fails the test with "run ./bootstrap.sh peers".
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,32 +32,13 @@ from engine.hudi.timeline import WRITE_ACTIONS
 from engine.hudi.writer import UPGRADE_KEY, HudiWriter
 from engine.model import NO_POS
 from tests.peers import hudi_replicas as hr
-from tests.peers.hudi_reader import VERSIONS, HudiReader, ReaderError
-from tests.peers.jars import PeerMissing
+from tests.peers.hudi_reader import VERSIONS, ReaderError
 
 # One worker runs the whole module (``--dist loadgroup``): one reader session per version.
 pytestmark = [pytest.mark.peers, pytest.mark.spark, pytest.mark.xdist_group("hudi_readers")]
 
 PRE_FIX = Path(__file__).resolve().parents[1] / "data" / "hudi_pre_fix" / "merge_on_read"
 Rows = dict[str, dict[str, Any]]
-
-
-@pytest.fixture(scope="session")
-def hudi_readers() -> Iterator[dict[str, HudiReader]]:
-    """One Spark 3.5 session per Hudi version, for the whole test session."""
-    readers: dict[str, HudiReader] = {}
-    try:
-        for version in VERSIONS:
-            readers[version] = HudiReader(version)
-    except PeerMissing as exc:
-        for reader in readers.values():
-            reader.close()
-        pytest.fail(str(exc))
-    for version, reader in readers.items():
-        assert (reader.hudi_version, reader.spark_version) == (version, "3.5.1")
-    yield readers
-    for reader in readers.values():
-        reader.close()
 
 
 @pytest.fixture(scope="module")

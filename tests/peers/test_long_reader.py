@@ -8,7 +8,9 @@ cleans have deleted slices older than the window, readers pin the newest instant
 
 * a DuckDB connection through the engine's query path (``engine.connect(as_of=P)``),
   whose view reads its rows only when first scanned;
-* a hudi-rs table object made then, read as of P at the end.
+* a hudi-rs table object made then, read as of P at the end;
+* Apache Hudi's own Spark readers (0.15.0 and 1.0.2): a time-travel query at P loaded
+  and planned then (Hudi lists P's files), its rows collected only at the end.
 
 While they wait, the table moves on by at least two dozen commits, several compactions
 and cleans that delete files. Then both read, and ``cdcctl query --as-of P`` too: each
@@ -40,7 +42,14 @@ from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import run_cli
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+# The Hudi reader sessions are shared with test_hudi_readers: one worker runs both.
+pytestmark = [
+    pytest.mark.peers,
+    pytest.mark.kafka,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("hudi_readers"),
+]
 
 WINDOW_SECONDS = 60
 ORDERS_ONLY = {"orders": {"insert": 0.3, "update": 0.6, "delete": 0.1}}
@@ -79,7 +88,7 @@ def _wait(condition, what: str, limit: float, proc: subprocess.Popen) -> None:
 
 
 def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, hudi_readers, topic_prefix: str, tmp_path: Path
 ) -> None:
     workload = InventoryWorkload(seed=41, prefix=topic_prefix, schemas=True)
     produce_messages(broker.bootstrap_servers, list(workload.snapshot(5, 5, 400)))
@@ -141,6 +150,10 @@ def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
         expected_rs = _hudi_rs(hudi.HudiTable(str(table)), p)
         assert expected and len(expected) == len(expected_rs) > 300
         bases_at_p = _base_instants(table)
+        spark_queries = {
+            version: reader.plan(table, "time_travel", as_of=p)
+            for version, reader in hudi_readers.items()
+        }
 
         # Phase 2: the table moves on.
         def moved_on() -> bool:
@@ -164,6 +177,13 @@ def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
         # Every reader reads P whole.
         assert waiting.sql("SELECT * FROM inventory_orders ORDER BY id").fetchall() == expected
         assert _hudi_rs(pinned_reader, p) == expected_rs
+        versions_of_rows = sorted(
+            (r["_hoodie_record_key"], r["_hoodie_commit_time"]) for r in expected_rs
+        )
+        for version, handle in spark_queries.items():
+            rows = hudi_readers[version].collect(handle)
+            got = sorted((r["_hoodie_record_key"], r["_hoodie_commit_time"]) for r in rows)
+            assert got == versions_of_rows, f"Hudi {version}'s long query at {p}"
         out = run_cli(
             "query",
             "SELECT count(*) AS n, sum(id) AS s FROM inventory_orders",
