@@ -79,6 +79,7 @@ def resolve(name: str) -> Path:
             "mvn",
             "-q",
             "-B",
+            "-Dstyle.color=never",
             "-f",
             str(pom),
             "dependency:copy-dependencies",
