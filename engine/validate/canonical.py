@@ -386,11 +386,22 @@ def _float_hex(arr: pa.Array, kind: str) -> pa.Array:
 def _plain_decimal_text(text: pa.Array) -> pa.Array:
     """Arrow writes small decimals in exponent form (``-1E-10``); the source's text is
     positional (``-0.0000000001``)."""
-    if text.type != pa.string() or not pc.any(pc.match_substring(text, "E")).as_py():
+    if text.type != pa.string():
         return text
+    exponent = pc.match_substring_regex(text, _EXPONENT_FORM)
+    if not pc.any(exponent).as_py():
+        return text
+    # Only numbers in exponent form: a column of text that is not a decimal (Debezium's
+    # raw JSON of a type the catalog does not know, say) is left as it is.
+    flags = exponent.to_pylist()
+    texts = text.to_pylist()
     return pa.array(
-        [None if t is None else format(Decimal(t), "f") for t in text.to_pylist()], pa.string()
+        [format(Decimal(t), "f") if e else t for t, e in zip(texts, flags, strict=True)],
+        pa.string(),
     )
+
+
+_EXPONENT_FORM = r"^[+-]?[0-9]+(\.[0-9]+)?E[+-]?[0-9]+$"
 
 
 def _strip_zeros(text: pa.Array) -> pa.Array:

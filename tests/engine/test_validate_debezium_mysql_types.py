@@ -56,3 +56,18 @@ def test_small_decimals_read_positionally(scratch_mariadb) -> None:
         source = [_text(conn, f"CAST('{v}' AS DECIMAL(38, 10))", cn.DECIMAL) for v in values]
     assert cn.replica_text(replica, cn.DECIMAL).to_pylist() == source
     assert source == ["-0.0000000001", "0", "12.5", "-99.00000001"]
+
+
+def test_exponent_rewrite_leaves_text_that_is_no_number() -> None:
+    # Found by the PostgreSQL peers run without schemas: a numeric column the catalog
+    # cannot type keeps Debezium's raw JSON (base64 digits may hold an "E"), which the
+    # positional rewrite must leave alone instead of failing validate as a whole.
+    raw = '{"scale":2,"value":"AEVy"}'
+    texts = pa.array(["-1E-10", raw, None, "2E+3", "12.50"])
+    assert cn.replica_text(texts, cn.DECIMAL).to_pylist() == [
+        "-0.0000000001",
+        raw,
+        None,
+        "2000",
+        "12.5",
+    ]
