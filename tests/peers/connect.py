@@ -22,7 +22,6 @@ with the log's tail.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 import urllib.error
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.peers.jars import classpath
-from tests.peers.kafka import KafkaBroker, free_port, log4j_config, tail
+from tests.peers.kafka import KafkaBroker, free_port, log4j_config, tail, terminate
 
 MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
 JSON = "org.apache.kafka.connect.json.JsonConverter"
@@ -160,14 +159,7 @@ class ConnectStandalone:
     def stop(self) -> None:
         """Stop the worker gracefully (SIGTERM; offsets are flushed)."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        terminate(proc, 60)
 
     def kill(self) -> None:
         """End the worker at once (SIGKILL), as a crash would: what it produced after its

@@ -63,6 +63,18 @@ class BrokerFailed(RuntimeError):
     the tail of its log."""
 
 
+def terminate(proc: subprocess.Popen | None, grace: float) -> None:
+    """End a JVM peer: SIGTERM (it flushes and closes), SIGKILL after ``grace`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -257,14 +269,7 @@ class KafkaBroker:
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 30 s)."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        terminate(proc, 30)
 
     # -- tools --------------------------------------------------------------------------
 
