@@ -216,7 +216,9 @@ class KafkaBroker:
         """Format the log folder (a new cluster id; SCRAM users added to its metadata)."""
         properties = self.write_properties()
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        args = ["format", "--config", str(properties), "--cluster-id", cluster_id]
+        # "--cluster-id=<id>": an id may start with "-" (1 in 64), which the storage tool's
+        # parser takes for an option when given as a separate argument (seen on CI).
+        args = ["format", "--config", str(properties), f"--cluster-id={cluster_id}"]
         for user, password in self.options.scram_users.items():
             args += ["--add-scram", f"{SCRAM}=[name={user},password={password}]"]
         done = subprocess.run(
