@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
 from engine.hudi import avro_models as am
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
+from engine.hudi.timeline import instant_at
 from engine.naming import table_key
 
 if TYPE_CHECKING:
@@ -63,9 +64,7 @@ def parse_as_of(text: str) -> str:
             "give a 17-digit instant (20240501120000000) or an ISO time "
             "(2024-05-01T12:00:00Z; no zone means UTC)",
         ) from None
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
-    return when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 1000:03d}"
+    return instant_at(when)  # no zone means UTC
 
 
 def instant_iso(instant: str) -> str:

@@ -27,15 +27,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from engine.errors import HudiError
+from engine.hudi.timeline import instant_at
 
 KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-
-
-def instant_at(when: datetime) -> str:
-    """The 17-digit UTC instant of ``when`` (an aware datetime)."""
-    when = when.astimezone(UTC)
-    return when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 1000:03d}"
 
 
 @dataclass(frozen=True)

@@ -1098,8 +1098,7 @@ class HudiTable:
         return None
 
     def _expire_archives(self, retention_hours: float, keep: set[str] | frozenset[str]) -> None:
-        cutoff_dt = datetime.now(UTC) - timedelta(hours=retention_hours)
-        cutoff = cutoff_dt.strftime("%Y%m%d%H%M%S") + f"{cutoff_dt.microsecond // 1000:03d}"
+        cutoff = tl.instant_at(datetime.now(UTC) - timedelta(hours=retention_hours))
         archived = self._hoodie / ar.ARCHIVE_DIR
         removed = False
         for _, name, _ in ar.list_archives(archived):

@@ -118,10 +118,17 @@ def build(names: Iterable[str]) -> Timeline:
     return Timeline(completed, pending, latest, services, files)
 
 
+def instant_at(when: datetime) -> str:
+    """``when`` as a 17-digit instant (millisecond precision): an aware time in UTC, a
+    naive one taken as UTC already. The one place the instant-time format is written."""
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime(_INSTANT_FORMAT) + f"{when.microsecond // 1000:03d}"
+
+
 def now_instant() -> str:
     """The current UTC time as a 17-digit instant."""
-    now = datetime.now(UTC)
-    return now.strftime(_INSTANT_FORMAT) + f"{now.microsecond // 1000:03d}"
+    return instant_at(datetime.now(UTC))
 
 
 def instant_plus_1ms(instant: str) -> str:
@@ -129,7 +136,7 @@ def instant_plus_1ms(instant: str) -> str:
     dt = datetime.strptime(instant[:14], _INSTANT_FORMAT) + timedelta(
         milliseconds=int(instant[14:] or "0") + 1
     )
-    return dt.strftime(_INSTANT_FORMAT) + f"{dt.microsecond // 1000:03d}"
+    return instant_at(dt)
 
 
 def inflight_name(instant: str, action: str) -> str:
