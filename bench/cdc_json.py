@@ -15,6 +15,7 @@ import argparse
 import json
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def main() -> None:
                     "format": "cdc-json",
                     "cdc_json": {"key_fields": ["PK"], "images": images},
                 },
-                "target": {"path": "/tmp/cdcctl-bench-cdc-json"},
+                "target": {"path": str(Path(tempfile.gettempdir()) / "cdcctl-bench-cdc-json")},
             }
         )
         decode = decoder_for(cfg)

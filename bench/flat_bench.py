@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,10 +90,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200_000)
     parser.add_argument("--schemas", action="store_true")
     args = parser.parse_args()
+    scratch = Path(tempfile.gettempdir()) / "cdcctl-bench"  # never written: decoding only
     base = {
         "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
-        "target": {"path": "/tmp/cdcctl-bench/lake"},
-        "replicator": {"work_dir": "/tmp/cdcctl-bench/work"},
+        "target": {"path": str(scratch / "lake")},
+        "replicator": {"work_dir": str(scratch / "work")},
     }
     cases = {
         "envelope (debezium-json)": ("envelope", base),
