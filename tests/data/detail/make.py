@@ -39,10 +39,12 @@ def main() -> None:
             stop_spark()
         for sub in ("lake", "work"):
             shutil.rmtree(HERE / sub, ignore_errors=True)
-        shutil.copytree(cfg.target_path() / TABLE, HERE / "lake" / TABLE)
         # Only the latest slices stay (a base file is ~430 kB: its bloom filter has
-        # Hudi's fixed size): a clean, recorded on the timeline as Hudi records it.
-        HudiWriter.open(HERE / "lake" / TABLE).clean(1)
+        # Hudi's fixed size): a clean, recorded on the timeline as Hudi records it. It
+        # runs in the temporary folder: a clean plan holds the full paths of the files it
+        # deletes, which must name no folder of this machine's checkout.
+        HudiWriter.open(cfg.target_path() / TABLE).clean(1)
+        shutil.copytree(cfg.target_path() / TABLE, HERE / "lake" / TABLE)
         # The table's writer lock file names this machine; readers never look at it.
         (HERE / "lake" / TABLE / ".hoodie" / ".cdcctl" / "writer.lock").unlink()
         (HERE / "work").mkdir()
