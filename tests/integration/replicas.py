@@ -76,6 +76,21 @@ def run_cli(
     )
 
 
+def status_tables(config: Path) -> dict[str, dict]:
+    """``cdcctl status --json``'s records by table name (the command must succeed)."""
+    done = run_cli("status", "--config", str(config), "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {t["table"]: t for t in json.loads(done.stdout)["tables"]}
+
+
+def validate_tables(config: Path, dsn: str) -> dict[str, dict]:
+    """``cdcctl validate --json`` against ``dsn``: reports by table (exit 0 or 1: equal or
+    not; anything else fails the test)."""
+    done = run_cli("validate", "--config", str(config), "--source", dsn, "--json")
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
+    return {r["table"]: r for r in json.loads(done.stdout)}
+
+
 def read_replica(path: Path) -> dict[str, dict]:
     """Rows of a replica read by hudi-rs, keyed by record key, without Hudi/cdc columns."""
     batches = hudi.HudiTable(str(path)).read()

@@ -35,7 +35,13 @@ from typing import Any
 import pytest
 
 from engine.naming import table_name_for_topic
-from tests.integration.replicas import read_replica, run_cli, write_config
+from tests.integration.replicas import (
+    read_replica,
+    run_cli,
+    status_tables,
+    validate_tables,
+    write_config,
+)
 from tests.peers.connect import (
     ConnectStandalone,
     consume_all,
@@ -327,18 +333,6 @@ def replicate(broker, run: dict, policy: str) -> tuple[Path, Path, float, Any]:
     return config, target, took, done
 
 
-def status_tables(config: Path) -> dict[str, dict]:
-    done = run_cli("status", "--config", str(config), "--json")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {t["table"]: t for t in json.loads(done.stdout)["tables"]}
-
-
-def validate(config: Path, dsn: str) -> dict[str, dict]:
-    done = run_cli("validate", "--config", str(config), "--source", dsn, "--json")
-    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
-    return {r["table"]: r for r in json.loads(done.stdout)}
-
-
 def message_counts(broker, prefix: str) -> dict[str, Counter]:
     """Per topic, the records Debezium wrote: row events by op, tombstones, schema changes
     and transaction markers."""
@@ -492,7 +486,7 @@ def check_common(run: dict, broker, policy: str) -> dict[str, Any]:
     dead = [p for p in work_dir.rglob("*") if p.is_file() and "deadletter" in str(p)]
     assert not dead, f"dead letters under {policy}: {dead}"
     assert all(t["bad"] == 0 for t in tables.values()), {k: t["bad"] for k, t in tables.items()}
-    reports = validate(config, run["dsn"])
+    reports = validate_tables(config, run["dsn"])
     (config.parent / "validate.json").write_text(json.dumps(reports, indent=1, default=str))
     for t in ("every_type", "items", "scratch", "marker"):
         r = reports[name[t]]

@@ -28,7 +28,13 @@ from typing import Any
 import pytest
 
 from engine.naming import table_name_for_topic
-from tests.integration.replicas import read_replica, run_cli, write_config
+from tests.integration.replicas import (
+    read_replica,
+    run_cli,
+    status_tables,
+    validate_tables,
+    write_config,
+)
 from tests.peers.connect import (
     ConnectStandalone,
     consume_all,
@@ -392,18 +398,6 @@ def replicate(
     return config, target, took
 
 
-def status_tables(config: Path) -> dict[str, dict]:
-    done = run_cli("status", "--config", str(config), "--json")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {t["table"]: t for t in json.loads(done.stdout)["tables"]}
-
-
-def validate(config: Path, dsn: str) -> dict[str, dict]:
-    done = run_cli("validate", "--config", str(config), "--source", dsn, "--json")
-    assert done.returncode in (0, 1), done.stderr[-3000:]
-    return {r["table"]: r for r in json.loads(done.stdout)}
-
-
 def message_ops(broker, prefix: str) -> tuple[dict[str, Counter], int, int]:
     """Per table, the distinct row events Debezium wrote by op (tombstones as
     ``tombstone``); the number of messages in all the prefix's topics; and how many row
@@ -586,7 +580,7 @@ def check_replication(
     found["toast_filled"] = tables["public_items"]["toast_filled"]
 
     # cdcctl validate against the database.
-    reports = validate(config, run["dsn"])
+    reports = validate_tables(config, run["dsn"])
     (config.parent / "validate.json").write_text(json.dumps(reports, indent=1, default=str))
     assert set(reports) == {f"public_{t}" for t in TABLES}
     for table in TABLES:
