@@ -60,6 +60,7 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
+from engine.replicator import epochs
 from engine.replicator.ddl import (
     apply_column_ops,
     cut_at_position,
@@ -915,6 +916,9 @@ class Replicator:
             batch = apply_column_ops(result.batch, rt.progress.ddl)
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)
+            epoch_fail = None
+            if batch is not None and epochs.screened(self.cfg):
+                batch, epoch_fail = epochs.mapped(batch, rt.progress.epoch, result.snapshot_ended)
             cuts: dict[int, int] = {}
             if batch is not None and self._confirmable(topic, rt, batch):
                 cuts, warnings = self.transactions.cuts(
@@ -932,8 +936,10 @@ class Replicator:
             decoded.snapshot_ended = result.snapshot_ended
             if bad:
                 self._bad_messages(decoded, bad)
-                if decoded.fail is not None:
-                    self._stopping.add(rt.name)
+            if decoded.batch is not None and epochs.screened(self.cfg):
+                self._epoch_change(decoded, epoch_fail)
+            if decoded.fail is not None:
+                self._stopping.add(rt.name)
             for p, o in read_to.items():
                 self._consumed[(topic, p)] = o
             prepared.tables.append(decoded)
@@ -1190,6 +1196,27 @@ class Replicator:
             path,
             "" if written == len(bad) else f" ({len(bad) - written} already there)",
         )
+
+    def _epoch_change(self, decoded: _Decoded, fail: str | None) -> None:
+        """Stop a table at an epoch change of its source positions (:mod:`.epochs`): its
+        share is cut at the change, and the table stops once the rest is committed."""
+        rt, batch = decoded.rt, decoded.batch
+        assert batch is not None
+        pg = '"postgresql"' in (rt.progress.source_table or "")
+        found = epochs.detect(
+            batch,
+            rt.progress.epoch,
+            rt.progress.max_source_ts,
+            topic=rt.topic,
+            table=rt.name,
+            pg=pg,
+        )
+        if fail is not None:  # positions that cannot be mapped: nothing of the share applies
+            found = epochs.EpochChange(epochs.first_offsets(batch), fail)
+        if found is not None:
+            decoded.batch = apply_cuts(batch, found.cuts)
+            decoded.read_to.update(found.cuts)
+            decoded.fail = found.message
 
     def _confirmable(self, topic: str, rt: TableRuntime, batch: pa.Table) -> bool:
         """Whether the batch's transactions can be confirmed complete by END records.
@@ -1516,6 +1543,9 @@ class Replicator:
             batch = result.batch
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)
+            epoch_fail = None
+            if batch is not None and epochs.screened(self.cfg):
+                batch, epoch_fail = epochs.mapped(batch, rt.progress.epoch, result.snapshot_ended)
             prepared = _Prepared(count=len(todo), started=time.monotonic())
             prepared.tables.append(_Decoded(rt, batch, result.key_fields, {}, replayed=applied))
             pending = self._launch(prepared, background=False)

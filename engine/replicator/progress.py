@@ -22,6 +22,7 @@ from engine.hudi.options import SOURCE_TABLE_KEY
 from engine.merge.positions import Tail
 from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB
 from engine.replicator.ddl import DDL_KEY, DdlState
+from engine.replicator.epochs import EPOCH_KEY, EpochState
 
 TRUNCATE_KEY = "cdcctl.truncate.pos"
 MAX_TS_KEY = "cdcctl.source.max_ts"
@@ -54,6 +55,8 @@ class TableProgress:
     source_table: str | None = None
     #: Schema changes handled (:mod:`engine.replicator.ddl`).
     ddl: DdlState = field(default_factory=DdlState)
+    #: High-water positions and accepted position epochs (:mod:`engine.replicator.epochs`).
+    epoch: EpochState = field(default_factory=EpochState)
 
     @classmethod
     def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
@@ -63,16 +66,18 @@ class TableProgress:
         if extra.get(TRUNCATE_KEY):
             pos, _, sub = extra[TRUNCATE_KEY].partition(":")
             floor = (int(pos), int(sub))
+        tail = {int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()}
         return cls(
             committed=writer.checkpoint(topic),
             floor=floor,
             max_source_ts=int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None,
-            tail={int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()},
+            tail=tail,
             gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),
             accepted_gaps=json.loads(extra.get(GAPS_KEY) or "[]"),
             topic_id=extra.get(TOPIC_ID_KEY) or None,
             source_table=extra.get(SOURCE_TABLE_KEY),
             ddl=DdlState.load(extra.get(DDL_KEY)),
+            epoch=EpochState.load(extra.get(EPOCH_KEY), tail),
         )
 
     def extra(self, topic: str, floor: tuple[int, int] | None) -> dict[str, str]:
@@ -94,6 +99,8 @@ class TableProgress:
             extra[SOURCE_TABLE_KEY] = self.source_table
         if self.ddl.used:
             extra[DDL_KEY] = self.ddl.dump()
+        if self.epoch.used:
+            extra[EPOCH_KEY] = self.epoch.dump()
         return extra
 
     def tails(self) -> tuple[Tail, ...]:
