@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from engine.query import connect, list_tables, query, read_table
     from engine.redaction import RedactFilter, redact
     from engine.replicator import BatchReport, Replicator
+    from engine.replicator.epochs import accept_epoch
     from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
     from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
     from engine.spark import check_java, start_for
@@ -110,6 +111,7 @@ _EXPORTS = {
     "delete_state": "engine.replicator.reset",
     "plan_delete": "engine.replicator.reset",
     "resync_offline": "engine.replicator.reset",
+    "accept_epoch": "engine.replicator.epochs",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "STATUS_FIELDS": "engine.state",

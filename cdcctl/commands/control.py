@@ -105,11 +105,34 @@ def resync(
         float,
         typer.Option("--wait", metavar="SECONDS", help="how long to wait for the batch in flight"),
     ] = 60.0,
+    new_epoch: Annotated[
+        bool,
+        typer.Option(
+            "--new-epoch",
+            help="keep the replica and accept the new position epoch TABLE stopped at "
+            "(a restore, a failover without GTIDs); no replicator may run",
+        ),
+    ] = False,
 ) -> None:
     """Rebuild a table: drop its replica, re-read its topic.
 
     TABLE's replica is dropped and its topic read again from the beginning. The running
     replicator does it between batches (the other tables go on); without one, the
-    replica is dropped now and the next `cdcctl start` re-reads the topic.
+    replica is dropped now and the next `cdcctl start` re-reads the topic. With
+    --new-epoch the replica stays: the new epoch's snapshot becomes the table (rows it
+    no longer has are deleted), or without one its changes count newer than every row.
     """
+    if new_epoch:
+        _accept_epoch(engine.load_config(config), table)
     _send(config, "resync", [table], wait=wait)
+
+
+def _accept_epoch(cfg: engine.Config, table: str) -> None:
+    try:
+        print(f"resync {table}: {engine.accept_epoch(cfg, table)}")
+    except engine.StateError as exc:
+        err.print(f"error: {exc.message}", markup=False)
+        if exc.hint:
+            err.print(f"  hint: {exc.hint}", markup=False)
+        exit_codes.exit_now(exit_codes.CHECK_FAILED)
+    exit_codes.exit_now(exit_codes.OK)

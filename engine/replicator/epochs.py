@@ -23,7 +23,7 @@ On a change the table's share of the batch is cut at the first such event of eac
 partition (what precedes it still commits) and the table stops, FAILED, its checkpoint at
 that event: nothing of the new epoch is applied or dropped.
 
-**Accepting a new epoch** (:func:`accept_offline`, ``cdcctl resync TABLE --new-epoch``)
+**Accepting a new epoch** (:func:`accept_epoch`, ``cdcctl resync TABLE --new-epoch``)
 keeps the replica and makes every stored position older than any position of the new
 epoch: an empty commit records an :class:`Accepted` epoch whose ``base`` lies above the
 table's high-water, and from its checkpoint on every position read is mapped
@@ -299,7 +299,7 @@ def accept(writer: HudiWriter, topic: str) -> tuple[str, dict[int, int]]:
     return instant, progress.committed
 
 
-def accept_offline(cfg: Config, table: str) -> str:
+def accept_epoch(cfg: Config, table: str) -> str:
     """Accept the new position epoch of a table that stopped at one, with no replicator
     running: an empty commit records it (checkpoint unchanged); the next start maps the
     new epoch's positions above the stored ones. What was done, in words.
