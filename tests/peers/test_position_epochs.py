@@ -5,7 +5,8 @@ Cluster A (its WAL pushed far ahead with segment switches) is snapshotted and st
 Debezium's PostgreSQL connector into real Kafka, and replicated; then A's database is
 copied with ``pg_dump``/``pg_restore`` into a new cluster B (a fresh ``initdb``: its LSNs
 start low), a row is deleted and one updated there before the switch, and the connector is
-pointed at B (``snapshot.mode = when_needed``: the recorded LSN is not on B, so a new slot and a new snapshot) and B is changed.
+pointed at B (``snapshot.mode = when_needed``: the recorded LSN is not on B, so a new slot
+and a new snapshot) and B is changed.
 ``cdcctl start`` stops the table FAILED with the epoch change in words; ``cdcctl resync
 --new-epoch`` accepts it; the next start makes the replica equal to B (``cdcctl
 validate``), the row deleted on B before the switch deleted too.
