@@ -78,6 +78,14 @@ class Accepted:
     #: ``"pending"``: the epoch opened with a snapshot whose end has not been applied yet;
     #: ``"done"``: it was (rows it did not have were deleted); ``"none"``: no snapshot.
     snapshot: str | None = None
+    #: Partition -> the offset the epoch starts at (the checkpoint when it was accepted):
+    #: earlier events (a dead letter replayed later) belong to the epoch before.
+    starts: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, data: dict) -> Accepted:
+        starts = {int(p): int(o) for p, o in (data.get("starts") or {}).items()}
+        return cls(data["base"], data.get("origin"), data.get("snapshot"), starts)
 
 
 @dataclass
@@ -98,7 +106,7 @@ class EpochState:
         data = json.loads(text)
         return cls(
             high={int(p): int(v) for p, v in data.get("high", {}).items()},
-            accepted=[Accepted(**a) for a in data.get("accepted", [])],
+            accepted=[Accepted.load(a) for a in data.get("accepted", [])],
         )
 
     def dump(self) -> str:
@@ -137,6 +145,10 @@ def mapped(batch: pa.Table, state: EpochState, snapshot_ended: bool) -> tuple[pa
         return batch, None
     epoch = state.accepted[-1]
     pos, valid = _column(batch, POS)
+    parts = batch.column(PARTITION).to_numpy()
+    offs = batch.column(OFFSET).to_numpy()
+    for part, start in epoch.starts.items():
+        valid &= ~((parts == part) & (offs < start))
     if not valid.any():
         return batch, None
     raw = pos & ~BIT
@@ -152,8 +164,8 @@ def mapped(batch: pa.Table, state: EpochState, snapshot_ended: bool) -> tuple[pa
             f"{epoch.origin} to be ordered after the earlier epoch; rebuild the table "
             "(`cdcctl resync`)"
         )
-    new = epoch.base + 2 * (raw - epoch.origin) + streamed.astype(np.int64)
-    out = pa.array(new, pa.int64(), mask=~valid)
+    new = np.where(valid, epoch.base + 2 * (raw - epoch.origin) + streamed, pos)
+    out = pa.array(new, pa.int64(), mask=~pc.is_valid(batch.column(POS)).to_numpy(False))
     batch = batch.set_column(batch.schema.get_field_index(POS), POS, out)
     if epoch.snapshot == "pending" and snapshot_ended and reads.any():
         batch = _with_truncate(batch, epoch.base - 1, reads)
@@ -288,7 +300,8 @@ def accept(writer: HudiWriter, topic: str) -> tuple[str, dict[int, int]]:
     from engine.replicator.progress import TableProgress  # it imports this module
 
     progress = TableProgress.load(writer, topic)
-    progress.epoch.accepted.append(Accepted(progress.epoch.next_base()))
+    epoch = Accepted(progress.epoch.next_base(), starts=dict(progress.committed))
+    progress.epoch.accepted.append(epoch)
     schema = writer.schema()
     if schema is None:
         raise StateError(f"{writer.path} records no schema", hint="rebuild it: `cdcctl resync`")

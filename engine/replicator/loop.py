@@ -1543,9 +1543,8 @@ class Replicator:
             batch = result.batch
             if batch is not None and self.cfg.source.mysql_gtid_ordering:
                 batch = gtid_positions(batch, rt.progress.gtid_lineages)
-            epoch_fail = None
-            if batch is not None and epochs.screened(self.cfg):
-                batch, epoch_fail = epochs.mapped(batch, rt.progress.epoch, result.snapshot_ended)
+            if batch is not None and epochs.screened(self.cfg):  # letters of an accepted epoch
+                batch, _ = epochs.mapped(batch, rt.progress.epoch, snapshot_ended=False)
             prepared = _Prepared(count=len(todo), started=time.monotonic())
             prepared.tables.append(_Decoded(rt, batch, result.key_fields, {}, replayed=applied))
             pending = self._launch(prepared, background=False)

@@ -247,3 +247,40 @@ def test_failover_without_gtids_stops_then_accepting_makes_new_changes_newest(
         "2": {"id": 2, "v": "b-new"},
         "4": {"id": 4, "v": "d-new"},
     }
+
+
+def test_only_events_from_the_epochs_start_are_mapped_and_the_order_within_it_holds() -> None:
+    """A dead letter of the epoch before (offset below the start) keeps its position; the
+    new epoch's snapshot read orders before its streamed change at the same position."""
+    import pyarrow as pa
+
+    from engine.model import KEY, OFFSET, OP, PARTITION, POS, POS_SUB, SOURCE_TS, STREAMED_BIT
+    from engine.replicator.epochs import Accepted, EpochState, mapped
+
+    state = EpochState(high={0: 90_000}, accepted=[])
+    base = state.next_base()
+    state.accepted.append(Accepted(base, starts={0: 10}))
+    batch = pa.table(
+        {
+            KEY: ["1", "2", "2", "3"],
+            OP: ["u", "r", "u", "c"],
+            POS: pa.array([STREAMED_BIT | 85_000, 500, STREAMED_BIT | 500, None], pa.int64()),
+            POS_SUB: pa.array([0, 500, 500, None], pa.int64()),
+            SOURCE_TS: pa.array([T0, T0 + 10, T0 + 11, T0 + 12], pa.int64()),
+            PARTITION: pa.array([0, 0, 0, 0], pa.int32()),
+            OFFSET: pa.array([9, 10, 11, 12], pa.int64()),
+        }
+    )
+    out, fail = mapped(batch, state, snapshot_ended=False)
+    assert fail is None
+    pos = out.column(POS).to_pylist()
+    assert pos[0] == STREAMED_BIT | 85_000  # before the epoch's start: untouched
+    assert pos[1] == base and pos[2] == base + 1  # the read, then the change at its LSN
+    assert pos[3] is None  # no position: inherited later, as always
+    assert min(pos[1], pos[2]) > STREAMED_BIT | 85_000  # above everything stored
+    assert state.accepted[0].origin == 500 and state.accepted[0].snapshot == "pending"
+    # The end of the epoch's snapshot: a truncate just below the epoch, at the last read.
+    out, _ = mapped(batch.slice(1, 1), state, snapshot_ended=True)
+    assert out.column(OP).to_pylist() == ["r", "t"]
+    assert out.column(POS).to_pylist() == [base, base - 1]
+    assert out.column(OFFSET).to_pylist() == [10, 10]
