@@ -101,26 +101,25 @@ def _resync_offline(cfg: engine.Config, table: str) -> None:
 def resync(
     table: Annotated[str, typer.Argument(metavar="TABLE", hidden=True)],  # described below
     config: ConfigOpt = Path("cdcctl.toml"),
-    wait: Annotated[
-        float,
-        typer.Option("--wait", metavar="SECONDS", help="how long to wait for the batch in flight"),
-    ] = 60.0,
     new_epoch: Annotated[
         bool,
         typer.Option(
             "--new-epoch",
-            help="keep the replica and accept the new position epoch TABLE stopped at "
-            "(a restore, a failover without GTIDs); no replicator may run",
+            help="instead: keep the replica and accept the new position epoch TABLE stopped "
+            "at (a restored cluster, a failover without GTIDs): its snapshot becomes the "
+            "table, or its changes count newer than every row; no replicator may run",
         ),
     ] = False,
+    wait: Annotated[
+        float,
+        typer.Option("--wait", metavar="SECONDS", help="how long to wait for the batch in flight"),
+    ] = 60.0,
 ) -> None:
     """Rebuild a table: drop its replica, re-read its topic.
 
     TABLE's replica is dropped and its topic read again from the beginning. The running
     replicator does it between batches (the other tables go on); without one, the
-    replica is dropped now and the next `cdcctl start` re-reads the topic. With
-    --new-epoch the replica stays: the new epoch's snapshot becomes the table (rows it
-    no longer has are deleted), or without one its changes count newer than every row.
+    replica is dropped now and the next `cdcctl start` re-reads the topic.
     """
     if new_epoch:
         _accept_epoch(engine.load_config(config), table)

@@ -284,3 +284,15 @@ def test_only_events_from_the_epochs_start_are_mapped_and_the_order_within_it_ho
     assert out.column(OP).to_pylist() == ["r", "t"]
     assert out.column(POS).to_pylist() == [base, base - 1]
     assert out.column(OFFSET).to_pylist() == [10, 10]
+
+
+def test_new_epoch_is_refused_for_a_table_that_did_not_stop_at_one(tmp_path: Path) -> None:
+    """The real CLI: nothing is accepted without an epoch change the replicator found."""
+    from tests.integration.replicas import run_cli, write_config
+
+    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "^pg\\.", tmp_path / "lake")
+    done = run_cli("resync", TABLE, "--new-epoch", "--config", str(config))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"table {TABLE} did not stop at a position epoch change" in done.stderr
+    assert "cdcctl status" in done.stderr
+    assert not (tmp_path / "lake").exists()
