@@ -179,6 +179,8 @@ def test_restore_into_a_new_cluster_stops_the_table_and_new_epoch_accepts_it(
     assert done.returncode == 0, done.stderr[-4000:]
     table = status_tables(config)["public_items"]
     assert table["state"] == "REPLICATING", table
+    # The rows B's snapshot did not have (3, and 2 gone before) were truncated away.
+    assert (table["rows"], table["truncates"]) == (7, 1), table
     report = validate_tables(config, b_dsn)["public_items"]
     assert report["status"] == "equal", report
     assert report["source_rows"] == report["replica_rows"] == 7  # 1, 4, 5, 7, 8, 9, 10
