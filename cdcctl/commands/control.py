@@ -33,6 +33,8 @@ def _send(
     answers = engine.send_request(cfg.work_path(), kind, tables, wait)
     if answers is None and kind == "resync":
         _resync_offline(cfg, tables[0])
+    if answers is None and kind == "epoch":
+        _accept_epoch(cfg, tables[0])
     if answers is None:
         err.print(
             f"error: no replicator runs on {cfg.work_path()}: nothing to {kind}",
@@ -107,7 +109,7 @@ def resync(
             "--new-epoch",
             help="instead: keep the replica and accept the new position epoch TABLE stopped "
             "at (a restored cluster, a failover without GTIDs): its snapshot becomes the "
-            "table, or its changes count newer than every row; no replicator may run",
+            "table, or its changes count newer than every row",
         ),
     ] = False,
     wait: Annotated[
@@ -121,9 +123,7 @@ def resync(
     replicator does it between batches (the other tables go on); without one, the
     replica is dropped now and the next `cdcctl start` re-reads the topic.
     """
-    if new_epoch:
-        _accept_epoch(engine.load_config(config), table)
-    _send(config, "resync", [table], wait=wait)
+    _send(config, "epoch" if new_epoch else "resync", [table], wait=wait)
 
 
 def _accept_epoch(cfg: engine.Config, table: str) -> None:

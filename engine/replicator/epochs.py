@@ -270,10 +270,10 @@ def detect(
         "times; these are newer than all of them, so the source is another history (a "
         "restore into a new cluster, a blue/green switch, a failover without GTIDs). "
         "Nothing from those offsets on was applied or dropped: the table stopped there. "
-        f"If the new source is right, accept its epoch: `cdcctl stop`, then `cdcctl resync "
-        f"{table} --new-epoch` (its snapshot, if it opens with one, becomes the table: rows "
-        "it no longer has are deleted; without one its changes count newer than every "
-        f"stored row), then `cdcctl start`; or rebuild it whole: `cdcctl resync {table}`"
+        f"If the new source is right, accept its epoch: `cdcctl resync {table} --new-epoch` "
+        "(its snapshot, if it opens with one, becomes the table: rows it no longer has are "
+        "deleted; without one its changes count newer than every stored row); or rebuild "
+        f"it whole: `cdcctl resync {table}`"
     )
     return EpochChange(cuts, message)
 
@@ -333,7 +333,7 @@ def accept_epoch(cfg: Config, table: str) -> str:
     if alive(work):
         raise StateError(
             f"a replicator runs on {work}",
-            hint=f"stop it (`cdcctl stop`), run `cdcctl resync {table} --new-epoch`, start it",
+            hint=f"`cdcctl resync {table} --new-epoch` asks it to accept the epoch",
         )
     store = open_store(work)
     try:

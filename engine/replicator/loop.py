@@ -1640,11 +1640,11 @@ class Replicator:
             except CdcError as exc:
                 return f"error: {exc.message}"
             return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
-        if request.kind == "resync":
+        if request.kind in ("resync", "epoch"):
             found = [rt for rt in self.tables if self._store_name(rt) == request.table]
             if not found:
                 return f"error: no table named {request.table!r}"
-            return self._resync(found[0])
+            return self._resync(found[0]) if request.kind == "resync" else self._epoch(found[0])
         troubled = (TableState.FAILED, TableState.FAILING)
         if request.table is None:
             targets = [rt for rt in self.tables if rt.state not in troubled]
@@ -1738,6 +1738,27 @@ class Replicator:
             self.source.assign(dict.fromkeys(parts))
         log.info("%s: resync: replica dropped, reading %s from the beginning", rt.name, rt.topic)
         return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning"
+
+    def _epoch(self, rt: TableRuntime) -> str:
+        """Accept the new position epoch a table stopped at (:func:`.epochs.accept`) and
+        read it again from its checkpoint; the outcome."""
+        if rt.state is not TableState.FAILED or epochs.MARK not in (rt.error or ""):
+            return f"error: table {rt.name} did not stop at a position epoch change"
+        try:
+            assert rt.writer is not None  # it failed at an event of a table it wrote
+            instant, _ = epochs.accept(rt.writer, rt.topic)
+            self.tables.reopen(rt)
+        except (HudiError, WriterLockError, OSError) as exc:
+            return f"error: {exc}"
+        rt.state, rt.error = TableState.REPLICATING, None
+        self._stopping.discard(rt.name)
+        if self.source is not None:
+            self.source.assign({(rt.topic, p): rt.progress.committed.get(p) for p in rt.partitions})
+        if self.recorder is not None:
+            message = f"new position epoch accepted at {instant}"
+            self.recorder.event(self._store_name(rt), "epoch", message)
+        log.info("%s: new position epoch accepted at %s", rt.name, instant)
+        return f"new position epoch accepted at {instant}; reading {rt.topic} from its checkpoint"
 
     def _lag(self) -> dict[str, int] | None:
         """Messages waiting per table: end offsets minus its committed positions (None
