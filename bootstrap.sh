@@ -75,7 +75,7 @@ peers() {
   fi
   # PostGIS for the PostgreSQL major the scratch servers run (the highest installed).
   local pg_major
-  pg_major=$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sed 's|/usr/lib/postgresql/||; s|/.*||' | sort -V | tail -1)
+  pg_major=$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sed 's|/usr/lib/postgresql/||; s|/.*||' | sort -V | tail -1 || true)
   if [ -n "$pg_major" ] && [ ! -f "/usr/share/postgresql/$pg_major/extension/postgis.control" ]; then
     echo "bootstrap: installing postgresql-$pg_major-postgis-3 (PostGIS, for the Debezium tests)" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

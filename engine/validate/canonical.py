@@ -551,10 +551,11 @@ def ewkb_srid(ewkb: bytes) -> int:
     """The SRID in a PostGIS EWKB value (0 when its SRID flag is not set)."""
     if len(ewkb) < 5:
         return 0
-    order = "little" if ewkb[0] == 1 else "big"
-    if not int.from_bytes(ewkb[1:5], order) & 0x20000000 or len(ewkb) < 9:
+    little = ewkb[0] == 1  # the byte order mark: 1 little endian (NDR), 0 big (XDR)
+    geometry_type = int.from_bytes(ewkb[1:5], "little" if little else "big")
+    if not geometry_type & 0x20000000 or len(ewkb) < 9:
         return 0
-    return int.from_bytes(ewkb[5:9], order)
+    return int.from_bytes(ewkb[5:9], "little" if little else "big")
 
 
 def _same_point(source: Any, replica: dict) -> bool:

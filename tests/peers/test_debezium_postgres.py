@@ -11,7 +11,9 @@ Snapshot, then streaming with transaction metadata: inserts, updates, deletes, a
 primary-key change, a truncate (``skipped.operations=none``), multi-table transactions,
 unchanged TOAST values under REPLICA IDENTITY DEFAULT and FULL, and an ``ALTER TABLE ...
 ADD COLUMN`` mid-stream; Connect is killed once and restarted mid-stream, so part of the
-stream is produced twice (Connect's replay).
+stream is produced twice (Connect's replay). ``every_type`` holds every PostgreSQL type of
+the types corpus, PostGIS geometry and geography included (pgvector is not packaged for
+Debian bookworm).
 """
 
 from __future__ import annotations
