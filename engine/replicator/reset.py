@@ -126,9 +126,8 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
             )
         ownership.check(folder, table)  # never removed: another writer's data may be there
         topic = known.get(table) or _checkpoint_topic(folder)
-        note = trimmed.guard(cfg, table, topic, force=force) if topic else ""
-        if note:
-            log.warning("%s: resync: %s", table, note)
+        if topic:  # refused here when the rebuild would be partial (unless forced)
+            trimmed.guard(cfg, table, topic, force=force)
         locks = Locks()
         removed = []
         try:

@@ -124,7 +124,7 @@ class TopicCheck:
         else:
             where = f"the first {self.scanned:,} records" if self.capped else "what remains"
             why = f"and {where} holds no complete snapshot"
-        return f"{cut} (the records before were deleted by retention) {why}"
+        return f"{cut} (the records before it were deleted, by retention or DeleteRecords) {why}"
 
     def advice(self, table: str) -> str:
         """The way out of a refused resync."""
@@ -147,7 +147,7 @@ def guard(
     cfg: Config, table: str, topic: str, *, force: bool, decode: Decoder | None = None
 ) -> str:
     """The check before a resync of ``table`` (read from ``topic``): what to say of it
-    ('' when the topic was not trimmed).
+    ('' when the topic was not trimmed), also logged (a forced partial one as a warning).
 
     Raises:
         StateError: the rebuild would be partial and ``force`` is not set.
@@ -158,8 +158,12 @@ def guard(
     except SourceError as exc:
         if not force:
             raise
-        return f"forced: not checked whether {topic} still holds a whole snapshot: {exc.message}"
+        note = f"forced: not checked whether {topic} still holds a whole snapshot: {exc.message}"
+        log.warning("%s: resync: %s", table, note)
+        return note
     if found.whole:
+        if found.trimmed:
+            log.info("%s: resync: %s", table, found.summary())
         return found.summary()
     if not force:
         raise StateError(
@@ -167,7 +171,9 @@ def guard(
             "nothing was removed",
             hint=found.advice(table),
         )
-    return f"forced: {table} will be partial: {found.problem()}"
+    note = f"forced: {table} will be partial: {found.problem()}"
+    log.warning("%s: resync: %s", table, note)
+    return note
 
 
 def _snapshot_rows(batch: pa.Table) -> tuple[list[int], list[int], list[bool]]:
@@ -363,7 +369,7 @@ def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck) -> None:
                 parts[tp.partition].at_end = True
     found.capped = found.scanned >= SCAN_RECORDS and not scan.done
     found.snapshots = {p: s.since for p, s in parts.items() if s.whole}
-    log.info(
+    log.debug(
         "%s: resync check: %d records read in %.1f s; trimmed %s; complete snapshot %s",
         topic,
         found.scanned,
