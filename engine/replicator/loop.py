@@ -1686,7 +1686,9 @@ class Replicator:
                 f"({'; '.join(found)}); resync will not remove it. {ownership.advice(rt.name)}"
             )
         try:
-            note = trimmed.guard(self.cfg, rt.name, rt.topic, force=force, decode=self.decode)
+            note = trimmed.guard(
+                self.cfg, rt.name, rt.topic, rt.path, force=force, decode=self.decode
+            )
             self.tables.lock(rt)
         except CdcError as exc:
             return f"error: {exc}"

@@ -127,7 +127,7 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
         ownership.check(folder, table)  # never removed: another writer's data may be there
         topic = known.get(table) or _checkpoint_topic(folder)
         if topic:  # refused here when the rebuild would be partial (unless forced)
-            trimmed.guard(cfg, table, topic, force=force)
+            trimmed.guard(cfg, table, topic, folder, force=force)
         locks = Locks()
         removed = []
         try:

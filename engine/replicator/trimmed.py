@@ -45,6 +45,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,6 +54,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from engine.config import Config
 from engine.decode import Decoder, DecodeResult, decoder_for
 from engine.errors import SourceError, StateError
+from engine.hudi.table import HudiTable
 from engine.model import OFFSET, OP, OP_READ, PARTITION, POS, STREAMED_BIT
 from engine.source.kafka import TIMEOUT_S, consumer_settings, creation_error, kafka_reason
 
@@ -144,15 +146,24 @@ class TopicCheck:
 
 
 def guard(
-    cfg: Config, table: str, topic: str, *, force: bool, decode: Decoder | None = None
+    cfg: Config,
+    table: str,
+    topic: str,
+    folder: Path,
+    *,
+    force: bool,
+    decode: Decoder | None = None,
 ) -> str:
-    """The check before a resync of ``table`` (read from ``topic``): what to say of it
-    ('' when the topic was not trimmed), also logged (a forced partial one as a warning).
+    """The check before a resync of ``table`` (read from ``topic``, its replica in
+    ``folder``): what to say of it ('' when the topic was not trimmed, or there is no
+    replica to lose), also logged (a forced partial one as a warning).
 
     Raises:
         StateError: the rebuild would be partial and ``force`` is not set.
         SourceError: the broker does not answer (``force``: said, not raised).
     """
+    if not HudiTable.exists(folder):
+        return ""  # nothing is dropped: the table is read from its topic's start anyway
     try:
         found = check_topic(cfg, topic, decode)
     except SourceError as exc:
@@ -310,8 +321,8 @@ def check_topic(cfg: Config, topic: str, decode: Decoder | None = None) -> Topic
         except KafkaException as exc:
             raise SourceError(
                 f"cannot read where {topic} starts: {kafka_reason(exc)}",
-                hint="resync checks that the topic still holds what rebuilds the table; "
-                "it needs the broker",
+                hint="resync first checks that the topic still holds what rebuilds the "
+                "table: start the broker, or resync with --force to skip the check",
             ) from None
         if not found.trimmed:
             return found
