@@ -84,7 +84,6 @@ class _Partition:
     whole: bool = False
     #: Offset of that snapshot's first record.
     since: int = -1
-    read: int = 0
     at_end: bool = False
 
 
@@ -124,17 +123,19 @@ class TopicCheck:
         if self.no_snapshots:
             why = "and this format carries no snapshot that could stand for what was deleted"
         else:
-            where = f"the first {self.scanned:,} records" if self.capped else "what remains"
-            why = f"and {where} holds no complete snapshot"
+            why = "and what remains holds no complete snapshot"
+            if self.capped:
+                why += f" in its first {self.scanned:,} records (the check reads no further)"
         return f"{cut} (the records before it were deleted, by retention or DeleteRecords) {why}"
 
     def advice(self, table: str) -> str:
         """The way out of a refused resync."""
         return (
             "take a fresh Debezium snapshot of the table into the topic first (a blocking "
-            "snapshot: signal execute-snapshot with type blocking; or a connector started "
-            "again with snapshot.mode=always or initial under a new name), then resync; or "
-            f"`cdcctl resync {table} --force` to rebuild a partial table from what remains"
+            "snapshot: signal execute-snapshot with type blocking; or restart the connector "
+            "with snapshot.mode=always), then resync; an incremental snapshot leaves no end "
+            f"mark: once it finished, or to rebuild a partial table from what remains, "
+            f"`cdcctl resync {table} --force`"
         )
 
     def summary(self) -> str:
