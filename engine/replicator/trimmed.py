@@ -61,7 +61,7 @@ from engine.source.kafka import TIMEOUT_S, consumer_settings, creation_error, ka
 log = logging.getLogger("cdcctl.replicator")
 
 #: Records read at most to find a whole snapshot (the partitions' heads first).
-SCAN_RECORDS = 2_000_000
+SCAN_RECORDS = 1_000_000
 #: Records decoded at once.
 CHUNK = 10_000
 #: Formats whose events never mark snapshots.

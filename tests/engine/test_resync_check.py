@@ -113,9 +113,9 @@ def test_what_a_refusal_says() -> None:
         "db.items[0] starts at offset 20 (the records before it were deleted, by retention "
         "or DeleteRecords) and what remains holds no complete snapshot"
     )
-    capped = TopicCheck("db.items", trimmed={0: 20}, scanned=2_000_000, capped=True)
+    capped = TopicCheck("db.items", trimmed={0: 20}, scanned=1_000_000, capped=True)
     assert capped.problem().endswith(
-        "holds no complete snapshot in its first 2,000,000 records (the check reads no further)"
+        "holds no complete snapshot in its first 1,000,000 records (the check reads no further)"
     )
     plain = TopicCheck("db.items", trimmed={0: 3}, no_snapshots=True)
     assert "this format carries no snapshot" in plain.problem()
