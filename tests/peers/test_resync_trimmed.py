@@ -304,3 +304,22 @@ def test_a_trimmed_cdc_json_topic_is_refused(
     assert f"{topic}[0] starts at offset 3" in refused.stderr, refused.stderr
     assert "this format carries no snapshot" in refused.stderr, refused.stderr
     assert _snapshot_of_folder(lake / TABLE) == before
+
+
+def test_a_deleted_topic_is_refused(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """A topic the broker no longer has would rebuild an empty table: refused too."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic)
+    produce_messages(kafka_broker.bootstrap_servers, _snapshot(topic, range(1, 6), 100, {}))
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+    _caught_up(config)
+    before = _snapshot_of_folder(lake / TABLE)
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(60)
+    _wait("the deletion", lambda: topic not in admin.list_topics(timeout=10).topics)
+    refused = run_cli("resync", "--config", str(config), TABLE)
+    assert refused.returncode == 1, refused.stderr
+    assert f"topic {topic} does not exist any more: the table would be empty" in refused.stderr
+    assert _snapshot_of_folder(lake / TABLE) == before
