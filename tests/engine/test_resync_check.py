@@ -122,3 +122,30 @@ def test_what_a_refusal_says() -> None:
     gone = TopicCheck("db.items", missing=True)
     assert not gone.whole and "does not exist any more" in gone.problem()
     assert "cdcctl resync items --force" in cut.advice("items")
+
+
+def test_tables_with_their_own_key_fields_report_end_marks_too(tmp_path) -> None:
+    """Records rewritten for ``[tables.<name>] key_fields`` keep their end mark (the
+    rewrite used to drop it, so such tables found no end of their snapshot)."""
+    from engine.config import config_from_dict
+    from engine.decode import decoder_for
+
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "a:1", "topics": "."},
+            "target": {"path": str(tmp_path / "lake")},
+            "tables": {"app_items": {"key_fields": ["name"]}},
+        }
+    )
+    decode = decoder_for(cfg)
+    values = [
+        builders.value("r", 10 + i, {"id": i, "name": f"n{i}"}, COLS, snapshot=mark)
+        for i, mark in enumerate(["first", "true", "last"])
+    ]
+    topic = "srv.app.items"
+    assert cfg.table_name(topic) == "app_items"
+    result = decode(topic, [builders.key(i) for i in range(3)], values, [0, 0, 0], [0, 1, 2])
+    assert result.batch is not None and result.batch.num_rows == 3 and not result.bad
+    assert result.snapshot_ended
+    records = [_message(i, v) for i, v in enumerate(values)]
+    assert [m.offset() for m in _end_marks(decode, topic, records, result)] == [2]
