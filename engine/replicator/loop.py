@@ -60,6 +60,7 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
+from engine.replicator import trimmed
 from engine.replicator.ddl import (
     apply_column_ops,
     cut_at_position,
@@ -1565,9 +1566,9 @@ class Replicator:
             return
         self._adopt()
         requests = recorder.requests()
-        if any(r.kind == "resync" for r in requests):
+        if any(r.kind.startswith("resync") for r in requests):
             if merging:  # a resync waits for the batch merging now to be committed
-                requests = [r for r in requests if r.kind != "resync"]
+                requests = [r for r in requests if not r.kind.startswith("resync")]
             elif self._pending is not None:  # the batch in flight may write the table
                 self._settle()
                 requests = recorder.requests()
@@ -1611,11 +1612,11 @@ class Replicator:
             except CdcError as exc:
                 return f"error: {exc.message}"
             return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
-        if request.kind == "resync":
+        if request.kind.startswith("resync"):
             found = [rt for rt in self.tables if self._store_name(rt) == request.table]
             if not found:
                 return f"error: no table named {request.table!r}"
-            return self._resync(found[0])
+            return self._resync(found[0], force=request.kind == "resync-force")
         troubled = (TableState.FAILED, TableState.FAILING)
         if request.table is None:
             targets = [rt for rt in self.tables if rt.state not in troubled]
@@ -1663,7 +1664,7 @@ class Replicator:
             pending, self._pending = self._pending, None
             self._report(self._finish(pending))
 
-    def _resync(self, rt: TableRuntime) -> str:
+    def _resync(self, rt: TableRuntime, force: bool = False) -> str:
         """Drop a table's replica and read its topic again from its start; the outcome.
 
         Carried out between batches (nothing of the table is merging): its partitions
@@ -1671,7 +1672,9 @@ class Replicator:
         only that table's folder in the target; its writer lock is kept held), its staged
         files dropped, its progress and counters start over, and its partitions are
         assigned again from the beginning. Works on a paused or stopped table too; it
-        replicates afterwards. The other tables go on.
+        replicates afterwards. The other tables go on. Refused (nothing done) when the
+        topic was trimmed past what rebuilds the table whole, unless ``force``
+        (:func:`engine.replicator.trimmed.guard`).
         """
         owner = self.tables.owner(rt.name)
         if owner != rt.topic:
@@ -1683,8 +1686,11 @@ class Replicator:
                 f"({'; '.join(found)}); resync will not remove it. {ownership.advice(rt.name)}"
             )
         try:
+            note = trimmed.guard(
+                self.cfg, rt.name, rt.topic, rt.path, force=force, decode=self.decode
+            )
             self.tables.lock(rt)
-        except WriterLockError as exc:
+        except CdcError as exc:
             return f"error: {exc}"
         parts = [(rt.topic, p) for p in rt.partitions]
         self._stop_reading(rt)
@@ -1708,7 +1714,8 @@ class Replicator:
         if self.source is not None:
             self.source.assign(dict.fromkeys(parts))
         log.info("%s: resync: replica dropped, reading %s from the beginning", rt.name, rt.topic)
-        return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning"
+        said = f" ({note})" if note else ""
+        return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning{said}"
 
     def _lag(self) -> dict[str, int] | None:
         """Messages waiting per table: end offsets minus its committed positions (None
