@@ -3,8 +3,8 @@
 #   ./bootstrap.sh demo   install everything, then run `cdcctl demo`
 #   ./bootstrap.sh test   install everything (with test extras), then run the whole suite
 #   ./bootstrap.sh lint   install the test extras, then ruff, mypy and the import contracts
-#   ./bootstrap.sh peers  install what the tests need beside Python (PostgreSQL and MariaDB
-#                         servers, Maven) and resolve the pinned JVM peers under interop/
+#   ./bootstrap.sh peers  install what the tests need beside Python (PostgreSQL with PostGIS,
+#                         MariaDB, Maven) and resolve the pinned JVM peers under interop/
 # Installs Java 17 from Debian when no Java 17+ is found, creates .venv with Python 3.11+,
 # and installs cdcctl into it. Safe to re-run: every step is skipped when already done.
 set -euo pipefail
@@ -72,6 +72,16 @@ peers() {
     # Installing a server package starts its service on Debian; the tests need none running.
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
     for svc in postgresql mariadb; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
+  fi
+  # PostGIS for the PostgreSQL major the scratch servers run (the highest installed).
+  local pg_major
+  pg_major=$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sed 's|/usr/lib/postgresql/||; s|/.*||' | sort -V | tail -1 || true)
+  if [ -n "$pg_major" ] && [ ! -f "/usr/share/postgresql/$pg_major/extension/postgis.control" ]; then
+    echo "bootstrap: installing postgresql-$pg_major-postgis-3 (PostGIS, for the Debezium tests)" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      "postgresql-$pg_major-postgis-3" >/dev/null
   fi
   .venv/bin/python -m tests.peers.jars
 }

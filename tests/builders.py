@@ -58,7 +58,7 @@ def value(
     after: dict | None,
     columns: Sequence[Column],
     *,
-    snapshot: bool = False,
+    snapshot: bool | str = False,
     tx: tuple[str, int, int] | None = None,
 ) -> bytes:
     payload = {
@@ -66,7 +66,8 @@ def value(
         "after": after,
         "source": {
             "lsn": lsn,
-            "snapshot": "true" if snapshot else "false",
+            # A string is the mark itself: "first", "last", "last_in_data_collection", ...
+            "snapshot": snapshot if isinstance(snapshot, str) else str(snapshot).lower(),
             "ts_ms": 1_700_000_000_000 + lsn,
             "sequence": json.dumps([None, str(lsn)]),
             "txId": lsn,

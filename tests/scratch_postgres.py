@@ -178,3 +178,17 @@ def start_scratch_postgres(wal_level: str = "logical") -> ScratchPostgres:
         cluster.stop()
         raise
     return cluster
+
+
+def create_postgis(conn: psycopg.Connection) -> None:
+    """``CREATE EXTENSION postgis`` in ``conn``'s database; without Debian's PostGIS
+    package for the server's major, an error saying how to get it."""
+    available = conn.execute(
+        "SELECT 1 FROM pg_available_extensions WHERE name = 'postgis'"
+    ).fetchone()
+    if not available:
+        raise RuntimeError(
+            f"PostGIS is not installed for PostgreSQL {conn.info.server_version // 10000}: run "
+            "./bootstrap.sh peers (it installs Debian's postgresql-<major>-postgis-3)"
+        )
+    conn.execute("CREATE EXTENSION IF NOT EXISTS postgis")

@@ -31,8 +31,8 @@ def _send(
 ) -> None:
     cfg = engine.load_config(config)
     answers = engine.send_request(cfg.work_path(), kind, tables, wait)
-    if answers is None and kind == "resync":
-        _resync_offline(cfg, tables[0])
+    if answers is None and kind.startswith("resync"):
+        _resync_offline(cfg, tables[0], force=kind == "resync-force")
     if answers is None and kind == "epoch":
         _accept_epoch(cfg, tables[0])
     if answers is None:
@@ -46,7 +46,7 @@ def _send(
     for a in answers:
         outcome = a.outcome or "no answer"
         failed = failed or a.done_at is None or outcome.startswith(("error", "not picked"))
-        print(f"{kind} {a.table or 'all tables'}: {outcome}")
+        print(f"{kind.split('-')[0]} {a.table or 'all tables'}: {outcome}")
     if kind == "stop" and not failed:
         if engine.wait_stopped(cfg.work_path(), stop_wait):
             print("stopped")
@@ -86,9 +86,9 @@ def stop(
     _send(config, "stop", [], wait)
 
 
-def _resync_offline(cfg: engine.Config, table: str) -> None:
+def _resync_offline(cfg: engine.Config, table: str, force: bool) -> None:
     try:
-        removed = engine.resync_offline(cfg, table)
+        removed = engine.resync_offline(cfg, table, force)
     except engine.StateError as exc:
         err.print(f"error: {exc.message}", markup=False)
         if exc.hint:
@@ -116,14 +116,21 @@ def resync(
         float,
         typer.Option("--wait", metavar="SECONDS", help="how long to wait for the batch in flight"),
     ] = 60.0,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="resync even if the rebuilt table will be partial"),
+    ] = False,
 ) -> None:
     """Rebuild a table: drop its replica, re-read its topic.
 
     TABLE's replica is dropped and its topic read again from the beginning. The running
     replicator does it between batches (the other tables go on); without one, the
-    replica is dropped now and the next `cdcctl start` re-reads the topic.
+    replica is dropped now and the next `cdcctl start` re-reads the topic. Refused,
+    nothing dropped, when retention deleted the start of the topic and what remains
+    holds no complete snapshot; --force goes on and says the table will be partial.
     """
-    _send(config, "epoch" if new_epoch else "resync", [table], wait=wait)
+    kind = "epoch" if new_epoch else "resync-force" if force else "resync"
+    _send(config, kind, [table], wait=wait)
 
 
 def _accept_epoch(cfg: engine.Config, table: str) -> None:

@@ -586,6 +586,7 @@ def rewriting_decoder(
             result.key_field_sets,
             result.notes,
             result.source_table,
+            result.snapshot_ended,
         )
 
     return decode

@@ -60,7 +60,7 @@ from engine.hudi.options import COUNTS_KEY
 from engine.lock import LOCK_NAME, Locks
 from engine.merge import MergeCounts, MergeTask, TaskResult, run_merge_job
 from engine.model import SOURCE_TS, TX_ID
-from engine.replicator import epochs
+from engine.replicator import epochs, trimmed
 from engine.replicator.ddl import (
     apply_column_ops,
     cut_at_position,
@@ -1594,9 +1594,9 @@ class Replicator:
             return
         self._adopt()
         requests = recorder.requests()
-        if any(r.kind == "resync" for r in requests):
+        if any(r.kind.startswith("resync") for r in requests):
             if merging:  # a resync waits for the batch merging now to be committed
-                requests = [r for r in requests if r.kind != "resync"]
+                requests = [r for r in requests if not r.kind.startswith("resync")]
             elif self._pending is not None:  # the batch in flight may write the table
                 self._settle()
                 requests = recorder.requests()
@@ -1640,11 +1640,13 @@ class Replicator:
             except CdcError as exc:
                 return f"error: {exc.message}"
             return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
-        if request.kind in ("resync", "epoch"):
+        if request.kind.startswith("resync") or request.kind == "epoch":
             found = [rt for rt in self.tables if self._store_name(rt) == request.table]
             if not found:
                 return f"error: no table named {request.table!r}"
-            return self._resync(found[0]) if request.kind == "resync" else self._epoch(found[0])
+            if request.kind == "epoch":
+                return self._epoch(found[0])
+            return self._resync(found[0], force=request.kind == "resync-force")
         troubled = (TableState.FAILED, TableState.FAILING)
         if request.table is None:
             targets = [rt for rt in self.tables if rt.state not in troubled]
@@ -1692,7 +1694,7 @@ class Replicator:
             pending, self._pending = self._pending, None
             self._report(self._finish(pending))
 
-    def _resync(self, rt: TableRuntime) -> str:
+    def _resync(self, rt: TableRuntime, force: bool = False) -> str:
         """Drop a table's replica and read its topic again from its start; the outcome.
 
         Carried out between batches (nothing of the table is merging): its partitions
@@ -1700,7 +1702,9 @@ class Replicator:
         only that table's folder in the target; its writer lock is kept held), its staged
         files dropped, its progress and counters start over, and its partitions are
         assigned again from the beginning. Works on a paused or stopped table too; it
-        replicates afterwards. The other tables go on.
+        replicates afterwards. The other tables go on. Refused (nothing done) when the
+        topic was trimmed past what rebuilds the table whole, unless ``force``
+        (:func:`engine.replicator.trimmed.guard`).
         """
         owner = self.tables.owner(rt.name)
         if owner != rt.topic:
@@ -1712,8 +1716,11 @@ class Replicator:
                 f"({'; '.join(found)}); resync will not remove it. {ownership.advice(rt.name)}"
             )
         try:
+            note = trimmed.guard(
+                self.cfg, rt.name, rt.topic, rt.path, force=force, decode=self.decode
+            )
             self.tables.lock(rt)
-        except WriterLockError as exc:
+        except CdcError as exc:
             return f"error: {exc}"
         parts = [(rt.topic, p) for p in rt.partitions]
         self._stop_reading(rt)
@@ -1737,7 +1744,8 @@ class Replicator:
         if self.source is not None:
             self.source.assign(dict.fromkeys(parts))
         log.info("%s: resync: replica dropped, reading %s from the beginning", rt.name, rt.topic)
-        return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning"
+        said = f" ({note})" if note else ""
+        return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning{said}"
 
     def _epoch(self, rt: TableRuntime) -> str:
         """Accept the new position epoch a table stopped at (:func:`.epochs.accept`) and

@@ -29,6 +29,7 @@ from engine.errors import ForeignTableError, HudiError, StateError, TableNameErr
 from engine.hudi import HudiWriter, ownership
 from engine.lock import LOCK_NAME, Locks, table_lock_path
 from engine.naming import table_path
+from engine.replicator import trimmed
 from engine.replicator.tables import table_selected
 from engine.source.kafka import topic_matches
 from engine.state.control import alive, open_store
@@ -97,11 +98,15 @@ def drop_replica(target: Path, name: str, *, keep_lock: bool) -> bool:
     return True
 
 
-def resync_offline(cfg: Config, table: str) -> list[Path]:
+def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
     """Resync a table with no replicator running: what was removed.
 
+    Refused when its topic was trimmed past what rebuilds it whole, unless ``force``
+    (:func:`engine.replicator.trimmed.guard`).
+
     Raises:
-        StateError: a replicator runs on the work folder, or no such table is known.
+        StateError: a replicator runs on the work folder, no such table is known, or the
+            rebuild would be partial.
         ForeignTableError: another Hudi writer made or changed the table (nothing removed).
         WriterLockError: a replicator took the work folder or the table meanwhile.
     """
@@ -120,6 +125,9 @@ def resync_offline(cfg: Config, table: str) -> list[Path]:
                 hint="`cdcctl status` lists the tables",
             )
         ownership.check(folder, table)  # never removed: another writer's data may be there
+        topic = known.get(table) or _checkpoint_topic(folder)
+        if topic:  # refused here when the rebuild would be partial (unless forced)
+            trimmed.guard(cfg, table, topic, folder, force=force)
         locks = Locks()
         removed = []
         try:
@@ -145,6 +153,17 @@ def resync_offline(cfg: Config, table: str) -> list[Path]:
             store.close()
     log.info("%s: resync: replica dropped; the next start reads its topic again", table)
     return removed
+
+
+def _checkpoint_topic(folder: Path) -> str | None:
+    """The topic a table's checkpoint names (None: none, or not a table cdcctl reads)."""
+    if not HudiWriter.exists(folder):
+        return None
+    try:
+        checkpoint = HudiWriter.open(folder).table.checkpoint()
+    except HudiError:
+        return None
+    return checkpoint.partition(",")[0] if checkpoint else None
 
 
 @dataclass

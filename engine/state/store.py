@@ -51,7 +51,7 @@ COUNTERS = (
 )
 
 #: What a control request may ask for.
-REQUEST_KINDS = ("pause", "resume", "stop", "replay", "resync", "epoch")
+REQUEST_KINDS = ("pause", "resume", "stop", "replay", "resync", "resync-force", "epoch")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS replicator (

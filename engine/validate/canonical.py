@@ -487,6 +487,8 @@ def same_value(kind_source_type: str, a: Any, b: Any) -> bool:
         return a is None and b is None
     if isinstance(a, bytes | bytearray) and isinstance(b, dict) and "wkb" in b:
         return _same_mysql_geometry(bytes(a), b)
+    if kind_source_type in ("geometry", "geography") and isinstance(b, dict) and "wkb" in b:
+        return _same_postgis(a, b)
     if kind_source_type == "point" and isinstance(b, dict):
         return _same_point(a, b)
     if kind_source_type == "bit" and isinstance(a, bytes | bytearray):
@@ -529,6 +531,31 @@ def _same_mysql_geometry(source: bytes, replica: dict) -> bool:
         return False
     srid = int.from_bytes(source[:4], "little")
     return source[4:] == replica.get("wkb") and srid == (replica.get("srid") or 0)
+
+
+def _same_postgis(source: Any, replica: dict) -> bool:
+    """A PostGIS geometry or geography as PostgreSQL outputs it (hex EWKB text) against
+    Debezium's Geometry/Geography struct: ``wkb`` is that same EWKB (checked against
+    Debezium 3.6.1: the SRID flag and SRID stay in it, as do EWKB's Z/M flags) and
+    ``srid`` its SRID (null for 0)."""
+    if not isinstance(source, str):
+        return False
+    try:
+        ewkb = bytes.fromhex(source)
+    except ValueError:
+        return False
+    return ewkb == replica.get("wkb") and ewkb_srid(ewkb) == (replica.get("srid") or 0)
+
+
+def ewkb_srid(ewkb: bytes) -> int:
+    """The SRID in a PostGIS EWKB value (0 when its SRID flag is not set)."""
+    if len(ewkb) < 5:
+        return 0
+    little = ewkb[0] == 1  # the byte order mark: 1 little endian (NDR), 0 big (XDR)
+    geometry_type = int.from_bytes(ewkb[1:5], "little" if little else "big")
+    if not geometry_type & 0x20000000 or len(ewkb) < 9:
+        return 0
+    return int.from_bytes(ewkb[5:9], "little" if little else "big")
 
 
 def _same_point(source: Any, replica: dict) -> bool:

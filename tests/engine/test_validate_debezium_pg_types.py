@@ -81,3 +81,62 @@ def test_row_only_values_as_each_decimal_mode_sends_them(pg) -> None:
     assert not cn.same_value("_numeric", source, ["1.50"])
     sql = f"SELECT {cn.pg_raw('c', 'money')} FROM (SELECT 99.95::money AS c) t"
     assert cn.same_value("money", pg.execute(sql).fetchone()[0], 99.95)
+
+
+# PostGIS values and the Geometry/Geography struct Debezium 3.6.1 sent for them (wkb as
+# hex): the wkb is PostgreSQL's EWKB, SRID flag and SRID (and the Z flag) included.
+POSTGIS_CASES = [
+    ("geometry", "'SRID=4326;POINT(13.4 52.5)'::geometry(Point, 4326)",
+     "0101000020e6100000cdcccccccccc2a400000000000404a40", 4326),
+    ("geometry", "'LINESTRING(0 0, 1 1, 2 0.5)'::geometry",
+     "01020000000300000000000000000000000000000000000000000000000000f03f000000000000f03f"
+     "0000000000000040000000000000e03f", None),
+    ("geometry", "'SRID=3857;POINT Z (1 2 3)'::geometry",
+     "01010000a0110f0000000000000000f03f00000000000000400000000000000840", 3857),
+    ("geography", "'SRID=4326;POINT(-71.06 42.36)'::geography(Point, 4326)",
+     "0101000020e6100000a4703d0ad7c351c0ae47e17a142e4540", 4326),
+    ("geography", "'MULTIPOINT((0 0), (1 1))'::geography",
+     "0104000020e6100000020000000101000000000000000000000000000000000000000101000000000000"
+     "000000f03f000000000000f03f", 4326),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pg_postgis(scratch_postgres):
+    """A database of its own with PostGIS (its tables stay out of the shared one)."""
+    from tests.scratch_postgres import create_postgis
+
+    with scratch_postgres.connect() as admin:
+        admin.execute("DROP DATABASE IF EXISTS validate_postgis")
+        admin.execute("CREATE DATABASE validate_postgis")
+    conn = scratch_postgres.connect("validate_postgis")
+    create_postgis(conn)
+    yield conn
+    conn.close()
+    with scratch_postgres.connect() as admin:
+        admin.execute("DROP DATABASE validate_postgis")
+
+
+@pytest.mark.parametrize(("source_type", "literal", "wkb", "srid"), POSTGIS_CASES)
+def test_postgis_against_debezium_struct(pg_postgis, source_type, literal, wkb, srid) -> None:
+    struct_type = pa.struct([("wkb", pa.binary()), ("srid", pa.int32())])
+    assert cn.column_kind("postgresql", cn.SourceColumn("c", source_type), struct_type) == cn.ROW
+    sql = f"SELECT {cn.pg_raw('c', source_type)}, ST_AsBinary(c) FROM (SELECT {literal} AS c) t"
+    source, ogc_wkb = pg_postgis.execute(sql).fetchone()
+    replica = {"wkb": bytes.fromhex(wkb), "srid": srid}
+    assert cn.same_value(source_type, source, replica)
+    assert not cn.same_value(source_type, source, {**replica, "srid": (srid or 0) + 1})
+    if bytes(ogc_wkb) != replica["wkb"]:  # OGC WKB is another value's bytes
+        assert not cn.same_value(source_type, source, {**replica, "wkb": bytes(ogc_wkb)})
+    moved = replica["wkb"][:-1] + bytes([replica["wkb"][-1] ^ 1])
+    assert not cn.same_value(source_type, source, {**replica, "wkb": moved})
+    assert cn.same_value(source_type, None, None)
+    assert not cn.same_value(source_type, source, None)
+
+
+def test_ewkb_srid() -> None:
+    assert cn.ewkb_srid(bytes.fromhex("0101000020e6100000cdcccccccccc2a400000000000404a40")) == 4326
+    assert cn.ewkb_srid(bytes.fromhex("01010000a0110f0000000000000000f03f")) == 3857
+    assert cn.ewkb_srid(bytes.fromhex("0020000001000010e6")) == 4326  # big endian (XDR)
+    assert cn.ewkb_srid(bytes.fromhex("010100000000")) == 0
+    assert cn.ewkb_srid(b"\x01") == 0

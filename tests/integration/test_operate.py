@@ -295,7 +295,8 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
     old = _instants(target, customers)
     unknown = run_cli("resync", "no_such_table", "--config", str(config))
     assert unknown.returncode == 1 and "no table named 'no_such_table'" in unknown.stderr
-    offline = run_cli("resync", name, "--config", str(config))
+    # Offline, resync asks the broker where the topic starts: it needs the credentials.
+    offline = run_cli("resync", name, "--config", str(config), env=env)
     assert offline.returncode == 0, offline.stderr
     assert f"removed {target / name}" in offline.stdout
     assert not (target / name).exists()

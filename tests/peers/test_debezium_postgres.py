@@ -11,11 +11,14 @@ Snapshot, then streaming with transaction metadata: inserts, updates, deletes, a
 primary-key change, a truncate (``skipped.operations=none``), multi-table transactions,
 unchanged TOAST values under REPLICA IDENTITY DEFAULT and FULL, and an ``ALTER TABLE ...
 ADD COLUMN`` mid-stream; Connect is killed once and restarted mid-stream, so part of the
-stream is produced twice (Connect's replay).
+stream is produced twice (Connect's replay). ``every_type`` holds every PostgreSQL type of
+the types corpus, PostGIS geometry and geography included (pgvector is not packaged for
+Debian bookworm).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import time
@@ -43,6 +46,7 @@ from tests.peers.connect import (
     wait_for_record,
     wait_snapshot_done,
 )
+from tests.scratch_postgres import create_postgis
 
 # One module fixture (database, Connect, workload) serves every test: keep them on one
 # xdist worker (``--dist loadgroup``, as ./bootstrap.sh test runs the suite).
@@ -101,7 +105,12 @@ CREATE TABLE public.every_type (
     ints integer[],
     texts text[],
     stamps timestamp[],
-    nums numeric(10, 2)[]
+    nums numeric(10, 2)[],
+    geom_pt geometry(Point, 4326),
+    geom geometry,
+    geom_poly geometry(Polygon, 3857),
+    geog geography(Point, 4326),
+    geog_any geography
 );
 CREATE TABLE public.items (
     id integer PRIMARY KEY,
@@ -138,7 +147,10 @@ INSERT INTO public.every_type VALUES (
     -32768, 2147483647, -9223372036854775808, 0.5, 1e-05, true, 'ab', 'varchar é',
     'text "q" \\ ,:', 'MiXeD', '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03', '[1,5)',
     ARRAY[1, NULL, 3], ARRAY['x', 'ü', NULL], ARRAY['2024-03-04 05:06:07.654321'::timestamp],
-    ARRAY[1.5, NULL]::numeric(10, 2)[]
+    ARRAY[1.5, NULL]::numeric(10, 2)[],
+    'SRID=4326;POINT(13.4 52.5)', 'LINESTRING(0 0, 1 1, 2 0.5)',
+    'SRID=3857;POLYGON((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 3 2, 3 3, 2 2))',
+    'SRID=4326;POINT(-71.06 42.36)', 'LINESTRING(-71.06 42.36, 2.35 48.86)'
 )
 """
 
@@ -146,10 +158,13 @@ EVERY_TYPE_NULLS = "INSERT INTO public.every_type (id) VALUES (%(id)s)"
 
 EVERY_TYPE_EDGE = """
 INSERT INTO public.every_type (id, num_12_2, num_free, cash, d, time6, ts6, ts_inf, tstz,
-    bin, js, jsb, small, int4, int8, real4, dbl, flag, txt, ints, texts)
+    bin, js, jsb, small, int4, int8, real4, dbl, flag, txt, ints, texts, geom_pt, geom,
+    geog_any)
 VALUES (%(id)s, -0.01, 100000000000000000000000000000.5, -1, '1969-12-31', '00:00:00',
     '1969-12-31 23:59:59.999999', '-infinity', '1969-12-31 00:00:00+00', '', '[]', '{}',
-    32767, -2147483648, 9223372036854775807, -1.25, -1e300, false, '', '{}', '{}')
+    32767, -2147483648, 9223372036854775807, -1.25, -1e300, false, '', '{}', '{}',
+    'SRID=4326;POINT(-180 -90)', 'SRID=3857;POINT Z (1 2 3)',
+    'SRID=4326;MULTIPOINT((0 0), (1 1))')
 """
 
 
@@ -229,7 +244,8 @@ class Workload:
         r(EVERY_TYPE_EDGE, {"id": 13}, table="every_type", op="c")
         r(
             "UPDATE public.every_type SET num_12_2 = num_12_2 + 1, txt = 'updated', "
-            "ints = ARRAY[7], tstz = now() WHERE id IN (1, 10)",
+            "ints = ARRAY[7], tstz = now(), geom_pt = 'SRID=4326;POINT(0.5 -0.5)' "
+            "WHERE id IN (1, 10)",
             table="every_type", op="u", n=2,
         )  # fmt: skip
         r("DELETE FROM public.every_type WHERE id = 2", table="every_type", op="d")
@@ -296,6 +312,7 @@ def debezium_run(scratch_postgres, kafka_broker, tmp_path_factory):
         admin.execute(f'CREATE DATABASE "{dbname}"')
     conn = scratch_postgres.connect(dbname)
     conn.execute("SET TIME ZONE 'UTC'")
+    create_postgis(conn)
     conn.execute(SCHEMA)
     work = Workload(conn)
     work.snapshot_data()
@@ -422,6 +439,7 @@ def message_ops(broker, prefix: str) -> tuple[dict[str, Counter], int, int]:
             counts[kind] += 1
         total += len(records)
         out[topic.rsplit(".", 1)[-1]] = counts
+
     return out, total, replayed
 
 
@@ -456,11 +474,18 @@ SOURCE_EXPR = {
     "mac": "mac::text",
     "r4": "r4::text",
 }
+# PostGIS: Debezium's Geometry/Geography struct holds the value's EWKB as PostgreSQL
+# sends it (SRID flag and SRID inside, not OGC WKB) and its SRID (null for 0).
+GEOMETRY = ("geom_pt", "geom", "geom_poly", "geog", "geog_any")
+SOURCE_EXPR.update(
+    {c: f"ARRAY[encode(ST_AsEWKB({c}::geometry, 'NDR'), 'hex'), ST_SRID({c})::text]"
+     for c in GEOMETRY}
+)  # fmt: skip
 
 
 def _from_source(column: str, v: Any) -> Any:
     """A source value (as :data:`SOURCE_EXPR` reads it) in the replica's form."""
-    if v is None or (column in ("ival", "pt") and v[0] is None):
+    if v is None or (column in ("ival", "pt", *GEOMETRY) and v[0] is None):
         return None
     if column == "ts_inf":
         sentinels = {"infinity": dt.datetime.max, "-infinity": dt.datetime(1, 1, 1)}
@@ -473,6 +498,8 @@ def _from_source(column: str, v: Any) -> Any:
         return n.to_bytes((n.bit_length() + 7) // 8, "little")
     if column == "pt":
         return {"x": v[0], "y": v[1]}
+    if column in GEOMETRY:
+        return {"wkb": bytes.fromhex(v[0]), "srid": int(v[1]) or None}
     if column in ("js", "jsb", "hs"):
         return json.loads(v)
     if column == "tstz":
@@ -485,6 +512,8 @@ def _from_replica(column: str, v: Any) -> Any:
         return None
     if column == "pt":
         return {"x": v["x"], "y": v["y"]}
+    if column in GEOMETRY:
+        return {"wkb": v["wkb"], "srid": v["srid"]}
     if column in ("js", "jsb", "hs"):
         return json.loads(v)
     return v
@@ -531,6 +560,7 @@ def direct_sql_diffs(conn, target: Path, table: str) -> tuple[int, list[tuple]]:
 REPORT: dict[str, Any] = {}
 UNTYPED_WITHOUT_SCHEMAS = {
     "num_40_2", "num_100_10", "cash", "num_free", "bits", "varbits", "stamps", "nums",
+    *GEOMETRY,
 }  # fmt: skip
 
 
@@ -591,7 +621,8 @@ def check_replication(
         elif table == "every_type" and name == "off":
             # Without schemas, the catalog types only some columns (README, "Types from
             # the source catalog"); these keep Debezium's JSON form (base64 text of
-            # unscaled decimals and bits, VariableScaleDecimal structs, epoch integers).
+            # unscaled decimals and bits, VariableScaleDecimal structs, epoch integers,
+            # PostGIS structs with their EWKB as base64 text).
             columns = {c["column"] for d in r["differing_rows"] for c in d["columns"]}
             assert columns == UNTYPED_WITHOUT_SCHEMAS, columns
             assert r["missing"] == r["extra"] == 0
@@ -632,6 +663,22 @@ def test_schemas_off_catalog_types(debezium_run, kafka_broker) -> None:
     """JSON without schemas, typed from the database's catalog (source.catalog_types)."""
     run = debezium_run
     found = check_replication(run, kafka_broker, "off", catalog_dsn=run["dsn"])
+    # PostGIS columns keep Debezium's JSON form (the catalog types no struct): the same
+    # EWKB bytes as base64 text, and the SRID.
+    target = run["tmp"] / "cdcctl_off" / "lake"
+    replica = read_replica(target / table_name_for_topic("x.public.every_type"))
+    exprs = ", ".join(SOURCE_EXPR[c] for c in GEOMETRY)
+    rows = run["conn"].execute(f"SELECT id, {exprs} FROM public.every_type").fetchall()
+    values = 0
+    for key, *geo in rows:
+        for column, v in zip(GEOMETRY, geo, strict=True):
+            want, have = _from_source(column, v), replica[str(key)][column]
+            if have is not None:
+                have = {"wkb": base64.b64decode(have["wkb"]), "srid": have["srid"]}
+            assert want == have, (key, column, want, have)
+            values += want is not None
+    assert values >= 20, values
+    found["geometry_values"] = values
     print(f"\nDebezium PostgreSQL, schemas off: {found}")
 
 

@@ -1,0 +1,391 @@
+"""Whether a table's topic, read again from its start, still rebuilds the table whole.
+
+``cdcctl resync`` drops a replica and reads its topic from the beginning. When retention
+(or ``DeleteRecords``) has already removed the head of the topic, that beginning is not
+the topic's history any more: rows whose snapshot read and changes were all deleted would
+be missing from the rebuilt table, without a word. :func:`check_topic` is the one rule,
+used by the offline resync (:func:`engine.replicator.reset.resync_offline`) and by the
+running replicator (``Replicator._resync``) alike:
+
+1. **Trimmed?** A partition whose log starts past offset 0 lost records. Compaction never
+   moves a log's start, so a compacted topic (which keeps the last event of every key) is
+   not trimmed; nor is a topic recreated since (its offsets start at 0 again). A topic the
+   broker does not have any more is refused: the table would come back empty.
+2. **A whole snapshot in what remains?** Every key lives in one partition, so each trimmed
+   partition must hold, after its log start, all of its share of one Debezium snapshot
+   (initial or blocking: ``op = r``, ``source.snapshot`` not ``false``/``incremental``):
+   a run of snapshot reads that
+
+   - begins cleanly: after a record that is not a snapshot read (a streamed change, a
+     tombstone, an incremental snapshot read) or after an earlier snapshot's end mark,
+     in the same partition. A run that starts at the log start may have lost its head,
+     so it does not count (its ``first`` mark is not looked for: the decoders report
+     end marks only);
+   - has ended: it holds an end mark (``source.snapshot`` ``last`` or
+     ``last_in_data_collection``), is followed in its partition by a record that is not a
+     snapshot read (streaming resumes only after a snapshot is done), or an end mark is
+     found elsewhere in the topic no older (Kafka timestamp) than the run's first record.
+
+   Partitions that start at 0 need nothing. The partitions are read from their log start
+   with a consumer of its own and the format's own decoder (snapshot reads are rows of
+   op ``r`` whose position has no ``STREAMED_BIT``, :mod:`engine.model`), at most
+   :data:`SCAN_RECORDS` records; a partition is left as soon as it qualifies.
+3. **Formats without snapshots** (``cdc-json``): a trimmed topic is refused, there is
+   nothing in it that could stand for the deleted head.
+
+Incremental snapshots interleave with streaming and leave no end mark in the topic, so
+one is not recognised as whole; once the connector reports it finished, ``--force``
+rebuilds from it. A refused resync removes nothing; ``--force`` proceeds and says the
+table will be partial.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from engine.config import Config
+from engine.decode import Decoder, DecodeResult, decoder_for
+from engine.errors import SourceError, StateError
+from engine.hudi.table import HudiTable
+from engine.model import OFFSET, OP, OP_READ, PARTITION, POS, STREAMED_BIT
+from engine.source.kafka import TIMEOUT_S, consumer_settings, creation_error, kafka_reason
+
+log = logging.getLogger("cdcctl.replicator")
+
+#: Records read at most to find a whole snapshot (the partitions' heads first).
+SCAN_RECORDS = 1_000_000
+#: Records decoded at once.
+CHUNK = 10_000
+#: Formats whose events never mark snapshots.
+NO_SNAPSHOTS = ("cdc-json",)
+_STREAMED = pa.scalar(STREAMED_BIT, pa.int64())
+
+
+@dataclass
+class _Partition:
+    """What the scan knows of one trimmed partition."""
+
+    start: int  # the log start (first offset still there)
+    #: A boundary was seen: a record that is not a snapshot read, or an end mark.
+    bounded: bool = False
+    #: In a run of snapshot reads; whether it began cleanly; its first record's time.
+    in_run: bool = False
+    clean: bool = False
+    run_ts: int = -1
+    #: The partition holds a whole snapshot (first clean run that ended).
+    whole: bool = False
+    #: Offset of that snapshot's first record.
+    since: int = -1
+    at_end: bool = False
+
+
+@dataclass
+class TopicCheck:
+    """What :func:`check_topic` found about a topic read again from its start."""
+
+    topic: str
+    #: Partition -> log start, for the partitions that start past 0.
+    trimmed: dict[int, int] = field(default_factory=dict)
+    #: The topic is gone from the broker.
+    missing: bool = False
+    #: Trimmed partitions holding a whole snapshot -> the offset it starts at.
+    snapshots: dict[int, int] = field(default_factory=dict)
+    #: Records read, and whether the scan stopped at :data:`SCAN_RECORDS`.
+    scanned: int = 0
+    capped: bool = False
+    #: The format carries no snapshots.
+    no_snapshots: bool = False
+
+    @property
+    def whole(self) -> bool:
+        """Whether reading the topic from its start rebuilds the table whole."""
+        return not self.missing and all(p in self.snapshots for p in self.trimmed)
+
+    def problem(self) -> str:
+        """Why a rebuild would be partial ('' when it would not)."""
+        if self.missing:
+            return f"topic {self.topic} does not exist any more: the table would be empty"
+        if self.whole:
+            return ""
+        cut = ", ".join(
+            f"{self.topic}[{p}] starts at offset {start}"
+            for p, start in sorted(self.trimmed.items())
+            if p not in self.snapshots
+        )
+        if self.no_snapshots:
+            why = "and this format carries no snapshot that could stand for what was deleted"
+        else:
+            why = "and what remains holds no complete snapshot"
+            if self.capped:
+                why += f" in its first {self.scanned:,} records (the check reads no further)"
+        return f"{cut} (the records before it were deleted, by retention or DeleteRecords) {why}"
+
+    def advice(self, table: str) -> str:
+        """The way out of a refused resync."""
+        return (
+            "take a fresh Debezium snapshot of the table into the topic first (a blocking "
+            "snapshot: signal execute-snapshot with type blocking; or restart the connector "
+            "with snapshot.mode=always), then resync; an incremental snapshot leaves no end "
+            f"mark: once it finished, or to rebuild a partial table from what remains, "
+            f"`cdcctl resync {table} --force`"
+        )
+
+    def summary(self) -> str:
+        """One line on a resync allowed to go on ('' when the topic was not trimmed)."""
+        if not self.trimmed or self.missing:
+            return ""
+        parts = ", ".join(f"[{p}] from offset {self.snapshots[p]}" for p in sorted(self.snapshots))
+        return f"{self.topic} was trimmed, but holds a complete snapshot ({parts})"
+
+
+def guard(
+    cfg: Config,
+    table: str,
+    topic: str,
+    folder: Path,
+    *,
+    force: bool,
+    decode: Decoder | None = None,
+) -> str:
+    """The check before a resync of ``table`` (read from ``topic``, its replica in
+    ``folder``): what to say of it ('' when the topic was not trimmed, or there is no
+    replica to lose), also logged (a forced partial one as a warning).
+
+    Raises:
+        StateError: the rebuild would be partial and ``force`` is not set.
+        SourceError: the broker does not answer (``force``: said, not raised).
+    """
+    if not HudiTable.exists(folder):
+        return ""  # nothing is dropped: the table is read from its topic's start anyway
+    try:
+        found = check_topic(cfg, topic, decode)
+    except SourceError as exc:
+        if not force:
+            raise
+        note = f"forced: not checked whether {topic} still holds a whole snapshot: {exc.message}"
+        log.warning("%s: resync: %s", table, note)
+        return note
+    if found.whole:
+        if found.trimmed:
+            log.info("%s: resync: %s", table, found.summary())
+        return found.summary()
+    if not force:
+        raise StateError(
+            f"resync of {table} refused, it would rebuild a partial table: {found.problem()}; "
+            "nothing was removed",
+            hint=found.advice(table),
+        )
+    note = f"forced: {table} will be partial: {found.problem()}"
+    log.warning("%s: resync: %s", table, note)
+    return note
+
+
+def _snapshot_rows(batch: pa.Table) -> tuple[list[int], list[int], list[bool]]:
+    """Partitions, offsets and snapshot-read flags of a change batch's rows."""
+    pos = batch.column(POS)
+    snap = pc.and_(
+        pc.equal(batch.column(OP), OP_READ),
+        pc.and_(pc.is_valid(pos), pc.equal(pc.bit_wise_and(pos, _STREAMED), 0)),
+    )
+    return (
+        batch.column(PARTITION).to_pylist(),
+        batch.column(OFFSET).to_pylist(),
+        pc.fill_null(snap, False).to_pylist(),
+    )
+
+
+def _end_marks(
+    decode: Decoder, topic: str, records: Sequence[Message], result: DecodeResult
+) -> list[Message]:
+    """The records among ``records`` holding a snapshot's end mark (``result``: their
+    decoding), found by halving: the decoders say only whether a batch holds one."""
+    if not result.snapshot_ended:
+        return []
+    if len(records) == 1:
+        return list(records)
+    mid = len(records) // 2
+    halves = records[:mid], records[mid:]
+    return [m for h in halves for m in _end_marks(decode, topic, h, _decode(decode, topic, h))]
+
+
+def _decode(decode: Decoder, topic: str, records: Sequence[Message]) -> DecodeResult:
+    return decode(
+        topic,
+        [m.key() for m in records],
+        [m.value() for m in records],
+        [m.partition() or 0 for m in records],
+        [m.offset() or 0 for m in records],
+    )
+
+
+def _stamp(m: Message) -> int:
+    kind, ts = m.timestamp()
+    return ts if kind != 0 else -1  # TIMESTAMP_NOT_AVAILABLE
+
+
+class _Scan:
+    """The rule of the module docstring, fed with decoded chunks in partition order."""
+
+    def __init__(self, parts: dict[int, _Partition]) -> None:
+        self.parts = parts
+        #: Timestamps of the end marks seen anywhere in the topic.
+        self.end_stamps: list[int] = []
+
+    def feed(
+        self,
+        rows: Sequence[tuple[int, int, bool]],
+        ends: set[tuple[int, int]],
+        stamps: dict[tuple[int, int], int],
+    ) -> None:
+        """Rows (partition, offset, snapshot read) in offset order per partition; ``ends``
+        the (partition, offset) of end marks among them; ``stamps`` Kafka timestamps."""
+        self.end_stamps.extend(stamps.get(e, -1) for e in ends)
+        for part, offset, snapshot in rows:
+            p = self.parts.get(part)
+            if p is None or p.whole:
+                continue
+            if not snapshot:
+                if p.in_run and p.clean:
+                    p.whole = True  # streaming resumed: that snapshot was done
+                p.in_run, p.bounded = False, True
+                continue
+            if not p.in_run:
+                p.in_run, p.clean = True, p.bounded
+                p.run_ts, p.since = stamps.get((part, offset), -1), offset
+            if (part, offset) in ends:
+                p.whole = p.clean
+                p.in_run, p.bounded = False, True
+        for p in self.parts.values():
+            if p.in_run and p.clean and not p.whole:
+                # An end mark in another partition no older than this run's first record.
+                p.whole = any(ts >= p.run_ts >= 0 for ts in self.end_stamps)
+
+    @property
+    def done(self) -> bool:
+        return all(p.whole or p.at_end for p in self.parts.values())
+
+
+def _scan_decoder(cfg: Config) -> Decoder:
+    """The format's decoder without the source database's catalog (types do not matter
+    here, and an offline resync must not need the database)."""
+    if not cfg.source.catalog_types:
+        return decoder_for(cfg)
+    source = cfg.source.model_copy(update={"catalog_types": False})
+    return decoder_for(cfg.model_copy(update={"source": source}))
+
+
+def check_topic(cfg: Config, topic: str, decode: Decoder | None = None) -> TopicCheck:
+    """Whether ``topic``, read from its start, rebuilds its table whole (module docstring).
+
+    ``decode``: the format's decoder (the running replicator's own); made from ``cfg``
+    when not given.
+
+    Raises:
+        SourceError: the broker does not answer.
+    """
+    settings = {
+        **consumer_settings(cfg.source, CHUNK),
+        "group.id": cfg.source.group_id + "-resync-check",
+        "enable.partition.eof": True,
+    }
+    try:
+        consumer = Consumer(settings)
+    except KafkaException as exc:
+        raise creation_error(exc) from None
+    try:
+        found = TopicCheck(topic)
+        try:
+            meta = consumer.list_topics(topic, timeout=TIMEOUT_S)
+            described = meta.topics.get(topic)
+            if described is None or described.error is not None:
+                if described is not None and described.error.code() not in (
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError._UNKNOWN_TOPIC,
+                ):
+                    raise SourceError(f"cannot describe {topic}: {described.error.str()}")
+                found.missing = True
+                return found
+            for part in sorted(described.partitions):
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, part), timeout=TIMEOUT_S
+                )
+                if low > 0:
+                    found.trimmed[part] = low
+        except KafkaException as exc:
+            raise SourceError(
+                f"cannot read where {topic} starts: {kafka_reason(exc)}",
+                hint="resync first checks that the topic still holds what rebuilds the "
+                "table: start the broker, or resync with --force to skip the check",
+            ) from None
+        if not found.trimmed:
+            return found
+        if cfg.source.format in NO_SNAPSHOTS:
+            found.no_snapshots = True
+            return found
+        _scan(consumer, decode or _scan_decoder(cfg), found)
+        return found
+    finally:
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError):
+            pass
+
+
+def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck) -> None:
+    """Read the trimmed partitions from their log start until each holds a whole snapshot,
+    each is read to its end, or :data:`SCAN_RECORDS` records were read."""
+    topic = found.topic
+    parts = {p: _Partition(start) for p, start in found.trimmed.items()}
+    scan = _Scan(parts)
+    consumer.assign([TopicPartition(topic, p, start) for p, start in found.trimmed.items()])
+    started = time.monotonic()
+    idle_since = time.monotonic()
+    while not scan.done and found.scanned < SCAN_RECORDS:
+        msgs = consumer.consume(CHUNK, 1.0)
+        records: list[Message] = []
+        for m in msgs:
+            err = m.error()
+            part = m.partition()
+            if err is None:
+                records.append(m)
+            elif err.code() == KafkaError._PARTITION_EOF and part in parts:
+                parts[part].at_end = True
+            elif err.fatal() or err.code() != KafkaError._PARTITION_EOF:
+                raise SourceError(f"cannot read {topic}[{part}]: {err.str()}")
+        if not records:
+            if time.monotonic() - idle_since > TIMEOUT_S:
+                raise SourceError(f"{topic} did not answer within {TIMEOUT_S:g} s")
+            continue
+        idle_since = time.monotonic()
+        found.scanned += len(records)
+        result = _decode(decode, topic, records)
+        stamps = {(m.partition() or 0, m.offset() or 0): _stamp(m) for m in records}
+        ends = {
+            (m.partition() or 0, m.offset() or 0)
+            for m in _end_marks(decode, topic, records, result)
+        }
+        rows = _snapshot_rows(result.batch) if result.batch is not None else ([], [], [])
+        scan.feed(list(zip(*rows, strict=True)), ends, stamps)
+        left = [TopicPartition(topic, p) for p, s in parts.items() if s.whole and not s.at_end]
+        if left:
+            consumer.incremental_unassign(left)
+            for tp in left:
+                parts[tp.partition].at_end = True
+    found.capped = found.scanned >= SCAN_RECORDS and not scan.done
+    found.snapshots = {p: s.since for p, s in parts.items() if s.whole}
+    log.debug(
+        "%s: resync check: %d records read in %.1f s; trimmed %s; complete snapshot %s",
+        topic,
+        found.scanned,
+        time.monotonic() - started,
+        found.trimmed,
+        found.snapshots or "none",
+    )

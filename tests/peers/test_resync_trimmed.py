@@ -1,0 +1,325 @@
+"""``cdcctl resync`` on a topic whose head was deleted, against a real Apache Kafka broker.
+
+Resync reads a table's topic again from its start. When the broker has already deleted
+the head of the topic (the snapshot and early changes: retention, here also Kafka's
+``DeleteRecords``, which moves a partition's log start the same way), the rebuilt table
+would miss every row nothing later touched. The real CLI in a child process must then
+refuse (exit 1, the reason and the way out, the replica left as it was), offline and
+through the running replicator alike; ``--force`` goes on and says the table will be
+partial; a trimmed topic that still holds a later complete snapshot, and a topic that
+was never trimmed, resync as before. Replicas are read back with hudi-rs and compared
+with the oracle (tests/oracle.py) folded over what the topic still holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+import engine
+from engine.hudi.table import HudiTable
+from engine.playground.broker import produce_messages
+from tests import builders
+from tests.integration.replicas import (
+    assert_replicas_match,
+    read_replica,
+    run_cli,
+    status_tables,
+    write_config,
+)
+from tests.integration.test_status import _wait
+from tests.oracle import fold
+from tests.peers.kafka import KafkaBroker
+
+pytestmark = [pytest.mark.peers]
+
+COLUMNS = [("id", "int32"), ("name", "string")]
+TABLE = "app_items"
+Message = tuple[str, bytes, bytes | None]
+
+
+def _snapshot(topic: str, keys: Sequence[int], lsn: int, names: dict[int, str]) -> list[Message]:
+    """A Debezium snapshot of ``keys`` (op r): ``first`` ... ``true`` ... ``last``."""
+    out = []
+    for i, k in enumerate(keys):
+        mark = "first" if i == 0 else "last" if i == len(keys) - 1 else "true"
+        row = {"id": k, "name": names.get(k, f"s{lsn}")}
+        out.append((topic, builders.key(k), builders.value("r", lsn, row, COLUMNS, snapshot=mark)))
+    return out
+
+
+def _changes(topic: str, op: str, keys: Sequence[int], lsn: int) -> list[Message]:
+    """Streamed changes (one LSN apart) of ``keys``: ``c``/``u`` name rows ``v<lsn>``."""
+    out = []
+    for i, k in enumerate(keys):
+        row = None if op == "d" else {"id": k, "name": f"v{lsn}"}
+        out.append((topic, builders.key(k), builders.value(op, lsn + i, row, COLUMNS)))
+    return out
+
+
+def _trim(broker: KafkaBroker, topic: str, before: dict[int, int]) -> None:
+    """Delete every record of ``topic`` before the offsets given per partition (Kafka's
+    DeleteRecords: the partition's log start moves, as retention moves it)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    asked = [TopicPartition(topic, p, off) for p, off in before.items()]
+    for future in admin.delete_records(asked, operation_timeout=30).values():
+        future.result(60)
+
+
+def _remaining(broker: KafkaBroker, topic: str) -> list[Message]:
+    """What the topic still holds, read back in partition order."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "test-remaining",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, -2) for p in parts])  # OFFSET_BEGINNING
+        out, ended = [], set()
+        deadline = time.monotonic() + 60
+        while len(ended) < len(parts):
+            assert time.monotonic() < deadline, "the topic was not read to its end in 60 s"
+            for m in consumer.consume(1000, 1.0):
+                if m.error() is None:
+                    out.append((m.partition(), m.offset(), (topic, m.key(), m.value())))
+                else:
+                    ended.add(m.partition())
+        return [msg for _, _, msg in sorted(out, key=lambda x: (x[0], x[1]))]
+    finally:
+        consumer.close()
+
+
+def _config(broker: KafkaBroker, prefix: str, tmp_path: Path, **source) -> tuple[Path, Path]:
+    lake = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(prefix)}\\.",
+        lake,
+        source=source or None,
+        max_batch_seconds=0.3,
+    )
+    return config, lake
+
+
+def _caught_up(config: Path) -> None:
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr
+
+
+def _snapshot_of_folder(folder: Path) -> dict[str, int]:
+    """Every file under a table's folder with its size (the replica left as it was)."""
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+def _assert_refused(run: subprocess.CompletedProcess, output: str, topic: str, at: int) -> None:
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert f"resync of {TABLE} refused, it would rebuild a partial table" in output, output
+    assert f"{topic}[0] starts at offset {at}" in output, output
+    assert "holds no complete snapshot" in output and "nothing was removed" in output, output
+    assert "blocking" in output and f"cdcctl resync {TABLE} --force" in output, output
+
+
+def test_resync_of_a_topic_trimmed_into_its_snapshot_is_refused_unless_forced(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Offline: the snapshot's head is gone; resync refuses and removes nothing;
+    ``--force`` rebuilds the partial table the topic still describes."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic)
+    messages = (
+        _snapshot(topic, range(1, 41), 100, {})  # offsets 0..39
+        + _changes(topic, "u", range(1, 11), 1000)  # 40..49
+        + _changes(topic, "c", range(41, 51), 2000)  # 50..59
+    )
+    produce_messages(kafka_broker.bootstrap_servers, messages)
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+    _caught_up(config)
+    assert_replicas_match(lake, fold(messages))
+    folder, before = lake / TABLE, _snapshot_of_folder(lake / TABLE)
+    counted = status_tables(config)[TABLE]
+
+    _trim(kafka_broker, topic, {0: 20})  # rows 1..20 of the snapshot are gone
+    refused = run_cli("resync", "--config", str(config), TABLE)
+    _assert_refused(refused, refused.stderr, topic, 20)
+    assert refused.stderr.startswith("error: "), refused.stderr
+    assert _snapshot_of_folder(folder) == before  # nothing removed
+    assert_replicas_match(lake, fold(messages))
+    after = status_tables(config)[TABLE]
+    assert (after["rows"], after["commits"]) == (counted["rows"], counted["commits"]), after
+
+    forced = run_cli("resync", "--config", str(config), TABLE, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert f"forced: {TABLE} will be partial: {topic}[0] starts at offset 20" in forced.stderr
+    assert not folder.exists() or not HudiTable.exists(folder)
+    _caught_up(config)
+    remaining = _remaining(kafka_broker, topic)
+    assert len(remaining) == 40
+    rows = assert_replicas_match(lake, fold(remaining))
+    # Partial, as said: rows 11..20 were only in the deleted part of the snapshot.
+    assert rows[topic] == 40 and not {str(k) for k in range(11, 21)} & set(read_replica(folder))
+
+
+def test_a_running_replicator_refuses_the_same_resync_and_goes_on(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Live: the request to the running replicator is refused with the same words, the
+    table goes on replicating; ``--force`` resyncs it partially."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic)
+    messages = _snapshot(topic, range(1, 31), 100, {}) + _changes(topic, "u", range(1, 6), 1000)
+    produce_messages(kafka_broker.bootstrap_servers, messages)  # offsets 0..34
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+
+    def checkpoint() -> str | None:
+        path = lake / TABLE
+        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+
+    def state() -> str | None:
+        found = engine.read_status(tmp_path / "work")
+        tables = {t["table"]: t for t in (found or {}).get("tables", [])}
+        return tables.get(TABLE, {}).get("state")
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait("the first rows", lambda: checkpoint() == f"{topic},0:35")
+        before = read_replica(lake / TABLE)
+        _trim(kafka_broker, topic, {0: 10})
+
+        refused = run_cli("resync", "--config", str(config), TABLE)
+        _assert_refused(refused, refused.stdout, topic, 10)
+        assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
+        assert read_replica(lake / TABLE) == before
+        assert state() == "REPLICATING"
+
+        # It goes on replicating the table it kept.
+        more = _changes(topic, "c", range(31, 36), 3000)  # offsets 35..39
+        produce_messages(kafka_broker.bootstrap_servers, more)
+        _wait("the next rows", lambda: checkpoint() == f"{topic},0:40")
+        assert_replicas_match(lake, fold(messages + more))
+
+        forced = run_cli("resync", "--config", str(config), TABLE, "--force")
+        assert forced.returncode == 0, (forced.stdout, forced.stderr)
+        assert f"resync {TABLE}: resyncing {TABLE}: replica dropped" in forced.stdout
+        assert f"forced: {TABLE} will be partial: {topic}[0] starts at offset 10" in forced.stdout
+        _wait("the partial rebuild", lambda: checkpoint() == f"{topic},0:40")
+        remaining = _remaining(kafka_broker, topic)
+        assert len(remaining) == 30
+        assert_replicas_match(lake, fold(remaining))
+        assert not {str(k) for k in range(6, 11)} & set(read_replica(lake / TABLE))
+        assert proc.poll() is None
+    finally:
+        stopped = run_cli("stop", "--config", str(config))
+        _, err = proc.communicate(timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Traceback" not in err, err
+
+
+def test_a_trimmed_topic_holding_a_later_complete_snapshot_resyncs(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Two partitions: untrimmed, resync goes on as ever; trimmed into the first snapshot
+    but holding a second, complete one (a blocking snapshot of the same table), resync
+    goes on too and the rebuilt table is the whole table."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic, partitions=2)
+    first = _snapshot(topic, range(1, 41), 100, {})
+    streamed = (
+        _changes(topic, "u", range(1, 11), 1000)
+        + _changes(topic, "d", range(11, 15), 2000)
+        + _changes(topic, "c", range(41, 51), 3000)
+    )
+    state = fold(first + streamed)[topic]
+    names = {int(k): row["name"] for k, row in state.items()}
+    second = _snapshot(topic, sorted(names), 4000, names)  # the table as it is now
+    later = _changes(topic, "u", range(41, 46), 5000)
+    messages = first + streamed + second + later
+    produce_messages(kafka_broker.bootstrap_servers, messages, create_topics=False)
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+    _caught_up(config)
+    assert_replicas_match(lake, fold(messages))
+
+    untrimmed = run_cli("resync", "--config", str(config), TABLE)
+    assert untrimmed.returncode == 0, untrimmed.stderr
+    assert "warning" not in untrimmed.stderr, untrimmed.stderr
+    _caught_up(config)
+    assert_replicas_match(lake, fold(messages))
+
+    _trim(kafka_broker, topic, {0: 5, 1: 5})  # both partitions lose snapshot rows
+    resync = run_cli("resync", "--config", str(config), TABLE)
+    assert resync.returncode == 0, resync.stderr
+    assert "refused" not in resync.stderr and "partial" not in resync.stderr, resync.stderr
+    assert f"{topic} was trimmed, but holds a complete snapshot ([0] from offset " in (
+        resync.stderr
+    ), resync.stderr
+    _caught_up(config)
+    remaining = _remaining(kafka_broker, topic)
+    assert len(remaining) == len(messages) - 10
+    assert fold(remaining) == fold(messages)  # the second snapshot restores the rest
+    assert_replicas_match(lake, fold(messages))
+
+
+def test_a_trimmed_cdc_json_topic_is_refused(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Generic CDC JSON carries no snapshot: a trimmed topic alone refuses a resync."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic)
+    rows = [
+        (
+            topic,
+            json.dumps({"id": k}).encode(),
+            json.dumps({"id": k, "v": k, "_action": "_insert", "_timestamp": k}).encode(),
+        )
+        for k in range(1, 11)
+    ]
+    produce_messages(kafka_broker.bootstrap_servers, rows)
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path, format="cdc-json")
+    _caught_up(config)
+    before = _snapshot_of_folder(lake / TABLE)
+    _trim(kafka_broker, topic, {0: 3})
+    refused = run_cli("resync", "--config", str(config), TABLE)
+    assert refused.returncode == 1, refused.stderr
+    assert f"{topic}[0] starts at offset 3" in refused.stderr, refused.stderr
+    assert "this format carries no snapshot" in refused.stderr, refused.stderr
+    assert _snapshot_of_folder(lake / TABLE) == before
+
+
+def test_a_deleted_topic_is_refused(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """A topic the broker no longer has would rebuild an empty table: refused too."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic)
+    produce_messages(kafka_broker.bootstrap_servers, _snapshot(topic, range(1, 6), 100, {}))
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+    _caught_up(config)
+    before = _snapshot_of_folder(lake / TABLE)
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(60)
+    _wait("the deletion", lambda: topic not in admin.list_topics(timeout=10).topics)
+    refused = run_cli("resync", "--config", str(config), TABLE)
+    assert refused.returncode == 1, refused.stderr
+    assert f"topic {topic} does not exist any more: the table would be empty" in refused.stderr
+    assert _snapshot_of_folder(lake / TABLE) == before
