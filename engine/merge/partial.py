@@ -95,7 +95,6 @@ def _candidates(events: pa.Table, stored: pa.Table, data_schema: pa.Schema) -> p
     """The upsert events and the stored rows in one table (data schema + key, read
     order ``_t``)."""
     schema = data_schema.append(pa.field(KEY, pa.string())).append(pa.field("_t", pa.int64()))
-    n = events.num_rows
     if FLOOR_POS not in events.column_names:
         # A full-image batch (the table's images setting changed): every upsert carries
         # every column, absent ones as null.

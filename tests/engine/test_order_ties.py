@@ -35,7 +35,6 @@ from engine.model import (
     COPIES,
     KEY,
     OFFSET,
-    OP,
     PARTITION,
     POS,
     POS_SUB,
@@ -209,13 +208,17 @@ def test_flattened_marks_order_field_events_not_lsn_events_or_tombstones(bulk: b
         tombstone(1),
     ]
     with _bulk(bulk):
-        batch = run(_config(FLAT), []).decode(
-            TOPIC,
-            [json.dumps(k).encode() for k, _, _ in msgs],
-            [None if v is None else json.dumps(v).encode() for _, v, _ in msgs],
-            [0, 0, 0],
-            [0, 1, 2],
-        ).batch
+        batch = (
+            run(_config(FLAT), [])
+            .decode(
+                TOPIC,
+                [json.dumps(k).encode() for k, _, _ in msgs],
+                [None if v is None else json.dumps(v).encode() for _, v, _ in msgs],
+                [0, 0, 0],
+                [0, 1, 2],
+            )
+            .batch
+        )
     assert batch is not None
     assert batch.column(BY_FIELD).to_pylist() == [True, False, False]
     assert batch.column(POS).to_pylist()[:2] == [STREAMED_BIT | 5, STREAMED_BIT | 77]
@@ -311,9 +314,7 @@ def test_arrival_order_ties_are_other_partitions() -> None:
 def test_cdc_json_records_field_later_in_the_message_wins() -> None:
     # Events of one message share its offset: their place in the message orders them.
     cfg = _config({**CDC_JSON, "cdc_json": {"key_fields": ["PK"], "records_field": "events"}})
-    events = [
-        {"PK": 1, "_action": "_insert", "_timestamp": 7, "a": n} for n in ("first", "second")
-    ]
+    events = [{"PK": 1, "_action": "_insert", "_timestamp": 7, "a": n} for n in ("first", "second")]
     folder = run(cfg, [[({"PK": 1}, {"events": events}, 0)]])
     assert folder.rows() == {"1": {"PK": 1, "_timestamp": 7, "a": "second"}}
 
@@ -471,3 +472,12 @@ def test_cdc_json_with_ties_equals_the_oracle(
         k: {c: r.get(c) for c in columns} for k, r in want.items()
     }, (images, events, cuts)
 
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_a_row_column_named_like_the_mark_is_a_bad_message(bulk: bool) -> None:
+    value = {"id": 1, BY_FIELD: True, "__op": "u", "__source_ts_ms": 5}
+    with _bulk(bulk):
+        result = decoder_for(_config(FLAT))(
+            TOPIC, [b'{"id":1}'], [json.dumps(value).encode()], [0], [0]
+        )
+    assert result.batch is None and "control column" in result.bad[0].reason
