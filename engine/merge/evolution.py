@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from engine.errors import SchemaEvolutionError
 from engine.hudi.schema import storage_type
-from engine.model import CONTROL_COLUMNS, REPLICA_CDC_COLUMNS
+from engine.model import BY_FIELD, CONTROL_COLUMNS, REPLICA_CDC_COLUMNS
 
 CDC_FIELDS = [
     pa.field(REPLICA_CDC_COLUMNS[0], pa.string()),
@@ -102,7 +102,7 @@ def evolve_schema(
     row_fields = [
         f if pa.types.is_null(f.type) else f.with_type(without_null(storage_type(f.type)))
         for f in batch_schema
-        if f.name not in CONTROL_COLUMNS
+        if f.name not in CONTROL_COLUMNS and f.name != BY_FIELD
     ]
     if current is None:
         return pa.schema(
