@@ -341,21 +341,30 @@ def _decide(
     # Kafka tombstone never is one: it belongs to the event before it.
     equal_is_newer = pl.col(BY_FIELD).fill_null(False) & ~tomb if by_field else pl.lit(False)
     late = pl.lit(False)
+    previous = pl.when(key_starts([KEY_GROUP])).then(None).otherwise(pl.col(OP).shift(1))
+    after_batch_upsert = tomb & previous.is_in(UPSERT_OPS.to_pylist()).fill_null(False)
     if stored is not None:
         ctl = ctl.join(
             stored.select(KEY, "_stored", "_live"), on=KEY, how="left", maintain_order="left"
         )
         after_upsert = tomb & pl.col("_live").fill_null(False)
+        if by_field and repeats:
+            # A tombstone right after an order-valued upsert of this batch deletes it, even
+            # when that upsert's value equals the stored position (it was newer there).
+            after_field_upsert = (
+                after_batch_upsert
+                & pl.col(BY_FIELD).shift(1).fill_null(False)
+                & ~key_starts([KEY_GROUP])
+            )
+            after_upsert = after_upsert | after_field_upsert
         late = late | not_newer(pl.col("_c"), pl.col("_stored"), after_upsert | equal_is_newer)
     floor_value = combined_value(floor)
     if floor_value is not None:
         late = late | (pl.col("_c") <= pl.lit(floor_value, pl.Int128))
     if repeats:
         ctl = with_previous_max_rank(ctl)
-        previous = pl.when(key_starts([KEY_GROUP])).then(None).otherwise(pl.col(OP).shift(1))
-        after_upsert = tomb & previous.is_in(UPSERT_OPS.to_pylist()).fill_null(False)
         late = late | not_newer(
-            pl.col("_rank"), pl.col("_prev_rank"), after_upsert | equal_is_newer
+            pl.col("_rank"), pl.col("_prev_rank"), after_batch_upsert | equal_is_newer
         )
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
     counts.late += int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
