@@ -76,6 +76,9 @@ COUNTS_KEY: Final = "cdcctl.counts"
 #: its events: ``connector``, ``db``, ``schema`` (PostgreSQL), ``table``. Absent on
 #: commits made before it was recorded (the topic name ``cdcctl.source.topic`` says it).
 SOURCE_TABLE_KEY: Final = "cdcctl.source_table"
+#: JSON list of the columns the source no longer sends that the replica keeps
+#: (``schema_changes = "keep"``); validate does not count them as differences.
+KEPT_COLUMNS_KEY: Final = "cdcctl.schema.kept"
 
 # Fixed values we write.
 TABLE_VERSION: Final = "6"
