@@ -41,7 +41,13 @@ def encode_decimal(value: Decimal, scale: int) -> str:
 
 
 def event(
-    topic: str, fields: list[dict], op: str, row: dict | None, lsn: int, *, before: dict | None = None
+    topic: str,
+    fields: list[dict],
+    op: str,
+    row: dict | None,
+    lsn: int,
+    *,
+    before: dict | None = None,
 ) -> tuple[str, bytes, bytes]:
     """One JsonConverter message: ``(topic, key, value)``; ``fields`` the row schema."""
     row_schema = {"type": "struct", "optional": True, "name": "x.Value", "fields": fields}

@@ -117,9 +117,7 @@ def newest_columns(schemas: Sequence[RowSchema], batch: pa.Table | None) -> set[
         last.column(PARTITION).to_pylist(), last.column(f"{OFFSET}_max").to_pylist(), strict=True
     ):
         # The schema whose span holds the partition's last event (the newest such span).
-        holding = [
-            s for s in schemas if p in s.spans and s.spans[p][0] <= off <= s.spans[p][1]
-        ]
+        holding = [s for s in schemas if p in s.spans and s.spans[p][0] <= off <= s.spans[p][1]]
         if not holding:
             continue
         newest = max(holding, key=lambda s: s.spans[p][0])

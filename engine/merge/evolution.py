@@ -210,42 +210,43 @@ def evolve_table(
         SchemaEvolutionError: a change the policy does not apply.
     """
     changes, keep_wider, fill = policy
+    cdc = {f.name for f in CDC_FIELDS}
+    gone = [
+        f.name
+        for f in (current if current is not None and source_columns is not None else [])
+        if f.name not in cdc and f.name not in source_columns and f.name not in key_fields
+    ]
+    if gone and changes == "fail":
+        raise SchemaEvolutionError(
+            f"column(s) {', '.join(gone)} no longer in the source's events (dropped in the "
+            "source?)",
+            hint='to keep them (null from now on) set source.schema_changes = "keep", to '
+            'remove them from the replica "apply" (or schema_changes under '
+            "[tables.<table>]); then restart: the batch is read again",
+        )
     narrowed: list[str] = []
     schema = evolve_schema(current, batch_schema, keep_wider=keep_wider, narrowed=narrowed)
     out = Evolution(schema)
-    out.notes += [f"column {n} narrowed in the source; the replica keeps the wider type" for n in narrowed]
+    out.notes += [
+        f"column {n} narrowed in the source; the replica keeps the wider type" for n in narrowed
+    ]
     if current is None:
         return out
-    cdc = {f.name for f in CDC_FIELDS}
-    if source_columns is not None:
-        gone = [
-            f.name
-            for f in current
-            if f.name not in cdc and f.name not in source_columns and f.name not in key_fields
-        ]
-        if gone and changes == "fail":
-            raise SchemaEvolutionError(
-                f"column(s) {', '.join(gone)} no longer in the source's events (dropped in the "
-                "source?)",
-                hint='to keep them (null from now on) set source.schema_changes = "keep", to '
-                'remove them from the replica "apply" (or schema_changes under '
-                "[tables.<table>]); then restart: the batch is read again",
-            )
-        if changes == "apply" and gone:
-            out.drop = gone
-            out.schema = pa.schema([f for f in out.schema if f.name not in gone])
+    if changes == "apply" and gone:
+        out.drop = gone
+        out.schema = pa.schema([f for f in out.schema if f.name not in gone])
+        out.notes.append(
+            f"column(s) {', '.join(gone)} no longer in the source: removed from the "
+            "replica (schema_changes = apply)"
+        )
+    elif gone:
+        out.kept = gone
+        new = [n for n in gone if n not in kept_before]
+        if new:
             out.notes.append(
-                f"column(s) {', '.join(gone)} no longer in the source: removed from the "
-                "replica (schema_changes = apply)"
+                f"column(s) {', '.join(new)} no longer in the source: kept in the replica, "
+                "null in rows changed from now on (schema_changes = keep)"
             )
-        elif gone:
-            out.kept = gone
-            new = [n for n in gone if n not in kept_before]
-            if new:
-                out.notes.append(
-                    f"column(s) {', '.join(new)} no longer in the source: kept in the replica, "
-                    "null in rows changed from now on (schema_changes = keep)"
-                )
     added = [n for n in batch_schema.names if n not in current.names and n not in CONTROL_COLUMNS]
     for name in added:
         if name not in defaults:
@@ -266,14 +267,14 @@ def evolve_table(
     return out
 
 
-def fill_columns(stored: pa.Table, fills: tuple[tuple[str, Any], ...], schema: pa.Schema) -> pa.Table:
+def fill_columns(
+    stored: pa.Table, fills: tuple[tuple[str, Any], ...], schema: pa.Schema
+) -> pa.Table:
     """Stored rows with each added column they lack set to its default (the rows predate
     the column: the source shows them with the default)."""
     for name, value in fills:
         if name in stored.column_names or name not in schema.names:
             continue
         typ = schema.field(name).type
-        stored = stored.append_column(
-            pa.field(name, typ), pa.array([value] * stored.num_rows, typ)
-        )
+        stored = stored.append_column(pa.field(name, typ), pa.array([value] * stored.num_rows, typ))
     return stored

@@ -68,9 +68,7 @@ def evolve(
             continue
         i = batch.schema.get_field_index(name)
         col = batch.column(i)
-        filled = pc.if_else(
-            pc.and_(older, pc.is_null(col)), pa.scalar(value, col.type), col
-        )
+        filled = pc.if_else(pc.and_(older, pc.is_null(col)), pa.scalar(value, col.type), col)
         batch = batch.set_column(i, batch.schema.field(i), filled)
     if source is not None:
         rt.progress.kept_columns = ev.kept
