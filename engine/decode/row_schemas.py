@@ -83,7 +83,7 @@ class RowSchemaLog:
         entry[2].append(indices)
 
     def result(self, partitions: Sequence[int], offsets: Sequence[int]) -> list[RowSchema]:
-        out = []
+        out: list[RowSchema] = []
         if not self._by_key:
             return out
         parts = pa.array(partitions, pa.int32())

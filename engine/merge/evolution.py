@@ -211,11 +211,16 @@ def evolve_table(
     """
     changes, keep_wider, fill = policy
     cdc = {f.name for f in CDC_FIELDS}
-    gone = [
-        f.name
-        for f in (current if current is not None and source_columns is not None else [])
-        if f.name not in cdc and f.name not in source_columns and f.name not in key_fields
-    ]
+    sent = source_columns
+    gone = (
+        [
+            f.name
+            for f in current
+            if f.name not in cdc and f.name not in sent and f.name not in key_fields
+        ]
+        if current is not None and sent is not None
+        else []
+    )
     if gone and changes == "fail":
         raise SchemaEvolutionError(
             f"column(s) {', '.join(gone)} no longer in the source's events (dropped in the "

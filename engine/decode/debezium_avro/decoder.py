@@ -49,8 +49,8 @@ from engine.decode.debezium_json.envelope import (
 from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import ends_snapshot, source_columns
-from engine.decode.row_schemas import connect_defaults
 from engine.decode.result import DecodeResult, bad_message
+from engine.decode.row_schemas import connect_defaults
 from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
 
 if TYPE_CHECKING:
