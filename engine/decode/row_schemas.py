@@ -7,7 +7,7 @@ column the source dropped from one that is null. Formats whose events carry sche
 its row columns, the ``default`` its Connect schema gives each (as the column's value),
 and per Kafka partition the lowest and highest offset of the batch's row events that
 carried it. The replicator uses it for the schema-change policies
-(:mod:`engine.merge.evolution`): the newest schema per partition says which columns the
+(:mod:`engine.merge.evolution`): the schema of the newest event says which columns the
 source still has; a column added with a default is filled from it.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.model import OFFSET, PARTITION
+from engine.model import OFFSET, PARTITION, POS, POS_SUB
 
 #: Connect types whose ``default`` reads the same in JSON and in an Avro schema.
 _PLAIN = {"int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string"}
@@ -105,23 +105,32 @@ class RowSchemaLog:
         return out
 
 
-def newest_columns(schemas: Sequence[RowSchema], batch: pa.Table | None) -> set[str] | None:
-    """The columns the source has as of the batch's last row event in each partition
-    (the union over partitions); None when no row event of the batch carried a schema
-    (schemaless JSON, or only tombstones and truncates)."""
+def newest_schema(
+    schemas: Sequence[RowSchema], batch: pa.Table | None
+) -> tuple[RowSchema, tuple[int, int] | None] | None:
+    """The schema of the batch's newest row event that carried one, and that event's
+    source position: newest by position (``_cdc_pos``, ``_cdc_pos_sub``), not by offset,
+    since a connector that restarts sends older events again after newer ones (at least
+    once); by offset when no event has a position. None when no row event of the batch
+    carried a schema (schemaless JSON, or only tombstones and truncates)."""
     if not schemas or batch is None or batch.num_rows == 0:
         return None
-    last = batch.group_by(PARTITION).aggregate([(OFFSET, "max")])
-    found: set[str] | None = None
-    for p, off in zip(
-        last.column(PARTITION).to_pylist(), last.column(f"{OFFSET}_max").to_pylist(), strict=True
-    ):
-        # The schema whose span holds the partition's last event (the newest such span).
-        holding = [s for s in schemas if p in s.spans and s.spans[p][0] <= off <= s.spans[p][1]]
+    parts = batch.column(PARTITION).to_pylist()
+    offs = batch.column(OFFSET).to_pylist()
+    pos = batch.column(POS).to_pylist()
+    sub = batch.column(POS_SUB).to_pylist()
+    best: tuple | None = None
+    found: tuple[RowSchema, tuple[int, int] | None] | None = None
+    for p, o, a, b in zip(parts, offs, pos, sub, strict=True):
+        holding = [s for s in schemas if p in s.spans and s.spans[p][0] <= o <= s.spans[p][1]]
         if not holding:
             continue
-        newest = max(holding, key=lambda s: s.spans[p][0])
-        found = (found or set()) | set(newest.columns)
+        # Spans of two schemas can overlap (A, B, A in one partition): the newer span.
+        schema = max(holding, key=lambda s: s.spans[p][0])
+        rank = (a is not None, a or 0, b or 0, o)
+        if best is None or rank > best:
+            best = rank
+            found = (schema, (a, b or 0) if a is not None else None)
     return found
 
 

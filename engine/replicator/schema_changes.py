@@ -6,9 +6,16 @@ up only in the next event's schema).
 (:mod:`engine.decode.row_schemas`), decides with
 :func:`engine.merge.evolution.evolve_table` and shapes the batch accordingly: columns
 removed under ``apply`` leave the batch too (its rows from before the drop included), and
-a column added with a default gets it in the batch's rows whose events predate it. The
-table's kept columns are remembered in its commits (``cdcctl.schema.kept``), so a drop is
-noted once and ``cdcctl validate`` knows them.
+a column added with a default gets it in the batch's rows whose events predate it.
+
+Which columns the source has is read from the schema of the batch's newest event by
+source position, and only when that position is newer than any judged before: a batch
+of events sent again (a connector restarted after a crash re-sends what it had not
+confirmed, with the schema they had then) or replayed dead letters never make a column
+look dropped or added. A column removed under ``apply`` is also taken out of such older
+events. What was judged is kept in the table's commits (``cdcctl.schema.state``: the
+kept and removed columns, the newest position judged), so a drop is noted once and
+``cdcctl validate`` knows the kept columns.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.config import Config
-from engine.decode.row_schemas import RowSchema, newest_columns, rows_without
+from engine.decode.row_schemas import RowSchema, newest_schema, rows_without
 from engine.merge.evolution import Evolution, evolve_table
 from engine.replicator.tables import TableRuntime
 
@@ -46,7 +53,19 @@ def evolve(
         SchemaEvolutionError: a change the table's policy does not apply.
     """
     policy = cfg.schema_policy(rt.name)
-    source = newest_columns(schemas, batch)
+    state = rt.progress.schema_state
+    newest = newest_schema(schemas, batch)
+    source: set[str] | None = None
+    pos = None
+    if newest is not None:
+        schema, pos = newest
+        judged = state.get("pos")
+        if pos is None or judged is None or list(pos) > list(judged):
+            source = set(schema.columns)
+    dropped = [c for c in state.get("dropped") or [] if source is None or c not in source]
+    gone = [c for c in dropped if c in batch.column_names]
+    if gone:  # removed under ``apply``: older events that still carry it lose it too
+        batch = batch.drop_columns(gone)
     defaults = _defaults(schemas)
     ev = evolve_table(
         current,
@@ -54,7 +73,7 @@ def evolve(
         policy=policy,
         source_columns=source,
         defaults=defaults,
-        kept_before=rt.progress.kept_columns,
+        kept_before=state.get("kept") or [],
         key_fields=key_fields,
     )
     if ev.drop:
@@ -71,5 +90,8 @@ def evolve(
         filled = pc.if_else(pc.and_(older, pc.is_null(col)), pa.scalar(value, col.type), col)
         batch = batch.set_column(i, batch.schema.field(i), filled)
     if source is not None:
-        rt.progress.kept_columns = ev.kept
+        if pos is not None:
+            state["pos"] = list(pos)
+        state["kept"] = ev.kept
+        state["dropped"] = sorted(set(dropped) | set(ev.drop))
     return batch, ev

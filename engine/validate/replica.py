@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from engine.errors import HudiError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
-from engine.hudi.options import KEPT_COLUMNS_KEY, SOURCE_TABLE_KEY
+from engine.hudi.options import SCHEMA_STATE_KEY, SOURCE_TABLE_KEY
 from engine.lock import table_lock_path
 from engine.model import NO_POS, REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
 
@@ -40,7 +40,7 @@ class Replica:
     source_table_recorded: bool  # False: parsed from the topic name
     #: Newest source position the newest commit records applying (partition tails).
     tail_position: int | None
-    #: Columns the source no longer sends that the replica keeps (``cdcctl.schema.kept``).
+    #: Columns the source no longer sends that the replica keeps (``cdcctl.schema.state``).
     kept_columns: tuple[str, ...] = ()
 
     @classmethod
@@ -80,8 +80,9 @@ class Replica:
         except (ValueError, TypeError, IndexError):
             tail = None
         try:
-            kept = tuple(str(c) for c in json.loads(extra.get(KEPT_COLUMNS_KEY) or "[]"))
-        except (ValueError, TypeError):
+            state = json.loads(extra.get(SCHEMA_STATE_KEY) or "{}")
+            kept = tuple(str(c) for c in state.get("kept") or [])
+        except (ValueError, TypeError, AttributeError):
             kept = ()
         return cls(
             path.name, path, instant, table.record_key_fields, data, source, recorded, tail, kept

@@ -4,6 +4,7 @@ decoders report of each event's schema (JSON with schemas and Avro alike), and w
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pytest
 from engine.config import config_from_dict
 from engine.decode import decode_debezium_json
 from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
-from engine.decode.row_schemas import newest_columns, rows_without
+from engine.decode.row_schemas import newest_schema, rows_without
 from engine.errors import SchemaEvolutionError
 from engine.merge.evolution import CDC_FIELDS, evolve_table, fill_columns
 from engine.playground.registry import SchemaRegistry
@@ -51,9 +52,12 @@ def _check_row_schemas(res) -> None:
     assert new.defaults == {"d": 42, "e": "dflt", "g": Decimal("3.25")}
     # The batch is the union of both schemas; the newest event's schema has no ``a``.
     assert "a" in res.batch.column_names
-    assert newest_columns(res.row_schemas, res.batch) == set(new.columns)
+    assert newest_schema(res.row_schemas, res.batch) == (
+        new,
+        (res.batch["_cdc_pos"][3].as_py(), res.batch["_cdc_pos_sub"][3].as_py()),
+    )
     # Cut before the changed events: the newest event in the batch is of the old schema.
-    assert newest_columns(res.row_schemas, res.batch.slice(0, 2)) == set(old.columns)
+    assert newest_schema(res.row_schemas, res.batch.slice(0, 2))[0] is old
     assert rows_without(res.row_schemas, res.batch, "d").to_pylist() == [True, True, False, False]
 
 
@@ -74,8 +78,10 @@ def test_avro_events_report_the_same() -> None:
 
 
 def test_schemaless_events_report_no_schema() -> None:
-    raw = [(t, k, v.replace(b'{"schema":', b'{"s":', 1)) for t, k, v in MESSAGES[:1]]
-    assert _decode(raw).row_schemas == [] or newest_columns([], None) is None
+    raw = [(t, k, json.dumps(json.loads(v)["payload"]).encode()) for t, k, v in MESSAGES[:1]]
+    res = _decode(raw)
+    assert res.batch is not None and res.row_schemas == []
+    assert newest_schema(res.row_schemas, res.batch) is None
 
 
 def _table(**cols: pa.DataType) -> pa.Schema:

@@ -124,6 +124,16 @@ def test_apply_removes_dropped_column(broker, topic_prefix: str, tmp_path) -> No
     from engine.hudi.table import HudiTable
 
     assert "a" not in HudiTable.open(path).arrow_schema().names
+    # A connector restarted after a crash sends older events again, with the schema they
+    # had (``a``, no ``d``): they lose as late events, and neither bring ``a`` back nor
+    # make ``d`` look dropped.
+    again = [first[1], second[0]]
+    produce_messages(broker.bootstrap_servers, again, create_topics=False)
+    run = run_cli("start", "--config", str(tmp_path / "cdcctl.toml"), "--until-caught-up")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert read_replica(path) == _expected(first + second + again, ["id", "b", "n", "d"])
+    names = HudiTable.open(path).arrow_schema().names
+    assert "a" not in names and "d" in names
 
 
 def test_fail_stops_the_table_at_the_drop(broker, topic_prefix: str, tmp_path) -> None:
