@@ -179,6 +179,8 @@ class Evolution:
     kept: list[str] = field(default_factory=list)
     #: Added column -> its default, to set on the rows stored before it.
     fills: dict[str, Any] = field(default_factory=dict)
+    #: Narrowed columns whose wider type the replica keeps (``"name old->new"``).
+    narrowed: list[str] = field(default_factory=list)
     #: What happened, one line each, for the log and the table's event log.
     notes: list[str] = field(default_factory=list)
 
@@ -203,7 +205,8 @@ def evolve_table(
         source_columns: the columns of the newest event's schema (None: unknown, e.g.
             schemaless JSON: nothing is judged dropped).
         defaults: column -> the default the events' schema declares.
-        kept_before: columns already kept after a drop (not noted again).
+        kept_before: columns already kept after a drop, and narrowings already kept
+            wider (``"name old->new"``): not noted again.
         key_fields: the record key's columns (never dropped).
 
     Raises:
@@ -231,9 +234,11 @@ def evolve_table(
         )
     narrowed: list[str] = []
     schema = evolve_schema(current, batch_schema, keep_wider=keep_wider, narrowed=narrowed)
-    out = Evolution(schema)
+    out = Evolution(schema, narrowed=narrowed)
     out.notes += [
-        f"column {n} narrowed in the source; the replica keeps the wider type" for n in narrowed
+        f"column {n} narrowed in the source; the replica keeps the wider type"
+        for n in narrowed
+        if n not in kept_before
     ]
     if current is None:
         return out

@@ -14,8 +14,8 @@ of events sent again (a connector restarted after a crash re-sends what it had n
 confirmed, with the schema they had then) or replayed dead letters never make a column
 look dropped or added. A column removed under ``apply`` is also taken out of such older
 events. What was judged is kept in the table's commits (``cdcctl.schema.state``: the
-kept and removed columns, the newest position judged), so a drop is noted once and
-``cdcctl validate`` knows the kept columns.
+kept and removed columns, the narrowings kept wider, the newest position judged), so
+each change is noted once and ``cdcctl validate`` knows the kept columns.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def evolve(
         policy=policy,
         source_columns=source,
         defaults=defaults,
-        kept_before=state.get("kept") or [],
+        kept_before=[*(state.get("kept") or []), *(state.get("narrowed") or [])],
         key_fields=key_fields,
     )
     if ev.drop:
@@ -93,5 +93,7 @@ def evolve(
         if pos is not None:
             state["pos"] = list(pos)
         state["kept"] = ev.kept
+    if ev.narrowed:
+        state["narrowed"] = sorted(set(state.get("narrowed") or []) | set(ev.narrowed))
         state["dropped"] = sorted(set(dropped) | set(ev.drop))
     return batch, ev

@@ -121,8 +121,11 @@ def test_keep_keeps_the_dropped_column_and_the_wider_types() -> None:
     assert "column b int64->int32 narrowed" in text and "column n decimal128(10, 2)->" in text
     assert "rows stored before it read NULL in the replica (the source shows 42)" in text
     # A drop already noted is not noted again (it stays kept).
-    again = _evolve("keep", kept_before=["a"])
-    assert again.kept == ["a"] and not any("no longer" in n for n in again.notes)
+    assert ev.narrowed == ["b int64->int32", "n decimal128(10, 2)->decimal128(8, 2)"]
+    # A drop or narrowing already noted is not noted again (the column stays kept).
+    again = _evolve("keep", kept_before=["a", *ev.narrowed])
+    assert again.kept == ["a"] and again.narrowed == ev.narrowed
+    assert not any("no longer" in n or "narrowed" in n for n in again.notes)
 
 
 def test_apply_removes_the_dropped_column() -> None:

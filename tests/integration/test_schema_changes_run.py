@@ -97,6 +97,15 @@ def test_keep_keeps_dropped_column_and_wider_type(broker, topic_prefix: str, tmp
     assert run.returncode == 0, run.stderr[-3000:]
     log = (tmp_path / "work" / "cdcctl.log").read_text()
     assert "column b int64->int32 narrowed in the source" in log
+    # Noted once: not again with the next batch of narrower rows.
+    fourth = [event(topic, NEW, "u", {"id": 4, "b": 42, "n": None, "d": 42}, 330)]
+    produce_messages(broker.bootstrap_servers, fourth, create_topics=False)
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr[-3000:]
+    log = (tmp_path / "work" / "cdcctl.log").read_text()
+    assert log.count("column b int64->int32 narrowed") == 1
+    assert log.count("column(s) a no longer in the source") == 1
+    third += fourth
     expected = _expected(first + second + third, ["id", "a", "b", "n", "d"])
     assert read_replica(path) == expected
 
