@@ -115,23 +115,25 @@ def newest_schema(
     carried a schema (schemaless JSON, or only tombstones and truncates)."""
     if not schemas or batch is None or batch.num_rows == 0:
         return None
-    parts = batch.column(PARTITION).to_pylist()
-    offs = batch.column(OFFSET).to_pylist()
-    pos = batch.column(POS).to_pylist()
-    sub = batch.column(POS_SUB).to_pylist()
-    best: tuple | None = None
-    found: tuple[RowSchema, tuple[int, int] | None] | None = None
-    for p, o, a, b in zip(parts, offs, pos, sub, strict=True):
-        holding = [s for s in schemas if p in s.spans and s.spans[p][0] <= o <= s.spans[p][1]]
-        if not holding:
-            continue
-        # Spans of two schemas can overlap (A, B, A in one partition): the newer span.
-        schema = max(holding, key=lambda s: s.spans[p][0])
-        rank = (a is not None, a or 0, b or 0, o)
-        if best is None or rank > best:
-            best = rank
-            found = (schema, (a, b or 0) if a is not None else None)
-    return found
+    order = pc.sort_indices(
+        batch.select([POS, POS_SUB, OFFSET]),
+        sort_keys=[
+            (POS, "descending", "at_end"),
+            (POS_SUB, "descending", "at_end"),
+            (OFFSET, "descending", "at_end"),
+        ],
+    )
+    cols = [batch.column(c) for c in (PARTITION, OFFSET, POS, POS_SUB)]
+    step = 256
+    for start in range(0, len(order), step):  # newest first; tombstones carry no schema
+        rows = [c.take(order[start : start + step]).to_pylist() for c in cols]
+        for p, o, a, b in zip(*rows, strict=True):
+            holding = [s for s in schemas if p in s.spans and s.spans[p][0] <= o <= s.spans[p][1]]
+            if holding:
+                # Spans of two schemas can overlap (A, B, A in one partition): the newer.
+                schema = max(holding, key=lambda s: s.spans[p][0])
+                return schema, ((a, b or 0) if a is not None else None)
+    return None
 
 
 def rows_without(schemas: Sequence[RowSchema], batch: pa.Table, column: str) -> pa.Array:
