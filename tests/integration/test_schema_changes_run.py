@@ -176,3 +176,30 @@ def test_fill_defaults_sets_rows_from_before_the_column(broker, topic_prefix, tm
     assert "rows stored before it are set to it" in (tmp_path / "work" / "cdcctl.log").read_text()
     assert events
     assert Decimal("1.50") == read_replica(path)["2"]["n"]
+
+
+def test_avro_events_apply_and_fill_defaults(broker, topic_prefix: str, tmp_path) -> None:
+    """The same changes as AvroConverter output (tests/avro_support.py): the writer
+    schemas say which columns the source has and carry the default."""
+    from engine.playground.registry import SchemaRegistry
+    from tests.avro_support import JsonToAvro
+
+    topic = f"{topic_prefix}.public.avro"
+    first, second = _first(topic), _second(topic)
+    with SchemaRegistry() as registry:
+        convert = JsonToAvro(registry.url)
+        batches = [[convert.message(*m) for m in b] for b in (first, second)]
+        settings = (
+            'format = "debezium-avro"\nschema_changes = "apply"\nfill_defaults = true\n'
+            f'[source.schema_registry]\nurl = "{registry.url}"\n'
+        )
+        config, path, _, runs = _run(tmp_path, broker, topic, "", batches[:0])
+        text = config.read_text().replace("[target]", settings + "[target]", 1)
+        config.write_text(text)
+        for batch in batches:
+            produce_messages(broker.bootstrap_servers, batch, create_topics=False)
+            run = run_cli("start", "--config", str(config), "--until-caught-up")
+            assert run.returncode == 0, run.stderr[-3000:]
+    expected = _expected(first + second, ["id", "b", "n", "d"], fill={"d": 42})
+    assert expected["2"]["d"] == 42
+    assert read_replica(path) == expected
