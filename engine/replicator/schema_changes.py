@@ -93,7 +93,7 @@ def evolve(
         if pos is not None:
             state["pos"] = list(pos)
         state["kept"] = ev.kept
+        state["dropped"] = sorted(set(dropped) | set(ev.drop))
     if ev.narrowed:
         state["narrowed"] = sorted(set(state.get("narrowed") or []) | set(ev.narrowed))
-        state["dropped"] = sorted(set(dropped) | set(ev.drop))
     return batch, ev

@@ -5,7 +5,6 @@ policy's documented effect on top of it."""
 
 from __future__ import annotations
 
-import json
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -45,12 +44,21 @@ def _second(topic: str) -> list:
     ]
 
 
-def _run(tmp_path: Path, broker, topic: str, settings: str, batches: list[list]) -> tuple:
+def _run(
+    tmp_path: Path,
+    broker,
+    topic: str,
+    settings: str,
+    batches: list[list],
+    table_type: str = "MERGE_ON_READ",
+) -> tuple:
     target = tmp_path / "lake"
     config = write_config(
         tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic)}$", target
     )
-    config.write_text(config.read_text().replace("[source]\n", f"[source]\n{settings}", 1))
+    text = config.read_text().replace("[source]\n", f"[source]\n{settings}", 1)
+    text = text.replace("[hudi]\n", f'[hudi]\ntable_type = "{table_type}"\n', 1)
+    config.write_text(text)
     broker.create_topics([topic])
     runs = []
     for batch in batches:
@@ -163,19 +171,28 @@ def test_fail_stops_the_table_at_the_drop(broker, topic_prefix: str, tmp_path) -
     assert read_replica(path) == _expected(first + second, ["id", "a", "b", "n", "d"])
 
 
-def test_fill_defaults_sets_rows_from_before_the_column(broker, topic_prefix, tmp_path) -> None:
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_fill_defaults_sets_rows_from_before_the_column(
+    broker, topic_prefix, tmp_path, table_type
+) -> None:
     topic = f"{topic_prefix}.public.fill"
     first, second = _first(topic), _second(topic)
     settings = "fill_defaults = true\n"
-    config, path, name, runs = _run(tmp_path, broker, topic, settings, [first, second])
+    # A change stored on its own before the column is added (a log file under MOR).
+    middle = [event(topic, OLD, "u", {"id": 2, "a": "a2", "b": 21, "n": None}, 150)]
+    config, path, name, runs = _run(
+        tmp_path, broker, topic, settings, [first, middle, second], table_type=table_type
+    )
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-3000:]
+    first += middle
     expected = _expected(first + second, ["id", "a", "b", "n", "d"], fill={"d": 42})
     assert expected["2"]["d"] == 42 and expected["3"]["d"] == 42 and expected["1"]["d"] == 7
     assert read_replica(path) == expected
-    events = json.dumps(status_tables(config)[name])
+    assert read_replica(path)["3"]["n"] == Decimal("1.50")
     assert "rows stored before it are set to it" in (tmp_path / "work" / "cdcctl.log").read_text()
-    assert events
-    assert Decimal("1.50") == read_replica(path)["2"]["n"]
+    shown = run_cli("status", "--config", str(config))
+    assert "column d added in the source with DEFAULT 42" in shown.stdout, shown.stdout
+    assert status_tables(config)[name]["state"] == "REPLICATING"
 
 
 def test_avro_events_apply_and_fill_defaults(broker, topic_prefix: str, tmp_path) -> None:
