@@ -13,7 +13,7 @@ source still has; a column added with a default is filled from it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,8 @@ class RowSchema:
     defaults: dict[str, Any] = field(default_factory=dict)
     #: Partition -> (lowest, highest) offset of the batch's row events with this schema.
     spans: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Column -> the type the schema gives it (columns without a type hint).
+    types: dict[str, pa.DataType] = field(default_factory=dict)
 
 
 def connect_defaults(after: dict | None, plans: Sequence[tuple[str, Any]], *, plain: bool) -> dict:
@@ -74,13 +76,26 @@ class RowSchemaLog:
     events of each value schema; :meth:`result` turns them into :class:`RowSchema`."""
 
     def __init__(self) -> None:
-        self._by_key: dict[Any, tuple[tuple[str, ...], dict, list[pa.Array]]] = {}
+        self._by_key: dict[Any, tuple[tuple[str, ...], dict, dict, list[pa.Array]]] = {}
 
-    def add(self, key: Any, columns: Sequence[str], defaults: dict, indices: pa.Array) -> None:
+    def add(
+        self,
+        key: Any,
+        plans: Sequence[tuple[str, Any]],
+        defaults: dict,
+        indices: pa.Array,
+        hinted: Collection[str] = (),
+    ) -> None:
+        """Row events (record ``indices``) of the schema ``key`` with these column
+        ``plans`` (name, type plan); ``hinted``: columns whose type a hint sets."""
         if len(indices) == 0:
             return
-        entry = self._by_key.setdefault(key, (tuple(columns), defaults, []))
-        entry[2].append(indices)
+        entry = self._by_key.get(key)
+        if entry is None:
+            columns = tuple(n for n, _ in plans)
+            types = {n: p.out_type for n, p in plans if n not in hinted}
+            entry = self._by_key[key] = (columns, defaults, types, [])
+        entry[3].append(indices)
 
     def result(self, partitions: Sequence[int], offsets: Sequence[int]) -> list[RowSchema]:
         out: list[RowSchema] = []
@@ -88,7 +103,7 @@ class RowSchemaLog:
             return out
         parts = pa.array(partitions, pa.int32())
         offs = pa.array(offsets, pa.int64())
-        for columns, defaults, chunks in self._by_key.values():
+        for columns, defaults, types, chunks in self._by_key.values():
             idx = pa.chunked_array(chunks, pa.int64()).combine_chunks()
             t = pa.table({"p": parts.take(idx), "o": offs.take(idx)})
             agg = t.group_by("p").aggregate([("o", "min"), ("o", "max")])
@@ -101,7 +116,7 @@ class RowSchemaLog:
                     strict=True,
                 )
             }
-            out.append(RowSchema(columns, defaults, spans))
+            out.append(RowSchema(columns, defaults, spans, types))
         return out
 
 

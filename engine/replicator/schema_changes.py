@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from engine.config import Config
 from engine.decode.row_schemas import RowSchema, newest_schema, rows_without
-from engine.merge.evolution import Evolution, evolve_table
+from engine.merge.evolution import Evolution, evolve_table, widened
 from engine.replicator.tables import TableRuntime
 
 
@@ -37,6 +37,20 @@ def _defaults(schemas: Sequence[RowSchema]) -> dict:
     for s in sorted(schemas, key=lambda s: max(hi for _, hi in s.spans.values())):
         out.update(s.defaults)
     return out
+
+
+def _narrowed_in_source(batch: pa.Schema, current: pa.Schema, newest: RowSchema) -> pa.Schema:
+    """The batch's schema with the newest event's narrower type for a column the batch
+    reads in the table's own wider type (events from before and after a narrowing in one
+    batch read as the wider type): the narrowing is judged in the batch it happens in."""
+    for name, typ in newest.types.items():
+        i = batch.get_field_index(name)
+        if i < 0 or name not in current.names:
+            continue
+        wide = batch.field(i).type
+        if wide == current.field(name).type and typ != wide and widened(typ, wide) == wide:
+            batch = batch.set(i, batch.field(i).with_type(typ))
+    return batch
 
 
 def evolve(
@@ -67,9 +81,12 @@ def evolve(
     if gone:  # removed under ``apply``: older events that still carry it lose it too
         batch = batch.drop_columns(gone)
     defaults = _defaults(schemas)
+    judged = batch.schema
+    if source is not None and current is not None and newest is not None:
+        judged = _narrowed_in_source(judged, current, newest[0])
     ev = evolve_table(
         current,
-        batch.schema,
+        judged,
         policy=policy,
         source_columns=source,
         defaults=defaults,

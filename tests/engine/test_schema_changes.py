@@ -200,3 +200,19 @@ def test_config_policies_per_table_and_refused_values() -> None:
         config_from_dict({**base, "source": {**base["source"], "schema_changes": "drop"}})
     with pytest.raises(ConfigError, match="fill_defaults"):
         config_from_dict({**base, "tables": {"a": {"fill_defaults": "maybe"}}})
+
+
+def test_a_narrowing_is_judged_by_the_newest_schema_in_a_mixed_batch() -> None:
+    from engine.replicator.schema_changes import _narrowed_in_source
+
+    res = _decode(MESSAGES)
+    assert res.batch.schema.field("b").type == pa.int64()  # old and new events: the wider
+    newest, _ = newest_schema(res.row_schemas, res.batch)
+    assert newest.types["b"] == pa.int32() and newest.types["n"] == pa.decimal128(8, 2)
+    judged = _narrowed_in_source(res.batch.schema, CURRENT, newest)
+    assert judged.field("b").type == pa.int32()
+    assert judged.field("n").type == pa.decimal128(8, 2)
+    assert judged.field("a").type == pa.string()  # in no newest schema: as it was
+    # Against a table that already has the narrower type nothing changes.
+    narrow = _table(id=pa.int32(), b=pa.int32(), n=pa.decimal128(8, 2))
+    assert _narrowed_in_source(res.batch.schema, narrow, newest) == res.batch.schema

@@ -334,7 +334,9 @@ class AvroDecoder:
         if ctx.source_table is None and source is not None and pc.any(keep).as_py():
             first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
             ctx.source_table = _source_table(source, first)
-        ctx.row_schemas.add(id(plan), [n for n, _ in plan.fields], plan.defaults, idx.filter(keep))
+        ctx.row_schemas.add(
+            id(plan), plan.fields, plan.defaults, idx.filter(keep), ctx.column_types
+        )
         table = pa.table(
             {
                 IDX: idx,

@@ -472,7 +472,7 @@ def _envelope_piece(
         first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
         ctx.source_table = _source_table(group, piece.positions[first])
     if plan.after is not None:
-        ctx.row_schemas.add(id(plan), [n for n, _ in plan.after], plan.defaults, idx.filter(keep))
+        ctx.row_schemas.add(id(plan), plan.after, plan.defaults, idx.filter(keep), ctx.column_types)
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
 
