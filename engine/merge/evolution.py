@@ -4,10 +4,11 @@ Applied in place: a new column (added as nullable; old file slices read it as nu
 int8 -> int16 -> int32 -> int64, float -> double, integer -> double (a schemaless column
 first seen with integers, later with fractions; integers then arriving in it are stored
 as doubles, exact up to 2**53), decimal precision increases at the
-same scale, a column missing from a batch (kept; new rows get null). Anything else —
-type narrowing, a change of kind (e.g. int -> string), a decimal scale change — is
-refused with a message naming the column, both types and what to do, and the table
-alone goes to FAILING.
+same scale, a column missing from a batch (kept; new rows get null), and a narrowing
+when the table keeps the wider type (``keep_wider``). Anything else — a change of kind
+(e.g. int -> string), a decimal scale change, a narrowing otherwise — is refused with a
+message naming the column, both types and what to do, and the table alone goes to
+FAILING.
 
 Formats whose events carry schemas also say which columns the source has as of a batch's
 newest event, and the defaults their schemas declare. :func:`evolve_table` applies the

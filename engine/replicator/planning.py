@@ -275,7 +275,6 @@ def plan_table(
         batch, ev = schema_changes.evolve(cfg, rt, batch, row_schemas or [], known, keys)
         schema, fills, notes = ev.schema, ev.fills, ev.notes
         if ev.drop or fills:  # every stored row changes shape or value
-            reshaped, _ = _reshape(reshaped, keys, ev.drop, None)
             rewrite_all = rewrite_all or not created
     if schema is None:
         raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
