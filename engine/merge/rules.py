@@ -53,6 +53,7 @@ from engine.hudi import HOODIE_RECORD_KEY, tombstones
 from engine.hudi.file_slice import only_keys
 from engine.hudi.schema import file_schema
 from engine.merge import partial
+from engine.merge.evolution import fill_columns
 from engine.merge.positions import (
     KEY_GROUP,
     Tail,
@@ -136,6 +137,9 @@ class MergeOptions:
     #: A ``keyless = "full-row"`` table: the events' ``_cdc_copies`` deltas are added to
     #: the stored count instead of the newest event replacing the row.
     copies: bool = False
+    #: Columns added with a default (``fill_defaults``): stored rows without the column
+    #: get the value (name, value).
+    fills: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass
@@ -204,6 +208,8 @@ def merge_file_group(
     if old is not None and opts.renames:
         renamed = dict(opts.renames)
         old = old.rename_columns([renamed.get(n, n) for n in old.column_names])
+    if old is not None and opts.fills:
+        old = fill_columns(old, opts.fills, data_schema)
     old = _stored(old, data_schema)
     tombs = (
         old_tombstones.cast(tombstones.SCHEMA)

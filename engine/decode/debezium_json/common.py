@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from engine.decode.debezium_json import connect
 from engine.decode.debezium_json.connect import FieldError
 from engine.decode.debezium_json.split import Group
+from engine.decode.row_schemas import RowSchemaLog
 from engine.model import BY_FIELD, CONTROL_COLUMNS
 
 # Internal column names (never part of the result).
@@ -87,6 +88,8 @@ class Ctx:
     applied_types: dict[str, Any] = field(default_factory=dict)
     #: A row event is a table's last snapshot record (see DecodeResult.snapshot_ended).
     snapshot_ended: bool = False
+    #: Record indices of the row events of each value schema (see DecodeResult.row_schemas).
+    row_schemas: RowSchemaLog = field(default_factory=RowSchemaLog)
 
 
 def index_array(group: Group, positions: list[int] | range) -> pa.Array:
