@@ -66,6 +66,8 @@ SECRET_KEYS = {
 
 #: What ``source.ddl`` / ``[tables.<name>] ddl`` may be.
 DdlPolicy = Literal["fail", "apply", "ignore"]
+#: What ``source.schema_changes`` / ``[tables.<name>] schema_changes`` may be.
+SchemaChangePolicy = Literal["keep", "apply", "fail"]
 
 #: Topics Debezium writes that never hold row changes; excluded unless the user overrides.
 DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confluent)"
@@ -256,6 +258,16 @@ class SourceConfig(_Section):
     #: counts them. Column adds and widenings are applied unless ``ignore``;
     #: ``[tables.<name>] ddl`` overrides this per table.
     ddl: DdlPolicy = "fail"
+    #: What a change seen in the events' own schemas (Debezium JSON with schemas, Avro;
+    #: PostgreSQL has no DDL topic) does: a column no longer in the source is kept
+    #: (``keep``: null from then on), removed (``apply``) or stops the table (``fail``);
+    #: a narrowed column keeps the wider type (``keep``, ``apply``) or stops it
+    #: (``fail``); a change of kind always stops it. ``[tables.<name>] schema_changes``
+    #: overrides this per table (README "Schema changes seen in events").
+    schema_changes: SchemaChangePolicy = "keep"
+    #: A column added with a DEFAULT the events' schema carries: set it on the rows the
+    #: replica holds from before it (True), or leave them null (False).
+    fill_defaults: bool = False
     #: PostgreSQL logical decoding messages (``op=m``, ``pg_logical_emit_message``):
     #: ``skip`` counts and skips them, ``table`` keeps them in an append-only table per
     #: message topic.
@@ -629,6 +641,10 @@ class TableConfig(_Section):
 
     #: This table's ``source.ddl`` policy (None: ``source.ddl``).
     ddl: DdlPolicy | None = None
+    #: This table's ``source.schema_changes`` / ``source.fill_defaults`` (None: the
+    #: source's).
+    schema_changes: SchemaChangePolicy | None = None
+    fill_defaults: bool | None = None
 
     #: Record key built from these row fields instead of the Kafka message key (for a
     #: source table without a primary key, or to override it; for cdc-json it overrides
@@ -716,6 +732,18 @@ class Config(_Section):
     def ddl_policy(self, name: str) -> str:
         """The schema-change policy of a replica table: its own, else ``source.ddl``."""
         return self.table_config(name).ddl or self.source.ddl
+
+    def schema_policy(self, name: str) -> tuple[str, bool, bool]:
+        """A replica table's policy for schema changes seen in its events: the
+        ``schema_changes`` value, whether a narrowed column keeps the wider type, and
+        whether ``fill_defaults`` is on. A narrowing applied by the MySQL schema change
+        topic (``ddl = "apply"``) is kept wider whatever ``schema_changes`` says: its
+        rows arrive narrower afterwards."""
+        table = self.table_config(name)
+        changes = table.schema_changes or self.source.schema_changes
+        keep_wider = changes != "fail" or self.ddl_policy(name) == "apply"
+        fill = table.fill_defaults if table.fill_defaults is not None else self.source.fill_defaults
+        return changes, keep_wider, fill
 
     def table_name(self, topic: str) -> str:
         """The replica table name of a topic under ``target.table_naming``."""

@@ -18,9 +18,16 @@ compared lexicographically, so that ordering is a plain integer comparison every
   ``(floor(x), fraction * 10**18)`` for a decimal, ``(µs since the epoch, digits past
   the sixth)`` for a timestamp (:mod:`engine.decode.cdc_json.order`); no STREAMED_BIT.
 
-Ties on the position are broken by Kafka partition and offset. The stored table keeps
-the position of the event that produced each row (``_cdc_pos``, ``_cdc_pos_sub``), so a
-replayed or late event can be recognised in any later batch.
+Equal positions mean one of two things (:mod:`engine.merge.positions`). A Debezium
+position (LSN, binlog coordinates) names one change: an event at a position already seen
+for its key is a replay and is dropped. An order value (generic CDC JSON's
+``order_field``, a flattened event's ``source.flattened.order_field`` or its Kafka
+offset with ``arrival_order``) does not: two changes in one millisecond share it, and the
+later Kafka offset wins. Decoders mark the events whose position is an order value in the
+optional column ``_cdc_by_field`` (true; absent or null: a Debezium position). Other ties
+(events of one key in different partitions) are broken by Kafka partition, then offset.
+The stored table keeps the position of the event that produced each row (``_cdc_pos``,
+``_cdc_pos_sub``), so a replayed or late event can be recognised in any later batch.
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ TX_ID: Final = "_cdc_tx_id"
 GTID: Final = "_cdc_gtid"  # MySQL/MariaDB source.gtid, for GTID ordering where configured
 
 CONTROL_COLUMNS: Final = (KEY, OP, POS, POS_SUB, SOURCE_TS, PARTITION, OFFSET, TX_ID, GTID)
+#: Optional control column (bool, after the row image): the event's position is an order
+#: value, so an equal position is a different change (the later Kafka offset wins), not a
+#: replay. Only the decoders of order-field formats add it; never a replica column.
+BY_FIELD: Final = "_cdc_by_field"
 
 # Columns kept in every replica next to the source columns (after the Hudi meta columns).
 ROW_OP: Final = "_cdc_op"

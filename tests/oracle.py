@@ -20,6 +20,10 @@ Semantics (PostgreSQL connector, JsonConverter with or without schemas):
 * ``t`` (truncate) at position T removes every row of the topic whose position is below
   T; events at or below T arriving later for keys it removed lose.
 * Reads without an LSN (incremental snapshot) are applied in arrival order.
+* Flattened events ordered by an order field (:func:`fold_flattened`): the position is
+  the field's value, and an event at a position equal to its key's is another change
+  (two in one millisecond), applied after it: the one consumed last wins. Only an
+  LSN names one change, so only an equal LSN is a replay.
 * A value equal to the TOAST placeholder ``__debezium_unavailable_value`` (a string
   column) means "unchanged": the key's current value is kept; a key with no current row
   gets ``None``.
@@ -50,6 +54,7 @@ __all__ = [
     "TypeHint",
     "decode_column",
     "fold",
+    "fold_flattened",
     "inventory_types",
     "record_key",
 ]
@@ -255,7 +260,16 @@ class _Table:
         current = self.rows.get(key)
         return current[0] if current is not None else self.truncated_at
 
-    def apply(self, key: str, position: Position | None, row: dict[str, Any] | None) -> None:
+    def apply(
+        self,
+        key: str,
+        position: Position | None,
+        row: dict[str, Any] | None,
+        *,
+        ties_apply: bool = False,
+    ) -> None:
+        """Apply one event. ``ties_apply``: the position is an order value, so an equal
+        one is a later change (applied), not a replay."""
         self.last_seen[key] = position
         floor = self.floor(key)
         if position is None:
@@ -263,7 +277,7 @@ class _Table:
             # stored position.
             self.rows[key] = (floor or (0, -1), row)
             return
-        if floor is not None and position <= floor:
+        if floor is not None and (position < floor or (position == floor and not ties_apply)):
             return  # replay or late older event
         self.rows[key] = (position, row)
 
@@ -355,6 +369,37 @@ def fold(
             type_name, params = columns.get(name, (None, {}))
             row[name] = decode_column(value, type_name, params)
         table.apply(key, position, row)
+    return {
+        topic: {key: row for key, (_, row) in table.rows.items() if row is not None}
+        for topic, table in tables.items()
+    }
+
+
+def fold_flattened(
+    messages: Iterable[tuple[str, bytes | str | None, bytes | str | None]],
+    order_field: str,
+    prefix: str = "__",
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Fold schemaless flattened events (Debezium's ExtractNewRecordState) that carry no
+    LSN, ordered by ``order_field`` (a row column or an added field, integer values).
+
+    ``prefix`` starts the fields the SMT adds; they are not row columns. A delete is
+    ``<prefix>deleted = "true"`` (rewrite mode) or ``<prefix>op = "d"``; a tombstone
+    deletes as in :func:`fold`. Values are kept as JSON gives them.
+    """
+    tables: dict[str, _Table] = {}
+    for topic, raw_key, raw_value in messages:
+        table = tables.setdefault(topic, _Table())
+        _, payload = _load(raw_value)
+        key = record_key(raw_key)
+        if payload is None:
+            table.tombstone(key)
+            continue
+        added = {k[len(prefix) :]: v for k, v in payload.items() if k.startswith(prefix)}
+        row = {k: v for k, v in payload.items() if not k.startswith(prefix)}
+        deleted = str(added.get("deleted")).lower() == "true" or added.get("op") == "d"
+        position = (1, int(payload[order_field]))
+        table.apply(key, position, None if deleted else row, ties_apply=True)
     return {
         topic: {key: row for key, (_, row) in table.rows.items() if row is not None}
         for topic, table in tables.items()

@@ -11,7 +11,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.oracle import INVENTORY_TYPES, decode_column, fold, inventory_types, record_key
+from tests.oracle import (
+    INVENTORY_TYPES,
+    decode_column,
+    fold,
+    fold_flattened,
+    inventory_types,
+    record_key,
+)
 
 TOPIC = "srv.public.items"
 OTHER = "srv.public.other"
@@ -325,3 +332,24 @@ def test_both_shapes_of_the_demo_workload_fold_alike() -> None:
     products = plain[workload.topic("products")].values()
     assert all(r["price"].as_tuple().exponent == -2 for r in products)
     assert all(r["updated_at"].tzinfo is not None for r in products)
+
+
+def test_flattened_equal_order_values_are_two_changes() -> None:
+    def flat(name: str, ts: int, op: str = "u") -> tuple[str, bytes, bytes]:
+        value = {"id": 1, "name": name, "__op": op, "__source_ts_ms": ts}
+        if op == "d":
+            value["__deleted"] = "true"
+        return (TOPIC, key(1), json.dumps(value).encode())
+
+    # The later of two changes in one millisecond wins; an older one is late.
+    assert fold_flattened(
+        [flat("a", 1, "c"), flat("b", 2), flat("c", 2), flat("old", 1)], "__source_ts_ms"
+    ) == {TOPIC: {"1": {"id": 1, "name": "c"}}}
+    # A delete and a re-insert in one millisecond leave the row; a drop-mode tombstone
+    # after an upsert at the same value deletes it.
+    assert fold_flattened(
+        [flat("a", 1, "c"), flat("a", 2, "d"), flat("b", 2, "c")], "__source_ts_ms"
+    ) == {TOPIC: {"1": {"id": 1, "name": "b"}}}
+    assert fold_flattened(
+        [flat("a", 1, "c"), flat("b", 1), (TOPIC, key(1), None)], "__source_ts_ms"
+    ) == {TOPIC: {}}

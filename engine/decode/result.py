@@ -68,6 +68,9 @@ class DecodeResult:
     #: A table's last snapshot record is among the rows (``source.snapshot`` ``last`` or
     #: ``last_in_data_collection``): its initial snapshot has been read to its end.
     snapshot_ended: bool = False
+    #: The value schemas of the row events (formats whose events carry schemas): their
+    #: columns, defaults and offsets (:mod:`engine.decode.row_schemas`).
+    row_schemas: list = field(default_factory=list)
 
 
 def bad_message(

@@ -9,7 +9,9 @@ then go through :func:`engine.decode.debezium_json.decode_debezium_json` like an
   ``source.flattened.field_prefix``). The added fields are taken out of the row and become
   the envelope's ``op`` and ``source`` block: ``__lsn`` (``__source_lsn``) gives a
   PostgreSQL position, ``__file`` + ``__pos`` (+ ``__row``) a MySQL binlog position, else
-  ``source.flattened.order_field`` is the position, else (opt-in) the Kafka offset. A
+  ``source.flattened.order_field`` is the position, else (opt-in) the Kafka offset; events
+  positioned by these two are marked ``_cdc_by_field`` (an equal value is another change,
+  not a replay: :mod:`engine.merge.positions`). A
   delete written in ``rewrite`` mode (``__deleted = "true"``, the row being the before
   image) becomes ``op = "d"``; a null value stays a Kafka tombstone (``drop`` / ``none``
   modes delete through the tombstone of the key). A value that already is a full envelope
@@ -48,7 +50,17 @@ import pyarrow.compute as pc
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import source_columns
 from engine.decode.result import DecodeResult, bad_message
-from engine.model import COPIES, OFFSET, OP, OP_TOMBSTONE, POS, POS_SUB, ROW_HASH, SOURCE_TS
+from engine.model import (
+    BY_FIELD,
+    COPIES,
+    OFFSET,
+    OP,
+    OP_TOMBSTONE,
+    POS,
+    POS_SUB,
+    ROW_HASH,
+    SOURCE_TS,
+)
 
 if TYPE_CHECKING:
     from engine.config import Config, FlattenedConfig, TableConfig
@@ -217,6 +229,8 @@ class _Flattener:
         self.prefix = settings.field_prefix
         self.order_field = settings.order_field
         self.arrival = settings.arrival_order
+        #: Whether some events may be positioned by an order value (``_cdc_by_field``).
+        self.by_field = settings.order_field is not None or settings.arrival_order
         self._cache = _SchemaCache()
 
     def schema(self, schema: dict) -> dict:
@@ -252,13 +266,16 @@ class _Flattener:
             ],
         }
 
-    def envelope(self, payload: Any, offset: int) -> dict:
+    def envelope(self, payload: Any, offset: int) -> tuple[dict, bool]:
+        """The envelope of a flattened row, and whether its position is an order value
+        (``order_field``, or the Kafka offset with ``arrival_order``) rather than an LSN
+        or binlog position."""
         if not isinstance(payload, dict):
             raise _Bad(f"value is not a JSON object but {type(payload).__name__}")
         p = self.prefix
         if "op" in payload and ("after" in payload or "source" in payload):
             if not any(k.startswith(p) for k in payload):
-                return payload  # an unflattened envelope on a flattened topic
+                return payload, False  # an unflattened envelope on a flattened topic
         meta = {k[len(p) :]: v for k, v in payload.items() if k.startswith(p)}
         row = {k: v for k, v in payload.items() if not k.startswith(p)}
 
@@ -304,7 +321,8 @@ class _Flattener:
             source["lsn"] = offset
         else:
             raise _Bad(NO_ORDER_REASON.format(p=p))
-        return {"op": op, "before": None, "after": row, "source": source, "ts_ms": None}
+        by_field = "connector" not in source
+        return {"op": op, "before": None, "after": row, "source": source, "ts_ms": None}, by_field
 
 
 def _row_hash(image: dict) -> str:
@@ -507,6 +525,7 @@ def rewriting_decoder(
         out_keys: list[bytes | None] = []
         out_values: list[bytes | None] = []
         origin: list[int] = []
+        by_field = [False] * n  # per input record: its position is an order value
         bad: dict[int, str] = {}
         ignored = 0
         heads: dict[int, tuple[dict, str]] = {}
@@ -539,7 +558,7 @@ def rewriting_decoder(
                         out_values.append(None)
                         origin.append(i)
                         continue
-                    payload = flattener.envelope(payload, int(offsets[i]))
+                    payload, by_field[i] = flattener.envelope(payload, int(offsets[i]))
                     if schema is not None:
                         schema = flattener.schema(schema)
                 pairs = identity.rekey(payload) if identity is not None else []
@@ -572,6 +591,8 @@ def rewriting_decoder(
             batch = batch.set_column(batch.schema.get_field_index(OFFSET), OFFSET, real)
             if identity is not None and identity.full_row:
                 batch = _snapshot_rows_apart(batch, real)
+            if flattener is not None and flattener.by_field:
+                batch = batch.append_column(BY_FIELD, pa.array(by_field, pa.bool_()).take(src))
             if batch.num_rows == 0:
                 batch = None
         return DecodeResult(
@@ -841,6 +862,9 @@ def _settle_flat(
         # Tombstones keep their null positions (the merge gives them their key's).
         out = out.set_column(i, name, pc.if_else(tomb, out.column(name), value).cast(pa.int64()))
     out = out.drop_columns([c for c in out.column_names if c.startswith(p)])
+    if settings.order_field is not None or settings.arrival_order:
+        # Positioned by the order value (or offset), not an LSN or binlog position.
+        out = out.append_column(BY_FIELD, pc.and_(pc.invert(ordered), pc.invert(tomb)))
     source_table = None
     first = pc.indices_nonzero(pc.invert(tomb))
     if len(first):

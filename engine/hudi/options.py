@@ -76,6 +76,11 @@ COUNTS_KEY: Final = "cdcctl.counts"
 #: its events: ``connector``, ``db``, ``schema`` (PostgreSQL), ``table``. Absent on
 #: commits made before it was recorded (the topic name ``cdcctl.source.topic`` says it).
 SOURCE_TABLE_KEY: Final = "cdcctl.source_table"
+#: JSON object of the schema changes seen in events (engine/replicator/schema_changes.py):
+#: ``kept``, the columns the source no longer sends that the replica keeps (validate does
+#: not count them as differences); ``dropped``, those it removed; ``pos``, the newest
+#: source position whose event schema was judged.
+SCHEMA_STATE_KEY: Final = "cdcctl.schema.state"
 
 # Fixed values we write.
 TABLE_VERSION: Final = "6"

@@ -13,19 +13,26 @@ stored position), the key's delete tombstone and the batch's events:
 * ``D`` = the newest delete: of the batch, the tombstone, or the stored row's floor.
 * The row is live iff some upsert (insert or update) is newer than ``D``.
 * Each column takes the value of the newest upsert newer than ``D`` that carries it;
-  none: null. On equal positions the stored value wins (a replay), then the event
-  consumed first (as in the full-image fold, a repeated position is a replay).
+  none: null.
 * A dead row is deleted and leaves (or keeps) a tombstone at ``D``.
 
-This equals applying every event in order-field order (an upsert sets the columns it
-carries and creates the row when it is absent, a delete removes the row), whatever
-the delivery order and however the events are cut into batches: the state kept — the
-per-column positions and the floor — is all the later events need. Events that change
-nothing (every column they carry has a newer value, or older than ``D``) are late.
+"Newer" compares positions, then, on equal positions (order values: partial images
+exist only in generic CDC JSON, :func:`engine.merge.positions.not_newer`), the order the
+changes were read in: the stored delete (floor or tombstone) first, then the stored
+values (set after it), then the batch's events by Kafka partition, offset and place in
+their message. So an event at the position of a stored value or delete replaces it.
+
+This equals applying every event in (order value, offset) order (an upsert sets the
+columns it carries and creates the row when it is absent, a delete removes the row),
+whatever the delivery order and however the events are cut into batches: the state
+kept — the per-column positions and the floor — is all the later events need. Events
+that change nothing (every column they carry has a newer value, or older than ``D``)
+are late.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,9 +60,10 @@ from engine.model import (
 )
 
 _UPSERTS = [OP_READ, OP_CREATE, OP_UPDATE]
-#: Tie-breaks after the position: the stored value (a replay changes nothing), then the
-#: event consumed first (lowest partition, then offset), as the full-image fold does.
-_ORDER = ["_stored", "_np", "_no"]
+#: Read order, the tie-break after the position (``_t``): stored deletes, stored values,
+#: then the batch's events in (partition, offset, place in the batch) order.
+_STORED_DELETE = -2
+_STORED_VALUE = -1
 
 
 def is_partial(data_schema: pa.Schema) -> bool:
@@ -84,11 +92,9 @@ def _conform(table: pa.Table, schema: pa.Schema) -> list[pa.Array | pa.ChunkedAr
 
 
 def _candidates(events: pa.Table, stored: pa.Table, data_schema: pa.Schema) -> pa.Table:
-    """The upsert events and the stored rows in one table (data schema + key, origin)."""
-    schema = data_schema.append(pa.field(KEY, pa.string()))
-    schema = schema.append(pa.field(PARTITION, pa.int32())).append(pa.field(OFFSET, pa.int64()))
-    schema = schema.append(pa.field("_stored", pa.int8()))
-    n = events.num_rows
+    """The upsert events and the stored rows in one table (data schema + key, read
+    order ``_t``)."""
+    schema = data_schema.append(pa.field(KEY, pa.string())).append(pa.field("_t", pa.int64()))
     if FLOOR_POS not in events.column_names:
         # A full-image batch (the table's images setting changed): every upsert carries
         # every column, absent ones as null.
@@ -103,9 +109,7 @@ def _candidates(events: pa.Table, stored: pa.Table, data_schema: pa.Schema) -> p
         [
             *_conform(events, data_schema),
             events.column(KEY).cast(pa.string()),
-            events.column(PARTITION).cast(pa.int32()),
-            events.column(OFFSET).cast(pa.int64()),
-            pa.repeat(pa.scalar(0, pa.int8()), n),
+            events.column("_seq"),
         ],
         schema=schema,
     )
@@ -114,9 +118,7 @@ def _candidates(events: pa.Table, stored: pa.Table, data_schema: pa.Schema) -> p
         [
             *_conform(stored, data_schema),
             stored.column(HOODIE_RECORD_KEY).cast(pa.string()),
-            pa.repeat(pa.scalar(0, pa.int32()), m),
-            pa.repeat(pa.scalar(0, pa.int64()), m),
-            pa.repeat(pa.scalar(1, pa.int8()), m),
+            pa.repeat(pa.scalar(_STORED_VALUE, pa.int64()), m),
         ],
         schema=schema,
     )
@@ -124,7 +126,8 @@ def _candidates(events: pa.Table, stored: pa.Table, data_schema: pa.Schema) -> p
 
 
 def _deletes(events: pa.Table, stored: pa.Table, tombs: pa.Table) -> pl.DataFrame:
-    """Per key the newest delete ``D`` (stored ones win ties), with its origin."""
+    """Per key the newest delete ``D`` (on equal positions the one read last), with its
+    origin."""
     frames = []
     if events.num_rows:
         frames.append(
@@ -135,6 +138,7 @@ def _deletes(events: pa.Table, stored: pa.Table, tombs: pa.Table) -> pl.DataFram
                     "_dsub": events.column(POS_SUB),
                     "_dts": events.column(SOURCE_TS),
                     "_dev": events.column("_ev"),
+                    "_dt": events.column("_seq"),
                     "_stored": pa.repeat(pa.scalar(0, pa.int8()), events.num_rows),
                 }
             )
@@ -154,6 +158,7 @@ def _deletes(events: pa.Table, stored: pa.Table, tombs: pa.Table) -> pl.DataFram
                         if SOURCE_TS in table.column_names
                         else pa.nulls(table.num_rows, pa.int64()),
                         "_dev": pa.nulls(table.num_rows, pa.int64()),
+                        "_dt": pa.repeat(pa.scalar(_STORED_DELETE, pa.int64()), table.num_rows),
                         "_stored": pa.repeat(pa.scalar(1, pa.int8()), table.num_rows),
                     }
                 )
@@ -164,6 +169,7 @@ def _deletes(events: pa.Table, stored: pa.Table, tombs: pa.Table) -> pl.DataFram
         "_dsub": pl.Int64(),
         "_dts": pl.Int64(),
         "_dev": pl.Int64(),
+        "_dt": pl.Int64(),
         "_stored": pl.Int8(),
     }
     if not frames:
@@ -172,7 +178,7 @@ def _deletes(events: pa.Table, stored: pa.Table, tombs: pa.Table) -> pl.DataFram
         pl.col("_dpos").is_not_null()
     )
     frame = frame.with_columns(_dc=combined(pl.col("_dpos"), pl.col("_dsub").fill_null(0)))
-    return frame.sort([KEY, "_dc", "_stored"]).unique(subset=[KEY], keep="last")
+    return frame.sort([KEY, "_dc", "_dt"]).unique(subset=[KEY], keep="last")
 
 
 def fold_partial(
@@ -202,6 +208,17 @@ def fold_partial(
     stored = old if old_has_only_batch_keys else only_keys(old, batch_keys)
     tombs = tombs.filter(pc.is_in(tombs.column(KEY), value_set=batch_keys))
     events = events.append_column("_ev", pa.array(range(events.num_rows), pa.int64()))
+    # Read order of the events (the tie-break of equal order values).
+    read = np.lexsort(
+        (
+            np.arange(events.num_rows),
+            events.column(OFFSET).to_numpy(),
+            events.column(PARTITION).to_numpy(),
+        )
+    )
+    seq = np.empty(events.num_rows, np.int64)
+    seq[read] = np.arange(events.num_rows)
+    events = events.append_column("_seq", pa.array(seq))
     # Events without a position, or at or below a truncate, take no part (late).
     position = combined(pl.col(POS), pl.col(POS_SUB).fill_null(0))
     play = position.is_not_null()
@@ -220,33 +237,33 @@ def fold_partial(
     ctl = pl.DataFrame(
         {
             KEY: cand.column(KEY),
-            "_stored": cand.column("_stored"),
-            PARTITION: cand.column(PARTITION),
-            OFFSET: cand.column(OFFSET),
+            "_t": cand.column("_t"),
             POS: cand.column(POS),
             POS_SUB: cand.column(POS_SUB),
             **{f"_p{j}": cand.column(column_pos(c)) for j, c in enumerate(columns)},
             **{f"_s{j}": cand.column(column_sub(c)) for j, c in enumerate(columns)},
         }
     ).with_row_index("_i")
-    ctl = ctl.with_columns(_np=-pl.col(PARTITION).cast(pl.Int64), _no=-pl.col(OFFSET))
-    ctl = ctl.join(deletes.select(KEY, "_dc"), on=KEY, how="left", maintain_order="left")
-    newer = pl.col("_dc").is_null()
+    ctl = ctl.join(deletes.select(KEY, "_dc", "_dt"), on=KEY, how="left", maintain_order="left")
+    no_delete = pl.col("_dc").is_null()
+    after_delete = pl.col("_t") > pl.col("_dt")
 
     def masked(pos: str, sub: str) -> pl.Expr:
         c = combined(pl.col(pos), pl.col(sub).fill_null(0))
-        return pl.when(pl.col(pos).is_not_null() & (newer | (c > pl.col("_dc")))).then(c)
+        dc = pl.col("_dc")
+        newer = no_delete | (c > dc) | ((c == dc) & after_delete)
+        return pl.when(pl.col(pos).is_not_null() & newer).then(c)
 
     ctl = ctl.with_columns(
         _rc=masked(POS, POS_SUB),
         **{f"_m{j}": masked(f"_p{j}", f"_s{j}") for j in range(len(columns))},
     )
     aggs = [
-        pl.col("_i").sort_by(["_rc", *_ORDER]).last().alias("_row"),
+        pl.col("_i").sort_by(["_rc", "_t"]).last().alias("_row"),
         pl.col("_rc").max().alias("_rmax"),
     ]
     for j in range(len(columns)):
-        aggs.append(pl.col("_i").sort_by([f"_m{j}", *_ORDER]).last().alias(f"_w{j}"))
+        aggs.append(pl.col("_i").sort_by([f"_m{j}", "_t"]).last().alias(f"_w{j}"))
         aggs.append(pl.col(f"_m{j}").max().alias(f"_x{j}"))
     per_key = ctl.group_by(KEY, maintain_order=True).agg(aggs)
     per_key = per_key.with_columns(

@@ -5,6 +5,16 @@ lexicographically; here both parts become one Int128 so that Polars compares, ra
 takes maxima of a single column. Events of a batch are grouped by key (then partition
 and offset) with :func:`sort_by_key`.
 
+Equal positions (:func:`not_newer`, the one rule of it): a Debezium position names one
+change, so an event at a position already seen for its key is a replay (late). An order
+value (events marked ``_cdc_by_field``: generic CDC JSON, flattened events ordered by
+``order_field`` or by Kafka offset) does not: two changes in one millisecond share it,
+and the one read later wins, as Hudi's ``DefaultHoodieRecordPayload`` lets an incoming
+record with an equal ordering value replace the stored one. Read later means the later
+Kafka offset within a partition; in one batch, events of a key in different partitions
+are ordered by (partition, offset), and an event of a later batch comes after every
+stored one (an applied offset is never read again: the checkpoint is in the commit).
+
 The one rule of position inheritance lives here (:func:`inherit_positions`): an event
 without a source position — a Kafka tombstone (null value), which Debezium writes right
 after the delete it belongs to — takes the position of the previous event of the same
@@ -49,8 +59,10 @@ def sort_by_key(
     share a hash. That is checked exactly (equal-hash neighbours must have equal keys);
     otherwise the batch is sorted and grouped by the key strings.
     """
+    # Stable: events of one message (generic CDC JSON's records_field) share an offset
+    # and keep their order in it.
     hashed = ctl.with_columns(key_hash(pl.col(KEY)).alias(KEY_GROUP)).sort(
-        [KEY_GROUP, PARTITION, OFFSET]
+        [KEY_GROUP, PARTITION, OFFSET], maintain_order=True
     )
     if hashed.height < 2:
         return hashed
@@ -58,7 +70,9 @@ def sort_by_key(
     same_key = hashed[KEY].slice(1) == hashed[KEY].slice(0, hashed.height - 1)
     if not (same_hash & ~same_key).any():
         return hashed
-    return ctl.with_columns(pl.col(KEY).alias(KEY_GROUP)).sort([KEY_GROUP, PARTITION, OFFSET])
+    return ctl.with_columns(pl.col(KEY).alias(KEY_GROUP)).sort(
+        [KEY_GROUP, PARTITION, OFFSET], maintain_order=True
+    )
 
 
 def key_starts(columns: list[str]) -> pl.Expr:
@@ -136,6 +150,13 @@ def inherit_positions(
     if repeats:
         ctl = fill_positions_forward(ctl)
     return ctl
+
+
+def not_newer(position: pl.Expr, seen: pl.Expr, equal_is_newer: pl.Expr) -> pl.Expr:
+    """Whether an event at ``position`` is late against ``seen``, the newest position
+    already known for its key (stored, or an earlier event of the batch): older, or
+    equal unless ``equal_is_newer`` (an order value read later: another change)."""
+    return pl.when(equal_is_newer).then(position < seen).otherwise(position <= seen)
 
 
 def with_previous_max_rank(ctl: pl.DataFrame) -> pl.DataFrame:

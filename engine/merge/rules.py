@@ -18,6 +18,10 @@ Rules (README "How changes are applied"):
 * An event is *late* when its position is not newer than the newest position already
   seen for its key: earlier in the batch, in the stored row, in the key's delete
   tombstone, or the table's last truncate. Late events change nothing and are counted.
+  An equal Debezium position is a replay (late); an equal order value (``_cdc_by_field``)
+  is another change read later, so it is newer (:func:`engine.merge.positions.not_newer`).
+  Truncates always carry Debezium positions (no order-field format has one), so an event
+  at a truncate's position stays gone.
 * Per key the newest remaining event wins: r/c/u upsert its row image, d and tombstones
   delete the row and leave a tombstone.
 * A truncate at position T removes every stored row and tombstone older than T; events
@@ -49,6 +53,7 @@ from engine.hudi import HOODIE_RECORD_KEY, tombstones
 from engine.hudi.file_slice import only_keys
 from engine.hudi.schema import file_schema
 from engine.merge import partial
+from engine.merge.evolution import fill_columns
 from engine.merge.positions import (
     KEY_GROUP,
     Tail,
@@ -56,11 +61,13 @@ from engine.merge.positions import (
     combined_value,
     inherit_positions,
     key_starts,
+    not_newer,
     sort_by_key,
     with_previous_max_rank,
 )
 from engine.merge.toast import DEFAULT_TOAST, has_toast, resolve_toast
 from engine.model import (
+    BY_FIELD,
     COPIES,
     KEY,
     NO_POS,
@@ -130,6 +137,9 @@ class MergeOptions:
     #: A ``keyless = "full-row"`` table: the events' ``_cdc_copies`` deltas are added to
     #: the stored count instead of the newest event replacing the row.
     copies: bool = False
+    #: Columns added with a default (``fill_defaults``): stored rows without the column
+    #: get the value (name, value).
+    fills: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass
@@ -198,6 +208,8 @@ def merge_file_group(
     if old is not None and opts.renames:
         renamed = dict(opts.renames)
         old = old.rename_columns([renamed.get(n, n) for n in old.column_names])
+    if old is not None and opts.fills:
+        old = fill_columns(old, opts.fills, data_schema)
     old = _stored(old, data_schema)
     tombs = (
         old_tombstones.cast(tombstones.SCHEMA)
@@ -307,8 +319,9 @@ def _decide(
     Returns the winners (positions filled) and, when any winner carries a TOAST
     placeholder, the kept events in (key, position) order for resolving it.
     """
-    ctl = pl.DataFrame(events.select([KEY, OP, POS, POS_SUB, PARTITION, OFFSET]))
-    ctl = sort_by_key(ctl.with_row_index("_i"))
+    by_field = BY_FIELD in events.column_names
+    columns = [KEY, OP, POS, POS_SUB, PARTITION, OFFSET] + ([BY_FIELD] if by_field else [])
+    ctl = sort_by_key(pl.DataFrame(events.select(columns)).with_row_index("_i"))
     # Sorted by key, repeats are neighbours. Without repeats (the common case of a
     # deduplicated or sparse batch) the per-key window work below is skipped.
     keys = ctl[KEY_GROUP]
@@ -330,28 +343,34 @@ def _decide(
     # its position (a live stored row, or the key's previous event in the batch) it is
     # the delete itself: ExtractNewRecordState's drop mode leaves only the tombstone.
     tomb = pl.col(OP) == OP_TOMBSTONE
+    # An order value equal to one already seen is another change read later (newer); a
+    # Kafka tombstone never is one: it belongs to the event before it.
+    equal_is_newer = pl.col(BY_FIELD).fill_null(False) & ~tomb if by_field else pl.lit(False)
     late = pl.lit(False)
+    previous = pl.when(key_starts([KEY_GROUP])).then(None).otherwise(pl.col(OP).shift(1))
+    after_batch_upsert = tomb & previous.is_in(UPSERT_OPS.to_pylist()).fill_null(False)
     if stored is not None:
         ctl = ctl.join(
             stored.select(KEY, "_stored", "_live"), on=KEY, how="left", maintain_order="left"
         )
         after_upsert = tomb & pl.col("_live").fill_null(False)
-        late = late | (
-            pl.when(after_upsert)
-            .then(pl.col("_c") < pl.col("_stored"))
-            .otherwise(pl.col("_c") <= pl.col("_stored"))
-        )
+        if by_field and repeats:
+            # A tombstone right after an order-valued upsert of this batch deletes it, even
+            # when that upsert's value equals the stored position (it was newer there).
+            after_field_upsert = (
+                after_batch_upsert
+                & pl.col(BY_FIELD).shift(1).fill_null(False)
+                & ~key_starts([KEY_GROUP])
+            )
+            after_upsert = after_upsert | after_field_upsert
+        late = late | not_newer(pl.col("_c"), pl.col("_stored"), after_upsert | equal_is_newer)
     floor_value = combined_value(floor)
     if floor_value is not None:
         late = late | (pl.col("_c") <= pl.lit(floor_value, pl.Int128))
     if repeats:
         ctl = with_previous_max_rank(ctl)
-        previous = pl.when(key_starts([KEY_GROUP])).then(None).otherwise(pl.col(OP).shift(1))
-        after_upsert = tomb & previous.is_in(UPSERT_OPS.to_pylist()).fill_null(False)
-        late = late | (
-            pl.when(after_upsert)
-            .then(pl.col("_rank") < pl.col("_prev_rank"))
-            .otherwise(pl.col("_rank") <= pl.col("_prev_rank"))
+        late = late | not_newer(
+            pl.col("_rank"), pl.col("_prev_rank"), after_batch_upsert | equal_is_newer
         )
     ctl = ctl.with_columns(_late=(pl.col("_c").is_not_null() & late).fill_null(False))
     counts.late += int(ctl.filter(pl.col("_late") & (pl.col(OP) != OP_TOMBSTONE)).height)
@@ -360,7 +379,7 @@ def _decide(
         pl.col("_c").fill_null(combined_value((UNKNOWN_POS, 0)))
     )
     winners_ctl = (
-        kept.sort([KEY_GROUP, "_c", PARTITION, OFFSET]).unique(
+        kept.sort([KEY_GROUP, "_c", PARTITION, OFFSET, "_i"]).unique(
             subset=[KEY_GROUP], keep="last", maintain_order=True
         )
         if repeats
@@ -382,7 +401,7 @@ def _decide(
         return winners, events.take(kept["_i"].to_arrow())
     if not has_toast(winners, opts.toast_placeholder):
         return winners, None
-    order = kept.sort([KEY, "_c", PARTITION, OFFSET])  # by the key itself: see resolve_toast
+    order = kept.sort([KEY, "_c", PARTITION, OFFSET, "_i"])  # by the key itself: see resolve_toast
     return winners, events.take(order["_i"].to_arrow())
 
 

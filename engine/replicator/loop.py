@@ -154,6 +154,8 @@ class _Decoded:
     ddl_items: list = field(default_factory=list)
     #: The share holds the table's last snapshot record (DecodeResult.snapshot_ended).
     snapshot_ended: bool = False
+    #: The value schemas of its events (DecodeResult.row_schemas).
+    row_schemas: list = field(default_factory=list)
 
 
 @dataclass
@@ -934,6 +936,7 @@ class Replicator:
             bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
             decoded = _Decoded(rt, batch, result.key_fields, read_to)
             decoded.snapshot_ended = result.snapshot_ended
+            decoded.row_schemas = result.row_schemas
             if bad:
                 self._bad_messages(decoded, bad)
             if decoded.batch is not None and epochs.screened(self.cfg):
@@ -1269,6 +1272,7 @@ class Replicator:
                     drop_columns=decoded.drop_columns,
                     renames=decoded.renames,
                     ddl_events=decoded.ddl_events,
+                    row_schemas=decoded.row_schemas,
                 )
             except (SchemaEvolutionError, HudiError, WriterLockError) as exc:
                 self._fail(rt, str(exc))
@@ -1459,6 +1463,10 @@ class Replicator:
             self.recorder.committed(rt.name, plan.instant, applied, sample)
             if plan.schema_changed:
                 self.recorder.event(rt.name, "schema", f"schema changed at {plan.instant}")
+            for note in plan.schema_notes:
+                self.recorder.event(rt.name, "schema", note)
+        for note in plan.schema_notes:
+            log.warning("%s: %s", rt.name, note)
         if c.commits % CLEAN_EVERY_COMMITS == 0:
             h, policy = self.cfg.hudi, retention(self.cfg)
             writer.clean(policy)

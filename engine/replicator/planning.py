@@ -10,7 +10,7 @@ Keys map to buckets with Hudi's hashing; a truncate touches every group.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ from engine.model import (
     POS_SUB,
     SOURCE_TS,
 )
+from engine.replicator import schema_changes
 from engine.replicator.compaction import choose_rewrites
 from engine.replicator.tables import TableRuntime
 
@@ -65,6 +66,8 @@ class TablePlan:
     ddl_items: list = field(default_factory=list)
     #: The batch holds the table's last snapshot record: its snapshot is complete.
     snapshot_ended: bool = False
+    #: Schema changes seen in the events, one line each (logged and put in the event log).
+    schema_notes: list[str] = field(default_factory=list)
 
 
 def _truncate_position(
@@ -224,6 +227,7 @@ def plan_table(
     drop_columns: list[str] | None = None,
     renames: dict[str, str] | None = None,
     ddl_events: int = 0,
+    row_schemas: list | None = None,
 ) -> TablePlan | None:
     """Create or open the table, start an instant and stage one task per touched group.
 
@@ -235,8 +239,11 @@ def plan_table(
 
     ``drop_columns`` / ``renames``: column drops and renames applied by a schema change
     (``source.ddl = "apply"``); the table's every file group is rewritten in the new shape.
+    ``row_schemas``: the value schemas of the batch's events (DecodeResult.row_schemas),
+    judged per ``schema_changes`` (:mod:`engine.replicator.schema_changes`).
     """
     has_rows = batch is not None and batch.num_rows > 0
+    created = rt.writer is None
     if has_rows:
         _refuse_keyless(cfg, rt, batch)
     if rt.writer is None:
@@ -261,12 +268,14 @@ def plan_table(
         )
     current = writer.schema()
     reshaped, rewrite_all = _reshape(current, writer.record_key_fields, drop_columns, renames)
-    keep_wider = cfg.ddl_policy(rt.name) == "apply"
-    schema = (
-        evolve_schema(reshaped, batch.schema, keep_wider=keep_wider)
-        if batch is not None and has_rows
-        else reshaped
-    )
+    schema, fills, notes = reshaped, {}, []
+    if batch is not None and has_rows:
+        keys = writer.record_key_fields
+        known = None if created else reshaped
+        batch, ev = schema_changes.evolve(cfg, rt, batch, row_schemas or [], known, keys)
+        schema, fills, notes = ev.schema, ev.fills, ev.notes
+        if ev.drop or fills:  # every stored row changes shape or value
+            rewrite_all = rewrite_all or not created
     if schema is None:
         raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
     if has_rows:
@@ -290,9 +299,12 @@ def plan_table(
     extra = progress.extra(rt.topic, floor_after)
     instant = writer.begin()
     options = _merge_options(cfg, rt, writer, truncate, tails, renames or {}, rewrite_all)
+    if fills:
+        options = replace(options, fills=tuple(fills.items()))
     progress.floor = floor_after
     changed = current is not None and not schema.equals(current)
     plan = TablePlan(rt, instant, offsets, schema, extra, [], truncates, changed, ddl_events)
+    plan.schema_notes = notes
     groups = writer.file_groups()
     chunks = _split_by_bucket(writer, keyed) if keyed is not None else {}
     # Which buckets get a task: those with events, and every group on a truncate.

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.hudi import HudiWriter
-from engine.hudi.options import SOURCE_TABLE_KEY
+from engine.hudi.options import SCHEMA_STATE_KEY, SOURCE_TABLE_KEY
 from engine.merge.positions import Tail
 from engine.model import KEY, OFFSET, PARTITION, POS, POS_SUB
 from engine.replicator.ddl import DDL_KEY, DdlState
@@ -57,6 +57,9 @@ class TableProgress:
     ddl: DdlState = field(default_factory=DdlState)
     #: High-water positions and accepted position epochs (:mod:`engine.replicator.epochs`).
     epoch: EpochState = field(default_factory=EpochState)
+    #: Schema changes seen in events (:mod:`engine.replicator.schema_changes`): ``kept``,
+    #: ``dropped`` column lists, ``pos`` the newest position judged.
+    schema_state: dict = field(default_factory=dict)
 
     @classmethod
     def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
@@ -78,6 +81,7 @@ class TableProgress:
             source_table=extra.get(SOURCE_TABLE_KEY),
             ddl=DdlState.load(extra.get(DDL_KEY)),
             epoch=EpochState.load(extra.get(EPOCH_KEY), tail),
+            schema_state=json.loads(extra.get(SCHEMA_STATE_KEY) or "{}"),
         )
 
     def extra(self, topic: str, floor: tuple[int, int] | None) -> dict[str, str]:
@@ -101,6 +105,10 @@ class TableProgress:
             extra[DDL_KEY] = self.ddl.dump()
         if self.epoch.used:
             extra[EPOCH_KEY] = self.epoch.dump()
+        if any(self.schema_state.values()):
+            extra[SCHEMA_STATE_KEY] = json.dumps(
+                self.schema_state, separators=(",", ":"), sort_keys=True
+            )
         return extra
 
     def tails(self) -> tuple[Tail, ...]:

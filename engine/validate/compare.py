@@ -93,6 +93,13 @@ def make_plan(db: SourceDB, replica: Replica, ref: TableRef, report: TableReport
     replica_names = [f.name for f in replica.schema]
     report.source_only_columns = [c.name for c in source_cols if c.name not in replica_names]
     report.replica_only_columns = [n for n in replica_names if n not in by_name]
+    kept = [n for n in report.replica_only_columns if n in replica.kept_columns]
+    if kept:  # dropped in the source, kept by schema_changes = "keep": not a difference
+        report.replica_only_columns = [n for n in report.replica_only_columns if n not in kept]
+        report.notes.append(
+            f"column(s) {', '.join(kept)} no longer in the source are kept in the replica "
+            '(schema_changes = "keep"): not compared'
+        )
     columns = [
         ColumnPlan(
             f.name,

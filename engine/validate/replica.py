@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from engine.errors import HudiError
 from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
-from engine.hudi.options import SOURCE_TABLE_KEY
+from engine.hudi.options import SCHEMA_STATE_KEY, SOURCE_TABLE_KEY
 from engine.lock import table_lock_path
 from engine.model import NO_POS, REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
 
@@ -40,6 +40,8 @@ class Replica:
     source_table_recorded: bool  # False: parsed from the topic name
     #: Newest source position the newest commit records applying (partition tails).
     tail_position: int | None
+    #: Columns the source no longer sends that the replica keeps (``cdcctl.schema.state``).
+    kept_columns: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, path: Path) -> Replica:
@@ -77,7 +79,14 @@ class Replica:
             tail = max(positions) if positions else None
         except (ValueError, TypeError, IndexError):
             tail = None
-        return cls(path.name, path, instant, table.record_key_fields, data, source, recorded, tail)
+        try:
+            state = json.loads(extra.get(SCHEMA_STATE_KEY) or "{}")
+            kept = tuple(str(c) for c in state.get("kept") or [])
+        except (ValueError, TypeError, AttributeError):
+            kept = ()
+        return cls(
+            path.name, path, instant, table.record_key_fields, data, source, recorded, tail, kept
+        )
 
     def slices(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """The rows of every file slice as of :attr:`instant`, one slice at a time, with

@@ -9,15 +9,11 @@ the README ("Generic CDC JSON"):
   (others keep their value, or are None on a new row);
 * delete: the row is removed.
 
-Equal order values of one key are ordered by delivery (the Kafka offset: an event's
-place in ``events``), and the one consumed first wins:
-
-* full images: a later event at an order value already consumed for its key is a
-  replay and changes nothing (a delete or an upsert alike);
-* partial images: per column, a later upsert at the order value of the upsert that set
-  the column changes nothing in it (it still sets the columns no event at that value
-  set); a delete at an order value removes the row whichever came first, and an upsert
-  at the order value of an applied delete changes nothing.
+Equal order values of one key are two changes (two updates in one millisecond): they
+are applied in delivery order (the Kafka offset: an event's place in ``events``), so the
+one consumed last wins, as Hudi's DefaultHoodieRecordPayload lets an incoming record
+with an equal ordering value replace the stored one. There is no replay: whatever an
+event is, it is applied at its place in (order value, delivery) order.
 
 The result maps the record key text (the key field's value as text) to the row's
 columns, without the op field.
@@ -44,32 +40,16 @@ def fold_events(
     indexed = list(enumerate(events))
     indexed.sort(key=lambda item: (item[1][order_field], item[0]))
     table: dict[str, dict[str, Any]] = {}
-    consumed: set[tuple[str, Any]] = set()  # (key, order value) seen (full images)
-    set_at: dict[str, dict[str, Any]] = {}  # key -> column -> order value that set it
-    deleted_at: dict[str, Any] = {}  # key -> order value of its newest applied delete
     for _, event in indexed:
-        k, at = str(event[key]), event[order_field]
-        if not partial:
-            if (k, at) in consumed:
-                continue  # a replay
-            consumed.add((k, at))
+        k = str(event[key])
         if event[op_field] in deletes:
             table.pop(k, None)
-            set_at.pop(k, None)
-            deleted_at[k] = at
             continue
         image = {c: v for c, v in event.items() if c != op_field}
-        if not partial:
+        if partial:
+            table.setdefault(k, {}).update(image)
+        else:
             table[k] = image
-            continue
-        if deleted_at.get(k) == at:
-            continue  # a delete at this order value wins
-        columns = set_at.setdefault(k, {})
-        row = table.setdefault(k, {})
-        for c, v in image.items():
-            if columns.get(c) != at:
-                row[c] = v
-                columns[c] = at
     return table
 
 

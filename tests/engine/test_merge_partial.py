@@ -98,16 +98,16 @@ def _e(op: str, key: int, at: int, **columns: Any) -> dict:
 
 
 #: A column first seen with integers, later with a fraction (it widens to double), in
-#: two batches; and equal order values of one key (the event consumed first wins).
+#: two batches; and equal order values of one key (the event consumed last wins).
 INT_THEN_FLOAT = ([_e("insert", 1, 1, a=3), _e("update", 1, 2, a=2.5)], [1])
 TIES = (
     [
         _e("insert", 1, 5, a=1),
-        _e("update", 1, 5, a=2, b=7),  # a: a replay; b: set (no event at 5 set it)
+        _e("update", 1, 5, a=2, b=7),  # the same millisecond, read later: a and b set
         _e("delete", 2, 3),
-        _e("insert", 2, 3, a=9),  # after a delete at its order value: nothing
+        _e("insert", 2, 3, a=9),  # after a delete at its order value: the row is back
         _e("insert", 3, 4, c=1),
-        _e("delete", 3, 4),  # a delete wins its order value (partial images)
+        _e("delete", 3, 4),  # read after the insert at its order value: the row is gone
     ],
     [2, 5],
 )
@@ -155,7 +155,7 @@ def test_full_image_batches_into_a_partial_table_carry_every_column(stream) -> N
 @example(stream=TIES)
 def test_full_fold_equals_the_ordered_fold(stream) -> None:
     """Full images: every upsert carries the whole row; on equal order values the event
-    consumed first wins, a later one (delete or upsert) is a replay."""
+    consumed last wins (two changes in one millisecond, not a replay)."""
     events, cuts = stream
     events = [{c: None for c in COLUMNS} | e if e["_action"] != "_delete" else e for e in events]
     batches = cut(events, cuts)
@@ -169,16 +169,19 @@ def test_int_then_float_widens_to_double() -> None:
     assert rows["1"]["a"] == 2.5 and isinstance(rows["1"]["a"], float)
 
 
-def test_ties_go_to_the_event_consumed_first() -> None:
+def test_ties_go_to_the_event_consumed_last() -> None:
     events, cuts = TIES
-    partial = fold_batches(cut(events, cuts), ["partial"] * 3)
-    assert partial == {"1": {"PK": 1, "_timestamp": 5, "a": 1, "b": 7, "c": None}}
-    full = [{c: None for c in COLUMNS} | e if e["_action"] != "_delete" else e for e in events]
-    rows = fold_batches(cut(full, cuts), ["full"] * 3)
-    assert rows == {
-        "1": {"PK": 1, "_timestamp": 5, "a": 1, "b": None, "c": None},
-        "3": {"PK": 3, "_timestamp": 4, "a": None, "b": None, "c": 1},
+    want = {
+        "1": {"PK": 1, "_timestamp": 5, "a": 2, "b": 7, "c": None},
+        "2": {"PK": 2, "_timestamp": 3, "a": 9, "b": None, "c": None},
     }
+    for batches in (cut(events, cuts), [events]):  # across batches and within one
+        assert fold_batches(batches, ["partial"] * len(batches)) == want
+        full = [
+            [{c: None for c in COLUMNS} | e if e["_action"] != "_delete" else e for e in b]
+            for b in batches
+        ]
+        assert fold_batches(full, ["full"] * len(batches)) == want
 
 
 def test_the_five_events_in_every_order_and_every_cut() -> None:

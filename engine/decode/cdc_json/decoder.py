@@ -8,9 +8,10 @@ insert / update / delete values) and an order field (``order_field``: newest win
 
 Every event becomes one row of the change batch (:mod:`engine.model`): ``_cdc_op`` is
 ``c`` / ``u`` / ``d``, ``(_cdc_pos, _cdc_pos_sub)`` the encoded order value, Kafka
-partition and offset as read. The record key is ``key_fields`` taken from the event
-(else from the message key, a JSON object); without ``key_fields`` the message key's
-members are the key fields. Deletes carry the key fields only.
+partition and offset as read, ``_cdc_by_field`` true (two events of a key with equal
+order values are two changes: the later Kafka offset wins). The record key is
+``key_fields`` taken from the event (else from the message key, a JSON object); without
+``key_fields`` the message key's members are the key fields. Deletes carry the key fields only.
 
 Images: with ``images = "full"`` a column an event does not carry is null. With
 ``"partial"`` it is unchanged: the batch then has, for every non-key column ``c``, the
@@ -44,6 +45,7 @@ from engine.decode.cdc_json.order import OrderError, encode_order
 from engine.decode.result import BadMessage, DecodeResult
 from engine.decode.text import LONE_SURROGATE, holds_lone_surrogate
 from engine.model import (
+    BY_FIELD,
     FLOOR_POS,
     FLOOR_SUB,
     GTID,
@@ -338,4 +340,5 @@ class CdcJsonDecoder:
             out.update(hidden)
             out[FLOOR_POS] = pa.nulls(m, pa.int64())
             out[FLOOR_SUB] = pa.nulls(m, pa.int64())
+        out[BY_FIELD] = pa.repeat(pa.scalar(True), m)  # equal order values: the later wins
         return pa.table(out)

@@ -50,6 +50,7 @@ from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import ends_snapshot, source_columns
 from engine.decode.result import DecodeResult, bad_message
+from engine.decode.row_schemas import connect_defaults
 from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class _Plan:
     reader: BodyReader | None = None
     fields: list[tuple[str, TypePlan]] = field(default_factory=list)
     fingerprint: str | None = None
+    #: Column -> the default the writer schema declares (engine.decode.row_schemas).
+    defaults: dict = field(default_factory=dict)
 
 
 _MAGIC_BYTE = pa.scalar(b"\x00", pa.binary())
@@ -181,8 +184,9 @@ class AvroDecoder:
         if any(name in RESERVED for name, _ in after):
             return _Plan("bad", "a row column collides with a control column name")
         columns = [c for c in ("op", "source", "transaction", "after") if c in names]
+        defaults = connect_defaults(by_name.get("after"), after, plain=True)
         return _Plan("envelope", reader=BodyReader(wire_s, wire, bulk_ok, columns), fields=after,
-                     fingerprint=fp)  # fmt: skip
+                     fingerprint=fp, defaults=defaults)  # fmt: skip
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -247,6 +251,7 @@ class AvroDecoder:
             ctx.notes,
             ctx.source_table,
             snapshot_ended=ctx.snapshot_ended,
+            row_schemas=ctx.row_schemas.result(partitions, offsets),
         )
 
     def _values(self, schema_id: int, indices: np.ndarray, bodies: pa.Array, ctx: Ctx) -> None:
@@ -329,6 +334,9 @@ class AvroDecoder:
         if ctx.source_table is None and source is not None and pc.any(keep).as_py():
             first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
             ctx.source_table = _source_table(source, first)
+        ctx.row_schemas.add(
+            id(plan), plan.fields, plan.defaults, idx.filter(keep), ctx.column_types
+        )
         table = pa.table(
             {
                 IDX: idx,

@@ -187,6 +187,8 @@ def _connect_named(
         for f in avro.get("fields") or []:
             sub = _connect(f["type"], names, ns, f"{path}.{f['name']}" if path else f["name"])
             sub["field"] = f["name"]
+            if f.get("default") is not None:
+                sub["default"] = f["default"]  # the Connect default (AvroData writes it)
             fields.append(sub)
         out.update(type="struct", fields=fields)
     return out

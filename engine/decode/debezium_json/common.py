@@ -14,13 +14,14 @@ import pyarrow.compute as pc
 from engine.decode.debezium_json import connect
 from engine.decode.debezium_json.connect import FieldError
 from engine.decode.debezium_json.split import Group
-from engine.model import CONTROL_COLUMNS
+from engine.decode.row_schemas import RowSchemaLog
+from engine.model import BY_FIELD, CONTROL_COLUMNS
 
 # Internal column names (never part of the result).
 IDX = "__cdc_decode_index__"
 KEY_TEXT = "__cdc_decode_key__"
 KEY_SET = "__cdc_decode_key_set__"
-RESERVED = frozenset(CONTROL_COLUMNS) | {IDX, KEY_TEXT, KEY_SET}
+RESERVED = frozenset(CONTROL_COLUMNS) | {BY_FIELD, IDX, KEY_TEXT, KEY_SET}
 
 _PLAN_CACHE: dict[tuple[str, str], Any] = {}
 _PLAN_CACHE_MAX = 512
@@ -87,6 +88,8 @@ class Ctx:
     applied_types: dict[str, Any] = field(default_factory=dict)
     #: A row event is a table's last snapshot record (see DecodeResult.snapshot_ended).
     snapshot_ended: bool = False
+    #: Record indices of the row events of each value schema (see DecodeResult.row_schemas).
+    row_schemas: RowSchemaLog = field(default_factory=RowSchemaLog)
 
 
 def index_array(group: Group, positions: list[int] | range) -> pa.Array:

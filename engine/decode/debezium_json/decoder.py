@@ -281,4 +281,5 @@ def decode_debezium_json(
         ctx.notes,
         ctx.source_table,
         snapshot_ended=ctx.snapshot_ended,
+        row_schemas=ctx.row_schemas.result(partitions, offsets),
     )

@@ -11,7 +11,7 @@ a group is settled record by record: ignored, a tombstone, or bad with its reaso
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -41,6 +41,7 @@ from engine.decode.debezium_json.reader import (
 )
 from engine.decode.debezium_json.split import Group, Split
 from engine.decode.positions import ends_snapshot, source_columns
+from engine.decode.row_schemas import connect_defaults
 from engine.model import GTID, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS, TX_ID
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ class _ValuePlan:
     reason: str = ""
     reader: BulkReader | None = None
     after: list[tuple[str, TypePlan]] | None = None  # None: schemaless (inferred)
+    #: Column -> the default the Connect schema declares (engine.decode.row_schemas).
+    defaults: dict = field(default_factory=dict)
 
 
 def _tx_normalize(v: Any) -> Any:
@@ -216,7 +219,8 @@ def _envelope_plan(schema: dict) -> _ValuePlan:
         exact_numbers=True,
         probes=probes,
     )
-    return _ValuePlan("envelope", reader=reader, after=after)
+    defaults = connect_defaults(fields.get("after"), after, plain=False)
+    return _ValuePlan("envelope", reader=reader, after=after, defaults=defaults)
 
 
 def _schemaless_value_build(objs: list[Any]) -> pa.Table:
@@ -467,6 +471,8 @@ def _envelope_piece(
     if ctx.source_table is None and pc.any(keep).as_py():
         first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
         ctx.source_table = _source_table(group, piece.positions[first])
+    if plan.after is not None:
+        ctx.row_schemas.add(id(plan), plan.after, plan.defaults, idx.filter(keep), ctx.column_types)
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
 
