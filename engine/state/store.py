@@ -206,8 +206,16 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
+            if not create and not self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'"
+            ).fetchone():
+                # A replicator is making the store this moment (the file exists, its
+                # tables not yet): for a reader that is no store yet.
+                self._db.close()
+                raise FileNotFoundError(path)
             if create:
-                self._db.executescript(_SCHEMA)
+                # One transaction: a reader sees every table or none of them.
+                self._db.executescript(f"BEGIN;\n{_SCHEMA}COMMIT;\n")
                 self._migrate_requests()
                 self._migrate_counters()
                 for suffix in ("-wal", "-shm"):  # SQLite creates them with the umask's mode

@@ -35,6 +35,18 @@ def test_store_is_private_and_in_wal_mode(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_store_being_made_reads_as_no_store_yet(tmp_path: Path) -> None:
+    """`status` while `start` makes the store: the file exists, its tables not yet."""
+    path = store_path(tmp_path)
+    path.touch()  # what StateStore does before SQLite makes the tables
+    assert read_status(tmp_path) is None
+    with pytest.raises(FileNotFoundError):
+        StateStore(path, create=False)
+    StateStore(path).close()  # the writer makes every table in one transaction
+    status = read_status(tmp_path)
+    assert status is not None and status["tables"] == []
+
+
 def test_readers_never_wait_for_the_writer_nor_it_for_them(tmp_path: Path) -> None:
     writer = StateStore(store_path(tmp_path))
     with writer.transaction() as db:
