@@ -206,9 +206,12 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
-            if not create and not self._db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'"
-            ).fetchone():
+            if (
+                not create
+                and not self._db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'requests'"
+                ).fetchone()
+            ):
                 # A replicator is making the store this moment (the file exists, its
                 # tables not yet): for a reader that is no store yet.
                 self._db.close()
