@@ -80,7 +80,7 @@ class _Section(BaseModel):
 class CdcJsonConfig(_Section):
     """``[source.cdc_json]``: how a generic (non-Debezium) CDC JSON event is read
     (``source.format = "cdc-json"``); every key can be overridden per table under
-    ``[tables.<name>]``. See README "Generic CDC JSON"."""
+    ``[tables.<name>]``. See docs/guide/formats.md "Generic CDC JSON"."""
 
     #: The event field holding the operation.
     op_field: str = Field(default="_action", min_length=1)
@@ -131,7 +131,7 @@ def _check_cdc_json(values: dict[str, Any]) -> None:
 
 class FlattenedConfig(_Section):
     """``[source.flattened]``: events written by Debezium's ExtractNewRecordState SMT
-    (``source.format = "debezium-flat"``), README "Flattened events"."""
+    (``source.format = "debezium-flat"``), docs/guide/formats.md "Flattened events"."""
 
     #: Prefix of the fields the SMT adds (its ``add.fields.prefix``).
     field_prefix: str = Field(default="__", min_length=1)
@@ -263,7 +263,7 @@ class SourceConfig(_Section):
     #: (``keep``: null from then on), removed (``apply``) or stops the table (``fail``);
     #: a narrowed column keeps the wider type (``keep``, ``apply``) or stops it
     #: (``fail``); a change of kind always stops it. ``[tables.<name>] schema_changes``
-    #: overrides this per table (README "Schema changes seen in events").
+    #: overrides this per table (docs/guide/formats.md "Schema changes seen in events").
     schema_changes: SchemaChangePolicy = "keep"
     #: A column added with a DEFAULT the events' schema carries: set it on the rows the
     #: replica holds from before it (True), or leave them null (False).
@@ -648,7 +648,7 @@ class TableConfig(_Section):
 
     #: Record key built from these row fields instead of the Kafka message key (for a
     #: source table without a primary key, or to override it; for cdc-json it overrides
-    #: source.cdc_json.key_fields). README "Tables without a primary key".
+    #: source.cdc_json.key_fields). docs/guide/tables.md "Tables without a primary key".
     key_fields: list[str] | None = None
     #: ``"full-row"``: a table without a key where every row is its own identity (needs
     #: full before images). Default (None): records without a key are refused.
@@ -924,7 +924,7 @@ def render_config(
     database is named and schemaless columns are typed from its catalog.
     """
     doc = tomlkit.document()
-    doc.add(tomlkit.comment("cdcctl replicator configuration (see README: Configuration)"))
+    doc.add(tomlkit.comment("cdcctl replicator configuration (see docs/guide/configuration.md)"))
     doc.add(
         tomlkit.comment(
             'Secrets never go here: reference them, e.g. sasl_password = "${env:KAFKA_PASSWORD}"'

@@ -98,10 +98,10 @@ def column_sub(name: str) -> str:
     return COLUMN_SUB_PREFIX + name
 
 
-# Columns of tables configured ``keyless = "full-row"`` (README "Tables without a primary
-# key"): the record key is a hash of the row's values, and one stored row stands for
-# ``_cdc_copies`` identical source rows. In a change batch ``_cdc_copies`` is the event's
-# delta (+1 insert, -1 delete, 0 an update that changes nothing); the merge adds the deltas
-# to the stored count.
+# Columns of tables configured ``keyless = "full-row"`` (docs/guide/tables.md
+# "Tables without a primary key"): the record key is a hash of the row's values, and one
+# stored row stands for ``_cdc_copies`` identical source rows. In a change batch
+# ``_cdc_copies`` is the event's delta (+1 insert, -1 delete, 0 an update that changes
+# nothing); the merge adds the deltas to the stored count.
 ROW_HASH: Final = "_cdc_row_hash"
 COPIES: Final = "_cdc_copies"

@@ -246,9 +246,10 @@ _CONVERTER_FIX = {
     "value.converter = io.confluent.connect.avro.AvroConverter) registered in the schema "
     "registry of source.schema_registry.url",
     "debezium-flat": "the connector must write Kafka Connect JSON rows flattened by "
-    "io.debezium.transforms.ExtractNewRecordState (README: Flattened events)",
+    "io.debezium.transforms.ExtractNewRecordState (docs/guide/formats.md: Flattened events)",
     "cdc-json": "each event must be a JSON object with the fields [source.cdc_json] names "
-    "(op_field, order_field, key_fields) and their values (README: Generic CDC JSON)",
+    "(op_field, order_field, key_fields) and their values "
+    "(docs/guide/formats.md: Generic CDC JSON)",
 }
 
 

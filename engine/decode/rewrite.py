@@ -90,7 +90,8 @@ NO_ORDER_REASON = (
     "{p}file + {p}pos (MySQL), so only its arrival order is known. Add the SMT's "
     "add.fields=lsn (PostgreSQL) or file,pos,row (MySQL), or set "
     "source.flattened.order_field to a column that grows with every change, or accept "
-    'arrival order with source.flattened.arrival_order = true (README "Flattened events")'
+    "arrival order with source.flattened.arrival_order = true "
+    '(docs/guide/formats.md "Flattened events")'
 )
 
 

@@ -12,7 +12,7 @@ FAILING.
 
 Formats whose events carry schemas also say which columns the source has as of a batch's
 newest event, and the defaults their schemas declare. :func:`evolve_table` applies the
-table's ``schema_changes`` policy to them (README "Schema changes seen in events"):
+table's ``schema_changes`` policy to them (docs/guide/formats.md "Schema changes seen in events"):
 
 ======================  ====================  ==================  =================
 seen in the events      ``keep`` (default)    ``apply``           ``fail``

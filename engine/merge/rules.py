@@ -8,7 +8,7 @@ is late, folds the rest per key in source order, resolves TOAST placeholders and
 which stored rows stay, the winning upserts, the deleted keys and the new tombstones.
 Everything is vectorised Arrow/Polars work: no row ever becomes a Python object.
 
-Rules (README "How changes are applied"):
+Rules (docs/guide/tables.md, "Tables"):
 
 * Positions compare as ``(_cdc_pos, _cdc_pos_sub)``; ties break on Kafka partition and
   offset. Tombstones, and events without a source position, take the position of the

@@ -17,9 +17,13 @@ narrowing              table FAILED     wider type kept         logged
 other type change      table FAILED     table FAILED            logged
 TRUNCATE TABLE         emptied          emptied                 logged
 DROP TABLE             table FAILED     emptied                 logged
-RENAME TABLE           table FAILED     logged (see README)     logged
+RENAME TABLE           table FAILED     logged (see below)      logged
 CREATE TABLE           compared as an ALTER of the known definition
 =====================  ===============  ======================  ==================
+
+A renamed table's old replica keeps its rows as of the rename and gets no more changes;
+the new name's topic fills its own replica (docs/guide/formats.md, "MySQL and schema
+changes").
 
 Debezium's snapshot writes, for every captured table, ``DROP TABLE IF EXISTS`` and then
 ``CREATE TABLE`` as the table is (``source.snapshot`` true): that drop is no drop and that

@@ -169,14 +169,15 @@ def _refuse_keyless(cfg: Config, rt: TableRuntime, batch: pa.Table) -> None:
         hint = (
             "add a primary key to the source table, or have Debezium key the topic with "
             'the connector option message.key.columns = "<schema>.<table>:<col>,..." '
-            '(with Avro, rows are identified by the message keys alone; README "Tables '
-            'without a primary key")'
+            "(with Avro, rows are identified by the message keys alone; "
+            'docs/guide/tables.md "Tables without a primary key")'
         )
     else:
         hint = (
             "add a primary key to the source table, or name the columns that identify a "
             f'row: [tables.{rt.name}] key_fields = ["col", ...] (or keyless = '
-            '"full-row" when no columns do; README "Tables without a primary key")'
+            '"full-row" when no columns do; '
+            'docs/guide/tables.md "Tables without a primary key")'
         )
     raise KeylessTableError(
         f"table {rt.name}: {pc.sum(keyless).as_py()} row change(s) without a record key "

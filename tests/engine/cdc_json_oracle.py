@@ -2,7 +2,7 @@
 
 Events are plain dicts (already parsed JSON) with an op field and an order field. They
 are applied one by one in order-field order, the most direct reading of the semantics in
-the README ("Generic CDC JSON"):
+docs/guide/formats.md ("Generic CDC JSON"):
 
 * insert / update: the row is created if absent; with full images the row becomes the
   event's columns, with partial images only the columns the event carries are set

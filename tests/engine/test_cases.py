@@ -5,7 +5,7 @@ typed values are asserted.
 Types and values are those hudi-rs returns, never cast: a column's type must be its
 documented replica type (the case's ``types``, else the type cdcctl records in the
 commit, which ``cdcctl query`` uses and must equal it too), or one of the relabellings
-of :func:`documented_as`, which README "Column types" names.
+of :func:`documented_as`, which docs/guide/types.md "Column types" names.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def _multiset(rows: dict[str, dict], copies: dict[str, int], want: list[dict]) -
 def documented_as(raw: pa.DataType) -> list[pa.DataType]:
     """Every documented replica type a column hudi-rs returns as ``raw`` may have.
 
-    The only relabellings allowed (README "Column types"), all of the same stored
+    The only relabellings allowed (docs/guide/types.md "Column types"), all of the same stored
     values: a naive ``timestamp[us]`` comes back labelled ``tz=UTC`` (hudi-rs reads no
     Avro type as naive; the stored integers are the wall clock), a ``time64[us]`` comes
     back as the ``int64`` of microseconds since midnight it is stored as (Hudi's readers

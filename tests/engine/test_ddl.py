@@ -547,8 +547,8 @@ def test_a_ddl_truncate_is_placed_by_position_however_the_topics_interleave(
     bounds = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=batches - 1)))
     chunks = [rows[a:b] for a, b in zip([0, *bounds], [*bounds, len(rows)], strict=True)]
     # In a real run both topics are known from the start; here a topic is known from its
-    # first message, and a schema change for a table not known yet is skipped (README
-    # Limits): the DDL comes with or after the table's first rows.
+    # first message, and a schema change for a table not known yet is skipped (docs/guide/
+    # limits.md): the DDL comes with or after the table's first rows.
     first = next(i for i, c in enumerate(chunks) if c)
     ddl_batch = data.draw(st.integers(first, len(chunks) - 1))
     with tempfile.TemporaryDirectory() as tmp:

@@ -509,7 +509,7 @@ def test_bulk_block_read_equals_fastavro_record_by_record(
     body is cut or has extra bytes, and never lets a damaged body change its neighbours.
 
     A flipped byte inside a body can be read differently by the two (the compiled reader
-    does not check union branch indexes: README Limits), so for those bodies only "a row
+    does not check union branch indexes: docs/guide/limits.md), so for those bodies only "a row
     or bad" is asserted.
     """
     import io

@@ -9,7 +9,7 @@ contract on each: every record is a batch row, bad with its coordinates, or igno
 exactly once; nothing raises; each call ends within a time bound.
 
 Runs are deterministic (``derandomize``, no example database). The long coverage-guided run
-is ``python -m tests.fuzz --minutes 10`` (README, "Hostile input").
+is ``python -m tests.fuzz --minutes 10`` (docs/guide/development.md, "Fuzzing").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Every failure the fuzzing found, pinned with its minimal input (see the README,
-"Hostile input"). Before the fix each of these raised out of the decoder (one crashed the
-process); now each record is a row or a bad message with a reason, and the contract of
-tests/fuzz/harness.py holds for the batch."""
+"""Every failure the fuzzing found, pinned with its minimal input (see
+docs/guide/development.md, "Fuzzing"). Before the fix each of these raised out of the
+decoder (one crashed the process); now each record is a row or a bad message with a
+reason, and the contract of tests/fuzz/harness.py holds for the batch."""
 
 from __future__ import annotations
 

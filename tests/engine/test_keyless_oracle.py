@@ -136,7 +136,8 @@ def run(events: list[dict], cuts: list[int], replays: list[int], root: Path) -> 
     )
     values = [json.dumps({"schema": SCHEMA, "payload": e}).encode() for e in events]
     # Redelivery: some earlier streamed events come again later (Debezium is at-least-once;
-    # an interrupted snapshot is redone from its start, which README says to rebuild for).
+    # an interrupted snapshot is redone from its start, which docs/guide/tables.md says to
+    # rebuild for).
     first = sum(1 for e in events if e["op"] == "r")
     for r in replays:
         if len(values) > first:

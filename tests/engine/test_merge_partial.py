@@ -134,7 +134,8 @@ def test_full_image_batches_into_a_partial_table_carry_every_column(stream) -> N
     if len(batches) < 2:
         return
     # A seed row makes the partial table track every column before the switch (a column
-    # first seen in a full-image batch gets no position of its own: README limits).
+    # first seen in a full-image batch gets no position of its own: the limits of
+    # Generic CDC JSON in docs/guide/formats.md).
     first = [{"PK": 99, "_action": "_insert", "_timestamp": 0, "a": 0, "b": 0, "c": 0}]
     first += batches[0]
     images = ["partial"] + ["full"] * (len(batches) - 1)

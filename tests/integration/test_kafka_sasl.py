@@ -4,7 +4,7 @@ one line naming the keys to fix, and does not retry.
 The broker is the embedded Tansu broker with ``--authentication``. Tansu v0.6.0 checks
 SCRAM logins against users in its own store, offers no PLAIN, and answers nothing but
 the login before a client is authenticated; with its in-memory storage no user can be
-created, so only the refused login can be tested against it (see the README's Limits);
+created, so only the refused login can be tested against it (see docs/guide/limits.md);
 logins that succeed are tested against Apache Kafka in tests/peers/test_real_kafka.py.
 Its answer to a SCRAM login with a password it cannot match is a real SCRAM server
 error (``e=unknown-user``), which librdkafka reports as an authentication failure.

@@ -3,8 +3,8 @@
 -> ``cdcctl start --until-caught-up`` (the CLI in a child process) -> Hudi replicas, once
 per ``source.ddl`` policy (``fail``, ``apply``, ``ignore``) over the same topics, judged by
 ``cdcctl validate`` against the database, by direct SQL against hudi-rs's read of the
-replicas, by the counters and by what each policy does to each table (README, "MySQL and
-schema changes").
+replicas, by the counters and by what each policy does to each table
+(docs/guide/formats.md, "MySQL and schema changes").
 
 Debezium 3.6.1's MySQL connector refuses MariaDB 10.11 (it sends ``SHOW BINARY LOG
 STATUS``) and Maven Central serves the separate MariaDB connector only up to 3.5.0.Final:
@@ -480,7 +480,7 @@ def check_common(run: dict, broker, policy: str) -> dict[str, Any]:
         want = want_counters(run, t)
         assert counters(tables, name[t]) == want, (policy, t, tables[name[t]], want)
         assert tables[name[t]]["state"] == "REPLICATING", tables[name[t]]
-    # new_name: its own topic's events only (the old rows are not copied, README).
+    # new_name: its own topic's events only (the old rows are not copied, docs/guide/formats.md).
     assert counters(tables, name["new_name"]) == want_counters(run, "new_name", rows=2)
     work_dir = target.parent / "work"
     dead = [p for p in work_dir.rglob("*") if p.is_file() and "deadletter" in str(p)]

@@ -333,7 +333,7 @@ def debezium_run(scratch_postgres, kafka_broker, tmp_path_factory):
         "off": connector_props(
             scratch_postgres, dbname, f"dbzoff{tag}", f"off_{tag}",
             **{
-                # The default: cdcctl's catalog typing assumes it (README, "Types from
+                # The default: cdcctl's catalog typing assumes it (docs/guide/types.md, "Types from
                 # the source catalog"); decimals are then base64 text without a schema.
                 "decimal.handling.mode": "precise",
                 "key.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -619,7 +619,7 @@ def check_replication(
             assert r["source_only_columns"] == ["circ", "ln"], r
             assert r["differing"] == r["missing"] == r["extra"] == 0, r
         elif table == "every_type" and name == "off":
-            # Without schemas, the catalog types only some columns (README, "Types from
+            # Without schemas, the catalog types only some columns (docs/guide/types.md, "Types from
             # the source catalog"); these keep Debezium's JSON form (base64 text of
             # unscaled decimals and bits, VariableScaleDecimal structs, epoch integers,
             # PostGIS structs with their EWKB as base64 text).

@@ -86,7 +86,7 @@ _HEARTBEAT_SCHEMAS = {
 _FLATTENED_REASON = (
     "flattened row (ExtractNewRecordState/unwrap SMT output), not a Debezium envelope: "
     "op and position cannot be trusted; consume the unflattened topic, or set "
-    'source.format = "debezium-flat" (README "Flattened events")'
+    'source.format = "debezium-flat" (docs/guide/formats.md "Flattened events")'
 )
 
 # Markers returned by _classify_other (compared by identity).
