@@ -8,8 +8,9 @@ its row columns, the ``default`` its Connect schema gives each (as the column's 
 and per Kafka partition the exact offsets of the batch's row events that carried it
 (not a span: a connector that restarts re-sends old-schema events after new-schema
 ones, so the offsets of two schemas interleave). The replicator uses it for the
-schema-change policies (:mod:`engine.merge.evolution`): the schema of the newest event says which columns the
-source still has; a column added with a default is filled from it.
+schema-change policies (:mod:`engine.merge.evolution`): the schema of the newest event
+says which columns the source still has; a column added with a default is filled from
+it.
 """
 
 from __future__ import annotations
@@ -148,13 +149,14 @@ def schema_ids(schemas: Sequence[RowSchema], batch: pa.Table) -> pa.Array:
 
 
 def newest_schema(
-    schemas: Sequence[RowSchema], batch: pa.Table | None
+    schemas: Sequence[RowSchema], batch: pa.Table | None, ids: pa.Array | None = None
 ) -> tuple[RowSchema, tuple[int, int] | None] | None:
     """The schema of the batch's newest row event that carried one, and that event's
     source position: newest by position (``_cdc_pos``, ``_cdc_pos_sub``), not by offset,
     since a connector that restarts sends older events again after newer ones (at least
     once); by offset when no event has a position. None when no row event of the batch
-    carried a schema (schemaless JSON, or only tombstones and truncates)."""
+    carried a schema (schemaless JSON, or only tombstones and truncates). ``ids``: the
+    batch's :func:`schema_ids`, when already computed."""
     if not schemas or batch is None or batch.num_rows == 0:
         return None
     order = pc.sort_indices(
@@ -165,7 +167,7 @@ def newest_schema(
             (OFFSET, "descending", "at_end"),
         ],
     )
-    ids = schema_ids(schemas, batch).take(order)
+    ids = (schema_ids(schemas, batch) if ids is None else ids).take(order)
     found = pc.indices_nonzero(pc.is_valid(ids))  # newest first; tombstones carry no schema
     if len(found) == 0:
         return None

@@ -267,9 +267,7 @@ def evolve_table(
     # A column kept after a drop that the source sends again was added again: the values
     # the replica kept from before the drop are not the source's (it shows the new
     # column's DEFAULT, or NULL), so they go like those of a column added anew.
-    out.readded = [
-        n for n in current.names if n in kept_before and sent is not None and n in sent
-    ]
+    out.readded = [n for n in current.names if n in kept_before and sent is not None and n in sent]
     for name in out.readded:
         if fill and name in defaults:
             continue  # noted and filled below

@@ -74,7 +74,8 @@ def evolve(
     """
     policy = cfg.schema_policy(rt.name)
     state = rt.progress.schema_state
-    newest = newest_schema(schemas, batch)
+    ids = schema_ids(schemas, batch) if schemas else None
+    newest = newest_schema(schemas, batch, ids)
     source: set[str] | None = None
     pos = None
     if newest is not None:
@@ -85,7 +86,7 @@ def evolve(
     dropped = [c for c in state.get("dropped") or [] if source is None or c not in source]
     gone = [c for c in dropped if c in batch.column_names]
     if gone:  # removed under ``apply``: older events that still carry it lose it too
-        batch = batch.drop_columns(gone)
+        batch = batch.drop_columns(gone)  # (same rows: ``ids`` still holds)
     defaults = _defaults(schemas)
     judged = batch.schema
     if source is not None and current is not None and newest is not None:
@@ -114,7 +115,6 @@ def evolve(
         if name not in gone_now and name not in fills
     }
     todo = {**remembered, **fills}
-    ids = schema_ids(schemas, batch) if todo else None
     for name, value in todo.items():
         older = rows_without(schemas, batch, name, ids)
         if not pc.any(older).as_py():

@@ -88,9 +88,7 @@ def test_old_schema_events_of_a_later_batch_get_the_remembered_default() -> None
     batch, ev = evolve(_cfg(fill_defaults=True), rt, second.batch, second.row_schemas, table,
                        ["id"])  # fmt: skip
     assert ev.fills == {}  # nothing new to note or to fill in stored rows
-    assert batch.select(["id", "d", "g"]).to_pylist() == [
-        {"id": 1, "d": 42, "g": Decimal("3.25")}
-    ]
+    assert batch.select(["id", "d", "g"]).to_pylist() == [{"id": 1, "d": 42, "g": Decimal("3.25")}]
     # A column dropped again is forgotten: later events without it are not filled.
     rt = _restarted(rt)
     gone = [field("id", "int32", optional=False), field("a", "string")]
