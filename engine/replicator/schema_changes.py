@@ -153,7 +153,9 @@ def _encode_value(value: Any) -> Any:
         return {"v": value}
     if isinstance(value, bytes):
         return {"b64": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, (datetime.date, datetime.time, datetime.datetime, decimal.Decimal)):
+    if isinstance(value, datetime.time):  # Arrow casts no text to a time
+        return {"time": value.isoformat()}
+    if isinstance(value, (datetime.date, datetime.datetime, decimal.Decimal)):
         return {"text": pa.scalar(value).cast(pa.string()).as_py()}
     return None
 
@@ -170,6 +172,8 @@ def _read_filled(filled: dict, schema: pa.Schema) -> dict[str, Any]:
                 out[name] = pa.scalar(enc["v"], typ).as_py()
             elif "b64" in enc:
                 out[name] = pa.scalar(base64.b64decode(enc["b64"]), typ).as_py()
+            elif "time" in enc:
+                out[name] = pa.scalar(datetime.time.fromisoformat(enc["time"]), typ).as_py()
             elif "text" in enc:
                 out[name] = pa.scalar(enc["text"], pa.string()).cast(typ).as_py()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError, ValueError):

@@ -5,6 +5,7 @@ arriving in a later batch (after a restart), tables read through the rewriting d
 
 from __future__ import annotations
 
+import datetime
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -211,3 +212,25 @@ def test_a_column_dropped_under_keep_and_added_again_loses_its_pre_drop_values(f
     third = _decode([event(TOPIC, READDED, "u", {"id": 4, "d": 5}, 400)], 0, 12)
     _, ev = evolve(cfg, rt, third.batch, third.row_schemas, ev.schema, ["id"])
     assert ev.readded == [] and ev.fills == {}
+
+
+def test_remembered_defaults_read_back_in_their_column_types() -> None:
+    """``cdcctl.schema.state`` is JSON: each default comes back as the same value."""
+    from engine.replicator.schema_changes import _encode_value, _read_filled
+
+    utc = datetime.timezone.utc
+    cases = {
+        "i": (pa.int32(), 42),
+        "s": (pa.string(), "x"),
+        "f": (pa.float64(), 1.5),
+        "b": (pa.bool_(), False),
+        "dec": (pa.decimal128(6, 2), Decimal("3.25")),
+        "day": (pa.date32(), datetime.date(2020, 1, 2)),
+        "ts": (pa.timestamp("us", tz="UTC"), datetime.datetime(2020, 1, 2, 3, 4, 5, 6, utc)),
+        "local": (pa.timestamp("us"), datetime.datetime(2020, 1, 2, 3, 4, 5, 6)),
+        "t": (pa.time64("us"), datetime.time(1, 2, 3, 4)),
+        "raw": (pa.binary(), b"\x00\xff"),
+    }
+    stored = json.loads(json.dumps({k: _encode_value(v) for k, (_, v) in cases.items()}))
+    schema = pa.schema([pa.field(k, t) for k, (t, _) in cases.items()])
+    assert _read_filled(stored, schema) == {k: v for k, (_, v) in cases.items()}

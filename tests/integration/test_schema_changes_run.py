@@ -218,3 +218,34 @@ def test_avro_events_apply_and_fill_defaults(broker, topic_prefix: str, tmp_path
     expected = _expected(first + second, ["id", "b", "n", "d"], fill={"d": 42})
     assert expected["2"]["d"] == 42
     assert read_replica(path) == expected
+
+
+def test_kept_column_added_again_and_late_old_events_get_the_default(
+    broker, topic_prefix: str, tmp_path
+) -> None:
+    """Under ``keep`` with ``fill_defaults``: a dropped column added again is a new column
+    (the rows held lose their pre-drop values for its DEFAULT), and an event from before
+    the ADD read in a later run (after a restart) gets the remembered DEFAULT too."""
+    topic = f"{topic_prefix}.public.readd"
+    with_d = [field("id", "int32", optional=False), field("d", "int32")]
+    no_d = [field("id", "int32", optional=False)]
+    readded = [field("id", "int32", optional=False), field("d", "int32", default=42)]
+    first = [event(topic, with_d, "r", {"id": i, "d": 7}, 100 + i) for i in (1, 2, 3)]
+    dropped = [event(topic, no_d, "u", {"id": 2}, 200)]  # DROP COLUMN d; UPDATE row 2
+    added = [event(topic, readded, "c", {"id": 4, "d": 9}, 300)]  # ADD COLUMN d DEFAULT 42
+    late = [event(topic, no_d, "c", {"id": 5}, 250)]  # inserted before the ADD, read late
+    settings = 'schema_changes = "keep"\nfill_defaults = true\n'
+    config, path, name, runs = _run(
+        tmp_path, broker, topic, settings, [first, dropped, added, late]
+    )
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-3000:]
+    expected = _expected(first + dropped + added + late, ["id", "d"])
+    assert expected["1"]["d"] == 7 and expected["5"]["d"] is None  # the oracle's fold
+    for key in ("1", "2", "3", "5"):  # rows whose last event predates the ADD: the default
+        expected[key]["d"] = 42
+    assert read_replica(path) == expected
+    assert status_tables(config)[name]["state"] == "REPLICATING"
+    assert (
+        "column d added in the source with DEFAULT 42"
+        in (tmp_path / "work" / "cdcctl.log").read_text()
+    )
