@@ -218,7 +218,7 @@ def test_remembered_defaults_read_back_in_their_column_types() -> None:
     """``cdcctl.schema.state`` is JSON: each default comes back as the same value."""
     from engine.replicator.schema_changes import _encode_value, _read_filled
 
-    utc = datetime.timezone.utc
+    utc = datetime.UTC
     cases = {
         "i": (pa.int32(), 42),
         "s": (pa.string(), "x"),
