@@ -504,6 +504,7 @@ def rewriting_decoder(
             result.key_field_sets,
             result.notes,
             source_table,
+            row_schemas=[s.remapped(pa.array(offsets, pa.int64())) for s in result.row_schemas],
         )
 
     def decode(
@@ -609,6 +610,11 @@ def rewriting_decoder(
             result.notes,
             result.source_table,
             result.snapshot_ended,
+            # The inner decoder numbered the records 0..; their schemas' real offsets.
+            row_schemas=[
+                s.remapped(pa.array(offsets, pa.int64()).take(pa.array(origin, pa.int64())))
+                for s in result.row_schemas
+            ],
         )
 
     return decode

@@ -5,10 +5,12 @@ missing from an event's schema is null in its row), so the batch alone cannot te
 column the source dropped from one that is null. Formats whose events carry schemas
 (Debezium JSON with schemas, Avro) also return, per distinct value schema, the names of
 its row columns, the ``default`` its Connect schema gives each (as the column's value),
-and per Kafka partition the lowest and highest offset of the batch's row events that
-carried it. The replicator uses it for the schema-change policies
-(:mod:`engine.merge.evolution`): the schema of the newest event says which columns the
-source still has; a column added with a default is filled from it.
+and per Kafka partition the exact offsets of the batch's row events that carried it
+(not a span: a connector that restarts re-sends old-schema events after new-schema
+ones, so the offsets of two schemas interleave). The replicator uses it for the
+schema-change policies (:mod:`engine.merge.evolution`): the schema of the newest event
+says which columns the source still has; a column added with a default is filled from
+it.
 """
 
 from __future__ import annotations
@@ -35,10 +37,21 @@ class RowSchema:
     #: Column -> the default its Connect schema declares (a value of the column's type);
     #: columns without one (or with one that could not be read) are absent.
     defaults: dict[str, Any] = field(default_factory=dict)
-    #: Partition -> (lowest, highest) offset of the batch's row events with this schema.
-    spans: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Partition -> the offsets (int64, ascending) of the batch's row events with this
+    #: schema.
+    offsets: dict[int, pa.Array] = field(default_factory=dict)
     #: Column -> the type the schema gives it (columns without a type hint).
     types: dict[str, pa.DataType] = field(default_factory=dict)
+
+    def newest_offset(self) -> int:
+        """The highest offset of its events (over partitions)."""
+        return max((pc.max(o).as_py() for o in self.offsets.values() if len(o)), default=-1)
+
+    def remapped(self, real: pa.Array) -> RowSchema:
+        """The same schema with each offset ``o`` replaced by ``real[o]``: for a decoder
+        run on records numbered 0..n-1 in place of their Kafka offsets."""
+        offsets = {p: pc.array_take(real, o).cast(pa.int64()) for p, o in self.offsets.items()}
+        return RowSchema(self.columns, self.defaults, offsets, self.types)
 
 
 def connect_defaults(after: dict | None, plans: Sequence[tuple[str, Any]], *, plain: bool) -> dict:
@@ -105,29 +118,45 @@ class RowSchemaLog:
         offs = pa.array(offsets, pa.int64())
         for columns, defaults, types, chunks in self._by_key.values():
             idx = pa.chunked_array(chunks, pa.int64()).combine_chunks()
-            t = pa.table({"p": parts.take(idx), "o": offs.take(idx)})
-            agg = t.group_by("p").aggregate([("o", "min"), ("o", "max")])
-            spans = {
-                int(p): (int(lo), int(hi))
-                for p, lo, hi in zip(
-                    agg.column("p").to_pylist(),
-                    agg.column("o_min").to_pylist(),
-                    agg.column("o_max").to_pylist(),
-                    strict=True,
-                )
-            }
-            out.append(RowSchema(columns, defaults, spans, types))
+            p, o = parts.take(idx), offs.take(idx)
+            by_part: dict[int, pa.Array] = {}
+            distinct = pc.unique(p).to_pylist()
+            for part in distinct:
+                mine = o if len(distinct) == 1 else o.filter(pc.equal(p, part))
+                by_part[int(part)] = pc.array_take(mine, pc.sort_indices(mine))
+            out.append(RowSchema(columns, defaults, by_part, types))
         return out
 
 
+def schema_ids(schemas: Sequence[RowSchema], batch: pa.Table) -> pa.Array:
+    """Per row of the batch, the index in ``schemas`` of its event's schema (by its
+    exact partition and offset), null for rows of no known schema."""
+    ids = pa.nulls(batch.num_rows, pa.int32())
+    if not schemas or batch.num_rows == 0:
+        return ids
+    parts = batch.column(PARTITION)
+    offs = batch.column(OFFSET)
+    single = pc.unique(parts).to_pylist()
+    for i, s in enumerate(schemas):
+        for p, offsets in s.offsets.items():
+            if p not in single:
+                continue
+            hit = pc.is_in(offs, value_set=offsets)
+            if len(single) > 1:
+                hit = pc.and_(hit, pc.equal(parts, pa.scalar(p, pa.int32())))
+            ids = pc.if_else(pc.fill_null(hit, False), pa.scalar(i, pa.int32()), ids)
+    return ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+
+
 def newest_schema(
-    schemas: Sequence[RowSchema], batch: pa.Table | None
+    schemas: Sequence[RowSchema], batch: pa.Table | None, ids: pa.Array | None = None
 ) -> tuple[RowSchema, tuple[int, int] | None] | None:
     """The schema of the batch's newest row event that carried one, and that event's
     source position: newest by position (``_cdc_pos``, ``_cdc_pos_sub``), not by offset,
     since a connector that restarts sends older events again after newer ones (at least
     once); by offset when no event has a position. None when no row event of the batch
-    carried a schema (schemaless JSON, or only tombstones and truncates)."""
+    carried a schema (schemaless JSON, or only tombstones and truncates). ``ids``: the
+    batch's :func:`schema_ids`, when already computed."""
     if not schemas or batch is None or batch.num_rows == 0:
         return None
     order = pc.sort_indices(
@@ -138,31 +167,25 @@ def newest_schema(
             (OFFSET, "descending", "at_end"),
         ],
     )
-    cols = [batch.column(c) for c in (PARTITION, OFFSET, POS, POS_SUB)]
-    step = 256
-    for start in range(0, len(order), step):  # newest first; tombstones carry no schema
-        rows = [c.take(order[start : start + step]).to_pylist() for c in cols]
-        for p, o, a, b in zip(*rows, strict=True):
-            holding = [s for s in schemas if p in s.spans and s.spans[p][0] <= o <= s.spans[p][1]]
-            if holding:
-                # Spans of two schemas can overlap (A, B, A in one partition): the newer.
-                schema = max(holding, key=lambda s: s.spans[p][0])
-                return schema, ((a, b or 0) if a is not None else None)
-    return None
+    ids = (schema_ids(schemas, batch) if ids is None else ids).take(order)
+    found = pc.indices_nonzero(pc.is_valid(ids))  # newest first; tombstones carry no schema
+    if len(found) == 0:
+        return None
+    first = found[0].as_py()
+    row = order[first].as_py()
+    a, b = batch.column(POS)[row].as_py(), batch.column(POS_SUB)[row].as_py()
+    return schemas[ids[first].as_py()], ((a, b or 0) if a is not None else None)
 
 
-def rows_without(schemas: Sequence[RowSchema], batch: pa.Table, column: str) -> pa.Array:
+def rows_without(
+    schemas: Sequence[RowSchema], batch: pa.Table, column: str, ids: pa.Array | None = None
+) -> pa.Array:
     """A mask of the batch's rows whose event's schema had no ``column`` (events from
-    before it was added); rows of no known schema are False."""
-    mask = pa.array([False] * batch.num_rows, pa.bool_())
-    parts, offs = batch.column(PARTITION), batch.column(OFFSET)
-    for s in schemas:
-        if column in s.columns:
-            continue
-        for p, (lo, hi) in s.spans.items():
-            hit = pc.and_(
-                pc.equal(parts, pa.scalar(p, pa.int32())),
-                pc.and_(pc.greater_equal(offs, lo), pc.less_equal(offs, hi)),
-            )
-            mask = pc.or_(mask, pc.fill_null(hit, False))
-    return mask
+    before it was added); rows of no known schema are False. ``ids``: the batch's
+    :func:`schema_ids`, when already computed."""
+    if ids is None:
+        ids = schema_ids(schemas, batch)
+    lacking = [i for i, s in enumerate(schemas) if column not in s.columns]
+    if not lacking:
+        return pa.array([False] * batch.num_rows, pa.bool_())
+    return pc.fill_null(pc.is_in(ids, value_set=pa.array(lacking, pa.int32())), False)

@@ -22,6 +22,8 @@ column no longer sent   kept, null from now   removed from the    table FAILED
 narrowing               wider type kept       wider type kept     table FAILED
 change of kind          table FAILED          table FAILED        table FAILED
 added with a DEFAULT    noted; stored rows filled with it when ``fill_defaults``
+kept column added       treated as added: its pre-drop values in stored rows are
+again                   replaced by its DEFAULT (``fill_defaults``) or NULL (noted)
 ======================  ====================  ==================  =================
 """
 
@@ -180,6 +182,9 @@ class Evolution:
     kept: list[str] = field(default_factory=list)
     #: Added column -> its default, to set on the rows stored before it.
     fills: dict[str, Any] = field(default_factory=dict)
+    #: Columns kept after a drop (``keep``) that the source has again: a new column of
+    #: the same name, whose stored (pre-drop) values are discarded.
+    readded: list[str] = field(default_factory=list)
     #: Narrowed columns whose wider type the replica keeps (``"name old->new"``).
     narrowed: list[str] = field(default_factory=list)
     #: What happened, one line each, for the log and the table's event log.
@@ -259,6 +264,24 @@ def evolve_table(
                 "null in rows changed from now on (schema_changes = keep)"
             )
     added = [n for n in batch_schema.names if n not in current.names and n not in CONTROL_COLUMNS]
+    # A column kept after a drop that the source sends again was added again: the values
+    # the replica kept from before the drop are not the source's (it shows the new
+    # column's DEFAULT, or NULL), so they go like those of a column added anew.
+    out.readded = [n for n in current.names if n in kept_before and sent is not None and n in sent]
+    for name in out.readded:
+        if fill and name in defaults:
+            continue  # noted and filled below
+        out.notes.append(
+            f"column {name}, kept after it was dropped in the source, was added again: "
+            "its values from before the drop are set to NULL in stored rows"
+            + (
+                f" (the source shows DEFAULT {defaults[name]!r} for them; fill_defaults = "
+                "true sets it)"
+                if name in defaults
+                else ""
+            )
+        )
+    added += [n for n in out.readded if fill and n in defaults]
     for name in added:
         if name not in defaults:
             continue

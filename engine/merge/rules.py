@@ -140,6 +140,9 @@ class MergeOptions:
     #: Columns added with a default (``fill_defaults``): stored rows without the column
     #: get the value (name, value).
     fills: tuple[tuple[str, object], ...] = ()
+    #: Stored columns whose values are discarded before ``fills`` (a column kept after a
+    #: drop and added again in the source).
+    resets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -208,6 +211,8 @@ def merge_file_group(
     if old is not None and opts.renames:
         renamed = dict(opts.renames)
         old = old.rename_columns([renamed.get(n, n) for n in old.column_names])
+    if old is not None and opts.resets:
+        old = old.drop_columns([c for c in opts.resets if c in old.column_names])
     if old is not None and opts.fills:
         old = fill_columns(old, opts.fills, data_schema)
     old = _stored(old, data_schema)

@@ -1554,7 +1554,10 @@ class Replicator:
             if batch is not None and epochs.screened(self.cfg):  # letters of an accepted epoch
                 batch, _ = epochs.mapped(batch, rt.progress.epoch, snapshot_ended=False)
             prepared = _Prepared(count=len(todo), started=time.monotonic())
-            prepared.tables.append(_Decoded(rt, batch, result.key_fields, {}, replayed=applied))
+            prepared.tables.append(
+                _Decoded(rt, batch, result.key_fields, {}, replayed=applied,
+                         row_schemas=result.row_schemas)
+            )  # fmt: skip
             pending = self._launch(prepared, background=False)
             instant = pending.plans[0].instant if pending.plans else None
             self._finish(pending)

@@ -269,13 +269,13 @@ def plan_table(
         )
     current = writer.schema()
     reshaped, rewrite_all = _reshape(current, writer.record_key_fields, drop_columns, renames)
-    schema, fills, notes = reshaped, {}, []
+    schema, fills, notes, resets = reshaped, {}, [], []
     if batch is not None and has_rows:
         keys = writer.record_key_fields
         known = None if created else reshaped
         batch, ev = schema_changes.evolve(cfg, rt, batch, row_schemas or [], known, keys)
-        schema, fills, notes = ev.schema, ev.fills, ev.notes
-        if ev.drop or fills:  # every stored row changes shape or value
+        schema, fills, notes, resets = ev.schema, ev.fills, ev.notes, ev.readded
+        if ev.drop or fills or resets:  # every stored row changes shape or value
             rewrite_all = rewrite_all or not created
     if schema is None:
         raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
@@ -300,8 +300,8 @@ def plan_table(
     extra = progress.extra(rt.topic, floor_after)
     instant = writer.begin()
     options = _merge_options(cfg, rt, writer, truncate, tails, renames or {}, rewrite_all)
-    if fills:
-        options = replace(options, fills=tuple(fills.items()))
+    if fills or resets:
+        options = replace(options, fills=tuple(fills.items()), resets=tuple(resets))
     progress.floor = floor_after
     changed = current is not None and not schema.equals(current)
     plan = TablePlan(rt, instant, offsets, schema, extra, [], truncates, changed, ddl_events)

@@ -14,19 +14,25 @@ of events sent again (a connector restarted after a crash re-sends what it had n
 confirmed, with the schema they had then) or replayed dead letters never make a column
 look dropped or added. A column removed under ``apply`` is also taken out of such older
 events. What was judged is kept in the table's commits (``cdcctl.schema.state``: the
-kept and removed columns, the narrowings kept wider, the newest position judged), so
-each change is noted once and ``cdcctl validate`` knows the kept columns.
+kept and removed columns, the narrowings kept wider, the newest position judged, the
+columns filled with their defaults), so each change is noted once, ``cdcctl validate``
+knows the kept columns, and events from before a filled column was added that arrive
+in a later batch (a lagging partition, a replayed dead letter) get its default too.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.config import Config
-from engine.decode.row_schemas import RowSchema, newest_schema, rows_without
+from engine.decode.row_schemas import RowSchema, newest_schema, rows_without, schema_ids
 from engine.merge.evolution import Evolution, evolve_table, widened
 from engine.replicator.tables import TableRuntime
 
@@ -34,7 +40,7 @@ from engine.replicator.tables import TableRuntime
 def _defaults(schemas: Sequence[RowSchema]) -> dict:
     """Column -> default, the newest schema's where several declare one."""
     out: dict = {}
-    for s in sorted(schemas, key=lambda s: max(hi for _, hi in s.spans.values())):
+    for s in sorted(schemas, key=lambda s: s.newest_offset()):
         out.update(s.defaults)
     return out
 
@@ -68,7 +74,8 @@ def evolve(
     """
     policy = cfg.schema_policy(rt.name)
     state = rt.progress.schema_state
-    newest = newest_schema(schemas, batch)
+    ids = schema_ids(schemas, batch) if schemas else None
+    newest = newest_schema(schemas, batch, ids)
     source: set[str] | None = None
     pos = None
     if newest is not None:
@@ -79,7 +86,7 @@ def evolve(
     dropped = [c for c in state.get("dropped") or [] if source is None or c not in source]
     gone = [c for c in dropped if c in batch.column_names]
     if gone:  # removed under ``apply``: older events that still carry it lose it too
-        batch = batch.drop_columns(gone)
+        batch = batch.drop_columns(gone)  # (same rows: ``ids`` still holds)
     defaults = _defaults(schemas)
     judged = batch.schema
     if source is not None and current is not None and newest is not None:
@@ -95,13 +102,26 @@ def evolve(
     )
     if ev.drop:
         batch = batch.drop_columns([c for c in ev.drop if c in batch.column_names])
-    fills = ev.fills
+    fills = dict(ev.fills)
     if current is None and policy[2]:
         fills = {c: defaults[c] for c in batch.column_names if c in defaults}
-    for name, value in fills.items():
-        older = rows_without(schemas, batch, name)
+    # Columns filled by earlier batches: events sent before the column was added can
+    # still arrive (a lagging partition, a dead letter replayed); until the column is
+    # dropped in the source again.
+    gone_now = set(ev.kept) | set(ev.drop) | set(dropped)
+    remembered = {
+        name: value
+        for name, value in _read_filled(state.get("filled") or {}, ev.schema).items()
+        if name not in gone_now and name not in fills
+    }
+    todo = {**remembered, **fills}
+    for name, value in todo.items():
+        older = rows_without(schemas, batch, name, ids)
         if not pc.any(older).as_py():
             continue
+        if name not in batch.column_names:
+            typ = ev.schema.field(name).type
+            batch = batch.append_column(pa.field(name, typ), pa.nulls(batch.num_rows, typ))
         i = batch.schema.get_field_index(name)
         col = batch.column(i)
         filled = pc.if_else(pc.and_(older, pc.is_null(col)), pa.scalar(value, col.type), col)
@@ -111,6 +131,51 @@ def evolve(
             state["pos"] = list(pos)
         state["kept"] = ev.kept
         state["dropped"] = sorted(set(dropped) | set(ev.drop))
+    filled = {
+        n: v
+        for n, v in (state.get("filled") or {}).items()
+        if n not in gone_now and n in ev.schema.names
+    }
+    for name, value in fills.items():
+        encoded = _encode_value(value)
+        if encoded is not None:
+            filled[name] = encoded
+    if filled or state.get("filled"):
+        state["filled"] = filled
     if ev.narrowed:
         state["narrowed"] = sorted(set(state.get("narrowed") or []) | set(ev.narrowed))
     return batch, ev
+
+
+def _encode_value(value: Any) -> Any:
+    """A default as JSON for ``cdcctl.schema.state``; None when it has no such form."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"v": value}
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, datetime.time):  # Arrow casts no text to a time
+        return {"time": value.isoformat()}
+    if isinstance(value, (datetime.date, datetime.datetime, decimal.Decimal)):
+        return {"text": pa.scalar(value).cast(pa.string()).as_py()}
+    return None
+
+
+def _read_filled(filled: dict, schema: pa.Schema) -> dict[str, Any]:
+    """The remembered defaults of the table's columns, as values of their types."""
+    out: dict[str, Any] = {}
+    for name, enc in filled.items():
+        if name not in schema.names or not isinstance(enc, dict):
+            continue
+        typ = schema.field(name).type
+        try:
+            if "v" in enc:
+                out[name] = pa.scalar(enc["v"], typ).as_py()
+            elif "b64" in enc:
+                out[name] = pa.scalar(base64.b64decode(enc["b64"]), typ).as_py()
+            elif "time" in enc:
+                out[name] = pa.scalar(datetime.time.fromisoformat(enc["time"]), typ).as_py()
+            elif "text" in enc:
+                out[name] = pa.scalar(enc["text"], pa.string()).cast(typ).as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError, ValueError):
+            continue  # a default the column's type no longer takes: not filled
+    return out

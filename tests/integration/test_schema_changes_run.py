@@ -218,3 +218,72 @@ def test_avro_events_apply_and_fill_defaults(broker, topic_prefix: str, tmp_path
     expected = _expected(first + second, ["id", "b", "n", "d"], fill={"d": 42})
     assert expected["2"]["d"] == 42
     assert read_replica(path) == expected
+
+
+def test_kept_column_added_again_and_late_old_events_get_the_default(
+    broker, topic_prefix: str, tmp_path
+) -> None:
+    """Under ``keep`` with ``fill_defaults``: a dropped column added again is a new column
+    (the rows held lose their pre-drop values for its DEFAULT), and an event from before
+    the ADD read in a later run (after a restart) gets the remembered DEFAULT too."""
+    topic = f"{topic_prefix}.public.readd"
+    with_d = [field("id", "int32", optional=False), field("d", "int32")]
+    no_d = [field("id", "int32", optional=False)]
+    readded = [field("id", "int32", optional=False), field("d", "int32", default=42)]
+    first = [event(topic, with_d, "r", {"id": i, "d": 7}, 100 + i) for i in (1, 2, 3)]
+    dropped = [event(topic, no_d, "u", {"id": 2}, 200)]  # DROP COLUMN d; UPDATE row 2
+    added = [event(topic, readded, "c", {"id": 4, "d": 9}, 300)]  # ADD COLUMN d DEFAULT 42
+    late = [event(topic, no_d, "c", {"id": 5}, 250)]  # inserted before the ADD, read late
+    settings = 'schema_changes = "keep"\nfill_defaults = true\n'
+    config, path, name, runs = _run(
+        tmp_path, broker, topic, settings, [first, dropped, added, late]
+    )
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-3000:]
+    expected = _expected(first + dropped + added + late, ["id", "d"])
+    assert expected["1"]["d"] == 7 and expected["5"]["d"] is None  # the oracle's fold
+    for key in ("1", "2", "3", "5"):  # rows whose last event predates the ADD: the default
+        expected[key]["d"] = 42
+    assert read_replica(path) == expected
+    assert status_tables(config)[name]["state"] == "REPLICATING"
+    assert (
+        "column d added in the source with DEFAULT 42"
+        in (tmp_path / "work" / "cdcctl.log").read_text()
+    )
+
+
+def test_a_replayed_dead_letter_from_before_the_add_gets_the_default(
+    broker, topic_prefix: str, tmp_path
+) -> None:
+    """A message from before ``ADD COLUMN d ... DEFAULT 42`` that was a dead letter (too
+    large for ``max_message_bytes``) and is replayed after the column was filled gets the
+    default, as the rows stored before it did (``fill_defaults``)."""
+    topic = f"{topic_prefix}.public.late"
+    old = [field("id", "int32", optional=False), field("a", "string")]
+    new = [*old, field("d", "int32", default=42)]
+    first = [event(topic, old, "c", {"id": 1, "a": "x"}, 100)]
+    big = [event(topic, old, "c", {"id": 2, "a": "y" * 3000}, 110)]  # the dead letter
+    after = [event(topic, new, "c", {"id": 3, "a": "z", "d": None}, 300)]  # explicit NULL
+    limit = max(len(k) + len(v) for _, k, v in first + after) + 100
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic)}$", target,
+        tolerance="all", source={"max_message_bytes": limit},
+    )  # fmt: skip
+    config.write_text(config.read_text().replace("[source]\n", "[source]\nfill_defaults = true\n"))
+    broker.create_topics([topic])
+    produce_messages(broker.bootstrap_servers, first, create_topics=False)
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr[-3000:]
+    produce_messages(broker.bootstrap_servers, big + after, create_topics=False)
+    run = run_cli("start", "--config", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr[-3000:]
+    path = target / "public_late"
+    assert read_replica(path) == {
+        "1": {"id": 1, "a": "x", "d": 42}, "3": {"id": 3, "a": "z", "d": None}
+    }  # fmt: skip
+    config.write_text(config.read_text().replace(f"max_message_bytes = {limit}", ""))
+    replay = run_cli("deadletters", "replay", "public_late", "--config", str(config))
+    assert replay.returncode == 0 and "1 applied" in replay.stdout, replay.stderr[-3000:]
+    expected = _expected(first + big + after, ["id", "a", "d"])
+    expected["1"]["d"] = expected["2"]["d"] = 42  # from before the ADD: the default
+    assert read_replica(path) == expected
