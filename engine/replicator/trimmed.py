@@ -146,7 +146,8 @@ class TopicCheck:
         elif self.empty:
             why = "and it holds no records yet: the table would be empty"
         else:
-            why = "and what remains holds no complete snapshot"
+            held = "it" if self.recreated and not self.trimmed else "what remains"
+            why = f"and {held} holds no complete snapshot"
             if self.capped:
                 why += f" in its first {self.scanned:,} records (the check reads no further)"
         cut = ", ".join(

@@ -9,8 +9,9 @@ through the running replicator alike; ``--force`` goes on and says the table wil
 partial; a trimmed topic that still holds a later complete snapshot, and a topic that
 was never trimmed, resync as before; so does one whose snapshot's end mark sits in a
 partition that was never trimmed. A topic deleted and recreated since the replica was
-written is refused the same way until it holds a complete snapshot. Replicas are read back with hudi-rs and compared
-with the oracle (tests/oracle.py) folded over what the topic still holds.
+written is refused the same way until it holds a complete snapshot. A compacted topic
+is not checked (the limit the README states). Replicas are read back with hudi-rs and
+compared with the oracle (tests/oracle.py) folded over what the topic still holds.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from confluent_kafka.admin import AdminClient
 import engine
 from engine.config import config_from_dict
 from engine.hudi.table import HudiTable
+from engine.playground.broker import produce_messages
 from engine.replicator.progress import TOPIC_ID_KEY
 from engine.replicator.trimmed import check_topic
-from engine.playground.broker import produce_messages
 from tests import builders
 from tests.integration.replicas import (
     assert_replicas_match,
@@ -458,3 +459,49 @@ def test_a_recreated_topic_is_refused_until_it_holds_a_complete_snapshot(
     assert len(remaining) == 18
     rows = assert_replicas_match(lake, fold(remaining))
     assert rows[topic] == 15
+
+
+def test_a_compacted_topic_resyncs_from_each_keys_newest_event_even_when_it_is_not_whole(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """The limit the README states: a compacted topic is not checked. Once the log
+    cleaner dropped a row's snapshot read, its newest event (an update carrying the TOAST
+    placeholder for an unchanged column) is all resync has: the column comes back null,
+    without a refusal."""
+    topic = f"{topic_prefix}.app.items"
+    compacted = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0",
+    }
+    kafka_broker.create_topic(topic, config=compacted)
+    toast = "__debezium_unavailable_value"
+    first = [
+        (topic, builders.key(1), builders.value("r", 100, {"id": 1, "name": "big"}, COLUMNS)),
+        (topic, builders.key(1), builders.value("u", 200, {"id": 1, "name": toast}, COLUMNS)),
+    ]
+    produce_messages(kafka_broker.bootstrap_servers, first, create_topics=False)
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+    _caught_up(config)
+    assert read_replica(lake / TABLE)["1"]["name"] == "big"  # filled from the stored row
+
+    def cleaned() -> bool:  # a later record rolls the segment; the cleaner then runs
+        row = {"id": 2, "name": f"v{time.monotonic_ns()}"}
+        later = [(topic, builders.key(2), builders.value("c", 300, row, COLUMNS))]
+        produce_messages(kafka_broker.bootstrap_servers, later, create_topics=False)
+        time.sleep(1.0)
+        ops = [
+            json.loads(v)["payload"]["op"]
+            for _, k, v in _remaining(kafka_broker, topic)
+            if k == builders.key(1) and v is not None
+        ]
+        return ops == ["u"]
+
+    _wait("the log cleaner", cleaned, timeout=120)
+    resync = run_cli("resync", "--config", str(config), TABLE)
+    assert resync.returncode == 0, resync.stderr
+    assert "warning" not in resync.stderr, resync.stderr
+    _caught_up(config)
+    assert read_replica(lake / TABLE)["1"]["name"] is None
+    assert status_tables(config)[TABLE]["toast_unresolved"] == 1
