@@ -505,3 +505,68 @@ def test_a_compacted_topic_resyncs_from_each_keys_newest_event_even_when_it_is_n
     _caught_up(config)
     assert read_replica(lake / TABLE)["1"]["name"] is None
     assert status_tables(config)[TABLE]["toast_unresolved"] == 1
+
+
+def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snapshot(
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Live: the table stopped at the recreated topic (its own advice: resync once the
+    topic holds a fresh snapshot); the request is refused while the new topic holds only
+    streamed changes, and goes on once it holds a complete snapshot."""
+    topic = f"{topic_prefix}.app.items"
+    kafka_broker.create_topic(topic)
+    old = _snapshot(topic, range(1, 11), 100, {})  # offsets 0..9
+    produce_messages(kafka_broker.bootstrap_servers, old, create_topics=False)
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
+    with config.open("a") as f:
+        f.write("topic_refresh_seconds = 1.0\n")  # [replicator] is the last section
+
+    def checkpoint() -> str | None:
+        path = lake / TABLE
+        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+
+    def state() -> str | None:
+        found = engine.read_status(tmp_path / "work")
+        tables = {t["table"]: t for t in (found or {}).get("tables", [])}
+        return tables.get(TABLE, {}).get("state")
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait("the first rows", lambda: checkpoint() == f"{topic},0:10")
+        _recreate(kafka_broker, topic)
+        _wait("the table to stop", lambda: state() == "FAILED")
+        streamed = _changes(topic, "u", range(1, 4), 2000)  # offsets 0..2
+        produce_messages(kafka_broker.bootstrap_servers, streamed, create_topics=False)
+
+        refused = run_cli("resync", "--config", str(config), TABLE)
+        assert refused.returncode == 1, (refused.stdout, refused.stderr)
+        assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
+        assert f"topic {topic} was deleted and recreated since the replica was written" in (
+            refused.stdout
+        ), refused.stdout
+        assert "holds no complete snapshot" in refused.stdout, refused.stdout
+        assert_replicas_match(lake, fold(old))
+        assert state() == "FAILED"
+
+        names = {k: f"n{k}" for k in range(1, 9)}
+        fresh = _snapshot(topic, sorted(names), 3000, names)  # offsets 3..10
+        produce_messages(kafka_broker.bootstrap_servers, fresh, create_topics=False)
+        resync = run_cli("resync", "--config", str(config), TABLE)
+        assert resync.returncode == 0, (resync.stdout, resync.stderr)
+        assert f"{topic} was deleted and recreated, but holds a complete snapshot" in (
+            resync.stdout
+        ), resync.stdout
+        _wait("the rebuild", lambda: checkpoint() == f"{topic},0:11")
+        rows = assert_replicas_match(lake, fold(streamed + fresh))
+        assert rows[topic] == 8
+        assert proc.poll() is None
+    finally:
+        stopped = run_cli("stop", "--config", str(config))
+        _, err = proc.communicate(timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Traceback" not in err, err
