@@ -7,11 +7,15 @@ be missing from the rebuilt table, without a word. :func:`check_topic` is the on
 used by the offline resync (:func:`engine.replicator.reset.resync_offline`) and by the
 running replicator (``Replicator._resync``) alike:
 
-1. **Trimmed?** A partition whose log starts past offset 0 lost records. Compaction never
-   moves a log's start, so a compacted topic (which keeps the last event of every key) is
-   not trimmed; nor is a topic recreated since (its offsets start at 0 again). A topic the
+1. **Trimmed or recreated?** A partition whose log starts past offset 0 lost records.
+   Compaction never moves a log's start, so a compacted topic (which keeps the last event
+   of every key) is not trimmed. A topic deleted and recreated since the replica was
+   written (its id, :func:`engine.source.kafka.topic_ids`, differs from the one the
+   replica's newest commit records) starts at 0 again but lost all the old topic held:
+   each of its partitions holding records is checked as a trimmed one (a run starting at
+   offset 0 begins cleanly there), and one holding none yet is refused. A topic the
    broker does not have any more is refused: the table would come back empty.
-2. **A whole snapshot in what remains?** Every key lives in one partition, so each trimmed
+2. **A whole snapshot in what remains?** Every key lives in one partition, so each checked
    partition must hold, after its log start, all of its share of one Debezium snapshot
    (initial or blocking: ``op = r``, ``source.snapshot`` not ``false``/``incremental``):
    a run of snapshot reads that
@@ -26,12 +30,16 @@ running replicator (``Replicator._resync``) alike:
      snapshot read (streaming resumes only after a snapshot is done), or an end mark is
      found elsewhere in the topic no older (Kafka timestamp) than the run's first record.
 
-   Partitions that start at 0 need nothing. The partitions are read from their log start
-   with a consumer of its own and the format's own decoder (snapshot reads are rows of
-   op ``r`` whose position has no ``STREAMED_BIT``, :mod:`engine.model`), at most
-   :data:`SCAN_RECORDS` records; a partition is left as soon as it qualifies.
-3. **Formats without snapshots** (``cdc-json``): a trimmed topic is refused, there is
-   nothing in it that could stand for the deleted head.
+   Partitions that start at 0 need nothing (unless recreated). The checked partitions
+   are read from their log start with a consumer of its own and the format's own decoder
+   (snapshot reads are rows of op ``r`` whose position has no ``STREAMED_BIT``,
+   :mod:`engine.model`); a partition is left as soon as it qualifies. Runs still open
+   at their partition's end then look for an end mark in the unchecked partitions (a
+   quiet partition never rolls a segment, so it is rarely trimmed), read from the open
+   runs' first timestamp on (``offsets_for_times``). At most :data:`SCAN_RECORDS`
+   records are read in all.
+3. **Formats without snapshots** (``cdc-json``): a trimmed or recreated topic is refused,
+   there is nothing in it that could stand for the deleted history.
 
 Incremental snapshots interleave with streaming and leave no end mark in the topic, so
 one is not recognised as whole; once the connector reports it finished, ``--force``
@@ -43,7 +51,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,10 +61,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from engine.config import Config
 from engine.decode import Decoder, DecodeResult, decoder_for
-from engine.errors import SourceError, StateError
+from engine.errors import HudiError, SourceError, StateError
 from engine.hudi.table import HudiTable
 from engine.model import OFFSET, OP, OP_READ, PARTITION, POS, STREAMED_BIT
-from engine.source.kafka import TIMEOUT_S, consumer_settings, creation_error, kafka_reason
+from engine.replicator.progress import TOPIC_ID_KEY
+from engine.source.kafka import (
+    TIMEOUT_S,
+    consumer_settings,
+    creation_error,
+    kafka_reason,
+    topic_ids,
+)
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -74,7 +89,8 @@ class _Partition:
     """What the scan knows of one trimmed partition."""
 
     start: int  # the log start (first offset still there)
-    #: A boundary was seen: a record that is not a snapshot read, or an end mark.
+    #: A boundary was seen: a record that is not a snapshot read, or an end mark (or
+    #: the log starts at 0: nothing came before its first record).
     bounded: bool = False
     #: In a run of snapshot reads; whether it began cleanly; its first record's time.
     in_run: bool = False
@@ -96,6 +112,14 @@ class TopicCheck:
     trimmed: dict[int, int] = field(default_factory=dict)
     #: The topic is gone from the broker.
     missing: bool = False
+    #: The topic was deleted and recreated since the replica was written: (the id the
+    #: replica recorded, the topic's id now).
+    recreated: tuple[str, str] | None = None
+    #: Partition -> log start, for the partitions that must hold a whole snapshot: the
+    #: trimmed ones, and every partition holding records of a recreated topic.
+    checked: dict[int, int] = field(default_factory=dict)
+    #: The recreated topic holds no records at all.
+    empty: bool = False
     #: Trimmed partitions holding a whole snapshot -> the offset it starts at.
     snapshots: dict[int, int] = field(default_factory=dict)
     #: Records read, and whether the scan stopped at :data:`SCAN_RECORDS`.
@@ -107,7 +131,9 @@ class TopicCheck:
     @property
     def whole(self) -> bool:
         """Whether reading the topic from its start rebuilds the table whole."""
-        return not self.missing and all(p in self.snapshots for p in self.trimmed)
+        if self.missing or self.empty:
+            return False
+        return all(p in self.snapshots for p in {**self.trimmed, **self.checked})
 
     def problem(self) -> str:
         """Why a rebuild would be partial ('' when it would not)."""
@@ -115,17 +141,28 @@ class TopicCheck:
             return f"topic {self.topic} does not exist any more: the table would be empty"
         if self.whole:
             return ""
+        if self.no_snapshots:
+            why = "and this format carries no snapshot that could stand for what was deleted"
+        elif self.empty:
+            why = "and it holds no records yet: the table would be empty"
+        else:
+            held = "it" if self.recreated and not self.trimmed else "what remains"
+            why = f"and {held} holds no complete snapshot"
+            if self.capped:
+                why += f" in its first {self.scanned:,} records (the check reads no further)"
         cut = ", ".join(
             f"{self.topic}[{p}] starts at offset {start}"
             for p, start in sorted(self.trimmed.items())
             if p not in self.snapshots
         )
-        if self.no_snapshots:
-            why = "and this format carries no snapshot that could stand for what was deleted"
-        else:
-            why = "and what remains holds no complete snapshot"
-            if self.capped:
-                why += f" in its first {self.scanned:,} records (the check reads no further)"
+        if self.recreated is not None:
+            was, now = self.recreated
+            head = (
+                f"topic {self.topic} was deleted and recreated since the replica was written "
+                f"(its id is {now}, the replica was read from {was}): the old topic's "
+                "history is gone"
+            )
+            return f"{head}, {cut} {why}" if cut else f"{head} {why}"
         return f"{cut} (the records before it were deleted, by retention or DeleteRecords) {why}"
 
     def advice(self, table: str) -> str:
@@ -139,11 +176,13 @@ class TopicCheck:
         )
 
     def summary(self) -> str:
-        """One line on a resync allowed to go on ('' when the topic was not trimmed)."""
-        if not self.trimmed or self.missing:
+        """One line on a resync allowed to go on ('' when the topic was neither trimmed
+        nor recreated)."""
+        if not (self.trimmed or self.recreated) or self.missing:
             return ""
         parts = ", ".join(f"[{p}] from offset {self.snapshots[p]}" for p in sorted(self.snapshots))
-        return f"{self.topic} was trimmed, but holds a complete snapshot ({parts})"
+        what = "deleted and recreated" if self.recreated else "trimmed"
+        return f"{self.topic} was {what}, but holds a complete snapshot ({parts})"
 
 
 def guard(
@@ -156,8 +195,9 @@ def guard(
     decode: Decoder | None = None,
 ) -> str:
     """The check before a resync of ``table`` (read from ``topic``, its replica in
-    ``folder``): what to say of it ('' when the topic was not trimmed, or there is no
-    replica to lose), also logged (a forced partial one as a warning).
+    ``folder``): what to say of it ('' when the topic was neither trimmed nor recreated
+    since the replica was written, or there is no replica to lose), also logged (a
+    forced partial one as a warning).
 
     Raises:
         StateError: the rebuild would be partial and ``force`` is not set.
@@ -166,7 +206,11 @@ def guard(
     if not HudiTable.exists(folder):
         return ""  # nothing is dropped: the table is read from its topic's start anyway
     try:
-        found = check_topic(cfg, topic, decode)
+        replica_id = HudiTable.open(folder).latest_extra_metadata().get(TOPIC_ID_KEY) or None
+    except HudiError:
+        replica_id = None  # no topic id to compare: only trimming is looked at
+    try:
+        found = check_topic(cfg, topic, decode, replica_id=replica_id)
     except SourceError as exc:
         if not force:
             raise
@@ -174,7 +218,7 @@ def guard(
         log.warning("%s: resync: %s", table, note)
         return note
     if found.whole:
-        if found.trimmed:
+        if found.trimmed or found.recreated:
             log.info("%s: resync: %s", table, found.summary())
         return found.summary()
     if not force:
@@ -282,11 +326,13 @@ def _scan_decoder(cfg: Config) -> Decoder:
     return decoder_for(cfg.model_copy(update={"source": source}))
 
 
-def check_topic(cfg: Config, topic: str, decode: Decoder | None = None) -> TopicCheck:
+def check_topic(
+    cfg: Config, topic: str, decode: Decoder | None = None, *, replica_id: str | None = None
+) -> TopicCheck:
     """Whether ``topic``, read from its start, rebuilds its table whole (module docstring).
 
     ``decode``: the format's decoder (the running replicator's own); made from ``cfg``
-    when not given.
+    when not given. ``replica_id``: the topic id the replica recorded (None: not known).
 
     Raises:
         SourceError: the broker does not answer.
@@ -313,10 +359,12 @@ def check_topic(cfg: Config, topic: str, decode: Decoder | None = None) -> Topic
                     raise SourceError(f"cannot describe {topic}: {described.error.str()}")
                 found.missing = True
                 return found
+            marks = {}
             for part in sorted(described.partitions):
                 low, high = consumer.get_watermark_offsets(
                     TopicPartition(topic, part), timeout=TIMEOUT_S
                 )
+                marks[part] = (low, high)
                 if low > 0:
                     found.trimmed[part] = low
         except KafkaException as exc:
@@ -325,12 +373,22 @@ def check_topic(cfg: Config, topic: str, decode: Decoder | None = None) -> Topic
                 hint="resync first checks that the topic still holds what rebuilds the "
                 "table: start the broker, or resync with --force to skip the check",
             ) from None
-        if not found.trimmed:
+        now = topic_ids(cfg.source, [topic]).get(topic) if replica_id else None
+        if now and now != replica_id:
+            assert replica_id is not None
+            found.recreated = (replica_id, now)
+            # Nothing of the old topic is left: every partition with records must hold
+            # its share of a snapshot; one still empty holds no key of it.
+            found.checked = {p: low for p, (low, high) in marks.items() if high > low}
+            found.empty = not found.checked
+        found.checked.update(found.trimmed)
+        if not found.checked or found.empty:
             return found
         if cfg.source.format in NO_SNAPSHOTS:
             found.no_snapshots = True
             return found
-        _scan(consumer, decode or _scan_decoder(cfg), found)
+        others = [p for p, (low, high) in marks.items() if p not in found.checked and high > low]
+        _scan(consumer, decode or _scan_decoder(cfg), found, others)
         return found
     finally:
         try:
@@ -339,16 +397,65 @@ def check_topic(cfg: Config, topic: str, decode: Decoder | None = None) -> Topic
             pass
 
 
-def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck) -> None:
-    """Read the trimmed partitions from their log start until each holds a whole snapshot,
-    each is read to its end, or :data:`SCAN_RECORDS` records were read."""
+def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck, others: list[int]) -> None:
+    """Read the checked partitions from their log start until each holds a whole snapshot,
+    each is read to its end, or :data:`SCAN_RECORDS` records were read; then, for runs
+    still open at their partition's end, look for an end mark in the ``others``
+    (partitions holding records that need no check) from the runs' first timestamp."""
     topic = found.topic
-    parts = {p: _Partition(start) for p, start in found.trimmed.items()}
+    parts = {p: _Partition(start, bounded=start == 0) for p, start in found.checked.items()}
     scan = _Scan(parts)
-    consumer.assign([TopicPartition(topic, p, start) for p, start in found.trimmed.items()])
+    consumer.assign([TopicPartition(topic, p, start) for p, start in found.checked.items()])
     started = time.monotonic()
+    eof: set[int] = set()
+    _read(consumer, decode, found, scan, eof, lambda: scan.done)
+    open_runs = [s for s in parts.values() if s.in_run and s.clean and not s.whole]
+    since = min((s.run_ts for s in open_runs if s.run_ts >= 0), default=-1)
+    if scan.done and others and since >= 0:
+        # Quiet partitions often never roll a segment: they start at 0 and are not
+        # read above, but a snapshot's end mark may be there. Read them from the time
+        # the open runs began (offsets_for_times: the first record that is no older).
+        asked = [TopicPartition(topic, p, since) for p in others]
+        try:
+            at = consumer.offsets_for_times(asked, timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise SourceError(f"cannot look up offsets of {topic}: {kafka_reason(exc)}") from None
+        targets = [tp for tp in at if tp.offset >= 0]
+        if targets:
+            consumer.assign(targets)
+            eof.clear()
+            wanted = {tp.partition for tp in targets}
+
+            def settled() -> bool:
+                return wanted <= eof or all(s.whole for s in open_runs)
+
+            _read(consumer, decode, found, scan, eof, settled)
+    found.capped = found.scanned >= SCAN_RECORDS and not all(s.whole for s in parts.values())
+    found.snapshots = {p: s.since for p, s in parts.items() if s.whole}
+    log.debug(
+        "%s: resync check: %d records read in %.1f s; checked %s; complete snapshot %s",
+        topic,
+        found.scanned,
+        time.monotonic() - started,
+        found.checked,
+        found.snapshots or "none",
+    )
+
+
+def _read(
+    consumer: Consumer,
+    decode: Decoder,
+    found: TopicCheck,
+    scan: _Scan,
+    eof: set[int],
+    done: Callable[[], bool],
+) -> None:
+    """Feed what ``consumer`` reads to ``scan`` until ``done()`` or :data:`SCAN_RECORDS`
+    records were read (``eof``: the partitions read to their end); a checked partition
+    is left as soon as it holds a whole snapshot."""
+    topic, parts = found.topic, scan.parts
     idle_since = time.monotonic()
-    while not scan.done and found.scanned < SCAN_RECORDS:
+    while not done() and found.scanned < SCAN_RECORDS:
         msgs = consumer.consume(CHUNK, 1.0)
         records: list[Message] = []
         for m in msgs:
@@ -356,9 +463,12 @@ def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck) -> None:
             part = m.partition()
             if err is None:
                 records.append(m)
-            elif err.code() == KafkaError._PARTITION_EOF and part in parts:
-                parts[part].at_end = True
-            elif err.fatal() or err.code() != KafkaError._PARTITION_EOF:
+            elif err.code() == KafkaError._PARTITION_EOF and not err.fatal():
+                if part is not None:
+                    eof.add(part)
+                    if part in parts:
+                        parts[part].at_end = True
+            else:
                 raise SourceError(f"cannot read {topic}[{part}]: {err.str()}")
         if not records:
             if time.monotonic() - idle_since > TIMEOUT_S:
@@ -379,13 +489,3 @@ def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck) -> None:
             consumer.incremental_unassign(left)
             for tp in left:
                 parts[tp.partition].at_end = True
-    found.capped = found.scanned >= SCAN_RECORDS and not scan.done
-    found.snapshots = {p: s.since for p, s in parts.items() if s.whole}
-    log.debug(
-        "%s: resync check: %d records read in %.1f s; trimmed %s; complete snapshot %s",
-        topic,
-        found.scanned,
-        time.monotonic() - started,
-        found.trimmed,
-        found.snapshots or "none",
-    )

@@ -309,6 +309,31 @@ def topic_matches(cfg: SourceConfig, topic: str) -> bool:
     return not (cfg.exclude_topics and re.search(cfg.exclude_topics, topic))
 
 
+def topic_ids(cfg: SourceConfig, topics: Iterable[str]) -> dict[str, str]:
+    """Each topic's id (the UUID Kafka gives a topic when it is created: a deleted and
+    recreated topic has a new one). Topics the broker gives no id for, or that it
+    does not describe now, are left out."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    out: dict[str, str] = {}
+    try:
+        # A client per call (rare: at start and when topics appear), so that no idle
+        # connection of its own outlives it and reports a broker going away.
+        admin = AdminClient(admin_settings(cfg))
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
+        for name, future in futures.items():
+            try:
+                found = str(future.result(TIMEOUT_S).topic_id or "")
+            except Exception:  # noqa: BLE001 - deleted meanwhile, or no answer
+                continue
+            if found and found != _NO_TOPIC_ID:
+                out[name] = found
+    except (KafkaException, ValueError, RuntimeError) as exc:
+        log.debug("cannot describe topics %s: %s", names, exc)
+    return out
+
+
 class KafkaSource:
     """A consumer over every topic matching the configured pattern."""
 
@@ -531,28 +556,8 @@ class KafkaSource:
             log.warning("Kafka consumer error%s: %s (%d so far)", where, err.str(), count)
 
     def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
-        """Each topic's id (the UUID Kafka gives a topic when it is created: a deleted and
-        recreated topic has a new one). Topics the broker gives no id for, or that it
-        does not describe now, are left out."""
-        names = sorted(set(topics))
-        if not names:
-            return {}
-        out: dict[str, str] = {}
-        try:
-            # A client per call (rare: at start and when topics appear), so that no idle
-            # connection of its own outlives it and reports a broker going away.
-            admin = AdminClient(admin_settings(self._cfg))
-            futures = admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
-            for name, future in futures.items():
-                try:
-                    found = str(future.result(TIMEOUT_S).topic_id or "")
-                except Exception:  # noqa: BLE001 - deleted meanwhile, or no answer
-                    continue
-                if found and found != _NO_TOPIC_ID:
-                    out[name] = found
-        except (KafkaException, ValueError, RuntimeError) as exc:
-            log.debug("cannot describe topics %s: %s", names, exc)
-        return out
+        """Each topic's id (:func:`topic_ids`)."""
+        return topic_ids(self._cfg, topics)
 
     def log_start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict:
         """The first offset still in each partition's log (low watermark)."""
