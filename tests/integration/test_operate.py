@@ -33,6 +33,7 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.state import StateStore, store_path
+from tests import builders
 from tests.engine.test_decode_debezium import sample_record
 from tests.integration.replicas import (
     assert_replicas_match,
@@ -40,6 +41,7 @@ from tests.integration.replicas import (
     run_cli,
     write_config,
 )
+from tests.integration.test_offset_gaps import COLUMNS as GAP_COLUMNS
 from tests.integration.test_offset_gaps import _recreate as recreate_topic
 from tests.integration.test_offset_gaps import _rows as gap_rows
 from tests.integration.test_status import Message, _ops, _wait
@@ -357,8 +359,10 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
 def test_resync_a_failed_table_of_a_live_replicator(
     broker, topic_prefix: str, tmp_path: Path
 ) -> None:
-    # A topic recreated under its table (a gap): the table is FAILED; a resync rebuilds
-    # it from what the new topic holds, while the replicator and the other table go on.
+    # A topic recreated under its table (a gap): the table is FAILED; once the new topic
+    # holds a fresh snapshot, a resync rebuilds the table from it (without one it is
+    # refused: tests/peers/test_resync_trimmed.py), while the replicator and the other
+    # table go on.
     topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
     produce_messages(broker.bootstrap_servers, gap_rows(topic, range(1, 201), 1000))
     produce_messages(broker.bootstrap_servers, gap_rows(other, range(1, 11), 1000))
@@ -373,7 +377,17 @@ def test_resync_a_failed_table_of_a_live_replicator(
     first = run_cli("start", "--config", str(config), "--until-caught-up")
     assert first.returncode == 0, first.stderr
     recreate_topic(broker, topic)
-    produce_messages(broker.bootstrap_servers, gap_rows(topic, range(1, 51), 5000))
+    keys = range(1, 51)
+    marks = ["first"] + ["true"] * (len(keys) - 2) + ["last"]
+    snapshot = [
+        (
+            topic,
+            builders.key(k),
+            builders.value("r", 5000 + k, {"id": k, "name": "v5000"}, GAP_COLUMNS, snapshot=mark),
+        )
+        for k, mark in zip(keys, marks, strict=True)
+    ]
+    produce_messages(broker.bootstrap_servers, snapshot)
 
     work = tmp_path / "work"
     stderr = tmp_path / "start.stderr"

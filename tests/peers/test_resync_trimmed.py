@@ -142,6 +142,29 @@ def _assert_refused(run: subprocess.CompletedProcess, output: str, topic: str, a
     assert "blocking" in output and f"cdcctl resync {TABLE} --force" in output, output
 
 
+def _checkpoint(lake: Path) -> str | None:
+    """The replica's committed Kafka checkpoint, None before its first commit."""
+    path = lake / TABLE
+    return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+
+
+def _state(work: Path) -> str | None:
+    """The table's state as the running replicator recorded it."""
+    found = engine.read_status(work)
+    tables = {t["table"]: t for t in (found or {}).get("tables", [])}
+    return tables.get(TABLE, {}).get("state")
+
+
+def _start(config: Path) -> subprocess.Popen[str]:
+    """`cdcctl start` in a child process (its output read by communicate at the end)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_resync_of_a_topic_trimmed_into_its_snapshot_is_refused_unless_forced(
     kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
 ) -> None:
@@ -194,20 +217,12 @@ def test_a_running_replicator_refuses_the_same_resync_and_goes_on(
     config, lake = _config(kafka_broker, topic_prefix, tmp_path)
 
     def checkpoint() -> str | None:
-        path = lake / TABLE
-        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+        return _checkpoint(lake)
 
     def state() -> str | None:
-        found = engine.read_status(tmp_path / "work")
-        tables = {t["table"]: t for t in (found or {}).get("tables", [])}
-        return tables.get(TABLE, {}).get("state")
+        return _state(tmp_path / "work")
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint() == f"{topic},0:35")
         before = read_replica(lake / TABLE)
@@ -522,20 +537,12 @@ def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snap
         f.write("topic_refresh_seconds = 1.0\n")  # [replicator] is the last section
 
     def checkpoint() -> str | None:
-        path = lake / TABLE
-        return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
+        return _checkpoint(lake)
 
     def state() -> str | None:
-        found = engine.read_status(tmp_path / "work")
-        tables = {t["table"]: t for t in (found or {}).get("tables", [])}
-        return tables.get(TABLE, {}).get("state")
+        return _state(tmp_path / "work")
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint() == f"{topic},0:10")
         _recreate(kafka_broker, topic)
