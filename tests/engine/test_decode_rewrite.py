@@ -7,6 +7,7 @@ config validation."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ from tests.samples import debezium_samples
 TOPIC = "srv.app.items"
 
 
-def _cfg(source: dict | None = None, tables: dict | None = None, tmp: str = "/tmp/cdcctl-rw"):
+#: Target and work folders the decoder tests name but never write.
+_NEVER_WRITTEN = str(Path(tempfile.gettempdir()) / "cdcctl-rw")
+
+
+def _cfg(source: dict | None = None, tables: dict | None = None, tmp: str = _NEVER_WRITTEN):
     data: dict[str, Any] = {
         "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", **(source or {})},
         "target": {"path": f"{tmp}/lake"},

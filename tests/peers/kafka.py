@@ -297,6 +297,21 @@ class KafkaBroker:
         topic = NewTopic(name, partitions, 1, config=dict(config or {}))
         admin.create_topics([topic])[name].result(60)
 
+    def recreate_topic(self, name: str) -> None:
+        """Delete topic ``name`` and create it again (a new topic id, offsets from 0)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin.delete_topics([name])[name].result(60)
+        deadline = time.monotonic() + 60
+        while True:  # "already exists" until the deletion is done
+            try:
+                self.create_topic(name)
+                return
+            except Exception:  # noqa: BLE001
+                assert time.monotonic() < deadline, "the topic could not be recreated"
+                time.sleep(0.5)
+
 
 def start_kafka(folder: Path, options: KafkaOptions | None = None) -> KafkaBroker:
     """Format ``folder`` and start a broker there; every listener on a free loopback port."""

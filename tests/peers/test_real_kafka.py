@@ -584,21 +584,6 @@ def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
     assert "Offset out of range" in err and "offsets 100.." in err, err
 
 
-def _recreate(broker: KafkaBroker, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.delete_topics([topic])[topic].result(timeout=60)
-    deadline = time.monotonic() + 60
-    while True:  # "already exists" until the deletion is done
-        try:
-            broker.create_topic(topic)
-            return
-        except Exception:  # noqa: BLE001
-            assert time.monotonic() < deadline, "the topic could not be recreated"
-            time.sleep(0.5)
-
-
 def test_a_topic_recreated_under_a_running_replicator_stops_the_table(
     kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
 ) -> None:
@@ -622,7 +607,7 @@ def test_a_topic_recreated_under_a_running_replicator_stops_the_table(
     proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:200")
-        _recreate(broker, topic)
+        broker.recreate_topic(topic)
         produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 51), 5000))
         _wait("the gap", lambda: table("app_items").get("state") == "FAILED")
         error = table("app_items")["last_error"]
@@ -659,7 +644,7 @@ def test_a_topic_recreated_longer_than_the_checkpoint_stops_the_table(
     run = run_cli("start", "--config", str(config), "--until-caught-up")
     assert run.returncode == 0, run.stderr
 
-    _recreate(broker, topic)
+    broker.recreate_topic(topic)
     newer = _rows(topic, range(1, 301), 5000)
     produce_messages(broker.bootstrap_servers, newer)
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)

@@ -216,15 +216,9 @@ def test_a_running_replicator_refuses_the_same_resync_and_goes_on(
     produce_messages(kafka_broker.bootstrap_servers, messages)  # offsets 0..34
     config, lake = _config(kafka_broker, topic_prefix, tmp_path)
 
-    def checkpoint() -> str | None:
-        return _checkpoint(lake)
-
-    def state() -> str | None:
-        return _state(tmp_path / "work")
-
     proc = _start(config)
     try:
-        _wait("the first rows", lambda: checkpoint() == f"{topic},0:35")
+        _wait("the first rows", lambda: _checkpoint(lake) == f"{topic},0:35")
         before = read_replica(lake / TABLE)
         _trim(kafka_broker, topic, {0: 10})
 
@@ -232,19 +226,19 @@ def test_a_running_replicator_refuses_the_same_resync_and_goes_on(
         _assert_refused(refused, refused.stdout, topic, 10)
         assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
         assert read_replica(lake / TABLE) == before
-        assert state() == "REPLICATING"
+        assert _state(tmp_path / "work") == "REPLICATING"
 
         # It goes on replicating the table it kept.
         more = _changes(topic, "c", range(31, 36), 3000)  # offsets 35..39
         produce_messages(kafka_broker.bootstrap_servers, more)
-        _wait("the next rows", lambda: checkpoint() == f"{topic},0:40")
+        _wait("the next rows", lambda: _checkpoint(lake) == f"{topic},0:40")
         assert_replicas_match(lake, fold(messages + more))
 
         forced = run_cli("resync", "--config", str(config), TABLE, "--force")
         assert forced.returncode == 0, (forced.stdout, forced.stderr)
         assert f"resync {TABLE}: resyncing {TABLE}: replica dropped" in forced.stdout
         assert f"forced: {TABLE} will be partial: {topic}[0] starts at offset 10" in forced.stdout
-        _wait("the partial rebuild", lambda: checkpoint() == f"{topic},0:40")
+        _wait("the partial rebuild", lambda: _checkpoint(lake) == f"{topic},0:40")
         remaining = _remaining(kafka_broker, topic)
         assert len(remaining) == 30
         assert_replicas_match(lake, fold(remaining))
@@ -405,20 +399,6 @@ def test_an_end_mark_in_an_untrimmed_partition_ends_a_trimmed_partitions_snapsho
     assert sorted(read_replica(lake / TABLE)) == ["1", "2", "3", "4"]
 
 
-def _recreate(broker: KafkaBroker, topic: str) -> None:
-    """Delete ``topic`` and create it again (a new topic id, offsets from 0)."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.delete_topics([topic])[topic].result(60)
-    deadline = time.monotonic() + 60
-    while True:  # "already exists" until the deletion is done
-        try:
-            broker.create_topic(topic)
-            return
-        except Exception:  # noqa: BLE001
-            assert time.monotonic() < deadline, "the topic could not be recreated"
-            time.sleep(0.5)
-
-
 def test_a_recreated_topic_is_refused_until_it_holds_a_complete_snapshot(
     kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
 ) -> None:
@@ -437,7 +417,7 @@ def test_a_recreated_topic_is_refused_until_it_holds_a_complete_snapshot(
     recorded = HudiTable.open(folder).latest_extra_metadata().get(TOPIC_ID_KEY)
     assert recorded, "the replica records no topic id"
 
-    _recreate(kafka_broker, topic)
+    kafka_broker.recreate_topic(topic)
     empty = run_cli("resync", "--config", str(config), TABLE)
     assert empty.returncode == 1, (empty.stdout, empty.stderr)
     assert "Traceback" not in empty.stderr, empty.stderr
@@ -536,17 +516,11 @@ def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snap
     with config.open("a") as f:
         f.write("topic_refresh_seconds = 1.0\n")  # [replicator] is the last section
 
-    def checkpoint() -> str | None:
-        return _checkpoint(lake)
-
-    def state() -> str | None:
-        return _state(tmp_path / "work")
-
     proc = _start(config)
     try:
-        _wait("the first rows", lambda: checkpoint() == f"{topic},0:10")
-        _recreate(kafka_broker, topic)
-        _wait("the table to stop", lambda: state() == "FAILED")
+        _wait("the first rows", lambda: _checkpoint(lake) == f"{topic},0:10")
+        kafka_broker.recreate_topic(topic)
+        _wait("the table to stop", lambda: _state(tmp_path / "work") == "FAILED")
         streamed = _changes(topic, "u", range(1, 4), 2000)  # offsets 0..2
         produce_messages(kafka_broker.bootstrap_servers, streamed, create_topics=False)
 
@@ -558,7 +532,7 @@ def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snap
         ), refused.stdout
         assert "holds no complete snapshot" in refused.stdout, refused.stdout
         assert_replicas_match(lake, fold(old))
-        assert state() == "FAILED"
+        assert _state(tmp_path / "work") == "FAILED"
 
         names = {k: f"n{k}" for k in range(1, 9)}
         fresh = _snapshot(topic, sorted(names), 3000, names)  # offsets 3..10
@@ -568,7 +542,7 @@ def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snap
         assert f"{topic} was deleted and recreated, but holds a complete snapshot" in (
             resync.stdout
         ), resync.stdout
-        _wait("the rebuild", lambda: checkpoint() == f"{topic},0:11")
+        _wait("the rebuild", lambda: _checkpoint(lake) == f"{topic},0:11")
         rows = assert_replicas_match(lake, fold(streamed + fresh))
         assert rows[topic] == 8
         assert proc.poll() is None
