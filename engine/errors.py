@@ -1,10 +1,12 @@
 """Error taxonomy of the engine.
 
 Every error the engine raises on purpose is a :class:`CdcError` with a message that says
-what is wrong and a hint that says what to do. Errors are either *transient* (a retry
-with backoff can help: broker unreachable, storage hiccup) or *terminal* (retrying will
-not help: bad config, incompatible schema change). The CLI renders them without a
-traceback and maps them to exit codes.
+what is wrong and a hint that says what to do. Each is either a :class:`TransientError`
+(a retry with backoff can help: broker unreachable, a failed Spark job) or a
+:class:`TerminalError` (retrying will not help: bad config, incompatible schema change);
+the replicator tells them apart in one place (``transient_cause`` in
+:mod:`engine.replicator.recovery`, which adds storage errors: an :class:`OSError`). The
+CLI renders them without a traceback and maps them to exit codes.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 
 class CdcError(Exception):
     """Root of every deliberate engine error."""
-
-    transient: bool = False
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -24,7 +24,15 @@ class CdcError(Exception):
         return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
-class ConfigError(CdcError):
+class TransientError(CdcError):
+    """Marker base: a retry with backoff can cure it; the replicator retries it."""
+
+
+class TerminalError(CdcError):
+    """Marker base: retrying cannot help; a person must act (the run or the table stops)."""
+
+
+class ConfigError(TerminalError):
     """The configuration is invalid; nothing was started.
 
     ``problems`` lists every problem found as ``(key, message, fix)``.
@@ -45,70 +53,66 @@ class ConfigError(CdcError):
         return "\n".join(lines)
 
 
-class EnvironmentProblem(CdcError):
+class EnvironmentProblem(TerminalError):
     """Something the engine needs on this machine is missing (Java, the broker binary)."""
 
 
-class SourceError(CdcError):
+class SourceError(TransientError):
     """Kafka could not be reached or read."""
 
-    transient = True
 
-
-class KafkaSecurityError(CdcError):
+class KafkaSecurityError(TerminalError):
     """A TLS handshake or SASL authentication with Kafka failed: terminal (retrying with
     the same certificate or password cannot help), unlike an unreachable broker."""
 
 
-class SourceDatabaseError(CdcError):
+class SourceDatabaseError(TerminalError):
     """The source database (PostgreSQL, MySQL) could not be reached or read."""
 
 
-class DecodeError(CdcError):
+class DecodeError(TerminalError):
     """A message could not be decoded (it is quarantined, never silently dropped)."""
 
 
-class SchemaEvolutionError(CdcError):
+class SchemaEvolutionError(TerminalError):
     """A table's new schema is not a safe evolution of the stored one."""
 
 
-class MergeError(CdcError):
+class MergeError(TerminalError):
     """The merge of a micro-batch into a table failed."""
 
 
-class SparkJobError(CdcError):
+class SparkJobError(TransientError):
     """A batch's Spark job failed (a task raised, a Python worker died, the JVM went away)."""
 
-    transient = True
 
-
-class RetriesExhausted(CdcError):
+class RetriesExhausted(TerminalError):
     """A transient failure outlasted ``replicator.retry_max_seconds``: the replicator stopped."""
 
 
-class HudiError(CdcError):
+class HudiError(TerminalError):
     """The Hudi table on disk is unreadable or inconsistent."""
 
 
-class TableNameError(CdcError):
+class TableNameError(TerminalError):
     """A topic cannot be mapped to a safe table name inside the target folder."""
 
 
-class QueryError(CdcError):
+class QueryError(TerminalError):
     """A query over the replicas failed (bad SQL, unknown table)."""
 
 
-class StateError(CdcError):
+class StateError(TerminalError):
     """A request about the replicator's state cannot be carried out as asked (a
     replicator runs where none may, or the table is unknown)."""
 
 
-class StorageError(CdcError):
+class StorageError(TerminalError):
     """A file the replicator needs cannot be written (a full or read-only disk,
     permissions) before replication starts; during a run such errors are retried."""
 
 
-class WriterLockError(CdcError):
+class WriterLockError(TerminalError):
     """Another replicator holds the writer lock of the work folder or of a table."""
 
 

@@ -36,6 +36,9 @@ from engine.hudi.retention import Retention
 from engine.hudi.schema import HOODIE_RECORD_KEY, avro_schema_json, file_schema
 from engine.hudi.table import HudiTable
 
+#: Every this many commits of a table, old file slices are cleaned and instants archived.
+CLEAN_EVERY_COMMITS = 10
+
 #: Extra-metadata key of a commit :meth:`HudiWriter.upgrade` made: the buckets rewritten.
 UPGRADE_KEY = "cdcctl.upgrade"
 
@@ -358,6 +361,22 @@ class HudiWriter:
         deleted = self.table.clean(retain)
         self._sweep_tombstones()
         return deleted
+
+    def maintain(
+        self,
+        commits: int,
+        retention: Retention,
+        keep_min: int,
+        keep_max: int,
+        archive_retention_hours: float = 0,
+    ) -> None:
+        """After the table's commit number ``commits`` (counted across runs): every
+        :data:`CLEAN_EVERY_COMMITS` commits, clean (:meth:`clean`) and archive
+        (:meth:`archive`)."""
+        if commits % CLEAN_EVERY_COMMITS:
+            return
+        self.clean(retention)
+        self.archive(keep_min, keep_max, archive_retention_hours, retention)
 
     def retained_from(self, retention: Retention) -> str | None:
         """The earliest commit ``retention`` keeps readable now (None: every commit)."""

@@ -38,6 +38,7 @@ from engine.model import (
     SOURCE_TS,
 )
 from engine.replicator import schema_changes
+from engine.replicator.batches import DdlItem
 from engine.replicator.compaction import choose_rewrites
 from engine.replicator.tables import TableRuntime
 
@@ -63,7 +64,7 @@ class TablePlan:
     #: Schema change events (the MySQL schema change topic) handled with this commit.
     ddl_events: int = 0
     #: Those events, as the replicator tracks them until the commit lands.
-    ddl_items: list = field(default_factory=list)
+    ddl_items: list[DdlItem] = field(default_factory=list)
     #: The batch holds the table's last snapshot record: its snapshot is complete.
     snapshot_ended: bool = False
     #: Schema changes seen in the events, one line each (logged and put in the event log).

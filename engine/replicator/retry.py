@@ -1,11 +1,13 @@
 """The retry rule: which failures are transient, how long to wait, when to give up.
 
-A *transient* failure is one a retry can cure: Kafka unreachable (a :class:`SourceError`
-from polling, discovering topics, reading end offsets, seeking), a storage error (an
-:class:`OSError` while a table is written or committed), a failed Spark job (a task
-raised, a Python worker died: :class:`SparkJobError`). Everything else — a bad config, a
-schema conflict, a gap in a topic, a bad message under ``errors.tolerance = "none"`` —
-is terminal and never retried.
+A *transient* failure is one a retry can cure: a :class:`~engine.errors.TransientError`
+(Kafka unreachable: a :class:`SourceError` from polling, discovering topics, reading end
+offsets, seeking; a failed Spark job: a task raised, a Python worker died,
+:class:`SparkJobError`) or a storage error (an :class:`OSError` while a table is written
+or committed). Everything else — a :class:`~engine.errors.TerminalError` such as a bad
+config, a schema conflict, a gap in a topic, a bad message under ``errors.tolerance =
+"none"`` — is terminal and never retried. :func:`transient_cause` is the one place that
+tells them apart; :func:`job_error` turns a failed Spark job into the one to raise.
 
 An *incident* lasts from the first failure until the first batch that succeeds after it;
 its retries wait ``BASE_S * 2**(n-1)`` seconds (at most ``CAP_S``), each wait drawn at
@@ -17,6 +19,7 @@ failure) or the one table stops (its own storage error).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import random
 import re
@@ -24,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from engine import errors
-from engine.errors import CdcError, SourceError, SparkJobError
+from engine.errors import CdcError, SparkJobError, TransientError
 
 #: First wait, and the longest single wait.
 BASE_S = 1.0
@@ -39,7 +42,7 @@ def backoff(attempt: int, rng: random.Random | None = None) -> float:
 
 def transient_cause(exc: BaseException) -> str | None:
     """The one-line cause of a transient failure (None: not transient)."""
-    if isinstance(exc, SourceError | SparkJobError):
+    if isinstance(exc, TransientError):
         return exc.message
     if isinstance(exc, OSError):
         return storage_cause(exc)
@@ -99,10 +102,49 @@ def task_error(exc: BaseException) -> CdcError | None:
     if found is None:
         return None
     cls = getattr(errors, found.group(1), None)
-    if not (isinstance(cls, type) and issubclass(cls, CdcError)) or cls.transient:
+    if not (isinstance(cls, type) and issubclass(cls, CdcError)) or issubclass(cls, TransientError):
         return None
     hint = re.match(r"\s*hint: (.+)", text[found.end() :])
     return cls(found.group(2).strip(), hint.group(1).strip() if hint else "")
+
+
+def job_error(exc: BaseException, number: int, spark_log: str) -> BaseException:
+    """What to raise for a failed Spark job of batch ``number``: an engine error (or a
+    non-``Exception``) as it is; a terminal engine error a task raised, again; else a
+    (transient) :class:`SparkJobError` with the storage error or the job's telling line."""
+    if isinstance(exc, CdcError) or not isinstance(exc, Exception):
+        return exc
+    terminal = task_error(exc)
+    if terminal is not None:
+        return terminal
+    storage = task_storage_error(exc)
+    if storage is not None:  # a merge task could not write its file: the batch is
+        # dropped whole (its tables' results were one job) and retried
+        return SparkJobError(
+            f"the Spark job of batch {number} failed: {storage_cause(storage)}",
+            hint="each table resumes from its last commit once the storage is fixed",
+        )
+    return SparkJobError(
+        f"the Spark job of batch {number} failed: {spark_reason(exc)}",
+        hint=f"Spark's own log is {spark_log}",
+    )
+
+
+def spark_reason(exc: BaseException) -> str:
+    """The telling line of a failed Spark job (Py4J's own first line says only which
+    call failed; the Java exception's message says why)."""
+    text = ""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):
+            text = str(java.getMessage() or "")
+    lines = [line.strip() for line in (text or str(exc)).splitlines() if line.strip()]
+    line = lines[0] if lines else type(exc).__name__
+    # "Job aborted due to stage failure: ... SparkException: Python worker exited
+    # unexpectedly (crashed). Consider ...": the innermost exception's first sentence.
+    inner = line.rsplit("Exception: ", 1)[-1].split(". ", 1)[0].strip()
+    line = inner or line
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 @dataclass

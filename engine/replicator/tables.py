@@ -10,12 +10,14 @@ opened again (:meth:`Tables.reopen`) the way a restart opens it.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.config import Config
 from engine.errors import HudiError, TableNameError, WriterLockError
@@ -26,6 +28,9 @@ from engine.naming import table_key, table_path
 from engine.replicator.progress import TOPIC_KEY, TableProgress
 from engine.replicator.retry import Incident
 from engine.state import TableCounters, TableState, TableStatus
+
+if TYPE_CHECKING:
+    from engine.replicator.batches import DdlItem
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -61,7 +66,8 @@ def table_selected(cfg: Config, name: str) -> bool:
 
 @dataclass
 class TableRuntime:
-    """What the replicator knows about one topic/table."""
+    """What the replicator knows about one topic/table, and its state machine: the
+    methods below are the only ones that move ``state`` (besides opening it)."""
 
     topic: str
     name: str
@@ -83,17 +89,72 @@ class TableRuntime:
     #: read but never written, listed or counted as a table.
     control: str | None = None
     #: Schema changes waiting for this table to be live again (paused, held).
-    pending_ddl: list = field(default_factory=list)
+    pending_ddl: list[DdlItem] = field(default_factory=list)
     #: Schema changes handled in batches not committed yet: handled again if the table
     #: is reopened (its batch dropped), since their topic is not read again.
-    uncommitted_ddl: list = field(default_factory=list)
+    uncommitted_ddl: list[DdlItem] = field(default_factory=list)
     #: A storage error met while opening it, for the loop to retry (then None).
     trouble: OSError | None = None
+    #: It stops once its batch in flight commits (``errors.tolerance``, a schema change
+    #: it cannot take, an epoch change): nothing after that is read into a later batch.
+    stopping: bool = False
 
     @property
     def live(self) -> bool:
         """Whether the table is read and applied now (not FAILED, PAUSED or held)."""
         return not (self.state.stopped or self.state is TableState.PAUSED or self.held)
+
+    @property
+    def checkpoint(self) -> dict[tuple[str, int], int | None]:
+        """Where each of its partitions is read from again: its committed positions."""
+        return {(self.topic, p): self.progress.committed.get(p) for p in self.partitions}
+
+    # -- the state machine ------------------------------------------------------------
+    def fail(self, error: str, *, logged: bool = True) -> None:
+        """Stop the table (FAILED: a person must act); a retry of it ends."""
+        self.state, self.error = TableState.FAILED, error
+        self.incident, self.held = None, False
+        if logged:
+            log.error("%s: FAILED: %s", self.name, error)
+
+    def begin_failing(self, cause: str) -> None:
+        """A transient failure touches it: FAILING (remembering the state to return
+        to), one retry more."""
+        if self.state is not TableState.FAILING:
+            self.resume_state = self.state
+        self.state, self.error = TableState.FAILING, cause
+        self.counters.retries += 1
+
+    def recover(self) -> None:
+        """The failure it was retrying is over: back to the state it was in."""
+        if self.state is TableState.FAILING:
+            self.state, self.error = self.resume_state, None
+
+    def pause(self) -> bool:
+        """PAUSED (the caller stops reading it). False if it already was."""
+        if self.state is TableState.PAUSED:
+            return False
+        self.state = TableState.PAUSED
+        return True
+
+    def resume(self) -> bool:
+        """REPLICATING again after a pause. False if it was not paused."""
+        if self.state is not TableState.PAUSED:
+            return False
+        self.state = TableState.REPLICATING
+        return True
+
+    def restart(self) -> None:
+        """Replicating afresh (a resync, an accepted epoch): no error, no stop pending."""
+        self.state, self.error = TableState.REPLICATING, None
+        self.incident, self.held, self.stopping = None, False, False
+
+    def committed(self, *, snapshot: bool) -> None:
+        """A commit landed: SNAPSHOTTING while it reads only snapshot records (its last
+        one not among them), else REPLICATING; a FAILING table is over its failure."""
+        if self.state in (TableState.REPLICATING, TableState.SNAPSHOTTING, TableState.FAILING):
+            self.state = TableState.SNAPSHOTTING if snapshot else TableState.REPLICATING
+            self.error = None
 
     def status(self) -> TableStatus:
         """A snapshot of the table's state and counters."""
@@ -121,6 +182,15 @@ class Tables:
     def owner(self, name: str) -> str | None:
         """The topic whose table ``name`` is (None: no topic has it yet)."""
         return self._names.get(table_key(name))
+
+    def store_name(self, rt: TableRuntime) -> str:
+        """A table's name in the state store (a second topic mapping to a taken name,
+        which fails, is told apart by its topic)."""
+        return rt.name if self.owner(rt.name) == rt.topic else f"{rt.name} ({rt.topic})"
+
+    def statuses(self) -> list[TableStatus]:
+        """Every table's status, named as in the state store."""
+        return [dataclasses.replace(rt.status(), table=self.store_name(rt)) for rt in self]
 
     def release(self, rt: TableRuntime) -> None:
         """A topic that turned out to hold no rows gives its table name back (a table

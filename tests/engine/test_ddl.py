@@ -17,6 +17,7 @@ from engine.decode import control
 from engine.decode.ddl import SchemaChange, TableChange, parse_schema_change
 from engine.decode.positions import source_columns
 from engine.model import STREAMED_BIT
+from engine.replicator.batches import DdlItem
 from engine.replicator.ddl import DdlState, apply_column_ops, decide, record, type_change
 from tests.engine.test_properties import Msg
 from tests.samples import debezium_samples
@@ -399,7 +400,7 @@ def test_a_reopened_table_handles_its_uncommitted_schema_changes_again(tmp_path)
     rt = replicator.tables.get("mysql.inventory.customers")
     assert rt is not None
     change = parse_schema_change(_value("mysql-schema-change-docs"))
-    item = ("mysql", change, change.changes[0], 0, 7)
+    item = DdlItem("mysql", change, change.changes[0], 0, 7)
     rt.uncommitted_ddl, rt.pending_ddl = [item], []
     rt.progress.ddl.mark("mysql", 0, 7)
     replicator.tables.reopen(rt)  # a dropped batch: progress back to the last commit
@@ -495,7 +496,7 @@ def test_a_schema_change_held_while_paused_lands_with_the_tables_next_batch(
     truncate = parse_schema_change(
         json.dumps(ddl("TRUNCATE TABLE customers", 570, changes=False)["value"]).encode()
     )
-    rt.pending_ddl = [("mysql", truncate, truncate.changes[0], 0, 0)]
+    rt.pending_ddl = [DdlItem("mysql", truncate, truncate.changes[0], 0, 0)]
     before = len(rt.writer.completed_instants())
     report = replicator.apply([msg(row("c", customer(2, "b"), 700), 1)])
     assert set(read_replica(tmp_path / "lake" / "inventory_customers")) == {"2"}

@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from engine.decode.debezium_avro.registry import RegistrySettings, RegistryTlsError, SchemaCache
-from engine.errors import ConfigError, SourceError
+from engine.errors import ConfigError, SourceError, TransientError
 from engine.playground.registry import SchemaRegistry
 from tests.tls_support import issue, make_ca, make_certs, write_key
 
@@ -44,7 +44,7 @@ def test_an_unknown_ca_is_terminal_and_names_the_key(
         cache = SchemaCache(RegistrySettings(registry.url, ssl_ca_location=ca and str(certs[ca])))
         with pytest.raises(RegistryTlsError) as info:
             cache.check() if call == "check" else cache.get(sid)
-    assert not info.value.transient
+    assert not isinstance(info.value, TransientError)
     assert "certificate verify failed" in info.value.message
     assert CA_KEY in info.value.hint
 
@@ -88,4 +88,4 @@ def test_an_unreachable_registry_stays_transient(certs: dict[str, Path]) -> None
     settings = RegistrySettings(f"https://127.0.0.1:{port}", ssl_ca_location=str(certs["ca"]))
     with pytest.raises(SourceError) as info:
         SchemaCache(settings).check()
-    assert info.value.transient and "cannot be reached" in info.value.message
+    assert isinstance(info.value, TransientError) and "cannot be reached" in info.value.message

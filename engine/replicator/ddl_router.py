@@ -1,0 +1,235 @@
+"""The schema-change router: schema change records to the tables they name.
+
+The schema change topic's records are parsed (behind the decoders' limits; an unusable
+one is a dead letter of that topic), each table change becomes a :class:`DdlItem` for
+the table it names, and is decided and carried out (:mod:`engine.replicator.ddl`) in that
+table's share of the batch — or kept on the table (``pending_ddl``) while it is paused,
+held or stopping, and carried out in the first batch after it is live again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import pyarrow as pa
+
+from engine.config import Config
+from engine.decode import BadMessage
+from engine.decode.ddl import parse_schema_change
+from engine.decode.gtid import gtid_positions
+from engine.decode.limits import DECODER_FAILED, Guarded
+from engine.errors import TableNameError
+from engine.replicator.batches import DdlItem, PreparedBatch, TableShare
+from engine.replicator.ddl import (
+    apply_column_ops,
+    cut_at_position,
+    decide,
+    drop_unseen_columns,
+    record,
+    truncate_row,
+)
+from engine.replicator.deadletter import DeadLetters
+from engine.replicator.offsets import Offsets
+from engine.replicator.tables import TableRuntime, Tables
+from engine.source import TopicRecords, apply_cuts
+from engine.state import StateRecorder
+
+log = logging.getLogger("cdcctl.replicator")
+
+
+class SchemaChangeRouter:
+    """Routes schema changes to their tables' shares of each batch."""
+
+    def __init__(
+        self,
+        config: Config,
+        tables: Tables,
+        offsets: Offsets,
+        dead_letters: DeadLetters,
+        decode: Guarded,
+    ) -> None:
+        self.cfg = config
+        self.tables = tables
+        self.offsets = offsets
+        self.dead_letters = dead_letters
+        self.decode = decode
+        self.recorder: StateRecorder | None = None
+
+    def route(
+        self, prepared: PreparedBatch, topics: list[tuple[TableRuntime, TopicRecords]]
+    ) -> None:
+        """Carry out the changes waiting for their tables, then those of the schema
+        change topics read in this batch."""
+        self._pending(prepared)
+        for ddl_rt, records in topics:
+            self._schema_changes(prepared, ddl_rt, records)
+
+    def _schema_changes(
+        self, prepared: PreparedBatch, ddl_rt: TableRuntime, records: TopicRecords
+    ) -> None:
+        """Route the schema change topic's records to the tables they name."""
+        keys, values, parts, offs = records
+        bad = []
+        # The limits first: nothing over them is parsed (as for row topics).
+        refused = self.decode.refused(keys, values)
+        documents = self.decode.documents
+        docs = documents(values) if documents is not None else values
+        for i, (key, value, doc, part, off) in enumerate(
+            zip(keys, values, docs, parts, offs, strict=True)
+        ):
+            if value is None:
+                ddl_rt.counters.ignored += 1
+                continue
+            try:
+                if i in refused:
+                    raise ValueError(refused[i])
+                if doc is None:
+                    raise ValueError("the value does not decode with source.format")
+                change = parse_schema_change(doc)
+            except ValueError as exc:
+                reason = f"not a usable schema change event: {exc}"
+                bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))
+                continue
+            except Exception as exc:  # noqa: BLE001 - the decoders' exception net, for DDL
+                reason = f"{DECODER_FAILED} ({type(exc).__name__}: {exc})"[:500]
+                bad.append(BadMessage(ddl_rt.topic, int(part), int(off), key, value, reason))
+                continue
+            if not change.changes:
+                ddl_rt.counters.ignored += 1
+                log.info("schema change %r names no table: skipped", change.ddl[:200])
+            for tc in change.changes:
+                target = f"{ddl_rt.topic}.{tc.database}.{tc.table}"
+                rt = self._target(target)
+                if rt is None:
+                    ddl_rt.counters.ignored += 1
+                    log.info("schema change of %s skipped: no such table topic", target)
+                    continue
+                item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off))
+                if not rt.live or rt.stopping:
+                    rt.pending_ddl.append(item)
+                    continue
+                self._apply(prepared, rt, item)
+        if bad:
+            self.dead_letters.quarantine(ddl_rt.name, bad)
+            for b in bad:
+                log.error(
+                    "schema change topic %s[%d] offset %d: %s; quarantined to %s",
+                    b.topic,
+                    b.partition,
+                    b.offset,
+                    b.reason,
+                    self.dead_letters.path(ddl_rt.name),
+                )
+
+    def _target(self, topic: str) -> TableRuntime | None:
+        """The table of a topic a schema change names: only a topic found in Kafka (or,
+        with :meth:`Replicator.apply`, seen in a batch) and selected; a change of a table
+        whose topic does not exist yet has no replica to change and is not made one."""
+        rt = self.tables.by_topic.get(topic)
+        return None if rt is None or rt.control is not None else rt
+
+    def _pending(self, prepared: PreparedBatch) -> None:
+        """Schema changes read while their table was paused or held, now it is live."""
+        for rt in list(self.tables):
+            if rt.pending_ddl and rt.live and not rt.stopping:
+                items, rt.pending_ddl = rt.pending_ddl, []
+                for item in items:
+                    if rt.live:
+                        self._apply(prepared, rt, item)
+
+    def _apply(self, prepared: PreparedBatch, rt: TableRuntime, item: DdlItem) -> None:
+        """Decide and carry out one table change on one table (see
+        :mod:`engine.replicator.ddl`): it lands with the table's share of this batch."""
+        ddl_topic, change, tc, part, off = (
+            item.topic,
+            item.change,
+            item.table_change,
+            item.partition,
+            item.offset,
+        )
+        state = rt.progress.ddl
+        if state.seen(ddl_topic, part, off):
+            return  # handled by an earlier commit (the topic is read again on each start)
+        share = prepared.share(rt)
+        # What the table holds: its replica, else (no replica yet) the columns of its
+        # rows in this batch, so a change is judged the same whichever batch it lands in.
+        replica = rt.writer.schema() if rt.writer is not None else None
+        if replica is None and share is not None and share.batch is not None:
+            replica = share.batch.schema
+        new_name = None
+        if tc.kind == "RENAME" and tc.new_table:
+            with contextlib.suppress(TableNameError):
+                new_name = self.cfg.table_name(f"{ddl_topic}.{tc.database}.{tc.new_table}")
+        outcome = decide(
+            self.cfg.ddl_policy(rt.name),
+            rt.name,
+            tc,
+            change,
+            state,
+            replica,
+            new_topic_table=new_name,
+        )
+        where = f"{ddl_topic}[{part}] offset {off}"
+        if self.recorder is not None:
+            self.recorder.event(rt.name, "ddl", f"{outcome.verdict}: {outcome.message}")
+        if outcome.verdict == "failed":
+            rt.counters.ddl += 1
+            message = f"{outcome.message} (schema change at {where})"
+            if share is None or share.batch is None or change.position is None:
+                self.offsets.fail(rt, message)
+                return
+            # The table stops at the change: its rows from before it still commit, the
+            # checkpoint stays at its first row after it (read again after the restart).
+            cuts = cut_at_position(share.batch, change.position)
+            if cuts:
+                share.batch = drop_unseen_columns(
+                    apply_cuts(share.batch, cuts),
+                    rt.writer.schema() if rt.writer is not None else None,
+                    state,
+                )
+                share.read_to.update(cuts)
+                for p, cut in cuts.items():
+                    self.offsets.consumed[(rt.topic, p)] = cut
+            share.fail = share.fail or message
+            rt.stopping = True
+            log.error("%s: stops at a schema change: %s", rt.name, message)
+            return
+        level = logging.INFO if outcome.verdict == "applied" else logging.WARNING
+        log.log(
+            level,
+            "%s: schema change at %s %s: %s",
+            rt.name,
+            where,
+            outcome.verdict,
+            outcome.message,
+        )
+        state.mark(ddl_topic, part, off)
+        if share is None:
+            share = TableShare(rt, None, [], {})
+            prepared.tables.append(share)
+        share.ddl_events += 1
+        share.ddl_items.append(item)
+        rt.uncommitted_ddl.append(item)
+        if outcome.verdict != "applied":
+            return
+        record(state, outcome)
+        share.drop_columns += outcome.drop_columns
+        for old, new in outcome.renames.items():
+            share.renames = {a: (new if b == old else b) for a, b in share.renames.items()}
+            share.renames.setdefault(old, new)
+        share.batch = apply_column_ops(share.batch, state)
+        if outcome.truncate:
+            if change.position is None:
+                log.warning(
+                    "%s: %s has no binlog position: the truncate is not applied", rt.name, where
+                )
+                return
+            row = truncate_row(change.position, change.source_ts_ms, off, change.gtid)
+            if self.cfg.source.mysql_gtid_ordering:
+                row = gtid_positions(row, rt.progress.gtid_lineages)
+            share.batch = (
+                row
+                if share.batch is None
+                else pa.concat_tables([share.batch, row], promote_options="default")
+            )

@@ -1,0 +1,321 @@
+"""Intake: a polled batch becomes one decoded share per table.
+
+Each topic's records are decoded (behind the limits of :mod:`engine.decode.limits`);
+topics that hold no rows are recognised and kept out of the tables; undecodable records
+go to the dead letters as ``errors.tolerance`` says; with transaction metadata the tail
+of a share that would split an unfinished source transaction is cut (and read again);
+a position epoch change cuts the share and stops its table. Schema change records are
+handed to the :class:`~engine.replicator.ddl_router.SchemaChangeRouter` last, so that
+each lands in its table's share of the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from engine import faults
+from engine.config import Config
+from engine.decode import BadMessage, DecodeResult, control, decoder_for
+from engine.decode.gtid import gtid_positions
+from engine.decode.limits import guarded
+from engine.decode.messages import decode_messages
+from engine.model import TX_ID
+from engine.replicator import epochs
+from engine.replicator.batches import PreparedBatch, TableShare
+from engine.replicator.ddl import apply_column_ops
+from engine.replicator.ddl_router import SchemaChangeRouter
+from engine.replicator.deadletter import DeadLetters
+from engine.replicator.offsets import Offsets
+from engine.replicator.tables import TableRuntime, Tables
+from engine.source import (
+    TopicRecords,
+    TransactionTracker,
+    apply_cuts,
+    collector_paused,
+    data_collection,
+    group_by_topic,
+    transaction_topic,
+)
+from engine.source.records import next_offsets
+from engine.state import StateRecorder
+
+log = logging.getLogger("cdcctl.replicator")
+
+
+class Intake:
+    """Polls and decodes batches for the tables of one replicator."""
+
+    def __init__(
+        self, config: Config, tables: Tables, offsets: Offsets, dead_letters: DeadLetters
+    ) -> None:
+        self.cfg = config
+        self.tables = tables
+        self.offsets = offsets
+        self.dead_letters = dead_letters
+        self.decode = decoder_for(config)
+        #: Logical decoding messages kept as a table, behind the same limits.
+        self._decode_messages = guarded(
+            decode_messages,
+            max_message_bytes=config.source.max_message_bytes,
+            max_nesting_depth=config.source.max_nesting_depth,
+        )
+        self.transactions = TransactionTracker(self.decode.documents)
+        self._tx_warned: set[str] = set()
+        #: Topics known to hold rows (never checked for being a non-table topic again),
+        #: and topics of logical decoding messages kept as tables.
+        self._row_topics: set[str] = set()
+        self._message_topics: set[str] = set()
+        self.router = SchemaChangeRouter(config, tables, offsets, dead_letters, self.decode)
+        self.recorder: StateRecorder | None = None
+
+    def reset_transactions(self) -> None:
+        """A new consumer reads the transaction topics from their start."""
+        self.transactions = TransactionTracker(self.decode.documents)
+
+    def poll(self) -> tuple[int, PreparedBatch | None]:
+        """Poll the next batch (none once the goal is read) and decode it; how many
+        messages were polled, and the batch (None: nothing polled)."""
+        source = self.offsets.running()
+        started = time.monotonic()
+        count, grouped = 0, {}
+        if not self.offsets.caught_up(read=True):
+            with collector_paused():
+                messages = source.poll(
+                    self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
+                )
+                count = len(messages)
+                grouped = group_by_topic(messages)
+                del messages  # the raw messages (and librdkafka's buffers) are freed here
+        self.offsets.check_out_of_range()
+        if not count:
+            return 0, None
+        faults.point("consumed")
+        self.transactions.observe(source.poll_transactions())
+        prepared = self.prepare(grouped, count, started)
+        if prepared.rewind:
+            source.seek(prepared.rewind)
+        return count, prepared
+
+    def prepare(
+        self, grouped: dict[str, TopicRecords], count: int, started: float
+    ) -> PreparedBatch:
+        """Decode every topic of a batch and cut it at unfinished transactions."""
+        prepared = PreparedBatch(count=count, started=started)
+        prepared.phases["poll"] = time.monotonic() - started
+        consumed = self.offsets.consumed
+        for topic in [t for t in grouped if t.endswith(".transaction")]:
+            self.offsets.tx_topics.add(topic)
+            self.transactions.observe(grouped.pop(topic)[1])
+        schema_changes: list[tuple[TableRuntime, TopicRecords]] = []
+        for topic in list(grouped):
+            # Popped so each topic's raw bytes are freed as soon as it is decoded.
+            keys, values, parts, offs = grouped.pop(topic)
+            rt = self.tables.get(topic)
+            if rt is None or not rt.live:
+                continue  # a paused or held table's records are read again from its checkpoint
+            if rt.stopping:
+                continue  # it stops at a bad message of the batch in flight
+            read_to = next_offsets(parts, offs)
+            if (
+                rt.control is None
+                and topic not in self._row_topics
+                and topic not in self._message_topics
+                and (rt.writer is None or self.cfg.source.logical_messages == "table")
+            ):
+                self._recognise(rt, values)
+            if rt.control is not None:
+                # Not a table: read, never written; its position is kept in memory only.
+                rt.progress.committed = {**rt.progress.committed, **read_to}
+                for p, o in read_to.items():
+                    consumed[(topic, p)] = o
+                if rt.control == control.SCHEMA_CHANGE:
+                    schema_changes.append((rt, (keys, values, parts, offs)))
+                    continue
+                if rt.control == control.TRANSACTION:
+                    self.offsets.tx_topics.add(topic)
+                    self.transactions.observe(list(values))
+                rt.counters.ignored += len(values)
+                continue
+            t0 = time.monotonic()
+            if topic in self._message_topics:
+                result = self._decode_messages(topic, keys, values, parts, offs)
+            else:
+                result = self.decode(topic, keys, values, parts, offs)
+            if result.batch is not None:
+                self._row_topics.add(topic)
+            del keys, values
+            prepared.timed("decode", time.monotonic() - t0)
+            prepared.tables.append(self._share(rt, result, read_to, prepared))
+        # Schema changes last, so that each lands in its table's share of this batch.
+        self.router.route(prepared, schema_changes)
+        return prepared
+
+    def _share(
+        self,
+        rt: TableRuntime,
+        result: DecodeResult,
+        read_to: dict[int, int],
+        prepared: PreparedBatch,
+    ) -> TableShare:
+        """A table's share of the batch from its decoded records: schema state applied,
+        positions mapped, cut at unfinished transactions, bad messages and epoch changes."""
+        topic = rt.topic
+        rt.counters.ignored += result.ignored
+        if result.source_table:
+            rt.progress.source_table = json.dumps(
+                result.source_table, sort_keys=True, separators=(",", ":")
+            )
+        batch = apply_column_ops(result.batch, rt.progress.ddl)
+        if batch is not None and self.cfg.source.mysql_gtid_ordering:
+            batch = gtid_positions(batch, rt.progress.gtid_lineages)
+        epoch_fail = None
+        if batch is not None and epochs.screened(self.cfg):
+            batch, epoch_fail = epochs.mapped(batch, rt.progress.epoch, result.snapshot_ended)
+        cuts: dict[int, int] = {}
+        if batch is not None and self._confirmable(topic, rt, batch):
+            cuts, warnings = self.transactions.cuts(
+                batch, data_collection(topic), self.cfg.replicator.max_batch_events
+            )
+            for warning in warnings:
+                log.warning("%s: %s", rt.name, warning)
+            if cuts:
+                batch = apply_cuts(batch, cuts)
+                for p, cut in cuts.items():
+                    read_to[p] = cut
+                    prepared.rewind[(topic, p)] = cut
+        bad = [b for b in result.bad if b.offset < cuts.get(b.partition, b.offset + 1)]
+        share = TableShare(rt, batch, result.key_fields, read_to)
+        share.snapshot_ended = result.snapshot_ended
+        share.row_schemas = result.row_schemas
+        if bad:
+            self._bad_messages(share, bad)
+        if share.batch is not None and epochs.screened(self.cfg):
+            self._epoch_change(share, epoch_fail)
+        if share.fail is not None:
+            rt.stopping = True
+        for p, o in read_to.items():
+            self.offsets.consumed[(topic, p)] = o
+        return share
+
+    # -- topics that are not tables ------------------------------------------------------
+    def _recognise(self, rt: TableRuntime, values: Sequence[bytes | None]) -> None:
+        """Tell from a new topic's records whether it is a table (see
+        :mod:`engine.decode.control`); a topic of another kind never becomes one."""
+        kind = control.topic_kind(values, self.decode.documents)
+        if kind is None:
+            return
+        if kind == control.MESSAGE and self.cfg.source.logical_messages == "table":
+            self._message_topics.add(rt.topic)
+            log.info("%s: logical decoding messages: kept in an append-only table", rt.name)
+            return
+        if rt.writer is not None:
+            return  # a replica exists: it is a table (its messages table, read after a restart)
+        if self.recorder is not None:
+            self.recorder.forget(self.tables.store_name(rt))
+        self.tables.release(rt)
+        rt.control = kind
+        what = {
+            control.SCHEMA_CHANGE: "schema changes are applied to the tables they name",
+            control.MESSAGE: 'skipped and counted (source.logical_messages = "skip")',
+        }.get(kind, "skipped")
+        log.info("topic %r holds %s records, not rows: not a table; %s", rt.topic, kind, what)
+
+    # -- bad messages, epochs, transactions ------------------------------------------------
+    def _bad_messages(self, share: TableShare, bad: list[BadMessage]) -> None:
+        """Quarantine a share's bad messages as ``errors.tolerance`` says.
+
+        ``"all"``: every one goes to the dead-letter file and is skipped. ``"none"``: the
+        share is cut at the first bad message of each partition (the events before it
+        still commit), that message goes to the dead-letter file, and the table stops
+        once the share is committed, its checkpoint at the bad message.
+        """
+        rt = share.rt
+        if self.cfg.errors.tolerance == "none":
+            first: dict[int, BadMessage] = {}
+            for b in bad:
+                if b.partition not in first or b.offset < first[b.partition].offset:
+                    first[b.partition] = b
+            bad = sorted(first.values(), key=lambda b: (b.partition, b.offset))
+            if share.batch is not None:
+                share.batch = apply_cuts(share.batch, {p: b.offset for p, b in first.items()})
+            for p, b in first.items():
+                share.read_to[p] = b.offset
+        written = self.dead_letters.quarantine(rt.name, bad)
+        path = self.dead_letters.path(rt.name)
+        if self.cfg.errors.tolerance == "none":
+            where = "; ".join(
+                f"{b.topic}[{b.partition}] offset {b.offset}: {b.reason}" for b in bad
+            )
+            share.fail = (
+                f"a message could not be decoded ({where}); it is in {path} and the table "
+                'stopped there (errors.tolerance = "none"). Fix the cause and restart: '
+                'replication resumes at that message; or set errors.tolerance = "all" to '
+                "skip bad messages to the dead-letter file (`cdcctl deadletters replay` "
+                "re-applies them later)"
+            )
+            return
+        share.bad = len(bad)
+        log.warning(
+            "%s: quarantined %d bad message(s) to %s%s",
+            rt.name,
+            len(bad),
+            path,
+            "" if written == len(bad) else f" ({len(bad) - written} already there)",
+        )
+
+    def _epoch_change(self, share: TableShare, fail: str | None) -> None:
+        """Stop a table at an epoch change of its source positions (:mod:`.epochs`): its
+        share is cut at the change, and the table stops once the rest is committed."""
+        rt, batch = share.rt, share.batch
+        assert batch is not None
+        pg = '"postgresql"' in (rt.progress.source_table or "")
+        found = epochs.detect(
+            batch,
+            rt.progress.epoch,
+            rt.progress.max_source_ts,
+            topic=rt.topic,
+            table=rt.name,
+            pg=pg,
+        )
+        if fail is not None:  # positions that cannot be mapped: nothing of the share applies
+            found = epochs.EpochChange(epochs.first_offsets(batch), fail)
+        if found is not None:
+            share.batch = apply_cuts(batch, found.cuts)
+            share.read_to.update(found.cuts)
+            share.fail = found.message
+
+    def _confirmable(self, topic: str, rt: TableRuntime, batch: pa.Table) -> bool:
+        """Whether the batch's transactions can be confirmed complete by END records.
+
+        Events carry transaction ids whenever the connector has transaction metadata on,
+        but without a ``<prefix>.transaction`` topic no END record will ever come:
+        waiting for one would hold the table back forever. Such batches are applied as
+        they come (a warning says once per table that they may split transactions).
+        """
+        if transaction_topic(topic) in self.offsets.tx_topics:
+            return True
+        if batch.column(TX_ID).null_count < batch.num_rows and rt.name not in self._tx_warned:
+            self._tx_warned.add(rt.name)
+            log.warning(
+                "%s: events carry transaction ids but there is no %s topic to confirm them; "
+                "batches may end inside a transaction",
+                rt.name,
+                transaction_topic(topic),
+            )
+        return False
+
+    # -- dead letters replayed -------------------------------------------------------------
+    def replayed(self, rt: TableRuntime, result: DecodeResult) -> pa.Table | None:
+        """The change batch of dead letters decoded again (``result``), its positions
+        mapped as the live stream's are."""
+        batch = result.batch
+        if batch is not None and self.cfg.source.mysql_gtid_ordering:
+            batch = gtid_positions(batch, rt.progress.gtid_lineages)
+        if batch is not None and epochs.screened(self.cfg):  # letters of an accepted epoch
+            batch, _ = epochs.mapped(batch, rt.progress.epoch, snapshot_ended=False)
+        return batch
