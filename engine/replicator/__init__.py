@@ -1,9 +1,14 @@
 """The replicator: the loop that sequences the stages, batch after batch.
 
-``loop`` runs poll -> decode -> plan -> merge -> commit -> report; ``tables`` opens and
-recovers each topic's table; ``planning`` turns a table's batch into an instant and
-merge tasks; ``compaction`` decides which file groups get a new base file; ``progress``
-is the bookkeeping each commit carries; ``deadletter`` keeps undecodable messages and
+``loop`` sequences the collaborators, a turn each batch: ``control_plane`` (requests,
+the state store) -> ``intake`` (poll, decode, dead letters, transaction cuts; schema
+changes routed by ``ddl_router``) -> ``committer`` (plan, then commit once ``runner``'s
+Spark job merged) -> report; ``offsets`` tracks where each partition is read,
+``recovery`` retries transient failures (the rule: ``retry``), ``batches`` holds the
+records a batch travels in. ``tables`` opens and recovers each topic's table and holds
+its state machine; ``planning`` turns a table's batch into an instant and merge tasks;
+``compaction`` decides which file groups get a new base file; ``progress`` is the
+bookkeeping each commit carries; ``deadletter`` keeps undecodable messages and
 ``replay`` lists and re-applies them.
 """
 

@@ -160,9 +160,9 @@ class Recovery:
         for rt in self.tables.by_topic.values():
             if rt.control is not None:  # read again from the start (nothing applies twice)
                 rt.partitions, rt.progress.committed = [], {}
+        self.offsets.connect()  # nothing read yet
         self.intake.reset_transactions()  # the new consumer reads them from the start
         self.runner.restart_if_gone()
-        self.offsets.connect()
         self._refresh()
         self.offsets.probe_goal_again()
 

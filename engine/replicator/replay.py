@@ -1,7 +1,7 @@
 """``cdcctl deadletters`` and ``cdcctl deadletters replay``: reading and re-applying dead letters.
 
 Only one process may write a table. When a replicator runs on the work folder, a replay
-is a control request it carries out between two batches (``Replicator._handle``); when
+is a control request it carries out between two batches (``ControlPlane.replay``); when
 none runs, the replay runs in the calling process, holding the work folder's and the
 table's writer locks (:meth:`Replicator.replay`), so that no replicator starts meanwhile.
 """

@@ -247,7 +247,7 @@ class Tables:
             rt.writer, rt.state, rt.error = None, TableState.FAILED, str(exc)
             log.error("%s: FAILED: %s", name, exc)
             return rt
-        except OSError as exc:  # its storage: the loop retries it (Replicator._table_trouble)
+        except OSError as exc:  # its storage: retried (Recovery.table_trouble)
             rt.writer, rt.trouble = None, exc
             return rt
         return rt

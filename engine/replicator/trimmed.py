@@ -5,7 +5,7 @@
 the topic's history any more: rows whose snapshot read and changes were all deleted would
 be missing from the rebuilt table, without a word. :func:`check_topic` is the one rule,
 used by the offline resync (:func:`engine.replicator.reset.resync_offline`) and by the
-running replicator (``Replicator._resync``) alike:
+running replicator (``ControlPlane._resync``) alike:
 
 1. **Trimmed or recreated?** A partition whose log starts past offset 0 lost records.
    Compaction never moves a log's start, so a compacted topic (which keeps the last event
