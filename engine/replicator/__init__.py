@@ -14,6 +14,7 @@ bookkeeping each commit carries; ``deadletter`` keeps undecodable messages and
 
 from __future__ import annotations
 
-from engine.replicator.loop import BatchReport, Replicator
+from engine.replicator.batches import BatchReport
+from engine.replicator.loop import Replicator
 
 __all__ = ["BatchReport", "Replicator"]

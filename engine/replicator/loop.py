@@ -47,8 +47,6 @@ from engine.state.metrics import MetricsServer, serve_metrics
 
 log = logging.getLogger("cdcctl.replicator")
 
-__all__ = ["BatchReport", "Replicator"]
-
 
 class Replicator:
     """Runs micro-batches until stopped or, with ``until_caught_up``, caught up."""
