@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from engine import faults
 from engine.config import Config
-from engine.decode import BadMessage, DecodeResult, control, decoder_for
+from engine.decode import BadMessage, DecodeResult, control
 from engine.decode.gtid import gtid_positions
 from engine.decode.limits import guarded
 from engine.decode.messages import decode_messages
@@ -51,13 +51,20 @@ class Intake:
     """Polls and decodes batches for the tables of one replicator."""
 
     def __init__(
-        self, config: Config, tables: Tables, offsets: Offsets, dead_letters: DeadLetters
+        self,
+        config: Config,
+        tables: Tables,
+        offsets: Offsets,
+        dead_letters: DeadLetters,
+        router: SchemaChangeRouter,
     ) -> None:
         self.cfg = config
         self.tables = tables
         self.offsets = offsets
         self.dead_letters = dead_letters
-        self.decode = decoder_for(config)
+        self.router = router
+        #: The format's decoder, behind the limits (the router's too).
+        self.decode = router.decode
         #: Logical decoding messages kept as a table, behind the same limits.
         self._decode_messages = guarded(
             decode_messages,
@@ -70,7 +77,6 @@ class Intake:
         #: and topics of logical decoding messages kept as tables.
         self._row_topics: set[str] = set()
         self._message_topics: set[str] = set()
-        self.router = SchemaChangeRouter(config, tables, offsets, dead_letters, self.decode)
         self.recorder: StateRecorder | None = None
 
     def reset_transactions(self) -> None:

@@ -28,12 +28,14 @@ from typing import Any
 import pyarrow as pa
 
 from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
+from engine.decode import decoder_for
 from engine.errors import StorageError, TableNameError
 from engine.files import private_dir
 from engine.lock import LOCK_NAME, Locks
 from engine.replicator.batches import BatchReport, PendingBatch, PreparedBatch, TableShare
 from engine.replicator.committer import Committer
 from engine.replicator.control_plane import ControlPlane
+from engine.replicator.ddl_router import SchemaChangeRouter
 from engine.replicator.deadletter import DeadLetters, ReplayOutcome
 from engine.replicator.intake import Intake
 from engine.replicator.offsets import Offsets
@@ -70,7 +72,10 @@ class Replicator:
         self.tables = Tables(config, self.work / "staging")
         self.dead_letters = DeadLetters(self.work / "deadletter")
         self.offsets = Offsets(config, self.tables)
-        self.intake = Intake(config, self.tables, self.offsets, self.dead_letters)
+        self.router = SchemaChangeRouter(
+            config, self.tables, self.offsets, self.dead_letters, decoder_for(config)
+        )
+        self.intake = Intake(config, self.tables, self.offsets, self.dead_letters, self.router)
         self.runner = SparkRunner(config, spark)
         self.recovery = Recovery(
             config,
@@ -103,7 +108,7 @@ class Replicator:
     @recorder.setter
     def recorder(self, recorder: StateRecorder | None) -> None:
         self._recorder = recorder
-        for part in (self.intake, self.intake.router, self.recovery, self.committer, self.control):
+        for part in (self.intake, self.router, self.recovery, self.committer, self.control):
             part.recorder = recorder
 
     # -- lifecycle -------------------------------------------------------------------
