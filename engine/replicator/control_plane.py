@@ -14,6 +14,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from engine.config import Config
 from engine.errors import CdcError, HudiError, TableNameError, WriterLockError
@@ -35,33 +36,22 @@ log = logging.getLogger("cdcctl.replicator")
 LAG_EVERY_SECONDS = 3.0
 
 
+@dataclass(eq=False)
 class ControlPlane:
     """Answers control requests and keeps the state store in step with the tables."""
 
-    def __init__(
-        self,
-        config: Config,
-        tables: Tables,
-        offsets: Offsets,
-        intake: Intake,
-        dead_letters: DeadLetters,
-        *,
-        settle: Callable[[], bool],
-        apply: Callable[[PreparedBatch], str | None],
-        stop: Callable[[], None],
-    ) -> None:
-        self.cfg = config
-        self.tables = tables
-        self.offsets = offsets
-        self.intake = intake
-        self.dead_letters = dead_letters
-        #: Commits the batch in flight now; False if there was none.
-        self._settle = settle
-        #: Plans, merges and commits one batch here; the instant of its table (None: none).
-        self._apply = apply
-        #: Asks the loop to stop after the batch in flight.
-        self._stop = stop
-        self.recorder: StateRecorder | None = None
+    cfg: Config
+    tables: Tables
+    offsets: Offsets
+    intake: Intake
+    dead_letters: DeadLetters
+    #: Commits the batch in flight now; False if there was none.
+    settle: Callable[[], bool]
+    #: Plans, merges and commits one batch here; the instant of its table (None: none).
+    apply: Callable[[PreparedBatch], str | None]
+    #: Asks the loop to stop after the batch in flight.
+    stop: Callable[[], None]
+    recorder: StateRecorder | None = None
 
     def _event(self, rt: TableRuntime, kind: str, message: str) -> None:
         if self.recorder is not None:
@@ -120,7 +110,7 @@ class ControlPlane:
         if any(r.kind.startswith("resync") for r in requests):
             if merging:  # a resync waits for the batch merging now to be committed
                 requests = [r for r in requests if not r.kind.startswith("resync")]
-            elif self._settle():  # the batch in flight may write the table
+            elif self.settle():  # the batch in flight may write the table
                 requests = recorder.requests()
         for request in requests:
             if not (merging and request.kind in ("resume", "replay")):
@@ -138,10 +128,10 @@ class ControlPlane:
     def _handle(self, request: Request) -> str:
         """Carry out one control request; its outcome, in words."""
         if request.kind == "stop":
-            self._stop()
+            self.stop()
             return "stopping after the batch in flight"
         if request.kind == "replay":
-            self._settle()  # its commit comes first: replays plan after it
+            self.settle()  # its commit comes first: replays plan after it
             try:
                 outcome = self.replay(request.table or "")
             except CdcError as exc:
@@ -312,7 +302,7 @@ class ControlPlane:
                 TableShare(rt, batch, result.key_fields, {}, replayed=applied,
                            row_schemas=result.row_schemas)
             )  # fmt: skip
-            instant = self._apply(prepared)
+            instant = self.apply(prepared)
             if rt.state.stopped or rt.state is TableState.FAILING or instant is None:
                 raise HudiError(f"table {name}: the replay was not committed: {rt.error}")
             outcome.applied, outcome.instant = len(applied), instant

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -38,23 +39,17 @@ from engine.state import StateRecorder
 log = logging.getLogger("cdcctl.replicator")
 
 
+@dataclass(eq=False)
 class SchemaChangeRouter:
     """Routes schema changes to their tables' shares of each batch."""
 
-    def __init__(
-        self,
-        config: Config,
-        tables: Tables,
-        offsets: Offsets,
-        dead_letters: DeadLetters,
-        decode: Guarded,
-    ) -> None:
-        self.cfg = config
-        self.tables = tables
-        self.offsets = offsets
-        self.dead_letters = dead_letters
-        self.decode = decode
-        self.recorder: StateRecorder | None = None
+    cfg: Config
+    tables: Tables
+    offsets: Offsets
+    dead_letters: DeadLetters
+    #: The format's decoder behind its limits (its ``refused`` and ``documents``).
+    decode: Guarded
+    recorder: StateRecorder | None = None
 
     def route(
         self, prepared: PreparedBatch, topics: list[tuple[TableRuntime, TopicRecords]]

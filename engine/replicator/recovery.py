@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NoReturn
 
 from engine.config import Config
@@ -29,35 +30,24 @@ from engine.state import StateRecorder, TableState
 log = logging.getLogger("cdcctl.replicator")
 
 
+@dataclass(eq=False)
 class Recovery:
     """Retries transient failures, of the whole replicator or of one table."""
 
-    def __init__(
-        self,
-        config: Config,
-        tables: Tables,
-        offsets: Offsets,
-        intake: Intake,
-        runner: SparkRunner,
-        *,
-        refresh: Callable[[], None],
-        control: Callable[[], None],
-        stopping: Callable[[], bool],
-    ) -> None:
-        self.cfg = config
-        self.tables = tables
-        self.offsets = offsets
-        self.intake = intake
-        self.runner = runner
-        #: Finds topics again with a new consumer (the loop's topic refresh).
-        self._refresh = refresh
-        #: Answers control requests (while waiting), and tells whether a stop was asked for.
-        self._control = control
-        self._stopping = stopping
-        self.recorder: StateRecorder | None = None
-        #: A transient failure of the whole replicator (Kafka, Spark, storage) being
-        #: retried; tables have incidents of their own for their storage errors.
-        self.incident: Incident | None = None
+    cfg: Config
+    tables: Tables
+    offsets: Offsets
+    intake: Intake
+    runner: SparkRunner
+    #: Finds topics again with a new consumer (the loop's topic refresh).
+    refresh: Callable[[], None]
+    #: Answers control requests (while waiting), and tells whether a stop was asked for.
+    control: Callable[[], None]
+    stopping: Callable[[], bool]
+    recorder: StateRecorder | None = None
+    #: A transient failure of the whole replicator (Kafka, Spark, storage) being
+    #: retried; tables have incidents of their own for their storage errors.
+    incident: Incident | None = None
 
     @property
     def limit(self) -> float:
@@ -140,12 +130,12 @@ class Recovery:
     def _wait(self, seconds: float) -> bool:
         """Sleep, answering control requests; False if a stop was asked for meanwhile."""
         deadline = time.monotonic() + seconds
-        while not self._stopping():
+        while not self.stopping():
             left = deadline - time.monotonic()
             if left <= 0:
                 return True
             time.sleep(min(left, CONTROL_EVERY_SECONDS))
-            self._control()
+            self.control()
         return False
 
     def reset(self) -> None:
@@ -163,7 +153,7 @@ class Recovery:
         self.offsets.connect()  # nothing read yet
         self.intake.reset_transactions()  # the new consumer reads them from the start
         self.runner.restart_if_gone()
-        self._refresh()
+        self.refresh()
         self.offsets.probe_goal_again()
 
     # -- one table ---------------------------------------------------------------------------
