@@ -24,9 +24,11 @@ def _dsn(source: str | None, cfg: Any) -> str:
             hint="give --source postgresql://user@host:port/db (or mysql://...), or set "
             "source.database_dsn in the config",
         )
-    password_env = cfg.source.database_password_env
-    if cfg.source.database_password is not None or (password_env and os.environ.get(password_env)):
-        secret = cfg.source.database_password_value()
+    password_env = cfg.source.database.database_password_env
+    if cfg.source.database.database_password is not None or (
+        password_env and os.environ.get(password_env)
+    ):
+        secret = cfg.source.database.database_password_value()
         scheme = dsn.split("://", 1)[0].lower()
         target = "MYSQL_PWD" if scheme in ("mysql", "mariadb") else "PGPASSWORD"
         os.environ[target] = secret.get_secret_value()

@@ -97,10 +97,10 @@ def _password(cfg: Config, dsn: Dsn) -> tuple[str | None, str | None]:
     """The password to use, and a problem when the configured variable is not set."""
     if dsn.password is not None:
         return dsn.password, None
-    env = cfg.source.database_password_env
-    if env and cfg.source.database_password is None and env not in os.environ:
+    env = cfg.source.database.database_password_env
+    if env and cfg.source.database.database_password is None and env not in os.environ:
         return None, env
-    secret = cfg.source.database_password_value()
+    secret = cfg.source.database.database_password_value()
     if secret is not None:
         return secret.get_secret_value(), None
     standard = "PGPASSWORD" if dsn.kind == "postgresql" else "MYSQL_PWD"
@@ -121,7 +121,7 @@ def _reason(exc: BaseException, password: str | None) -> str:
 
 def _topic_prefix(cfg: Config) -> str | None:
     """The literal topic prefix at the start of ``source.topics`` (``^dbserver1\\.``)."""
-    head = re.split(r"\\\.|\.", cfg.source.topics.removeprefix("^"), maxsplit=1)[0]
+    head = re.split(r"\\\.|\.", cfg.source.kafka.topics.removeprefix("^"), maxsplit=1)[0]
     return head if re.fullmatch(r"[A-Za-z0-9_\-]+", head) else None
 
 
@@ -145,7 +145,7 @@ def _select_tables(
     prefix = _topic_prefix(cfg)
     if prefix is None:
         return [], (
-            f"{why}, and source.topics ({cfg.source.topics!r}) does not start with a topic "
+            f"{why}, and source.topics ({cfg.source.kafka.topics!r}) does not start with a topic "
             "prefix to map tables to topics with"
         )
     chosen = [(s, t) for s, t in all_tables() if topic_selected(cfg, f"{prefix}.{s}.{t}")]

@@ -57,7 +57,7 @@ class SourceCatalog:
     def __init__(self, cfg: Config) -> None:
         from engine.checks.database import parse_dsn
 
-        url = cfg.source.database_dsn
+        url = cfg.source.database.database_dsn
         if not url:
             raise ConfigError(
                 "source.catalog_types needs source.database_dsn", hint="set source.database_dsn"
