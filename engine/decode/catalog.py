@@ -90,7 +90,7 @@ class SourceCatalog:
         return database_password(self._cfg, self._dsn)
 
     def _reason(self, exc: BaseException) -> str:
-        from engine.checks.database import error_text
+        from engine.checks.dsn import error_text
 
         return error_text(exc, self._password())
 
