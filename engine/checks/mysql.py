@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.checks.dsn import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, Dsn
-from engine.checks.result import FAIL, WARN, Check, Status, failed, passed, warned
+from engine.checks.result import FAIL, WARN, Check, Status, failed, passed, verdict, warned
 from engine.checks.source_tables import Problems, connected, select_tables, tables_checks
 from engine.config import Config
 from engine.naming import quote_mysql, quote_sql_string
@@ -97,8 +97,7 @@ def _mysql(cfg: Config, dsn: Dsn, conn: Any, topics: Callable[[], list[str] | No
          f"{image or 'unknown'}: updates and deletes would lack columns",
          "binlog_row_image = FULL " + running.format("binlog_row_image", "FULL")),
     ):  # fmt: skip
-        name = f"mysql.{name}"
-        checks.append(passed(name, good) if ok else failed(name, bad, f"{cnf} {fix}"))
+        checks.append(verdict(f"mysql.{name}", ok, good, bad, f"{cnf} {fix}"))
 
     seconds = int(float(variables.get("binlog_expire_logs_seconds") or 0))
     days = float(variables.get("expire_logs_days") or 0)
@@ -121,16 +120,15 @@ def _mysql(cfg: Config, dsn: Dsn, conn: Any, topics: Callable[[], list[str] | No
         )
 
     server_id = variables.get("server_id", "0")
-    if server_id not in ("", "0"):
-        checks.append(passed("mysql.server_id", server_id))
-    else:
-        checks.append(
-            failed(
-                "mysql.server_id",
-                "0: a server without an id cannot serve a binlog reader",
-                f"{cnf} server_id = 1 (unique among the servers; then restart)",
-            )
+    checks.append(
+        verdict(
+            "mysql.server_id",
+            server_id not in ("", "0"),
+            server_id,
+            "0: a server without an id cannot serve a binlog reader",
+            f"{cnf} server_id = 1 (unique among the servers; then restart)",
         )
+    )
 
     if mariadb:
         detail = (

@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.checks.common import listing, plural
 from engine.checks.dsn import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, Dsn
-from engine.checks.result import FAIL, WARN, Check, Status, failed, passed, warned
+from engine.checks.result import FAIL, WARN, Check, Status, passed, verdict, warned
 from engine.checks.source_tables import Problems, connected, select_tables, tables_checks
 from engine.config import Config
 from engine.naming import quote_pg
@@ -85,16 +85,15 @@ def _postgres(
     ]
 
     wal_level = settings.get("wal_level")
-    if wal_level == "logical":
-        checks.append(passed("postgres.wal_level", "logical"))
-    else:
-        checks.append(
-            failed(
-                "postgres.wal_level",
-                f"{wal_level}: logical decoding (Debezium's pgoutput) needs logical",
-                "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
-            )
+    checks.append(
+        verdict(
+            "postgres.wal_level",
+            wal_level == "logical",
+            "logical",
+            f"{wal_level}: logical decoding (Debezium's pgoutput) needs logical",
+            "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
         )
+    )
 
     in_recovery = bool(one("SELECT pg_is_in_recovery()"))
     retained = (
@@ -116,31 +115,29 @@ def _postgres(
     detail = f"{len(slots)} of {max_slots} used, {free} free"
     if described:
         detail += ": " + listing(described)
-    if free > 0:
-        checks.append(passed("postgres.replication_slots", detail))
-    else:
-        checks.append(
-            failed(
-                "postgres.replication_slots",
-                detail + "; the connector needs one for itself",
-                f"ALTER SYSTEM SET max_replication_slots = {max_slots + 1}; then restart "
-                "PostgreSQL (or drop an unused slot: SELECT pg_drop_replication_slot('<name>');)",
-            )
+    checks.append(
+        verdict(
+            "postgres.replication_slots",
+            free > 0,
+            detail,
+            detail + "; the connector needs one for itself",
+            f"ALTER SYSTEM SET max_replication_slots = {max_slots + 1}; then restart "
+            "PostgreSQL (or drop an unused slot: SELECT pg_drop_replication_slot('<name>');)",
         )
+    )
 
     max_senders = int(settings.get("max_wal_senders") or 0)
     senders = int(one("SELECT count(*) FROM pg_stat_replication") or 0)
     detail = f"{senders} of {max_senders} in use, {max_senders - senders} free"
-    if max_senders - senders > 0:
-        checks.append(passed("postgres.wal_senders", detail))
-    else:
-        checks.append(
-            failed(
-                "postgres.wal_senders",
-                detail + "; the connector needs one",
-                f"ALTER SYSTEM SET max_wal_senders = {max_senders + 1}; then restart PostgreSQL",
-            )
+    checks.append(
+        verdict(
+            "postgres.wal_senders",
+            max_senders - senders > 0,
+            detail,
+            detail + "; the connector needs one",
+            f"ALTER SYSTEM SET max_wal_senders = {max_senders + 1}; then restart PostgreSQL",
         )
+    )
 
     keep = settings.get("max_slot_wal_keep_size")
     if keep is None:
@@ -173,18 +170,15 @@ def _postgres(
     superuser, replication = conn.execute(
         "SELECT rolsuper, rolreplication FROM pg_roles WHERE rolname = current_user"
     ).fetchone()
-    if superuser or replication:
-        checks.append(
-            passed("postgres.role", f"{user} is {'a superuser' if superuser else 'REPLICATION'}")
+    checks.append(
+        verdict(
+            "postgres.role",
+            superuser or replication,
+            f"{user} is {'a superuser' if superuser else 'REPLICATION'}",
+            f"{user} has neither REPLICATION nor superuser: it cannot stream changes",
+            f"ALTER ROLE {quote_pg(user)} WITH REPLICATION;",
         )
-    else:
-        checks.append(
-            failed(
-                "postgres.role",
-                f"{user} has neither REPLICATION nor superuser: it cannot stream changes",
-                f"ALTER ROLE {quote_pg(user)} WITH REPLICATION;",
-            )
-        )
+    )
 
     pub = conn.execute(
         "SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication "
