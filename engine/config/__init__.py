@@ -18,7 +18,7 @@ Where each rule lives:
 
 from engine.config.formats import SUPPORTED_FORMATS, CdcJsonConfig, FlattenedConfig
 from engine.config.load import config_from_dict, folder_problem, load_config
-from engine.config.model import Config, TableConfig
+from engine.config.model import Config, TableConfig, config_default
 from engine.config.render import render_config
 from engine.config.sections import (
     DEFAULT_CLEAN_RETAIN_HOURS,
@@ -57,6 +57,7 @@ __all__ = [
     "SourceConfig",
     "TableConfig",
     "TargetConfig",
+    "config_default",
     "config_from_dict",
     "folder_problem",
     "load_config",

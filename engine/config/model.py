@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.column_types import parse_column_type
-from engine.config.base import INTERNAL, Section
+from engine.config.base import INTERNAL, Section, file_fields, section_of
 from engine.config.formats import CdcJsonConfig, check_cdc_json
 from engine.config.sections import (
     LOG_NAME,
@@ -196,3 +196,14 @@ class Config(Section):
     def table_name(self, topic: str) -> str:
         """The replica table name of a topic under ``target.table_naming``."""
         return table_name_for_topic(topic, self.target.table_naming)
+
+
+def config_default(key: str) -> Any:
+    """The default of a key of the file, named as in it (``"hudi.num_buckets"``)."""
+    model: type[Section] = Config
+    *tables, name = key.split(".")
+    for table in tables:
+        section = section_of(model.model_fields[table])
+        assert section is not None, key
+        model = section
+    return dict(file_fields(model))[name].get_default(call_default_factory=True)

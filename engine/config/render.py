@@ -49,9 +49,9 @@ def render_config(
     bootstrap_servers: str,
     topics: str,
     target: str,
-    fmt: str = "debezium-json",
+    fmt: str | None = None,
     schema_registry_url: str | None = None,
-    num_buckets: int = 8,
+    num_buckets: int | None = None,
     base_dir: Path | None = None,
     database_dsn: str | None = None,
 ) -> str:
@@ -59,15 +59,18 @@ def render_config(
 
     ``base_dir`` is the folder the file will be written to: relative paths in it are
     relative to that folder, and are checked there. With ``database_dsn`` the source
-    database is named and schemaless columns are typed from its catalog.
+    database is named and schemaless columns are typed from its catalog. ``fmt`` and
+    ``num_buckets`` left None: the models' defaults.
     """
     given: dict[str, Any] = {
         "source.bootstrap_servers": bootstrap_servers,
         "source.topics": topics,
-        "source.format": fmt,
         "target.path": target,
-        "hudi.num_buckets": num_buckets,
     }
+    if fmt is not None:
+        given["source.format"] = fmt
+    if num_buckets is not None:
+        given["hudi.num_buckets"] = num_buckets
     if database_dsn:
         given |= {"source.database_dsn": database_dsn, "source.catalog_types": True}
     doc = tomlkit.document()
