@@ -17,7 +17,7 @@ from cdcctl.console import err, out, print_json
 def _dsn(source: str | None, cfg: Any) -> str:
     if source:
         return source
-    dsn = getattr(cfg.source, "database_dsn", None)
+    dsn = cfg.source.database.database_dsn
     if not dsn:
         raise engine.ConfigError(
             "no source database to compare with",

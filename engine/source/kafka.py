@@ -131,7 +131,7 @@ def creation_error(exc: KafkaException) -> ConfigError:
 def _password_key(cfg: SourceConfig) -> str:
     """The config key the SASL password comes from."""
     for key in ("sasl_password", "sasl_password_env", "sasl_password_file"):
-        if getattr(cfg, key):
+        if getattr(cfg.security, key):
             return f"source.{key}"
     return "source.sasl_password"
 
