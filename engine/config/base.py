@@ -70,5 +70,10 @@ def section_of(field: FieldInfo) -> type[Section] | None:
     return None
 
 
+def marks(field: FieldInfo) -> dict[str, Any]:
+    """A field's marks (its ``json_schema_extra``)."""
+    return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+
+
 #: The mark of a field that is no setting of the file.
 INTERNAL: dict[str, Any] = {"internal": True}

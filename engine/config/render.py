@@ -15,7 +15,7 @@ import tomlkit
 from pydantic import BaseModel
 from tomlkit.items import Table
 
-from engine.config.base import file_fields, section_of
+from engine.config.base import file_fields, marks, section_of
 from engine.config.load import config_from_dict
 from engine.config.model import Config
 from engine.config.source import SchemaRegistryConfig
@@ -28,13 +28,13 @@ def _table(model: type[BaseModel], prefix: str, given: dict[str, Any]) -> Table:
     """``model``'s keys init writes, with their comments: a given value, else the default."""
     table = tomlkit.table()
     for key, field in file_fields(model):
-        marks = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        mark = marks(field)
         name = f"{prefix}.{key}"
-        if "init" in marks:
-            comment = marks["init"]
+        if "init" in mark:
+            comment = mark["init"]
             value = given[name] if name in given else field.get_default(call_default_factory=True)
-        elif "init_given" in marks and name in given:
-            comment, value = marks["init_given"], given[name]
+        elif "init_given" in mark and name in given:
+            comment, value = mark["init_given"], given[name]
         else:
             continue
         item = tomlkit.item(value)

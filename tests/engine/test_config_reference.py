@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 
 from engine.config import Config, render_config
-from engine.config.base import file_fields, section_of
+from engine.config.base import file_fields, marks, section_of
 from engine.config.reference import BEGIN, COMMAND, END, PAGE, table, updated
 
 
@@ -42,14 +42,14 @@ def test_init_writes_the_marked_keys_with_the_models_defaults() -> None:
         if section is None or name == "tables":
             continue
         for key, setting in file_fields(section):
-            marks = setting.json_schema_extra
-            if not isinstance(marks, dict) or "init" not in marks:
+            mark = marks(setting)
+            if "init" not in mark:
                 assert key not in written.get(name, {}) or name == "source", (name, key)
                 continue
             marked += 1
             if not setting.is_required():
                 assert written[name][key] == setting.get_default(call_default_factory=True)
-            if marks["init"]:
-                assert f"# {marks['init']}" in text, (name, key)
+            if mark["init"]:
+                assert f"# {mark['init']}" in text, (name, key)
     assert marked >= 12
     assert written["source"]["bootstrap_servers"] == "h:1" and written["target"]["path"] == "lake"
