@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from engine.config import (
         SUPPORTED_FORMATS,
         Config,
+        config_default,
         config_from_dict,
         load_config,
         render_config,
@@ -76,6 +77,7 @@ _EXPORTS = {
     "SUPPORTED_FORMATS": "engine.config",
     "check_catalog": "engine.decode.catalog",
     "Config": "engine.config",
+    "config_default": "engine.config",
     "config_from_dict": "engine.config",
     "load_config": "engine.config",
     "render_config": "engine.config",

@@ -352,7 +352,7 @@ class TableDetailReader:
 
         if self.config is None:
             return KafkaOffsets(topic, known(), "no config given: the broker is unknown")
-        servers = self.config.source.bootstrap_servers
+        servers = self.config.source.kafka.bootstrap_servers
         if topic is None:
             return KafkaOffsets(None, (), "the table's topic is not known yet", servers)
         try:

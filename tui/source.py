@@ -48,7 +48,7 @@ class StatusSource:
 
     @property
     def broker(self) -> str | None:
-        return self.config.source.bootstrap_servers if self.config is not None else None
+        return self.config.source.kafka.bootstrap_servers if self.config is not None else None
 
     @property
     def target(self) -> str | None:

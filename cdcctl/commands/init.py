@@ -36,13 +36,14 @@ def init(
         ),
     ] = None,
     fmt: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)}",
+            help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)} "
+            f"[default: {engine.config_default('source.format')}]",
         ),
-    ] = "debezium-json",
+    ] = None,
     schema_registry_url: Annotated[
         str | None,
         typer.Option(
@@ -50,7 +51,14 @@ def init(
             help="schema registry of --format debezium-avro, e.g. http://registry:8081",
         ),
     ] = None,
-    num_buckets: Annotated[int, typer.Option(metavar="N", help="bucket index size per table")] = 8,
+    num_buckets: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="bucket index size per table "
+            f"[default: {engine.config_default('hudi.num_buckets')}]",
+        ),
+    ] = None,
     source: Annotated[
         str | None,
         typer.Option(

@@ -70,7 +70,7 @@ def start(
     replicator = _replicator(cfg, config)
     run_log.info(
         "replicating %s -> %s (config %s, pid %d)",
-        cfg.source.topics,
+        cfg.source.kafka.topics,
         cfg.target_path(),
         config.resolve(),
         os.getpid(),
@@ -78,7 +78,7 @@ def start(
     )
     if sys.stderr.isatty():
         err.print(
-            f"replicating {cfg.source.topics} -> {cfg.target_path()} (Ctrl-C to stop)",
+            f"replicating {cfg.source.kafka.topics} -> {cfg.target_path()} (Ctrl-C to stop)",
             markup=False,
         )
     try:
@@ -130,7 +130,7 @@ def run_with_dashboard(
     replicator = _replicator(cfg, config)
     run_log.info(
         "replicating %s -> %s (config %s, pid %d, with the dashboard)",
-        cfg.source.topics,
+        cfg.source.kafka.topics,
         cfg.target_path(),
         config.resolve(),
         os.getpid(),

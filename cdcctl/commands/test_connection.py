@@ -62,7 +62,7 @@ def test_connection(
         for check in checks:
             _print(check)
     counts = {s: sum(c.status == s for c in checks) for s in ("pass", "warn", "fail")}
-    if not (source or cfg.source.database_dsn):
+    if not (source or cfg.source.database.database_dsn):
         err.print(
             "database: not checked (give --source postgresql://... or mysql://..., "
             "or set source.database_dsn)",

@@ -17,16 +17,18 @@ from cdcctl.console import err, out, print_json
 def _dsn(source: str | None, cfg: Any) -> str:
     if source:
         return source
-    dsn = getattr(cfg.source, "database_dsn", None)
+    dsn = cfg.source.database.database_dsn
     if not dsn:
         raise engine.ConfigError(
             "no source database to compare with",
             hint="give --source postgresql://user@host:port/db (or mysql://...), or set "
             "source.database_dsn in the config",
         )
-    password_env = cfg.source.database_password_env
-    if cfg.source.database_password is not None or (password_env and os.environ.get(password_env)):
-        secret = cfg.source.database_password_value()
+    password_env = cfg.source.database.database_password_env
+    if cfg.source.database.database_password is not None or (
+        password_env and os.environ.get(password_env)
+    ):
+        secret = cfg.source.database.database_password_value()
         scheme = dsn.split("://", 1)[0].lower()
         target = "MYSQL_PWD" if scheme in ("mysql", "mariadb") else "PGPASSWORD"
         os.environ[target] = secret.get_secret_value()

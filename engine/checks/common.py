@@ -27,9 +27,9 @@ def topic_selected(cfg: Config, topic: str) -> bool:
     """Whether the replicator replicates ``topic``: it matches ``source.topics``, not
     ``exclude_topics``, and its table name passes ``include_tables``/``exclude_tables``."""
     src = cfg.source
-    if not re.search(src.topics, topic):
+    if not re.search(src.kafka.topics, topic):
         return False
-    if src.exclude_topics and re.search(src.exclude_topics, topic):
+    if src.kafka.exclude_topics and re.search(src.kafka.exclude_topics, topic):
         return False
     try:
         name = cfg.table_name(topic)

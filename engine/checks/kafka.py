@@ -82,8 +82,9 @@ def check_brokers(source: KafkaSource, cfg: Config) -> tuple[Check, dict[str, li
     return (
         passed(
             "kafka.brokers",
-            f"{cfg.source.bootstrap_servers} answered in {took:.2f} s "
-            f"({cfg.source.security_protocol}); {plural(len(topics), 'topic')} on the cluster",
+            f"{cfg.source.kafka.bootstrap_servers} answered in {took:.2f} s "
+            f"({cfg.source.security.security_protocol}); "
+            f"{plural(len(topics), 'topic')} on the cluster",
         ),
         topics,
     )
@@ -100,7 +101,7 @@ def check_topics(
         return (
             warned(
                 "kafka.topics",
-                f"no topic matches source.topics {cfg.source.topics!r}{seen}",
+                f"no topic matches source.topics {cfg.source.kafka.topics!r}{seen}",
                 "set source.topics to a regular expression matching the Debezium topics "
                 "(e.g. '^dbserver1\\.inventory\\.'), or start the connector: its topics "
                 "appear with the first snapshot",
@@ -121,7 +122,7 @@ def read_partitions(cfg: Config, topics: dict[str, list[int]]) -> dict[tuple[str
     """
     settings = {
         **consumer_settings(cfg.source, 1000),
-        "group.id": cfg.source.group_id + "-test-connection",
+        "group.id": cfg.source.kafka.group_id + "-test-connection",
         "enable.partition.eof": True,
     }
     consumer = Consumer(settings)

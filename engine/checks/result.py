@@ -48,3 +48,8 @@ def warned(name: str, detail: str, fix: str) -> Check:
 def failed(name: str, detail: str, fix: str) -> Check:
     """A check that found something replication cannot work with."""
     return Check(name, FAIL, detail, fix)
+
+
+def verdict(name: str, ok: bool, good: str, bad: str, fix: str) -> Check:
+    """``passed(name, good)`` when ``ok``, else ``failed(name, bad, fix)``."""
+    return passed(name, good) if ok else failed(name, bad, fix)

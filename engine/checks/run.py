@@ -55,7 +55,7 @@ def run_checks(cfg: Config, source_dsn: str | None = None) -> list[Check]:
     Raises:
         ConfigError: ``source_dsn`` is not a database URL.
     """
-    dsn = source_dsn or cfg.source.database_dsn
+    dsn = source_dsn or cfg.source.database.database_dsn
     if dsn is not None:
         parse_dsn(dsn)  # a bad URL is a usage error, before anything starts
     deadline = time.monotonic() + BUDGET_S

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.checks.common import topic_selected
 from engine.checks.result import Check, failed, passed, warned
-from engine.config import Config, _folder_problem
+from engine.config import Config, folder_problem
 from engine.errors import CdcError, TableNameError
 from engine.hudi import ownership
 from engine.hudi.table import HudiTable
@@ -30,7 +30,7 @@ def _gib(n: int) -> str:
 
 def folder_check(name: str, key: str, path: Path) -> Check:
     """A folder the replicator writes to exists (or can be created) and accepts a file."""
-    problem = _folder_problem(path)
+    problem = folder_problem(path)
     if problem is not None:
         detail, fix = problem
         return failed(name, detail, f"{fix} ({key})")

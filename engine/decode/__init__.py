@@ -50,7 +50,7 @@ def _typed_debezium_json(cfg: Config) -> Decoder:
     cannot be read stops the start with the reason).
     """
     catalog = None
-    if cfg.source.catalog_types:
+    if cfg.source.database.catalog_types:
         from engine.decode.catalog import SourceCatalog
 
         catalog = SourceCatalog(cfg)
@@ -131,8 +131,8 @@ def decoder_for(cfg: Config) -> Guarded:
         raise ValueError(f"no decoder for format {cfg.source.format!r}") from None
     return guarded(
         factory(cfg),
-        max_message_bytes=cfg.source.max_message_bytes,
-        max_nesting_depth=cfg.source.max_nesting_depth,
+        max_message_bytes=cfg.source.limits.max_message_bytes,
+        max_nesting_depth=cfg.source.limits.max_nesting_depth,
     )
 
 

@@ -57,7 +57,7 @@ class SourceCatalog:
     def __init__(self, cfg: Config) -> None:
         from engine.checks.database import parse_dsn
 
-        url = cfg.source.database_dsn
+        url = cfg.source.database.database_dsn
         if not url:
             raise ConfigError(
                 "source.catalog_types needs source.database_dsn", hint="set source.database_dsn"
@@ -90,7 +90,7 @@ class SourceCatalog:
         return database_password(self._cfg, self._dsn)
 
     def _reason(self, exc: BaseException) -> str:
-        from engine.checks.database import error_text
+        from engine.checks.dsn import error_text
 
         return error_text(exc, self._password())
 

@@ -320,9 +320,10 @@ class _Scan:
 def _scan_decoder(cfg: Config) -> Decoder:
     """The format's decoder without the source database's catalog (types do not matter
     here, and an offline resync must not need the database)."""
-    if not cfg.source.catalog_types:
+    if not cfg.source.database.catalog_types:
         return decoder_for(cfg)
-    source = cfg.source.model_copy(update={"catalog_types": False})
+    database = cfg.source.database.model_copy(update={"catalog_types": False})
+    source = cfg.source.model_copy(update={"database": database})
     return decoder_for(cfg.model_copy(update={"source": source}))
 
 
@@ -339,7 +340,7 @@ def check_topic(
     """
     settings = {
         **consumer_settings(cfg.source, CHUNK),
-        "group.id": cfg.source.group_id + "-resync-check",
+        "group.id": cfg.source.kafka.group_id + "-resync-check",
         "enable.partition.eof": True,
     }
     try:

@@ -81,7 +81,7 @@ def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | N
     text = re.sub(r"error:[0-9A-F]+:[^:]*::", "", text)
     text = re.sub(r", verify that ssl\.ca\.location .*$", "", text)
     text = text.removeprefix("SASL authentication error: ").strip().rstrip(":").strip()
-    where = cfg.bootstrap_servers
+    where = cfg.kafka.bootstrap_servers
     if err.code() == KafkaError._SSL:
         lowered = text.lower()
         if "verify" in lowered or "certificate" in lowered:
@@ -91,7 +91,7 @@ def security_error(err: KafkaError, cfg: SourceConfig) -> KafkaSecurityError | N
                 "set source.ssl_ca_location to the PEM file of the CA that signed the "
                 "brokers' certificates"
             )
-            if cfg.ssl_endpoint_identification:
+            if cfg.security.ssl_endpoint_identification:
                 hint += (
                     "; if it is right, the certificate does not name the host in "
                     "source.bootstrap_servers (source.ssl_endpoint_identification = false "
@@ -131,7 +131,7 @@ def creation_error(exc: KafkaException) -> ConfigError:
 def _password_key(cfg: SourceConfig) -> str:
     """The config key the SASL password comes from."""
     for key in ("sasl_password", "sasl_password_env", "sasl_password_file"):
-        if getattr(cfg, key):
+        if getattr(cfg.security, key):
             return f"source.{key}"
     return "source.sasl_password"
 
@@ -139,8 +139,8 @@ def _password_key(cfg: SourceConfig) -> str:
 def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
     """librdkafka settings for the replicator (contains the secret: never log it)."""
     settings: dict[str, object] = {
-        "bootstrap.servers": cfg.bootstrap_servers,
-        "group.id": cfg.group_id,
+        "bootstrap.servers": cfg.kafka.bootstrap_servers,
+        "group.id": cfg.kafka.group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         # Never jump silently: a position outside the log is an error the replicator
@@ -154,32 +154,32 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 10_485_760,
         "fetch.wait.max.ms": 50,
-        "security.protocol": cfg.security_protocol,
+        "security.protocol": cfg.security.security_protocol,
         "client.id": "cdcctl",
         "logger": KAFKA_LOG,
     }
-    if cfg.sasl_mechanism:
-        settings["sasl.mechanism"] = cfg.sasl_mechanism
-    if cfg.sasl_username:
-        settings["sasl.username"] = cfg.sasl_username
-    password = cfg.sasl_password_value()
+    if cfg.security.sasl_mechanism:
+        settings["sasl.mechanism"] = cfg.security.sasl_mechanism
+    if cfg.security.sasl_username:
+        settings["sasl.username"] = cfg.security.sasl_username
+    password = cfg.security.sasl_password_value()
     if password is not None:
         settings["sasl.password"] = password.get_secret_value()
-    if cfg.security_protocol in ("SSL", "SASL_SSL"):
+    if cfg.security.security_protocol in ("SSL", "SASL_SSL"):
         settings["ssl.endpoint.identification.algorithm"] = (
-            "https" if cfg.ssl_endpoint_identification else "none"
+            "https" if cfg.security.ssl_endpoint_identification else "none"
         )
         for key, value in (
-            ("ssl.ca.location", cfg.ssl_ca_location),
-            ("ssl.certificate.location", cfg.ssl_certificate_location),
-            ("ssl.key.location", cfg.ssl_key_location),
+            ("ssl.ca.location", cfg.security.ssl_ca_location),
+            ("ssl.certificate.location", cfg.security.ssl_certificate_location),
+            ("ssl.key.location", cfg.security.ssl_key_location),
         ):
             if value:
                 settings[key] = value
-        key_password = cfg.ssl_key_password_value()
+        key_password = cfg.security.ssl_key_password_value()
         if key_password is not None:
             settings["ssl.key.password"] = key_password.get_secret_value()
-    settings.update(cfg.kafka_options)
+    settings.update(cfg.kafka.kafka_options)
     return settings
 
 
@@ -264,7 +264,7 @@ def partition_ends(
     """
     settings = {
         **consumer_settings(cfg, 1000),
-        "group.id": cfg.group_id + "-probe",
+        "group.id": cfg.kafka.group_id + "-probe",
         "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
     }
     try:
@@ -276,7 +276,7 @@ def partition_ends(
             meta = probe.list_topics(timeout=timeout)
         except KafkaException as exc:
             raise SourceError(
-                f"Kafka at {cfg.bootstrap_servers} did not answer within {timeout:g} s: "
+                f"Kafka at {cfg.kafka.bootstrap_servers} did not answer within {timeout:g} s: "
                 f"{kafka_reason(exc)}"
             ) from None
         found = meta.topics.get(topic)
@@ -304,9 +304,9 @@ def partition_ends(
 
 def topic_matches(cfg: SourceConfig, topic: str) -> bool:
     """Whether a topic is selected by ``source.topics`` and ``source.exclude_topics``."""
-    if not re.search(cfg.topics, topic):
+    if not re.search(cfg.kafka.topics, topic):
         return False
-    return not (cfg.exclude_topics and re.search(cfg.exclude_topics, topic))
+    return not (cfg.kafka.exclude_topics and re.search(cfg.kafka.exclude_topics, topic))
 
 
 def topic_ids(cfg: SourceConfig, topics: Iterable[str]) -> dict[str, str]:
@@ -351,7 +351,10 @@ class KafkaSource:
         self._assigned: set[tuple[str, int]] = set()
         # Transaction-metadata topics are read ahead by their own consumer, so their END
         # records are known before the data they describe is cut into batches.
-        self._tx_settings = {**consumer_settings(cfg, 10_000), "group.id": cfg.group_id + "-tx"}
+        self._tx_settings = {
+            **consumer_settings(cfg, 10_000),
+            "group.id": cfg.kafka.group_id + "-tx",
+        }
         self._tx_consumer: Consumer | None = None
         self._tx_assigned: set[tuple[str, int]] = set()
         self._reached = False
@@ -398,7 +401,8 @@ class KafkaSource:
         timeout = TIMEOUT_S
         if not self._reached:
             log.info(
-                "connecting to Kafka at %s (source.bootstrap_servers)", self._cfg.bootstrap_servers
+                "connecting to Kafka at %s (source.bootstrap_servers)",
+                self._cfg.kafka.bootstrap_servers,
             )
             timeout = FIRST_CONTACT_S
         try:
@@ -406,7 +410,8 @@ class KafkaSource:
         except KafkaException as exc:
             waited = "" if self._reached else f" within {timeout:.0f} s"
             raise SourceError(
-                f"cannot reach Kafka at {self._cfg.bootstrap_servers}{waited}: {kafka_reason(exc)}",
+                f"cannot reach Kafka at {self._cfg.kafka.bootstrap_servers}{waited}: "
+                f"{kafka_reason(exc)}",
                 hint="check source.bootstrap_servers and that the broker is running",
             ) from None
         self._reached = True
@@ -498,7 +503,7 @@ class KafkaSource:
         batch (one message on Kafka), whose last offset settles it.
         """
         # A consumer of its own: this may run in a thread while the main one consumes.
-        probe = Consumer({**self._tx_settings, "group.id": self._cfg.group_id + "-probe"})
+        probe = Consumer({**self._tx_settings, "group.id": self._cfg.kafka.group_id + "-probe"})
         try:
             marks = _watermarks(probe, partitions)
             return _exact_ends(probe, marks, list(marks), TIMEOUT_S)
@@ -535,7 +540,8 @@ class KafkaSource:
                 # its checkpoints instead (what was read of this batch is dropped).
                 reason, self._down = self._down, None
                 raise SourceError(
-                    f"lost the connection to Kafka at {self._cfg.bootstrap_servers}: {reason}",
+                    f"lost the connection to Kafka at {self._cfg.kafka.bootstrap_servers}: "
+                    f"{reason}",
                     hint="check that the broker is running and reachable",
                 )
             if not msgs and out:

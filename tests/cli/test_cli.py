@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.integration.replicas import run_cli
@@ -42,6 +43,34 @@ def test_bad_config_is_refused_before_anything_runs(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "source.bootstrap_servers" in r.stderr and "source.topics" in r.stderr
     assert "target" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_config_problem_missing_secrets_included_is_reported_in_one_error(
+    tmp_path: Path,
+) -> None:
+    # Three different mistakes: an unknown key, a value out of range, and a secret
+    # reference naming an unset variable. All are listed by one run, none hides another.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[source]\nbootstrap_servers = "127.0.0.1:9092"\ntopics = "x"\n'
+        'sasl_password = "${env:CDCCTL_TEST_UNSET_PW}"\n'
+        '[target]\npath = "lake"\n[hudi]\nnum_buckets = 0\n[replicator]\nbatch_size = 5\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CDCCTL_TEST_UNSET_PW"}
+    r = run_cli("status", "--config", str(cfg), env=env)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("error: ") == 1 and "is not a valid cdcctl config" in r.stderr
+    problems = [line for line in r.stderr.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 3, r.stderr
+    assert "  - hudi.num_buckets: Input should be greater than or equal to 1" in problems
+    assert any(
+        p.startswith("  - replicator.batch_size: ") and "remove this key" in p for p in problems
+    )
+    assert (
+        "  - source.sasl_password = ${env:CDCCTL_TEST_UNSET_PW}: environment variable "
+        "CDCCTL_TEST_UNSET_PW is not set" in r.stderr
+    )
+    assert "Traceback" not in r.stderr
 
 
 def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ def test_rendered_config_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(text)
     cfg = load_config(path)
-    assert cfg.source.topics == r"^db\."
+    assert cfg.source.kafka.topics == r"^db\."
     assert cfg.target_path() == (tmp_path / "lake").resolve()
     assert cfg.work_path() == (tmp_path / ".cdcctl").resolve()
 
@@ -54,9 +54,9 @@ def test_secrets_are_refused_in_file_and_read_from_env(tmp_path: Path, monkeypat
     )
     cfg = load_config(path)
     with pytest.raises(ConfigError, match="MY_PW"):
-        cfg.source.sasl_password_value()
+        cfg.source.security.sasl_password_value()
     monkeypatch.setenv("MY_PW", "hunter2")
-    secret = load_config(path).source.sasl_password_value()
+    secret = load_config(path).source.security.sasl_password_value()
     assert secret is not None and secret.get_secret_value() == "hunter2"
     assert "hunter2" not in repr(load_config(path)) and "hunter2" not in str(secret)
 
@@ -73,7 +73,7 @@ def test_missing_and_invalid_toml(tmp_path: Path) -> None:
 def test_example_config_is_valid() -> None:
     cfg = load_config(Path(__file__).resolve().parents[2] / "examples" / "cdcctl.toml")
     assert cfg.source.exclude_tables == ["inventory_audit_*"]
-    assert cfg.source.sasl_password_value() is None  # only commented out there
+    assert cfg.source.security.sasl_password_value() is None  # only commented out there
 
 
 def test_errors_tolerance_is_none_by_default_and_checked(tmp_path: Path) -> None:
@@ -170,11 +170,11 @@ def test_secret_references_resolve_from_env_and_file(tmp_path: Path, monkeypatch
             'database_password = "${env:DB_PW_T}"\nssl_key_password = "${env:DB_PW_T}"',
         )
     )
-    sasl = cfg.source.sasl_password_value()
+    sasl = cfg.source.security.sasl_password_value()
     assert sasl is not None and sasl.get_secret_value() == "file-secret-9f3k"
-    db = cfg.source.database_password_value()
+    db = cfg.source.database.database_password_value()
     assert db is not None and db.get_secret_value() == "env-secret-7c2q"
-    key = cfg.source.ssl_key_password_value()
+    key = cfg.source.security.ssl_key_password_value()
     assert key is not None and key.get_secret_value() == "env-secret-7c2q"
     # Resolved secrets are registered for redaction; the config never shows them.
     assert redact("login failed for env-secret-7c2q") == "login failed for ***"
@@ -188,7 +188,7 @@ def test_secret_references_resolve_from_env_and_file(tmp_path: Path, monkeypatch
     cfg = load_config(
         _secret_config(tmp_path / "conf" / "c.toml", 'database_password = "${file:db.pw}"')
     )
-    db = cfg.source.database_password_value()
+    db = cfg.source.database.database_password_value()
     assert db is not None and db.get_secret_value() == "conf-relative-5h1w"
 
 
@@ -207,8 +207,17 @@ def test_secret_reference_missing_env_or_file_is_clear(tmp_path: Path, monkeypat
     path = _secret_config(tmp_path / "c.toml", 'sasl_password = "${env:NO_SUCH_PW_T}"')
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    assert info.value.message == (
+    # Reported as one of the config's problems (with any others), key and reference named.
+    assert info.value.problems == [
+        (
+            "source.sasl_password = ${env:NO_SUCH_PW_T}",
+            "environment variable NO_SUCH_PW_T is not set",
+            "export NO_SUCH_PW_T=... before running cdcctl, or change source.sasl_password",
+        )
+    ]
+    assert (
         "source.sasl_password = ${env:NO_SUCH_PW_T}: environment variable NO_SUCH_PW_T is not set"
+        in str(info.value)
     )
     missing = tmp_path / "nope.pw"
     path = _secret_config(tmp_path / "c.toml", f'ssl_key_password = "${{file:{missing}}}"')

@@ -1,0 +1,272 @@
+"""The sections after ``[source]``: ``[target]``, ``[hudi]``, ``[replicator]``,
+``[errors]``, ``[spark]``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from engine.config.base import Section, init
+from engine.naming import DEFAULT_NAMING, check_naming
+
+#: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
+LOG_NAME = "cdcctl.log"
+
+#: ``hudi.clean_retain_hours`` by default: longer than queries on a replica run and than
+#: an hourly incremental pull's interval, short enough that the active timeline (every
+#: commit of the window stays on it) and the slices compactions replaced stay small at
+#: one commit a second (3,600 instants). Hudi's own default for the policy is 24.
+DEFAULT_CLEAN_RETAIN_HOURS = 1.0
+
+#: What ``errors.tolerance`` may be.
+TOLERANCES = ("none", "all")
+
+
+class TargetConfig(Section):
+    """The folder that holds one Hudi table per source table."""
+
+    path: str = Field(
+        min_length=1,
+        description="folder holding one Hudi table per source table",
+        json_schema_extra=init("one Hudi table per source table is created under this folder"),
+    )
+    table_naming: str = Field(
+        default=DEFAULT_NAMING,
+        description="how a topic names its table: `schema_table` (`inventory_customers`), "
+        "`prefix_schema_table` (`dbserver1_inventory_customers`), or a template over "
+        "`{prefix}`, `{database}`, `{schema}`, `{table}` (see "
+        "[Table naming](tables.md#table-naming))",
+    )
+
+    @field_validator("table_naming")
+    @classmethod
+    def _naming(cls, value: str) -> str:
+        return check_naming(value)
+
+
+class HudiConfig(Section):
+    """Hudi writer settings. ``num_buckets`` and ``table_type`` are fixed for a table once
+    it exists."""
+
+    num_buckets: int = Field(
+        default=8,
+        ge=1,
+        le=4096,
+        description="bucket index size of new tables (fixed for a table once created)",
+        json_schema_extra=init("bucket index size per table; fixed once a table exists"),
+    )
+    clean_retain_hours: float = Field(
+        default=DEFAULT_CLEAN_RETAIN_HOURS,
+        gt=0,
+        description="cleaning by time (Hudi's `KEEP_LATEST_BY_HOURS`, "
+        "`hoodie.cleaner.hours.retained`): every instant of the last N hours stays readable "
+        "(time travel, incremental pulls, and a query pinned at an instant keeps its files this "
+        "long after it, however many commits and compactions follow); file slices no such "
+        "instant needs are cleaned. An hour outlasts queries and hourly pulls while the active "
+        "timeline stays small at one commit a second; Hudi's default for this policy is 24. "
+        "Fractions work (`0.25`)",
+        json_schema_extra=init(
+            "history kept readable (time travel, incremental pulls, long queries)"
+        ),
+    )
+    clean_retain_commits: int | None = Field(
+        default=None,
+        ge=1,
+        description="cleaning by count instead (Hudi's `KEEP_LATEST_COMMITS`, "
+        "`hoodie.cleaner.commits.retained`): the newest N commits stay readable, seconds of "
+        "history on a busy table (a start warns). Set it or `clean_retain_hours`, not both; "
+        "older configs (`cdcctl init` wrote `clean_retain_commits = 10`) keep working: remove "
+        "the line to retain by time",
+    )
+    table_type: Literal["MERGE_ON_READ", "COPY_ON_WRITE"] = Field(
+        default="MERGE_ON_READ",
+        description="for new tables: `MERGE_ON_READ` (a batch appends one log file per touched "
+        "file group, compacted into a new base file when its logs grow; see "
+        "[Tables](tables.md#tables)) or `COPY_ON_WRITE` (a batch rewrites every file group it "
+        "touches). An existing table keeps its type",
+        json_schema_extra=init("or COPY_ON_WRITE; fixed once a table exists"),
+    )
+    compaction_max_log_files: int = Field(
+        default=16,
+        ge=1,
+        description="(MOR) a file group whose slice has this many log files is due for "
+        "compaction (a batch compacts at most a quarter of a table's groups, fullest first; at "
+        "twice this many it is compacted regardless)",
+    )
+    compaction_max_log_ratio: float = Field(
+        default=0.5,
+        gt=0,
+        description="(MOR) ...or whose log files add up to more than this fraction of its base "
+        "file (base files under 4 MiB count as 4 MiB)",
+    )
+    keep_min_commits: int = Field(
+        default=20,
+        ge=2,
+        description="archiving (Hudi's `hoodie.keep.min.commits`): this many completed commits "
+        "stay on the active timeline, and every commit the cleaning policy retains; with "
+        "`clean_retain_commits`, must exceed it",
+    )
+    keep_max_commits: int = Field(
+        default=30,
+        ge=3,
+        description="archiving (Hudi's `hoodie.keep.max.commits`): past this many completed "
+        "commits, the oldest move to `.hoodie/archived/`; must exceed `keep_min_commits`",
+    )
+    archive_retention_hours: float = Field(
+        default=0.0,
+        ge=0,
+        description="`0`: archive files are kept forever, as Hudi keeps them (its archived "
+        "timeline and incremental queries from archived instants read them); otherwise archive "
+        "files whose newest instant is older are deleted (at least `clean_retain_hours`)",
+    )
+
+    @model_validator(mode="after")
+    def _archiving(self) -> HudiConfig:
+        if self.keep_min_commits >= self.keep_max_commits:
+            raise ValueError(
+                f"keep_min_commits ({self.keep_min_commits}) must be less than "
+                f"keep_max_commits ({self.keep_max_commits})"
+            )
+        if self.clean_retain_commits is not None:
+            if "clean_retain_hours" in self.model_fields_set:
+                raise ValueError(
+                    "set clean_retain_hours (retain by time) or clean_retain_commits (by "
+                    "count), not both"
+                )
+            if self.keep_min_commits <= self.clean_retain_commits:
+                raise ValueError(
+                    f"keep_min_commits ({self.keep_min_commits}) must be greater than "
+                    f"clean_retain_commits ({self.clean_retain_commits}), as Hudi requires"
+                )
+        elif 0 < self.archive_retention_hours < self.clean_retain_hours:
+            raise ValueError(
+                f"archive_retention_hours ({self.archive_retention_hours:g}) must be 0 or at "
+                f"least clean_retain_hours ({self.clean_retain_hours:g}): archived instants "
+                "are deleted no sooner than the data files of their time"
+            )
+        return self
+
+
+class ReplicatorConfig(Section):
+    """Micro-batch sizing and bookkeeping."""
+
+    max_batch_events: int = Field(
+        default=100_000,
+        ge=1,
+        description="most messages per micro-batch (larger: faster catch-up, more memory; see "
+        "[Performance](../performance.md))",
+        json_schema_extra=init(),
+    )
+    max_batch_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="longest wait while filling a micro-batch",
+        json_schema_extra=init(),
+    )
+    topic_refresh_seconds: float = Field(
+        default=10.0, gt=0, description="how often new matching topics are looked for"
+    )
+    work_dir: str = Field(
+        default=".cdcctl",
+        description="the state store `state.db`, staging files, the dead-letter files, the log "
+        "file `cdcctl.log`, and `spark.log` (the Spark JVM's own output; `cdcctl start` keeps "
+        "the terminal for its own lines)",
+        json_schema_extra=init(),
+    )
+    tombstone_retention_hours: float = Field(
+        default=168.0,
+        ge=0,
+        description="how long (source time) delete tombstones are kept (and while their commit "
+        "is retained by `hudi.clean_retain_hours` / `_commits`), so late events cannot "
+        "resurrect rows",
+    )
+    accept_offset_gaps: list[str] = Field(
+        default_factory=list,
+        description="tables (glob patterns over names) that go on from the log's start after a "
+        "gap in their topic (a checkpoint before the log's start or past its end) instead of "
+        'stopping (FAILED; see "Gaps in Kafka" in [Tables](tables.md#tables)); each accepted '
+        "gap is recorded in the table's next commit (`cdcctl.accepted_gaps`)",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="serve Prometheus metrics (`/metrics`) on this port (`0`: a free one); "
+        "unset: off. See [Metrics](operating.md#metrics)",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="the address the metrics endpoint listens on",
+    )
+    log_format: Literal["plain", "json"] = Field(
+        default="plain",
+        description="the log file's lines (`<work_dir>/cdcctl.log`, written by `cdcctl "
+        "start`): `plain` text or `json` (one object a line); see "
+        "[Log file](operating.md#log-file)",
+    )
+    log_max_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1024,
+        description="the log file is rotated past this size (10 MiB by default; at least 1024)",
+    )
+    log_backups: int = Field(
+        default=5,
+        ge=1,
+        description="rotated log files kept (`cdcctl.log.1` ... `.5`; at least 1)",
+    )
+    retry_max_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="how long one incident of a transient failure (broker unreachable, storage "
+        "error, failed Spark job) is retried, with backoff, before the replicator (or, for its "
+        "own storage error, the table) stops; see [Retries](operating.md#retries)",
+    )
+
+
+class ErrorsConfig(Section):
+    """What happens to a message that cannot be decoded (a bad message)."""
+
+    tolerance: str = Field(
+        default="none",
+        description="what a bad (undecodable) message does. `none`: its table stops (FAILED) "
+        "at the first one, which goes to the dead-letter file; events before it are applied, "
+        "nothing after it, and the table's checkpoint stays at it, so after the fix a restart "
+        "resumes exactly there (or restart with `all` to skip it). `all`: every bad message "
+        "goes to the dead-letter file and is counted (`bad`), the rest applies. Other values "
+        "are refused. It replaces `replicator.max_bad_fraction`, which is refused with a "
+        "pointer to it",
+        json_schema_extra=init(
+            'a bad message stops its table; "all": dead-letter bad messages, apply the rest'
+        ),
+    )
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, value: str) -> str:
+        if value not in TOLERANCES:
+            raise ValueError(
+                f'{value!r} is not a tolerance: use "none" (a bad message stops its '
+                'table) or "all" (bad messages go to the dead-letter file, the rest applies)'
+            )
+        return value
+
+
+class SparkConfig(Section):
+    """Local Spark session settings (the only place Spark is configured)."""
+
+    master: str = Field(
+        default="local[2]",
+        description="Spark master (`local[N]`; a cluster URL works if the target is on shared "
+        "storage)",
+        json_schema_extra=init(),
+    )
+    driver_memory: str = Field(
+        default="1g", description="Spark driver memory", json_schema_extra=init()
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra Spark settings (`spark.driver.extraJavaOptions` here is appended to "
+        "the engine's JVM flags, so a flag given here wins)",
+    )
