@@ -54,13 +54,20 @@ if TYPE_CHECKING:
     from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
     from engine.spark import check_java, start_for
     from engine.state import (
+        COUNTERS,
+        DETAIL_VIEW,
         STATUS_FIELDS,
+        STATUS_VIEW,
+        TABLES_VIEW,
+        WIDE_VIEW,
+        Counter,
         Request,
         TableCounters,
         TableState,
         TableStatus,
         read_status,
         send_request,
+        shown_counters,
         wait_stopped,
     )
     from engine.validate import TableReport, redact_dsn, validate_replicas
@@ -114,7 +121,14 @@ _EXPORTS = {
     "accept_epoch": "engine.replicator.epochs",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
+    "COUNTERS": "engine.state",
+    "Counter": "engine.state",
+    "DETAIL_VIEW": "engine.state",
     "STATUS_FIELDS": "engine.state",
+    "STATUS_VIEW": "engine.state",
+    "TABLES_VIEW": "engine.state",
+    "WIDE_VIEW": "engine.state",
+    "shown_counters": "engine.state",
     "Request": "engine.state",
     "read_status": "engine.state",
     "send_request": "engine.state",

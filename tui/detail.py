@@ -42,18 +42,7 @@ if TYPE_CHECKING:
     from engine import KafkaOffsets, TableDetail
 
 #: Counters shown, in order: (label, status key).
-COUNTERS = (
-    ("snapshot", "snapshot_rows"),
-    ("inserts", "inserts"),
-    ("updates", "updates"),
-    ("deletes", "deletes"),
-    ("truncates", "truncates"),
-    ("late", "late"),
-    ("bad", "bad"),
-    ("schema chg", "ddl"),
-    ("retries", "retries"),
-    ("commits", "commits"),
-)
+COUNTERS = tuple((c.detail_label, c.name) for c in engine.shown_counters(engine.DETAIL_VIEW))
 
 
 def when(value: Any, now: float, *, date: bool = False) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 from rich.text import Text
 
+import engine
+
 #: Each table state: its style (in the order of trouble: sorting by state puts FAILED
 #: first) (colour plus a weight that reads in monochrome) and mark.
 STATE_STYLES = {
@@ -49,17 +51,11 @@ COLUMNS = (
     Column("events_per_s", "events/s"),
     Column("lag_messages", "lag"),
     Column("lag_seconds", "lag s"),
-    Column("rows", "rows"),
-    Column("snapshot_rows", "snapshot"),
-    Column("inserts", "inserts"),
-    Column("updates", "updates"),
-    Column("deletes", "deletes"),
-    Column("late", "late"),
-    Column("bad", "bad"),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.TABLES_VIEW)),
 )
 #: More columns where there is room (wide terminals).
 WIDE_COLUMNS = (
-    Column("commits", "commits"),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.WIDE_VIEW)),
     Column("last_commit_at", "last commit"),
     Column("throughput", "10 min", numeric=False),
 )

@@ -18,27 +18,20 @@ ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
 ]
 
-#: Columns of the text table: heading, status field.
-_COLUMNS = (
-    ("table", "table"),
-    ("state", "state"),
-    ("rows", "rows"),
-    ("snapshot", "snapshot_rows"),
-    ("inserts", "inserts"),
-    ("updates", "updates"),
-    ("deletes", "deletes"),
-    ("truncates", "truncates"),
-    ("ddl", "ddl"),
-    ("late", "late"),
-    ("bad", "bad"),
-    ("retries", "retries"),
-    ("commits", "commits"),
-    ("lag", "lag_messages"),
-    ("lag time", "lag_seconds"),
-    ("latency p50/p95/p99", "latency"),
-    ("events/s", "events_per_s"),
-    ("last commit", "last_commit_at"),
-)
+
+def _columns() -> list[tuple[str, str]]:
+    """Columns of the text table: heading, status field (the counters' from their one
+    declaration, :data:`engine.COUNTERS`)."""
+    return [
+        ("table", "table"),
+        ("state", "state"),
+        *((c.heading, c.name) for c in engine.shown_counters(engine.STATUS_VIEW)),
+        ("lag", "lag_messages"),
+        ("lag time", "lag_seconds"),
+        ("latency p50/p95/p99", "latency"),
+        ("events/s", "events_per_s"),
+        ("last commit", "last_commit_at"),
+    ]
 
 
 #: Events of the log shown under the table.
@@ -104,8 +97,9 @@ def print_status(status: dict[str, Any], json_out: bool) -> None:
         )
         return
     print(_headline(status["replicator"]))
-    rows = [[_cell(key, _value(t, key)) for _, key in _COLUMNS] for t in status["tables"]]
-    headings = [h for h, _ in _COLUMNS]
+    columns = _columns()
+    rows = [[_cell(key, _value(t, key)) for _, key in columns] for t in status["tables"]]
+    headings = [h for h, _ in columns]
     if sys.stdout.isatty():
         table = Table(*headings, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for i, column in enumerate(table.columns[:2]):  # names and states are never cut

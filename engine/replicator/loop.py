@@ -101,6 +101,7 @@ from engine.source import (
 from engine.source.records import next_offsets
 from engine.state import Request, StateRecorder, TableCounters, TableState, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
+from engine.state.model import commit_counts
 from engine.state.recorder import add_commit_counts
 
 log = logging.getLogger("cdcctl.replicator")
@@ -1414,24 +1415,12 @@ class Replicator:
         total = MergeCounts()
         for r in results:
             total.add(r.counts)
-        applied = {
-            "inserts": total.inserts,
-            "updates": total.updates,
-            "deletes": total.deletes,
-            "late": total.late,
-            "truncated": total.truncated,
-            "toast_unresolved": total.toast_unresolved,
-            "toast_filled": total.toast_filled,
-            # Source events applied by op (each once; tombstones and late ones excluded).
-            "events_r": total.events_r,
-            "events_c": total.events_c,
-            "events_u": total.events_u,
-            "events_d": total.events_d,
-            "events_t": plan.truncates,
-            "bad": bad,
-            # With a schema change topic: its events; else batches that changed the schema.
-            "ddl": plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed),
-        }
+        # Source events applied by op (each once; tombstones and late ones excluded); with a
+        # schema change topic, ddl counts its events, else batches that changed the schema.
+        ddl = plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed)
+        applied = commit_counts(
+            {**dataclasses.asdict(total), "events_t": plan.truncates, "bad": bad, "ddl": ddl}
+        )
         faults.point("before_commit")
         writer.commit(
             plan.instant,

@@ -6,11 +6,28 @@ reads (``status``) and sends control requests through (``pause``, ``resume``, ``
 from __future__ import annotations
 
 from engine.state.control import STATUS_FIELDS, read_status, send_request, wait_stopped
-from engine.state.model import TableCounters, TableState, TableStatus
+from engine.state.model import (
+    COUNTERS,
+    DETAIL_VIEW,
+    STATUS_VIEW,
+    TABLES_VIEW,
+    WIDE_VIEW,
+    Counter,
+    TableCounters,
+    TableState,
+    TableStatus,
+    shown_counters,
+)
 from engine.state.recorder import StateRecorder
 from engine.state.store import Request, StateStore, store_path
 
 __all__ = [
+    "COUNTERS",
+    "DETAIL_VIEW",
+    "STATUS_VIEW",
+    "TABLES_VIEW",
+    "WIDE_VIEW",
+    "Counter",
     "STATUS_FIELDS",
     "Request",
     "StateRecorder",
@@ -20,6 +37,7 @@ __all__ = [
     "TableStatus",
     "read_status",
     "send_request",
+    "shown_counters",
     "store_path",
     "wait_stopped",
 ]

@@ -16,22 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.lock import LOCK_NAME, held
-from engine.state.store import COUNTERS, Request, StateStore, store_path
+from engine.state.model import COUNTER_NAMES, COUNTERS
+from engine.state.store import Request, StateStore, store_path
 
 #: Keys of a table in ``status --json``, in order (the documented ones first).
 STATUS_FIELDS = (
     "table",
     "state",
-    "rows",
-    "snapshot_rows",
-    "inserts",
-    "updates",
-    "deletes",
-    "truncates",
-    "late",
-    "bad",
-    "retries",
-    "commits",
+    *(c.name for c in COUNTERS if c.listed),
     "lag_messages",
     "lag_seconds",
     "latency_p50_s",
@@ -112,11 +104,9 @@ def read_status(work_dir: Path) -> dict[str, Any] | None:
             {
                 "topic": t["topic"],
                 "state_since": _iso(t["state_since"]),
-                "toast_unresolved": t["toast_unresolved"],
-                "toast_filled": t["toast_filled"],
-                "ddl": t["ddl"],
+                **{c.name: t[c.name] for c in COUNTERS if not c.listed},
                 "last_error_at": _iso(t["last_error_at"]),
-                "this_run": {c: t[f"run_{c}"] for c in COUNTERS},
+                "this_run": {c: t[f"run_{c}"] for c in COUNTER_NAMES},
                 "throughput": t["throughput"],
             }
         )
