@@ -191,8 +191,8 @@ class StateRecorder:
         live = self._live[name] = _Live(topic)
         stored = None
         if row is not None:
-            for name in COUNTER_NAMES:
-                setattr(counters, name, int(row[name]))
+            for counter in COUNTER_NAMES:
+                setattr(counters, counter, int(row[counter]))
             if row["last_event_at"] is not None:
                 counters.last_source_ts_ms = int(row["last_event_at"] * 1000)
             live.last_instant = row["last_instant"]
