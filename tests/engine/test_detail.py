@@ -174,7 +174,7 @@ def test_reads_while_a_replicator_runs(broker, spark, tmp_path: Path) -> None:
             if detail.replica is not None:
                 seen.append(detail.replica.checkpoint.get(0, 0))
             rep = detail.replicator
-            running = running or bool(rep and rep["alive"] and rep["state"] == "running")
+            running = running or bool(rep and rep.alive and rep.state == "running")
             if seen and seen[-1] == sent:
                 if sent >= 500:
                     break
