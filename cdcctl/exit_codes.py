@@ -1,4 +1,10 @@
-"""Named exit codes of every cdcctl command, and the fast exit after a run."""
+"""Named exit codes of every cdcctl command, the one mapping of errors to them, and the
+fast exit after a run.
+
+A command returns its exit code (or None: 0, the usual way out) or raises an engine
+error; :func:`cdcctl.main.main` ends the process with it (:func:`exit_now`) or with the
+error's code (:func:`code_for`).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,34 @@ import os
 import sys
 from typing import NoReturn
 
+import engine
+
 OK = 0
-CHECK_FAILED = 1  # a check found a problem (validate, test-connection, query)
+CHECK_FAILED = 1  # a check found a problem, or the request names what is not there
 USAGE = 2  # bad usage or bad config: nothing was started
 RUNTIME = 3  # a runtime failure: broker, Spark, storage, missing Java
+
+
+class UsageError(engine.CdcError):
+    """The command line asks for what cannot be asked (e.g. a missing argument)."""
+
+
+#: The exit code of each kind of error (the first class it is an instance of); any other
+#: engine error is a runtime failure. A state request that cannot be carried out as asked
+#: (an unknown table, a replicator running where none may) and a name that is no table
+#: name answer like a failed check (docs/guide/commands.md "Commands").
+ERROR_CODES: tuple[tuple[type[engine.CdcError], int], ...] = (
+    (engine.ConfigError, USAGE),
+    (UsageError, USAGE),
+    (engine.QueryError, CHECK_FAILED),
+    (engine.StateError, CHECK_FAILED),
+    (engine.TableNameError, CHECK_FAILED),
+)
+
+
+def code_for(exc: engine.CdcError) -> int:
+    """The exit code of an engine error."""
+    return next((code for kind, code in ERROR_CODES if isinstance(exc, kind)), RUNTIME)
 
 
 def exit_now(code: int) -> NoReturn:

@@ -2,16 +2,19 @@
 
 stdout carries data (tables, JSON); diagnostics and errors go to stderr. Every engine
 error is rendered in one place (:func:`main`) without a traceback and mapped to a named
-exit code (:mod:`cdcctl.exit_codes`). Each command lives in its own module under
-``cdcctl/commands/``.
+exit code (:func:`cdcctl.exit_codes.code_for`); the exit code a command returns ends the
+process at once (:func:`cdcctl.exit_codes.exit_now`). Each command lives in its own module
+under ``cdcctl/commands/``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -38,6 +41,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
 )
+
+
+def _exits(command: Callable[..., int | None]) -> Callable[..., None]:
+    """``command``, ending the process with the exit code it returns (None: as usual)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        code = command(*args, **kwargs)
+        if code is not None:
+            exit_codes.exit_now(code)
+
+    return run
+
+
 for command in (
     init,
     start,
@@ -54,7 +71,7 @@ for command in (
     test_connection,
     validate,
 ):
-    app.command()(command)
+    app.command()(_exits(command))
 
 
 def _version() -> str:
@@ -86,14 +103,6 @@ def root(
     configure_logging(verbose)
 
 
-def _exit_code(exc: engine.CdcError) -> int:
-    if isinstance(exc, engine.ConfigError):
-        return exit_codes.USAGE
-    if isinstance(exc, engine.QueryError):
-        return exit_codes.CHECK_FAILED
-    return exit_codes.RUNTIME
-
-
 def main() -> None:
     """Entry point: run the app, rendering engine errors without tracebacks."""
     try:
@@ -107,7 +116,7 @@ def main() -> None:
                 err.print(say(line), markup=False)
         if exc.hint:
             err.print(say(f"  hint: {exc.hint}"), markup=False)
-        sys.exit(_exit_code(exc))
+        sys.exit(exit_codes.code_for(exc))
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if os.environ.get("CDCCTL_DEBUG"):
             raise

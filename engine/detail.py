@@ -32,6 +32,7 @@ from engine.hudi.commit import parse_checkpoint
 from engine.naming import table_path
 from engine.state.control import open_store, read_status
 from engine.state.recorder import HISTORY_STEP_S
+from engine.state.records import ReplicatorRecord, TableRecord
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -141,11 +142,11 @@ class TableDetail:
 
     table: str
     work_dir: str
-    #: ``read_status(work_dir)["replicator"]``; None: the work folder has no state store.
-    replicator: dict[str, Any] | None
+    #: ``read_status(work_dir).replicator``; None: the work folder has no state store.
+    replicator: ReplicatorRecord | None
     #: The table's record of ``read_status`` (``cdcctl status --json``); None: the store
     #: has no row for it.
-    status: dict[str, Any] | None
+    status: TableRecord | None
     #: The table's event-log entries, oldest first: ``at`` (seconds since the epoch),
     #: ``kind``, ``message``.
     events: tuple[dict[str, Any], ...]
@@ -222,15 +223,14 @@ class TableDetailReader:
         replicator = status = None
         events: tuple[dict[str, Any], ...] = ()
         if found is not None:
-            replicator = found["replicator"]
-            status = next((t for t in found["tables"] if t["table"] == self.table), None)
+            replicator, status = found.replicator, found.table(self.table)
             store = open_store(self.work_dir)
             if store is not None:
                 try:
                     events = tuple(store.events(self.event_entries, table=self.table))
                 finally:
                     store.close()
-        topic = status.get("topic") if status else None
+        topic = status.topic if status else None
         replica, error = None, None
         if self.config is None:
             error = "no config given: the replica's folder is unknown"

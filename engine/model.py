@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import pyarrow as pa
+
 STREAMED_BIT: Final = 1 << 62
 
 # Operation codes carried in ``_cdc_op``.
@@ -57,17 +59,32 @@ OFFSET: Final = "_cdc_offset"
 TX_ID: Final = "_cdc_tx_id"
 GTID: Final = "_cdc_gtid"  # MySQL/MariaDB source.gtid, for GTID ordering where configured
 
-CONTROL_COLUMNS: Final = (KEY, OP, POS, POS_SUB, SOURCE_TS, PARTITION, OFFSET, TX_ID, GTID)
+#: The control columns of a change batch (its first columns, in this order), typed as the
+#: decoders type them.
+CONTROL_SCHEMA: Final = pa.schema(
+    [
+        (KEY, pa.string()),
+        (OP, pa.string()),
+        (POS, pa.int64()),
+        (POS_SUB, pa.int64()),
+        (SOURCE_TS, pa.int64()),
+        (PARTITION, pa.int32()),
+        (OFFSET, pa.int64()),
+        (TX_ID, pa.string()),
+        (GTID, pa.string()),
+    ]
+)
+CONTROL_COLUMNS: Final = tuple(CONTROL_SCHEMA.names)
 #: Optional control column (bool, after the row image): the event's position is an order
 #: value, so an equal position is a different change (the later Kafka offset wins), not a
 #: replay. Only the decoders of order-field formats add it; never a replica column.
 BY_FIELD: Final = "_cdc_by_field"
 
 # Columns kept in every replica next to the source columns (after the Hudi meta columns).
-ROW_OP: Final = "_cdc_op"
-ROW_POS: Final = "_cdc_pos"
-ROW_POS_SUB: Final = "_cdc_pos_sub"
-ROW_SOURCE_TS: Final = "_cdc_source_ts_ms"
+ROW_OP: Final = OP
+ROW_POS: Final = POS
+ROW_POS_SUB: Final = POS_SUB
+ROW_SOURCE_TS: Final = SOURCE_TS
 #: The stored ``_cdc_pos`` of a row whose events never had a position (incremental
 #: snapshot reads, events without a ``source`` block). ``_cdc_pos`` is the table's Hudi
 #: ordering (precombine) field, and Hudi's readers refuse a null one ("Ordering value is

@@ -234,10 +234,10 @@ class DashboardApp(App[None]):
         lag = Text.assemble(("lag ", "dim"), (view.count(head.lag_messages), "bold"), " msgs ")
         lag.append_text(Text.assemble(("· ", "dim"), (view.duration(head.lag_seconds), "bold")))
         self.query_one("#lag", Static).update(lag)
-        self._fill(snapshot.status["tables"])
+        self._fill(snapshot.status.tables)
         events = self.query_one("#events", Static)
         events.display = self.size.height >= EVENTS_FROM_HEIGHT
-        events.update(view.event_lines(snapshot.status["events"], EVENT_LINES))
+        events.update(view.event_lines(snapshot.status.events, EVENT_LINES))
 
     def _state_line(self, head: view.Headline) -> Text:
         line = Text.assemble(("cdcctl ", "bold"))
@@ -253,12 +253,12 @@ class DashboardApp(App[None]):
             line.append(" ago", style="dim")
         return line
 
-    def _fill(self, tables: list[dict[str, Any]]) -> None:
+    def _fill(self, tables: list[engine.TableRecord]) -> None:
         """Put the visible tables in the table, keeping the selected one selected."""
         widget = self.query_one(TablesTable)
         selected = self.selected_table()
         shown = view.visible_tables(tables, self.sort_key, self.sort_reverse, self.filter_text)
-        names = [t["table"] for t in shown]
+        names = [t.table for t in shown]
         keys = [c.key for c in view.columns(self._wide)]
         rows = [view.cells(t, self.now(), compact=self.compact, wide=self._wide) for t in shown]
         with self.batch_update():
@@ -317,10 +317,10 @@ class DashboardApp(App[None]):
             return None
         return str(key.value) if key.value is not None else None
 
-    def _row(self, name: str) -> dict[str, Any] | None:
+    def _row(self, name: str) -> engine.TableRecord | None:
         if self.snapshot is None or self.snapshot.status is None:
             return None
-        return next((t for t in self.snapshot.status["tables"] if t["table"] == name), None)
+        return self.snapshot.status.table(name)
 
     # -- sorting and filtering -----------------------------------------------------------
     def action_sort(self) -> None:
@@ -402,13 +402,13 @@ class DashboardApp(App[None]):
         if name is None:
             return
         row = self._row(name)
-        kind = "resume" if row is not None and row["state"] == "PAUSED" else "pause"
+        kind = "resume" if row is not None and row.state == "PAUSED" else "pause"
         self.control(kind, [name])
 
     def action_pause_all(self) -> None:
-        tables = self.snapshot.status["tables"] if self.snapshot and self.snapshot.status else []
-        live = [t for t in tables if t["state"] not in ("FAILED", "FAILING")]
-        kind = "resume" if live and all(t["state"] == "PAUSED" for t in live) else "pause"
+        tables = self.snapshot.status.tables if self.snapshot and self.snapshot.status else []
+        live = [t for t in tables if t.state not in ("FAILED", "FAILING")]
+        kind = "resume" if live and all(t.state == "PAUSED" for t in live) else "pause"
         self.control(kind, [])
 
     def action_stop(self) -> None:

@@ -42,18 +42,7 @@ if TYPE_CHECKING:
     from engine import KafkaOffsets, TableDetail
 
 #: Counters shown, in order: (label, status key).
-COUNTERS = (
-    ("snapshot", "snapshot_rows"),
-    ("inserts", "inserts"),
-    ("updates", "updates"),
-    ("deletes", "deletes"),
-    ("truncates", "truncates"),
-    ("late", "late"),
-    ("bad", "bad"),
-    ("schema chg", "ddl"),
-    ("retries", "retries"),
-    ("commits", "commits"),
-)
+COUNTERS = tuple((c.detail_label, c.name) for c in engine.shown_counters(engine.DETAIL_VIEW))
 
 
 def when(value: Any, now: float, *, date: bool = False) -> str:
@@ -235,32 +224,32 @@ class TableDetailScreen(Screen[None]):
 
     def _show(self, d: TableDetail) -> None:
         now = self.now()
-        s = d.status or {}
+        s = d.status
         self.query_one("#title", Static).update(self._title(d, now))
-        if not s:
+        if s is None:
             self.query_one("#latency", Static).update(
                 "no figures: the state store has no row for this table"
                 if d.replicator is not None
                 else f"no state store in {d.work_dir}: no replicator ran there"
             )
         else:
-            lat = [s.get(f"latency_p{n}_s") for n in (50, 95, 99)]
+            lat = [s.latency_p50_s, s.latency_p95_s, s.latency_p99_s]
             text = Text()
             for n, v in zip((50, 95, 99), lat, strict=True):
                 text.append(f"p{n} ", "dim")
                 text.append(duration(v) if v is not None else "-", "bold")
                 text.append("   ")
             text.append("events/s ", "dim")
-            text.append(_number(s.get("events_per_s")), "bold")
+            text.append(_number(s.events_per_s), "bold")
             text.append("\nlag ", "dim")
-            lag = s.get("lag_messages")
-            lag_s = s.get("lag_seconds")
+            lag = s.lag_messages
+            lag_s = s.lag_seconds
             text.append(f"{_number(lag)} messages", "bold")
             text.append(f" ({duration(lag_s)})" if lag_s is not None else "")
             text.append("   last commit ", "dim")
-            text.append(when(s.get("last_commit_at"), now))
+            text.append(when(s.last_commit_at, now))
             self.query_one("#latency", Static).update(text)
-        history = [float(v) for v in (s.get("throughput") or [])]
+        history = [float(v) for v in (s.throughput if s is not None else [])]
         self.query_one("#throughput", Sparkline).data = history or [0.0]
         peak = max(history, default=0.0)
         self.query_one("#throughput-caption", Static).update(
@@ -281,13 +270,12 @@ class TableDetailScreen(Screen[None]):
             self.query_one("#kafka-table", Static).update(self._kafka(self.offsets))
 
     def _title(self, d: TableDetail, now: float) -> Text:
-        s = d.status or {}
-        state = s.get("state")
+        s = d.status
         title = Text.assemble((d.table, "bold"), "  ")
-        if state:
-            style, mark = STATE_STYLES.get(state, ("bold", ""))
-            title.append(f"{mark} {state}".strip(), style)
-            since = epoch(s.get("state_since"))
+        if s is not None:
+            style, mark = STATE_STYLES.get(s.state, ("bold", ""))
+            title.append(f"{mark} {s.state}".strip(), style)
+            since = epoch(s.state_since)
             if since is not None:
                 title.append(f" for {duration(now - since)}")
         else:
@@ -300,20 +288,21 @@ class TableDetailScreen(Screen[None]):
         if rep is None:
             title.append("never ran here")
         else:
-            title.append(str(rep.get("state")))
-            seen = epoch(rep.get("updated_at"))
-            if not rep.get("alive") and seen is not None:
+            title.append(str(rep.state))
+            seen = epoch(rep.updated_at)
+            if not rep.alive and seen is not None:
                 title.append(f" (not running; last seen {duration(now - seen)} ago)")
         return title
 
-    def _counters(self, s: dict[str, Any]) -> RenderableType:
-        if not s:
+    def _counters(self, s: engine.TableRecord | None) -> RenderableType:
+        if s is None:
             return Text("-", "dim")
-        run = s.get("this_run") or {}
         table = _table("", "total", "this run", "", "total", "this run")
         for col in (1, 2, 4, 5):
             table.columns[col].justify = "right"
-        rows = [(label, s.get(key), run.get(key)) for label, key in COUNTERS]
+        rows = [
+            (label, getattr(s.counters, key), getattr(s.this_run, key)) for label, key in COUNTERS
+        ]
         half = (len(rows) + 1) // 2
         right_rows = rows[half:] + [("", None, None)] * (len(rows) % 2)
         for left, right in zip(rows[:half], right_rows, strict=True):
@@ -421,8 +410,8 @@ class TableDetailScreen(Screen[None]):
             table.add_row(when(e["at"], now), Text(e["kind"], style), e["message"])
         return table
 
-    def _error(self, s: dict[str, Any], now: float) -> None:
-        error = s.get("last_error")
+    def _error(self, s: engine.TableRecord | None, now: float) -> None:
+        error = s.last_error if s is not None else None
         area = self.query_one("#error-text", TextArea)
         label = self.query_one("#error-when", Static)
         if not error:
@@ -432,7 +421,7 @@ class TableDetailScreen(Screen[None]):
         label.update(
             Text.assemble(
                 ("at ", "dim"),
-                when(s.get("last_error_at"), now, date=True),
+                when(s.last_error_at if s is not None else None, now, date=True),
                 ("   c copies it", "dim"),
             )
         )
@@ -449,7 +438,8 @@ class TableDetailScreen(Screen[None]):
         self.load()
 
     def action_copy_error(self) -> None:
-        error = ((self.detail.status or {}) if self.detail else {}).get("last_error")
+        status = self.detail.status if self.detail else None
+        error = status.last_error if status is not None else None
         if not error:
             self.notify("no error to copy", severity="warning")
             return

@@ -25,7 +25,7 @@ class Snapshot:
     """One reading of the state store: the status record, or why there is none."""
 
     #: What :func:`engine.read_status` returned (None: see ``problem``).
-    status: dict[str, Any] | None
+    status: engine.StatusRecord | None
     #: Why there is no status: no store yet, or one that cannot be read.
     problem: str | None
     #: When it was read (the app's clock).

@@ -1,8 +1,8 @@
 """What the main screen shows, computed from a status record: pure functions, no widgets.
 
-The status record is :func:`engine.read_status`'s (what ``cdcctl status --json``
-prints); times in it are ISO 8601 strings. ``now`` is always passed in, so that every
-"ago" and uptime is reproducible (the snapshot tests freeze it).
+The status record is :func:`engine.read_status`'s (an :class:`engine.StatusRecord`, what
+``cdcctl status --json`` prints); times in it are ISO 8601 strings. ``now`` is always
+passed in, so that every "ago" and uptime is reproducible (the snapshot tests freeze it).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+
+import engine
 
 #: Each table state: its style (in the order of trouble: sorting by state puts FAILED
 #: first) (colour plus a weight that reads in monochrome) and mark.
@@ -49,17 +51,11 @@ COLUMNS = (
     Column("events_per_s", "events/s"),
     Column("lag_messages", "lag"),
     Column("lag_seconds", "lag s"),
-    Column("rows", "rows"),
-    Column("snapshot_rows", "snapshot"),
-    Column("inserts", "inserts"),
-    Column("updates", "updates"),
-    Column("deletes", "deletes"),
-    Column("late", "late"),
-    Column("bad", "bad"),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.TABLES_VIEW)),
 )
 #: More columns where there is room (wide terminals).
 WIDE_COLUMNS = (
-    Column("commits", "commits"),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.WIDE_VIEW)),
     Column("last_commit_at", "last commit"),
     Column("throughput", "10 min", numeric=False),
 )
@@ -132,42 +128,39 @@ def count(value: float | None, *, compact: bool = False) -> str:
     return f"{n:,}"
 
 
-def state_text(table: dict[str, Any], *, compact: bool = False) -> Text:
+def state_text(table: engine.TableRecord, *, compact: bool = False) -> Text:
     """A table's state as words (never colour alone): SNAPSHOTTING with its rows so far,
     FAILING with this run's retries."""
-    state = table["state"]
+    state = table.state
     style, mark = STATE_STYLES.get(state, ("", "?"))
     label = f"{mark} {state}"
     if state == "SNAPSHOTTING":
-        label += f" {count(table['snapshot_rows'], compact=True)}"
+        label += f" {count(table.counters.snapshot_rows, compact=True)}"
     elif state == "FAILING":
-        retries = (table.get("this_run") or {}).get("retries", table["retries"])
-        label += f" ×{retries}"
+        label += f" ×{table.this_run.retries}"
     return Text(label, style=style)
 
 
-def sort_value(table: dict[str, Any], key: str) -> tuple[int, Any]:
+def sort_value(table: engine.TableRecord, key: str) -> tuple[int, Any]:
     """The value a column sorts by (unknowns last)."""
-    value = table["table"] if key == "table" else table.get(key)
+    value = table.figure(key)
     if key == "throughput":
         value = sum(value or [])
     if key == "state":
-        value = list(STATE_STYLES).index(table["state"]) if table["state"] in STATE_STYLES else 9
+        value = list(STATE_STYLES).index(table.state) if table.state in STATE_STYLES else 9
     return (value is None, value if value is not None else 0)
 
 
 def visible_tables(
-    tables: Sequence[dict[str, Any]], sort_key: str, reverse: bool, filter_text: str
-) -> list[dict[str, Any]]:
+    tables: Sequence[engine.TableRecord], sort_key: str, reverse: bool, filter_text: str
+) -> list[engine.TableRecord]:
     """The tables shown: those whose name or state contains ``filter_text`` (any case),
     sorted by ``sort_key`` (ties by name)."""
     needle = filter_text.strip().lower()
     shown = [
-        t
-        for t in tables
-        if not needle or needle in t["table"].lower() or needle in t["state"].lower()
+        t for t in tables if not needle or needle in t.table.lower() or needle in t.state.lower()
     ]
-    shown.sort(key=lambda t: t["table"])
+    shown.sort(key=lambda t: t.table)
     unknown = [t for t in shown if sort_value(t, sort_key)[0]]
     known = [t for t in shown if not sort_value(t, sort_key)[0]]
     known.sort(key=lambda t: sort_value(t, sort_key)[1], reverse=reverse)
@@ -175,12 +168,12 @@ def visible_tables(
 
 
 def cells(
-    table: dict[str, Any], now: float, *, compact: bool, wide: bool = False
+    table: engine.TableRecord, now: float, *, compact: bool, wide: bool = False
 ) -> list[str | Text]:
     """A table's row of cells, in :func:`columns` order."""
-    out: list[str | Text] = [table["table"], state_text(table, compact=compact)]
+    out: list[str | Text] = [table.table, state_text(table, compact=compact)]
     for column in columns(wide)[2:]:
-        value = table.get(column.key)
+        value = table.figure(column.key)
         if column.key == "lag_seconds":
             text = duration(value)
         elif column.key == "last_commit_at":
@@ -195,16 +188,16 @@ def cells(
     return out
 
 
-def event_lines(events: Sequence[dict[str, Any]], limit: int) -> Text:
+def event_lines(events: Sequence[engine.EventRecord], limit: int) -> Text:
     """The newest ``limit`` entries of the event log, newest last, one a line."""
     text = Text(no_wrap=True, overflow="ellipsis")
     styles = {"error": "bold red", "retry": "dark_orange", "pause": "yellow", "resync": "blue"}
     for e in list(events)[-limit:]:
-        at = e["at"][11:19] if e.get("at") else "--:--:--"
+        at = e.at[11:19] if e.at else "--:--:--"
         text.append(f"{at} ", style="dim")
-        text.append(f"{e['kind']:<6} ", style=styles.get(e["kind"], "bold"))
-        text.append(f"{e.get('tbl') or '-'}: ", style="bold")
-        text.append(f"{e['message']}\n")
+        text.append(f"{e.kind:<6} ", style=styles.get(e.kind, "bold"))
+        text.append(f"{e.table or '-'}: ", style="bold")
+        text.append(f"{e.message}\n")
     text.rstrip()
     return text
 
@@ -225,33 +218,33 @@ class Headline:
     error: str | None
 
 
-def headline(status: dict[str, Any], now: float) -> Headline:
+def headline(status: engine.StatusRecord, now: float) -> Headline:
     """The header's figures from a status record, as of ``now``."""
-    rep = status["replicator"]
-    tables = status["tables"]
-    started = epoch(rep.get("started_at"))
-    updated = epoch(rep.get("updated_at"))
-    commits = [c for c in (epoch(t.get("last_commit_at")) for t in tables) if c is not None]
-    lags = [t["lag_messages"] for t in tables if t.get("lag_messages") is not None]
-    lag_times = [t["lag_seconds"] for t in tables if t.get("lag_seconds") is not None]
-    points = max((len(t.get("throughput") or []) for t in tables), default=0)
+    rep = status.replicator
+    tables = status.tables
+    started = epoch(rep.started_at)
+    updated = epoch(rep.updated_at)
+    commits = [c for c in (epoch(t.last_commit_at) for t in tables) if c is not None]
+    lags = [t.lag_messages for t in tables if t.lag_messages is not None]
+    lag_times = [t.lag_seconds for t in tables if t.lag_seconds is not None]
+    points = max((len(t.throughput or []) for t in tables), default=0)
     history = [0.0] * points
     for t in tables:
-        series = t.get("throughput") or []
+        series = t.throughput or []
         for i, v in enumerate(series, start=points - len(series)):
             history[i] += v
-    alive = bool(rep.get("alive"))
+    alive = rep.alive
     return Headline(
-        state=rep.get("state") or "unknown",
+        state=rep.state or "unknown",
         alive=alive,
         uptime=now - started if alive and started is not None else None,
-        events_per_s=sum(t.get("events_per_s") or 0.0 for t in tables),
+        events_per_s=sum(t.events_per_s or 0.0 for t in tables),
         history=history,
         lag_messages=sum(lags) if lags else None,
         lag_seconds=max(lag_times) if lag_times else None,
         last_commit_ago=now - max(commits) if commits else None,
         updated_ago=now - updated if updated is not None else None,
-        error=rep.get("error"),
+        error=rep.error,
     )
 
 

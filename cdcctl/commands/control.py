@@ -10,7 +10,6 @@ import typer
 
 import engine
 from cdcctl import exit_codes
-from cdcctl.console import err
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
@@ -28,20 +27,18 @@ def _send(
     tables: list[str],
     stop_wait: float = 0.0,
     wait: float = WAIT_SECONDS,
-) -> None:
+) -> int:
     cfg = engine.load_config(config)
     answers = engine.send_request(cfg.work_path(), kind, tables, wait)
     if answers is None and kind.startswith("resync"):
-        _resync_offline(cfg, tables[0], force=kind == "resync-force")
+        return _resync_offline(cfg, tables[0], force=kind == "resync-force")
     if answers is None and kind == "epoch":
-        _accept_epoch(cfg, tables[0])
+        return _accept_epoch(cfg, tables[0])
     if answers is None:
-        err.print(
-            f"error: no replicator runs on {cfg.work_path()}: nothing to {kind}",
-            markup=False,
+        raise engine.StateError(
+            f"no replicator runs on {cfg.work_path()}: nothing to {kind}",
+            hint="`cdcctl status` shows its last state",
         )
-        err.print("  hint: `cdcctl status` shows its last state", markup=False)
-        exit_codes.exit_now(exit_codes.CHECK_FAILED)
     failed = False
     for a in answers:
         outcome = a.outcome or "no answer"
@@ -52,24 +49,24 @@ def _send(
             print("stopped")
         else:
             print(f"still finishing its batch after {stop_wait:g} s; it stops after it")
-    exit_codes.exit_now(exit_codes.CHECK_FAILED if failed else exit_codes.OK)
+    return exit_codes.CHECK_FAILED if failed else exit_codes.OK
 
 
-def pause(config: ConfigOpt = Path("cdcctl.toml"), tables: TablesArg = None) -> None:
+def pause(config: ConfigOpt = Path("cdcctl.toml"), tables: TablesArg = None) -> int:
     """Pause tables of the running replicator.
 
     A paused table is not read: its replica and checkpoint stay where they are while the
     other tables go on. Without TABLE every table is paused.
     """
-    _send(config, "pause", tables or [])
+    return _send(config, "pause", tables or [])
 
 
-def resume(config: ConfigOpt = Path("cdcctl.toml"), tables: TablesArg = None) -> None:
+def resume(config: ConfigOpt = Path("cdcctl.toml"), tables: TablesArg = None) -> int:
     """Resume paused tables (default: all).
 
     A resumed table is read again from its last commit.
     """
-    _send(config, "resume", tables or [])
+    return _send(config, "resume", tables or [])
 
 
 def stop(
@@ -78,26 +75,19 @@ def stop(
         float,
         typer.Option("--wait", metavar="SECONDS", help="how long to wait for it to exit"),
     ] = 60.0,
-) -> None:
+) -> int:
     """Stop the running replicator cleanly.
 
     It finishes the batch in flight, commits it and exits 0; this waits for that.
     """
-    _send(config, "stop", [], wait)
+    return _send(config, "stop", [], wait)
 
 
-def _resync_offline(cfg: engine.Config, table: str, force: bool) -> None:
-    try:
-        removed = engine.resync_offline(cfg, table, force)
-    except engine.StateError as exc:
-        err.print(f"error: {exc.message}", markup=False)
-        if exc.hint:
-            err.print(f"  hint: {exc.hint}", markup=False)
-        exit_codes.exit_now(exit_codes.CHECK_FAILED)
-    for path in removed:
+def _resync_offline(cfg: engine.Config, table: str, force: bool) -> int:
+    for path in engine.resync_offline(cfg, table, force):
         print(f"removed {path}")
     print(f"resync {table}: no replicator runs; `cdcctl start` reads its topic from the beginning")
-    exit_codes.exit_now(exit_codes.OK)
+    return exit_codes.OK
 
 
 def resync(
@@ -120,7 +110,7 @@ def resync(
         bool,
         typer.Option("--force", help="resync even if the rebuilt table will be partial"),
     ] = False,
-) -> None:
+) -> int:
     """Rebuild a table: drop its replica, re-read its topic.
 
     TABLE's replica is dropped and its topic read again from the beginning. The running
@@ -130,15 +120,9 @@ def resync(
     holds no complete snapshot; --force goes on and says the table will be partial.
     """
     kind = "epoch" if new_epoch else "resync-force" if force else "resync"
-    _send(config, kind, [table], wait=wait)
+    return _send(config, kind, [table], wait=wait)
 
 
-def _accept_epoch(cfg: engine.Config, table: str) -> None:
-    try:
-        print(f"resync {table}: {engine.accept_epoch(cfg, table)}")
-    except engine.StateError as exc:
-        err.print(f"error: {exc.message}", markup=False)
-        if exc.hint:
-            err.print(f"  hint: {exc.hint}", markup=False)
-        exit_codes.exit_now(exit_codes.CHECK_FAILED)
-    exit_codes.exit_now(exit_codes.OK)
+def _accept_epoch(cfg: engine.Config, table: str) -> int:
+    print(f"resync {table}: {engine.accept_epoch(cfg, table)}")
+    return exit_codes.OK

@@ -13,7 +13,7 @@ from rich.table import Table
 
 import engine
 from cdcctl import exit_codes
-from cdcctl.console import err, out, print_json
+from cdcctl.console import out, print_json
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
@@ -78,24 +78,18 @@ def _list(cfg: Any, table: str | None, json_out: bool) -> None:
             print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _replay(cfg: Any, config: Path, table: str) -> None:
-    try:
-        result = engine.replay_dead_letters(cfg, table, config_path=str(config.resolve()))
-    except engine.TableNameError as exc:
-        err.print(f"error: {exc.message}", markup=False)
-        if exc.hint:
-            err.print(f"  hint: {exc.hint}", markup=False)
-        exit_codes.exit_now(exit_codes.CHECK_FAILED)
+def _replay(cfg: Any, config: Path, table: str) -> int:
+    result = engine.replay_dead_letters(cfg, table, config_path=str(config.resolve()))
     where = "by the running replicator" if result.via == "replicator" else "offline"
     print(f"replay {table} ({where}): {result.message}")
-    exit_codes.exit_now(exit_codes.OK if result.ok else exit_codes.CHECK_FAILED)
+    return exit_codes.OK if result.ok else exit_codes.CHECK_FAILED
 
 
 def deadletters(
     args: ArgsArg = None,
     config: ConfigOpt = Path("cdcctl.toml"),
     json_out: Annotated[bool, typer.Option("--json", help="print the list as JSON")] = False,
-) -> None:
+) -> int | None:
     """List dead letters, or replay a table's: replay TABLE.
 
     Dead letters are messages that could not be decoded (see errors.tolerance). The list
@@ -107,12 +101,10 @@ def deadletters(
     words = list(args or [])
     cfg = engine.load_config(config)
     if words[:1] == ["replay"] and len(words) == 2:
-        _replay(cfg, config, words[1])
-        return
+        return _replay(cfg, config, words[1])
     if len(words) > 1 or words == ["replay"]:
-        err.print(
-            "error: usage: cdcctl deadletters [TABLE] | cdcctl deadletters replay TABLE",
-            markup=False,
+        raise exit_codes.UsageError(
+            "usage: cdcctl deadletters [TABLE] | cdcctl deadletters replay TABLE"
         )
-        exit_codes.exit_now(exit_codes.USAGE)
     _list(cfg, words[0] if words else None, json_out)
+    return None

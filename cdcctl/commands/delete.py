@@ -24,7 +24,7 @@ def delete(
         bool, typer.Option("--purge", help="also remove the replica tables it wrote")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
-) -> None:
+) -> int:
     """Remove the replicator's state (--purge: its tables too).
 
     The state store, staged files, dead letters and logs in the work folder go; with
@@ -32,15 +32,10 @@ def delete(
     else is touched. Refused while the replicator runs.
     """
     cfg = engine.load_config(config)
-    try:
-        plan = engine.plan_delete(cfg, purge)
-    except engine.StateError as exc:
-        err.print(f"error: {exc.message}", markup=False)
-        err.print(f"  hint: {exc.hint}", markup=False)
-        exit_codes.exit_now(exit_codes.CHECK_FAILED)
+    plan = engine.plan_delete(cfg, purge)
     if not plan.paths:
         err.print(f"nothing to delete in {plan.work_dir}", markup=False)
-        exit_codes.exit_now(exit_codes.OK)
+        return exit_codes.OK
     err.print("This removes:", markup=False)
     for path in plan.work_files:
         err.print(f"  {path}", markup=False)
@@ -48,12 +43,11 @@ def delete(
         err.print(f"  {path}  (table {name})", markup=False)
     if not yes:
         if not sys.stdin.isatty():
-            err.print("error: not confirmed: pass --yes to delete without a terminal", markup=False)
-            exit_codes.exit_now(exit_codes.USAGE)
+            raise exit_codes.UsageError("not confirmed: pass --yes to delete without a terminal")
         # Rich asks on stderr (click would put part of its prompt on stdout, the data's).
         if not Confirm.ask("Delete these?", console=err, default=False):
             err.print("nothing deleted", markup=False)
-            exit_codes.exit_now(exit_codes.CHECK_FAILED)
+            return exit_codes.CHECK_FAILED
     for path in engine.delete_state(plan):
         print(f"removed {path}")
-    exit_codes.exit_now(exit_codes.OK)
+    return exit_codes.OK

@@ -54,7 +54,7 @@ def start(
         bool,
         typer.Option("--tui", help="show the dashboard while replicating (quitting it stops)"),
     ] = False,
-) -> None:
+) -> int:
     """Run the replicator.
 
     Ctrl-C or SIGTERM stops it after the batch in flight; a restart resumes from the
@@ -63,7 +63,9 @@ def start(
     """
     cfg = engine.load_config(config)
     if tui:
-        _finish(cfg, run_with_dashboard(cfg, config, until_caught_up=until_caught_up), json_out)
+        return _finish(
+            cfg, run_with_dashboard(cfg, config, until_caught_up=until_caught_up), json_out
+        )
     rep = cfg.replicator
     log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
     engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
@@ -88,7 +90,7 @@ def start(
         run_log.error("replicator ended: %s%s", exc.message, hint, extra={"file_only": True})
         raise
     run_log.info("replicator stopped", extra={"file_only": True})
-    _finish(cfg, replicator, json_out)
+    return _finish(cfg, replicator, json_out)
 
 
 def _replicator(cfg: engine.Config, config: Path) -> engine.Replicator:
@@ -99,7 +101,7 @@ def _replicator(cfg: engine.Config, config: Path) -> engine.Replicator:
     )
 
 
-def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -> None:
+def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -> int:
     """The exit summary (as `status`) and exit code of a run that ended."""
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
@@ -107,7 +109,7 @@ def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -
     failing = replicator.failing()
     for s in failing:
         err.print(f"FAILED {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)
-    exit_codes.exit_now(exit_codes.RUNTIME if failing else exit_codes.OK)
+    return exit_codes.RUNTIME if failing else exit_codes.OK
 
 
 def run_with_dashboard(

@@ -11,34 +11,26 @@ from rich import box
 from rich.table import Table
 
 import engine
-from cdcctl import exit_codes
-from cdcctl.console import err, out, print_json
+from cdcctl.console import out, print_json
 
 ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
 ]
 
-#: Columns of the text table: heading, status field.
-_COLUMNS = (
-    ("table", "table"),
-    ("state", "state"),
-    ("rows", "rows"),
-    ("snapshot", "snapshot_rows"),
-    ("inserts", "inserts"),
-    ("updates", "updates"),
-    ("deletes", "deletes"),
-    ("truncates", "truncates"),
-    ("ddl", "ddl"),
-    ("late", "late"),
-    ("bad", "bad"),
-    ("retries", "retries"),
-    ("commits", "commits"),
-    ("lag", "lag_messages"),
-    ("lag time", "lag_seconds"),
-    ("latency p50/p95/p99", "latency"),
-    ("events/s", "events_per_s"),
-    ("last commit", "last_commit_at"),
-)
+
+def _columns() -> list[tuple[str, str]]:
+    """Columns of the text table: heading, status field (the counters' from their one
+    declaration, :data:`engine.COUNTERS`)."""
+    return [
+        ("table", "table"),
+        ("state", "state"),
+        *((c.heading, c.name) for c in engine.shown_counters(engine.STATUS_VIEW)),
+        ("lag", "lag_messages"),
+        ("lag time", "lag_seconds"),
+        ("latency p50/p95/p99", "latency"),
+        ("events/s", "events_per_s"),
+        ("last commit", "last_commit_at"),
+    ]
 
 
 #: Events of the log shown under the table.
@@ -60,11 +52,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 86400:.0f}d"
 
 
-def _value(table: dict[str, Any], key: str) -> Any:
+def _value(table: engine.TableRecord, key: str) -> Any:
     if key == "latency":
-        p = [table[f"latency_p{n}_s"] for n in (50, 95, 99)]
-        return None if p[0] is None else "/".join(_duration(v) for v in p)
-    return table[key]
+        p = [table.latency_p50_s, table.latency_p95_s, table.latency_p99_s]
+        return None if p[0] is None else "/".join(_duration(v or 0.0) for v in p)
+    return table.figure(key)
 
 
 def _cell(key: str, value: Any) -> str:
@@ -81,31 +73,26 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
-def _headline(rep: dict[str, Any]) -> str:
-    line = f"replicator: {rep['state']}"
-    if rep["alive"]:
-        line += f" (pid {rep['pid']} on {rep['host']}, since {rep['started_at']})"
+def _headline(rep: engine.ReplicatorRecord) -> str:
+    line = f"replicator: {rep.state}"
+    if rep.alive:
+        line += f" (pid {rep.pid} on {rep.host}, since {rep.started_at})"
     else:
-        line += f" (not running; last update {rep['updated_at'] or 'never'})"
-    if rep.get("error"):
-        line += f"\n  error: {rep['error']}"
+        line += f" (not running; last update {rep.updated_at or 'never'})"
+    if rep.error:
+        line += f"\n  error: {rep.error}"
     return line
 
 
-def print_status(status: dict[str, Any], json_out: bool) -> None:
+def print_status(status: engine.StatusRecord, json_out: bool) -> None:
     """Print a :func:`engine.read_status` record: JSON, a Rich table, or plain columns."""
     if json_out:
-        print_json(
-            {
-                "replicator": status["replicator"],
-                "tables": status["tables"],
-                "control_topics": status["control_topics"],
-            }
-        )
+        print_json(status.to_json())
         return
-    print(_headline(status["replicator"]))
-    rows = [[_cell(key, _value(t, key)) for _, key in _COLUMNS] for t in status["tables"]]
-    headings = [h for h, _ in _COLUMNS]
+    print(_headline(status.replicator))
+    columns = _columns()
+    rows = [[_cell(key, _value(t, key)) for _, key in columns] for t in status.tables]
+    headings = [h for h, _ in columns]
     if sys.stdout.isatty():
         table = Table(*headings, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for i, column in enumerate(table.columns[:2]):  # names and states are never cut
@@ -117,17 +104,17 @@ def print_status(status: dict[str, Any], json_out: bool) -> None:
         widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
         for row in [headings, *rows]:
             print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    for t in status["tables"]:
-        if t["last_error"] and t["state"] in ("FAILING", "FAILED"):
-            print(f"{t['table']}: {t['state']}: {t['last_error']}")
-    if status["control_topics"]:
+    for t in status.tables:
+        if t.last_error and t.state in ("FAILING", "FAILED"):
+            print(f"{t.table}: {t.state}: {t.last_error}")
+    if status.control_topics:
         print("topics that are not tables (records skipped this run):")
-        for c in status["control_topics"]:
-            print(f"  {c['topic']}: {c['kind']}, {c['skipped']:,} skipped")
-    if status["events"]:
+        for c in status.control_topics:
+            print(f"  {c.topic}: {c.kind}, {c.skipped:,} skipped")
+    if status.events:
         print("recent events:")
-        for e in status["events"][-RECENT_EVENTS:]:
-            print(f"  {e['at']} {e['kind']:<6} {e['tbl'] or '-'}: {e['message']}")
+        for e in status.events[-RECENT_EVENTS:]:
+            print(f"  {e.at} {e.kind:<6} {e.table or '-'}: {e.message}")
 
 
 def status(
@@ -142,10 +129,8 @@ def status(
     cfg = engine.load_config(config)
     found = engine.read_status(cfg.work_path())
     if found is None:
-        err.print(
-            f"error: no replicator state in {cfg.work_path()}: `cdcctl start` has not run "
-            "with this work folder (replicator.work_dir)",
-            markup=False,
+        raise engine.StateError(
+            f"no replicator state in {cfg.work_path()}: `cdcctl start` has not run "
+            "with this work folder (replicator.work_dir)"
         )
-        exit_codes.exit_now(exit_codes.CHECK_FAILED)
     print_status(found, json_out)

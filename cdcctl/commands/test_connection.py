@@ -46,7 +46,7 @@ def test_connection(
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the checks as JSON")] = False,
-) -> None:
+) -> int:
     """Check Kafka, target, Spark and the database.
 
     One line per check (pass, warn or fail) with what was found and, for a warning or a
@@ -74,4 +74,4 @@ def test_connection(
         markup=False,
     )
     # Spark's JVM may still be up: exit without waiting for its teardown.
-    exit_codes.exit_now(exit_codes.CHECK_FAILED if counts["fail"] else exit_codes.OK)
+    return exit_codes.CHECK_FAILED if counts["fail"] else exit_codes.OK

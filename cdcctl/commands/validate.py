@@ -119,7 +119,7 @@ def validate(
         float,
         typer.Option("--recheck-wait", metavar="SECONDS", help="longest wait before the recheck"),
     ] = 60.0,
-) -> None:
+) -> int | None:
     """Check each replica against its source table.
 
     Compares row counts, then rows by primary key with values normalised the same way on
@@ -145,5 +145,4 @@ def validate(
         print_json([r.to_dict() for r in reports])
     else:
         _print(reports)
-    if any(not r.equal for r in reports):
-        raise typer.Exit(exit_codes.CHECK_FAILED)
+    return exit_codes.CHECK_FAILED if any(not r.equal for r in reports) else None

@@ -19,6 +19,7 @@ import pyarrow as pa
 from engine.decode.control import payload_of
 from engine.decode.result import BadMessage, DecodeResult
 from engine.model import (
+    CONTROL_SCHEMA,
     GTID,
     KEY,
     OFFSET,
@@ -36,15 +37,7 @@ MESSAGE_KEY = "message_id"
 
 SCHEMA = pa.schema(
     [
-        (KEY, pa.string()),
-        (OP, pa.string()),
-        (POS, pa.int64()),
-        (POS_SUB, pa.int64()),
-        (SOURCE_TS, pa.int64()),
-        (PARTITION, pa.int32()),
-        (OFFSET, pa.int64()),
-        (TX_ID, pa.string()),
-        (GTID, pa.string()),
+        *CONTROL_SCHEMA,
         (MESSAGE_KEY, pa.string()),
         ("prefix", pa.string()),
         ("content", pa.binary()),

@@ -10,6 +10,7 @@ What a completed commit recorded is read back here only (:func:`commit_extra`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -32,6 +33,7 @@ from engine.replicator.planning import TablePlan, plan_table, retention
 from engine.replicator.recovery import Recovery
 from engine.replicator.tables import TableRuntime, Tables
 from engine.state import StateRecorder
+from engine.state.model import commit_counts
 from engine.state.recorder import add_commit_counts
 
 log = logging.getLogger("cdcctl.replicator")
@@ -56,24 +58,12 @@ def applied_counts(
     total: MergeCounts, plan: TablePlan, rt: TableRuntime, bad: int
 ) -> dict[str, int]:
     """What a table's commit applied, as its ``cdcctl.counts`` records it."""
-    return {
-        "inserts": total.inserts,
-        "updates": total.updates,
-        "deletes": total.deletes,
-        "late": total.late,
-        "truncated": total.truncated,
-        "toast_unresolved": total.toast_unresolved,
-        "toast_filled": total.toast_filled,
-        # Source events applied by op (each once; tombstones and late ones excluded).
-        "events_r": total.events_r,
-        "events_c": total.events_c,
-        "events_u": total.events_u,
-        "events_d": total.events_d,
-        "events_t": plan.truncates,
-        "bad": bad,
-        # With a schema change topic: its events; else batches that changed the schema.
-        "ddl": plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed),
-    }
+    # Source events applied by op (each once; tombstones and late ones excluded); with a
+    # schema change topic, ddl counts its events, else batches that changed the schema.
+    ddl = plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed)
+    return commit_counts(
+        {**dataclasses.asdict(total), "events_t": plan.truncates, "bad": bad, "ddl": ddl}
+    )
 
 
 class Committer:

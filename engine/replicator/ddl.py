@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 
 from engine.decode.ddl import Column, SchemaChange, TableChange
 from engine.model import (
+    CONTROL_SCHEMA,
     GTID,
     KEY,
     OFFSET,
@@ -370,22 +371,6 @@ def record(state: DdlState, outcome: DdlOutcome) -> None:
         state.columns = outcome.columns
 
 
-#: The control columns of a change batch, typed as the decoders type them.
-_CONTROL_SCHEMA = pa.schema(
-    [
-        (KEY, pa.string()),
-        (OP, pa.string()),
-        (POS, pa.int64()),
-        (POS_SUB, pa.int64()),
-        (SOURCE_TS, pa.int64()),
-        (PARTITION, pa.int32()),
-        (OFFSET, pa.int64()),
-        (TX_ID, pa.string()),
-        (GTID, pa.string()),
-    ]
-)
-
-
 #: The partition of a truncate a schema change adds to a table's batch: none of the
 #: table's own, so cuts of its partitions (transactions, bad messages) never touch it.
 DDL_PARTITION = -1
@@ -409,7 +394,7 @@ def truncate_row(
         TX_ID: None,
         GTID: gtid,
     }
-    return pa.Table.from_pylist([row], schema=_CONTROL_SCHEMA)
+    return pa.Table.from_pylist([row], schema=CONTROL_SCHEMA)
 
 
 def cut_at_position(batch: pa.Table, position: tuple[int, int]) -> dict[int, int]:

@@ -68,8 +68,8 @@ class Intake:
         #: Logical decoding messages kept as a table, behind the same limits.
         self._decode_messages = guarded(
             decode_messages,
-            max_message_bytes=config.source.max_message_bytes,
-            max_nesting_depth=config.source.max_nesting_depth,
+            max_message_bytes=config.source.limits.max_message_bytes,
+            max_nesting_depth=config.source.limits.max_nesting_depth,
         )
         self.transactions = TransactionTracker(self.decode.documents)
         self._tx_warned: set[str] = set()

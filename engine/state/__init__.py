@@ -5,21 +5,52 @@ reads (``status``) and sends control requests through (``pause``, ``resume``, ``
 
 from __future__ import annotations
 
-from engine.state.control import STATUS_FIELDS, read_status, send_request, wait_stopped
-from engine.state.model import TableCounters, TableState, TableStatus
+from engine.state.control import read_status, send_request, wait_stopped
+from engine.state.model import (
+    COUNTERS,
+    DETAIL_VIEW,
+    STATUS_VIEW,
+    TABLES_VIEW,
+    WIDE_VIEW,
+    Counter,
+    TableCounters,
+    TableState,
+    TableStatus,
+    shown_counters,
+)
 from engine.state.recorder import StateRecorder
+from engine.state.records import (
+    STATUS_FIELDS,
+    ControlTopicRecord,
+    EventRecord,
+    ReplicatorRecord,
+    StatusRecord,
+    TableRecord,
+)
 from engine.state.store import Request, StateStore, store_path
 
 __all__ = [
+    "COUNTERS",
+    "DETAIL_VIEW",
+    "STATUS_VIEW",
+    "TABLES_VIEW",
+    "WIDE_VIEW",
+    "ControlTopicRecord",
+    "Counter",
+    "EventRecord",
+    "ReplicatorRecord",
     "STATUS_FIELDS",
     "Request",
     "StateRecorder",
     "StateStore",
+    "StatusRecord",
     "TableCounters",
+    "TableRecord",
     "TableState",
     "TableStatus",
     "read_status",
     "send_request",
+    "shown_counters",
     "store_path",
     "wait_stopped",
 ]

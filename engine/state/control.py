@@ -16,33 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.lock import LOCK_NAME, held
-from engine.state.store import COUNTERS, Request, StateStore, store_path
-
-#: Keys of a table in ``status --json``, in order (the documented ones first).
-STATUS_FIELDS = (
-    "table",
-    "state",
-    "rows",
-    "snapshot_rows",
-    "inserts",
-    "updates",
-    "deletes",
-    "truncates",
-    "late",
-    "bad",
-    "retries",
-    "commits",
-    "lag_messages",
-    "lag_seconds",
-    "latency_p50_s",
-    "latency_p95_s",
-    "latency_p99_s",
-    "events_per_s",
-    "last_event_at",
-    "last_commit_at",
-    "last_error",
+from engine.state.model import COUNTER_NAMES, TableCounters, TableState
+from engine.state.records import (
+    ControlTopicRecord,
+    EventRecord,
+    ReplicatorRecord,
+    StatusRecord,
+    TableRecord,
 )
-_TIMES = ("state_since", "last_event_at", "last_commit_at", "last_error_at")
+from engine.state.store import Request, StateStore, store_path
 
 
 def _iso(ts: float | None) -> str | None:
@@ -64,8 +46,8 @@ def open_store(work_dir: Path) -> StateStore | None:
         return None
 
 
-def read_status(work_dir: Path) -> dict[str, Any] | None:
-    """``{"replicator": {...}, "tables": [...], "control_topics": [...], "events": [...]}``
+def read_status(work_dir: Path) -> StatusRecord | None:
+    """The replicator, each table, the topics that hold no rows and the newest events,
     as last recorded; None without a store.
 
     ``control_topics`` are the topics the last (or running) replicator recognised as
@@ -92,49 +74,49 @@ def read_status(work_dir: Path) -> dict[str, Any] | None:
             f"the replicator (pid {rep.get('pid')}) ended without stopping cleanly; "
             "`cdcctl start` resumes from each table's last commit"
         )
-    replicator = {
-        "state": rep.get("state"),
-        "alive": is_alive,
-        "pid": rep.get("pid"),
-        "host": rep.get("host"),
-        "started_at": _iso(rep.get("started_at")),
-        "updated_at": _iso(rep.get("updated_at")),
-        "config": rep.get("config"),
-        "error": rep.get("error"),
-        "work_dir": str(work_dir),
-    }
-    out = []
-    for t in tables:
-        record: dict[str, Any] = {"table": t["name"]}
-        for name in STATUS_FIELDS[1:]:
-            record[name] = _iso(t[name]) if name in _TIMES else t[name]
-        record.update(
-            {
-                "topic": t["topic"],
-                "state_since": _iso(t["state_since"]),
-                "toast_unresolved": t["toast_unresolved"],
-                "toast_filled": t["toast_filled"],
-                "ddl": t["ddl"],
-                "last_error_at": _iso(t["last_error_at"]),
-                "this_run": {c: t[f"run_{c}"] for c in COUNTERS},
-                "throughput": t["throughput"],
-            }
-        )
-        out.append(record)
-    return {
-        "replicator": replicator,
-        "tables": out,
-        "control_topics": [
-            {
-                "topic": c["topic"],
-                "kind": c["kind"],
-                "skipped": c["skipped"],
-                "updated_at": _iso(c["updated_at"]),
-            }
+    replicator = ReplicatorRecord(
+        state=rep["state"],
+        alive=is_alive,
+        pid=rep.get("pid"),
+        host=rep.get("host"),
+        started_at=_iso(rep.get("started_at")),
+        updated_at=_iso(rep.get("updated_at")),
+        config=rep.get("config"),
+        error=rep.get("error"),
+        work_dir=str(work_dir),
+    )
+    return StatusRecord(
+        replicator=replicator,
+        tables=[_table(t) for t in tables],
+        control_topics=[
+            ControlTopicRecord(c["topic"], c["kind"], c["skipped"], _iso(c["updated_at"]))
             for c in controls
         ],
-        "events": [{**e, "at": _iso(e["at"])} for e in events],
-    }
+        events=[EventRecord(_iso(e["at"]), e["tbl"], e["kind"], e["message"]) for e in events],
+    )
+
+
+def _table(row: dict[str, Any]) -> TableRecord:
+    """A table's record from its row in the store."""
+    return TableRecord(
+        table=row["name"],
+        topic=row["topic"],
+        state=TableState(row["state"]),
+        state_since=_iso(row["state_since"]),
+        counters=TableCounters(**{c: row[c] for c in COUNTER_NAMES}),
+        this_run=TableCounters(**{c: row[f"run_{c}"] for c in COUNTER_NAMES}),
+        lag_messages=row["lag_messages"],
+        lag_seconds=row["lag_seconds"],
+        latency_p50_s=row["latency_p50_s"],
+        latency_p95_s=row["latency_p95_s"],
+        latency_p99_s=row["latency_p99_s"],
+        events_per_s=row["events_per_s"],
+        last_event_at=_iso(row["last_event_at"]),
+        last_commit_at=_iso(row["last_commit_at"]),
+        last_error=row["last_error"],
+        last_error_at=_iso(row["last_error_at"]),
+        throughput=row["throughput"],
+    )
 
 
 def wait_stopped(work_dir: Path, timeout: float) -> bool:

@@ -20,34 +20,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from engine.errors import ConfigError
-from engine.state.model import TableState
+from engine.state.model import COUNTERS, TableState
 from engine.state.recorder import StateRecorder
 
 log = logging.getLogger("cdcctl.metrics")
 
 #: ``op`` label of ``cdcctl_events_applied_total`` -> the status counter.
-APPLIED_OPS = {
-    "snapshot": "snapshot_rows",
-    "insert": "inserts",
-    "update": "updates",
-    "delete": "deletes",
-    "truncate": "truncates",
-}
+APPLIED_OPS = {c.op: c.name for c in COUNTERS if c.op}
 #: Other per-table counters: metric name (without ``_total``) -> status counter, help.
-COUNTERS = {
-    "cdcctl_late_events": ("late", "Events dropped as not newer than what the table held"),
-    "cdcctl_bad_messages": ("bad", "Undecodable messages, quarantined to the dead letters"),
-    "cdcctl_retries": ("retries", "Retries of transient failures"),
-    "cdcctl_commits": ("commits", "Hudi commits made"),
-    "cdcctl_schema_changes": (
-        "ddl",
-        "Schema changes: events of the schema change topic handled for the table, "
-        "else batches that changed its schema",
-    ),
-}
+METRIC_COUNTERS = {c.metric: (c.name, c.help) for c in COUNTERS if c.metric and not c.gauge}
 #: Per-table gauges: metric name -> status figure, help.
 GAUGES = {
-    "cdcctl_rows": ("rows", "Rows in the replica as of its last commit"),
+    **{c.metric: (c.name, c.help) for c in COUNTERS if c.metric and c.gauge},
     "cdcctl_lag_messages": ("lag_messages", "Messages in the topic not applied yet"),
     "cdcctl_lag_seconds": (
         "lag_seconds",
@@ -98,7 +82,7 @@ class StateCollector(Collector):
             for op, counter in APPLIED_OPS.items():
                 applied.add_metric([name, op], float(row[counter]))
         yield applied
-        for metric, (counter, text) in COUNTERS.items():
+        for metric, (counter, text) in METRIC_COUNTERS.items():
             family = CounterMetricFamily(metric, text, labels=["table"])
             for name, row in tables:
                 family.add_metric([name], float(row[counter]))

@@ -21,15 +21,22 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.redaction import redact
-from engine.state.model import TableCounters, TableState, TableStatus
-from engine.state.store import COUNTERS, Request, StateStore, store_path
+from engine.state.model import (
+    COUNTER_NAMES,
+    COUNTERS,
+    TableCounters,
+    TableState,
+    TableStatus,
+    add_commit_counts,
+)
+from engine.state.store import Request, StateStore, store_path
 
 log = logging.getLogger("cdcctl.state")
 
@@ -41,32 +48,10 @@ RATE_WINDOW_S = 60.0
 #: Throughput history: this many points of this many seconds each.
 HISTORY_POINTS, HISTORY_STEP_S = 60, 10.0
 
-#: ``cdcctl.counts`` keys of each counter (events by op, then the rest).
-COMMIT_COUNTS = {
-    "snapshot_rows": "events_r",
-    "inserts": "events_c",
-    "updates": "events_u",
-    "deletes": "events_d",
-    "truncates": "events_t",
-    "late": "late",
-    "toast_unresolved": "toast_unresolved",
-    "toast_filled": "toast_filled",
-    "bad": "bad",
-    "ddl": "ddl",
-}
-#: ``cdcctl.counts`` keys of rows the replica gained (+1) or lost (-1).
-ROW_CHANGES = {"inserts": 1, "deletes": -1, "truncated": -1}
 #: The event log's entry for a resync.
 RESYNC_EVENT = "replica dropped; its topic is read again from the start"
-_EVENT_KEYS = ("events_r", "events_c", "events_u", "events_d", "events_t")
-
-
-def add_commit_counts(counters: TableCounters, counts: dict[str, int]) -> None:
-    """Add what one commit recorded in ``cdcctl.counts`` (and the commit itself)."""
-    for counter, key in COMMIT_COUNTS.items():
-        setattr(counters, counter, getattr(counters, counter) + int(counts.get(key, 0)))
-    counters.rows += sum(int(counts.get(k, 0)) * sign for k, sign in ROW_CHANGES.items())
-    counters.commits += 1
+#: ``cdcctl.counts`` keys of source events applied (those exported by op).
+_EVENT_KEYS = tuple(c.commit_key for c in COUNTERS if c.op and c.commit_key)
 
 
 @dataclass
@@ -206,9 +191,8 @@ class StateRecorder:
         live = self._live[name] = _Live(topic)
         stored = None
         if row is not None:
-            for f in fields(TableCounters):
-                if f.name in COUNTERS:
-                    setattr(counters, f.name, int(row[f.name]))
+            for counter in COUNTER_NAMES:
+                setattr(counters, counter, int(row[counter]))
             if row["last_event_at"] is not None:
                 counters.last_source_ts_ms = int(row["last_event_at"] * 1000)
             live.last_instant = row["last_instant"]
@@ -380,7 +364,7 @@ class StateRecorder:
             "last_error_at": live.last_error_at,
             "updated_at": now,
         }
-        for c in COUNTERS:
+        for c in COUNTER_NAMES:
             row[c] = getattr(counters, c)
             row[f"run_{c}"] = getattr(counters, c) - getattr(live.base, c)
         return row

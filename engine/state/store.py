@@ -27,28 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.files import private_dir, private_file
+from engine.state.model import COUNTER_NAMES
 
 #: The store's file name in the work folder.
 STORE_NAME = "state.db"
 #: Events kept in the event log (the oldest are dropped).
 MAX_EVENTS = 1000
-
-#: Cumulative counters, each also kept for the current run (``run_<name>``).
-COUNTERS = (
-    "rows",
-    "snapshot_rows",
-    "inserts",
-    "updates",
-    "deletes",
-    "truncates",
-    "late",
-    "toast_unresolved",
-    "toast_filled",
-    "bad",
-    "ddl",
-    "retries",
-    "commits",
-)
 
 #: What a control request may ask for.
 REQUEST_KINDS = ("pause", "resume", "stop", "replay", "resync", "resync-force", "epoch")
@@ -69,8 +53,8 @@ CREATE TABLE IF NOT EXISTS tables (
     topic TEXT,
     state TEXT NOT NULL,
     state_since REAL,
-    {", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in COUNTERS)},
-    {", ".join(f"run_{c} INTEGER NOT NULL DEFAULT 0" for c in COUNTERS)},
+    {", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in COUNTER_NAMES)},
+    {", ".join(f"run_{c} INTEGER NOT NULL DEFAULT 0" for c in COUNTER_NAMES)},
     last_instant TEXT,
     lag_messages INTEGER,
     lag_seconds REAL,
@@ -113,8 +97,8 @@ TABLE_COLUMNS = (
     "topic",
     "state",
     "state_since",
-    *COUNTERS,
-    *(f"run_{c}" for c in COUNTERS),
+    *COUNTER_NAMES,
+    *(f"run_{c}" for c in COUNTER_NAMES),
     "last_instant",
     "lag_messages",
     "lag_seconds",
@@ -255,7 +239,7 @@ class StateStore:
     def _migrate_counters(self) -> None:
         """A store made before a counter existed gets its columns (at 0)."""
         have = {r["name"] for r in self._db.execute("PRAGMA table_info(tables)").fetchall()}
-        for name in (*COUNTERS, *(f"run_{c}" for c in COUNTERS)):
+        for name in (*COUNTER_NAMES, *(f"run_{c}" for c in COUNTER_NAMES)):
             if name not in have:
                 self._db.execute(f"ALTER TABLE tables ADD COLUMN {name} INTEGER NOT NULL DEFAULT 0")
 
@@ -399,7 +383,7 @@ class StateStore:
         out = []
         for row in rows:
             record = dict(row)
-            for name in COUNTERS:  # a store from before a counter existed, read only
+            for name in COUNTER_NAMES:  # a store from before a counter existed, read only
                 record.setdefault(name, 0)
                 record.setdefault(f"run_{name}", 0)
             record["throughput"] = json.loads(record["throughput"] or "[]")

@@ -42,15 +42,19 @@ def test_detail_of_a_replica_the_engine_wrote(replica) -> None:
     cfg, topic = replica
     detail = TableDetailReader(cfg.work_path(), cfg, TABLE).read()
     assert detail.topic == topic
-    assert detail.replicator is not None and detail.replicator["alive"] is False
+    assert detail.replicator is not None and detail.replicator.alive is False
     status = detail.status
-    assert status is not None and status["state"] == "FAILED"
-    assert "qty" in status["last_error"] and "string" in status["last_error"]
-    assert (status["inserts"], status["deletes"]) == (160, 10)
+    assert status is not None and status.state == "FAILED"
+    assert status.last_error is not None
+    assert "qty" in status.last_error and "string" in status.last_error
+    counts = status.counters
+    assert (counts.inserts, counts.deletes) == (160, 10)
     # Updates of the last run went in, up to the batch holding the incompatible change.
-    assert 69 <= status["updates"] <= 69 + 80
-    applied = status["inserts"] + status["updates"] + status["deletes"]
-    assert 0 < status["latency_p50_s"] <= status["latency_p95_s"] <= status["latency_p99_s"]
+    assert 69 <= counts.updates <= 69 + 80
+    applied = counts.inserts + counts.updates + counts.deletes
+    assert status.latency_p50_s is not None
+    assert status.latency_p95_s is not None and status.latency_p99_s is not None
+    assert 0 < status.latency_p50_s <= status.latency_p95_s <= status.latency_p99_s
 
     path = cfg.target_path() / TABLE
     hudi = HudiTable.open(path)
@@ -58,7 +62,7 @@ def test_detail_of_a_replica_the_engine_wrote(replica) -> None:
     groups = hudi.file_groups()
     r = detail.replica
     assert r is not None and r.merge_on_read and r.path == str(path)
-    assert r.completed == len(completed) == status["commits"]
+    assert r.completed == len(completed) == counts.commits
     assert r.last_commit == completed[-1]
     assert r.instants[0].instant >= completed[-1]
     assert [i.instant for i in r.instants] == sorted((i.instant for i in r.instants), reverse=True)
@@ -170,7 +174,7 @@ def test_reads_while_a_replicator_runs(broker, spark, tmp_path: Path) -> None:
             if detail.replica is not None:
                 seen.append(detail.replica.checkpoint.get(0, 0))
             rep = detail.replicator
-            running = running or bool(rep and rep["alive"] and rep["state"] == "running")
+            running = running or bool(rep and rep.alive and rep.state == "running")
             if seen and seen[-1] == sent:
                 if sent >= 500:
                     break
@@ -183,4 +187,4 @@ def test_reads_while_a_replicator_runs(broker, spark, tmp_path: Path) -> None:
     assert running and seen[-1] == sent == 500
     assert seen == sorted(seen) and len(set(seen)) > 3
     final = reader.read()
-    assert final.status is not None and final.status["inserts"] == 500
+    assert final.status is not None and final.status.counters.inserts == 500

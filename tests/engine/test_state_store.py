@@ -44,7 +44,7 @@ def test_a_store_being_made_reads_as_no_store_yet(tmp_path: Path) -> None:
         StateStore(path, create=False)
     StateStore(path).close()  # the writer makes every table in one transaction
     status = read_status(tmp_path)
-    assert status is not None and status["tables"] == []
+    assert status is not None and status.tables == []
 
 
 def test_readers_never_wait_for_the_writer_nor_it_for_them(tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def test_a_store_made_before_a_counter_gets_its_column(tmp_path: Path) -> None:
     old.close()
     # Read only (cdcctl status, the dashboard): no migration runs, the counter reads 0.
     status = read_status(tmp_path)
-    assert status is not None and status["tables"][0]["rows"] == 0
+    assert status is not None and status.tables[0].counters.rows == 0
     store = StateStore(store_path(tmp_path))
     row = store.table("a")
     assert row is not None and row["rows"] == 0 and row["run_rows"] == 0
@@ -139,7 +139,7 @@ def test_topics_that_are_not_tables_are_recorded_per_run(tmp_path: Path) -> None
     first.close()
     status = read_status(tmp_path)
     assert status is not None
-    assert [(c["topic"], c["kind"], c["skipped"]) for c in status["control_topics"]] == [
+    assert [(c.topic, c.kind, c.skipped) for c in status.control_topics] == [
         ("s.beats", "heartbeat", 9),
         ("s.tx", "transaction metadata", 2),
     ]
@@ -148,7 +148,7 @@ def test_topics_that_are_not_tables_are_recorded_per_run(tmp_path: Path) -> None
     second.started()
     second.close()
     status = read_status(tmp_path)
-    assert status is not None and status["control_topics"] == []
+    assert status is not None and status.control_topics == []
 
 
 def test_a_store_made_before_control_topics_reads_none(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_store_made_before_control_topics_reads_none(tmp_path: Path) -> None:
     old.commit()
     old.close()
     status = read_status(tmp_path)  # read only: no migration
-    assert status is not None and status["control_topics"] == []
+    assert status is not None and status.control_topics == []
     StateStore(store_path(tmp_path)).close()  # a replicator's store gets the table
     db = sqlite3.connect(store_path(tmp_path))
     names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -216,12 +216,12 @@ def test_requests_are_answered_by_the_live_replicator_only(tmp_path: Path) -> No
         assert late is not None and late[0].outcome == "not picked up within 0.2 s"
         assert rec.requests() == []
         status = read_status(tmp_path)
-        assert status is not None and status["replicator"]["alive"] is True
-        assert status["replicator"]["state"] == "running"
+        assert status is not None and status.replicator.alive is True
+        assert status.replicator.state == "running"
     finally:
         lock.release()
     status = read_status(tmp_path)
-    assert status is not None and status["replicator"]["state"] == "failed"
+    assert status is not None and status.replicator.state == "failed"
     rec.close()
 
 

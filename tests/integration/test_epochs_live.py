@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,33 +54,38 @@ def test_a_running_replicator_stops_the_table_and_accepts_the_new_epoch(
         stderr=stderr.open("w"),
     )
 
-    def table(name: str) -> dict:
+    def table(name: str) -> engine.TableRecord | None:
         found = engine.read_status(work)
-        if found is None or not found["replicator"]["alive"]:
-            return {}
-        return next((t for t in found["tables"] if t["table"] == name), {})
+        if found is None or not found.replicator.alive:
+            return None
+        return found.table(name)
+
+    def figure(name: str, key: str) -> Any:
+        """A field of a table's status record (None before it has one)."""
+        record = table(name)
+        return record.figure(key) if record is not None else None
 
     try:
-        _wait("the old cluster", lambda: table("public_items").get("rows") == 4, 180)
+        _wait("the old cluster", lambda: figure("public_items", "rows") == 4, 180)
         produce_messages(broker.bootstrap_servers, [(topic, k, v) for k, v in new])
-        _wait("the epoch change", lambda: table("public_items").get("state") == "FAILED", 120)
-        assert MARK in table("public_items")["last_error"]
-        assert f"{topic}[0] offset {len(before)}:" in table("public_items")["last_error"]
+        _wait("the epoch change", lambda: figure("public_items", "state") == "FAILED", 120)
+        assert MARK in figure("public_items", "last_error")
+        assert f"{topic}[0] offset {len(before)}:" in figure("public_items", "last_error")
         assert (
             _rows(target / "public_items") == oracle.fold([(topic, k, v) for k, v in before])[topic]
         )
         # The other table (whose source did not move) goes on.
         more = [(other, _key(k), _pg("c", k, "more", 70_000 + k, T0 + 5000 + k)) for k in (20, 21)]
         produce_messages(broker.bootstrap_servers, more)
-        _wait("the other table", lambda: table("public_other").get("inserts") == 3, 120)
-        assert table("public_other")["state"] == "REPLICATING"
+        _wait("the other table", lambda: figure("public_other", "inserts") == 3, 120)
+        assert figure("public_other", "state") == "REPLICATING"
 
         accepted = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
         assert accepted.returncode == 0, accepted.stdout + accepted.stderr
         assert "new position epoch accepted at" in accepted.stdout, accepted.stdout
         # The new cluster's delete of row 6 is its last change: the old one deleted once.
-        _wait("the new epoch", lambda: table("public_items").get("deletes") == 2, 120)
-        assert table("public_items")["state"] == "REPLICATING"
+        _wait("the new epoch", lambda: figure("public_items", "deletes") == 2, 120)
+        assert figure("public_items", "state") == "REPLICATING"
         again = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
         assert again.returncode == 1  # nothing to accept any more
         assert "did not stop at a position epoch change" in again.stdout

@@ -193,23 +193,23 @@ def test_resync_a_live_table_while_the_others_go_on(
         # Its counters started over and counted the whole topic once; the others' too.
         expected = _ops(sent)
 
-        def stored_rows() -> dict[str, dict]:
+        def stored_rows() -> dict[str, engine.TableRecord]:
             status = engine.read_status(work)
             assert status is not None
-            return {t["table"]: t for t in status["tables"]}
+            return {t.table: t for t in status.tables}
 
         def stored_equal() -> bool:  # the store is written at most every 0.5 s
             rows = stored_rows()
             return all(
-                table in rows and {c: rows[table][c] for c in counts} == counts
+                table in rows and {c: rows[table].figure(c) for c in counts} == counts
                 for table, counts in expected.items()
             )
 
         _wait("the stored counters", stored_equal, 20)
         rows = stored_rows()
         for table, counts in expected.items():
-            assert {c: rows[table][c] for c in counts} == counts, table
-            assert rows[table]["state"] == "REPLICATING"
+            assert {c: rows[table].figure(c) for c in counts} == counts, table
+            assert rows[table].state == "REPLICATING"
         store = StateStore(store_path(work), create=False)
         try:
             resyncs = [e for e in store.events(1000) if e["kind"] == "resync"]
@@ -305,9 +305,10 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
     assert all((target / table_name_for_topic(t)).exists() for t in topics if t != customers)
     status = engine.read_status(work)
     assert status is not None
-    row = next(t for t in status["tables"] if t["table"] == name)
-    assert row["state"] == "REPLICATING" and row["commits"] == 0 and row["inserts"] == 0
-    assert any(e["kind"] == "resync" and e["tbl"] == name for e in status["events"])
+    row = status.table(name)
+    assert row is not None
+    assert row.state == "REPLICATING" and row.counters.commits == 0 and row.counters.inserts == 0
+    assert any(e.kind == "resync" and e.table == name for e in status.events)
 
     second = run_cli("start", "--config", str(config), "--until-caught-up", "--json", env=env)
     assert second.returncode == 0, second.stderr
@@ -399,9 +400,10 @@ def test_resync_a_failed_table_of_a_live_replicator(
 
     def state(table: str) -> str | None:
         found = engine.read_status(work)
-        if found is None or not found["replicator"]["alive"]:
+        if found is None or not found.replicator.alive:
             return None
-        return next((t["state"] for t in found["tables"] if t["table"] == table), None)
+        row = found.table(table)
+        return row.state if row is not None else None
 
     try:
         _wait("the gap", lambda: state("app_items") == "FAILED", 120)

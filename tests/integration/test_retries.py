@@ -83,7 +83,7 @@ def _events(target: Path, kind: str) -> list[str]:
     """Messages of the newest event-log entries of a kind (`cdcctl status` shows them)."""
     found = engine.read_status(target.parent / "work")
     assert found is not None
-    return [e["message"] for e in found["events"] if e["kind"] == kind]
+    return [e.message for e in found.events if e.kind == kind]
 
 
 def _caught_up(target: Path, sent: list[Message]) -> Callable[[], bool]:

@@ -159,10 +159,12 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
         assert "replicator: stopped" in out  # the exit summary is `status`'s
         return out
 
-    def orders_row() -> dict:
+    def orders_row() -> engine.TableRecord:
         found = engine.read_status(work)
         assert found is not None
-        return next(t for t in found["tables"] if t["table"] == table_name_for_topic(orders))
+        row = found.table(table_name_for_topic(orders))
+        assert row is not None
+        return row
 
     proc = start()
     try:
@@ -186,9 +188,9 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
         sent = messages + more
         others = [t for t in topics if t != orders]
         _wait("the other tables", caught_up(sent, others))
-        _wait("the paused table's lag", lambda: orders_row()["lag_messages"] > 0, timeout=20)
+        _wait("the paused table's lag", lambda: orders_row().lag_messages > 0, timeout=20)
         row = orders_row()
-        assert row["state"] == "PAUSED" and row["lag_seconds"] > 0
+        assert row.state == "PAUSED" and row.lag_seconds is not None and row.lag_seconds > 0
         assert _checkpoint(target, orders) == held
         assert instants == HudiTable.open(orders_path).completed_instants()
         assert_replicas_match(
@@ -200,15 +202,18 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
         proc = start()
 
         def looping() -> bool:  # the new replicator's loop writes the store
-            rep = (engine.read_status(work) or {})["replicator"]
-            if not rep["alive"] or rep["pid"] != proc.pid or rep["state"] != "running":
+            found = engine.read_status(work)
+            assert found is not None
+            rep = found.replicator
+            if not rep.alive or rep.pid != proc.pid or rep.state != "running":
                 return False
-            since = dt.datetime.fromisoformat(rep["started_at"])
-            return dt.datetime.fromisoformat(rep["updated_at"]) - since > dt.timedelta(seconds=1)
+            assert rep.started_at is not None and rep.updated_at is not None
+            since = dt.datetime.fromisoformat(rep.started_at)
+            return dt.datetime.fromisoformat(rep.updated_at) - since > dt.timedelta(seconds=1)
 
         _wait("the restart", looping, timeout=120)
         time.sleep(2)
-        assert orders_row()["state"] == "PAUSED"
+        assert orders_row().state == "PAUSED"
         assert _checkpoint(target, orders) == held
         assert (
             HudiTable.open(target / table_name_for_topic(orders)).completed_instants() == instants

@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -368,19 +369,20 @@ COLUMNS = [("id", "int32"), ("name", "string")]
 
 
 def _readers(work: Path, lake: Path):
-    """Two probes of a running replicator: a table's status record (``{}`` before it
-    has one) and a table's checkpoint (``None`` before its first commit)."""
+    """Two probes of a running replicator: a field of a table's status record (None
+    before it has one) and a table's checkpoint (``None`` before its first commit)."""
 
-    def table(name: str) -> dict:
+    def figure(name: str, key: str) -> Any:
         found = engine.read_status(work)
         assert found is not None
-        return next((t for t in found["tables"] if t["table"] == name), {})
+        record = found.table(name)
+        return record.figure(key) if record is not None else None
 
     def checkpoint(name: str) -> str | None:
         path = lake / name
         return HudiTable.open(path).checkpoint() if HudiTable.exists(path) else None
 
-    return table, checkpoint
+    return figure, checkpoint
 
 
 def _start(config: Path) -> subprocess.Popen[str]:
@@ -550,13 +552,13 @@ def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
         lake,
         max_batch_seconds=0.3,
     )
-    table, checkpoint = _readers(tmp_path / "work", lake)
+    figure, checkpoint = _readers(tmp_path / "work", lake)
     proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:100")
         paused = run_cli("pause", "--config", str(config), "app_items")
         assert paused.returncode == 0, paused.stderr
-        _wait("the pause", lambda: table("app_items").get("state") == "PAUSED")
+        _wait("the pause", lambda: figure("app_items", "state") == "PAUSED")
 
         low = _expire_past(broker, topic, 100)
         produce_messages(broker.bootstrap_servers, _rows(other, range(11, 21), 2000))
@@ -564,8 +566,8 @@ def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
 
         resumed = run_cli("resume", "--config", str(config), "app_items")
         assert resumed.returncode == 0, resumed.stderr
-        _wait("the gap", lambda: table("app_items").get("state") == "FAILED")
-        error = table("app_items")["last_error"]
+        _wait("the gap", lambda: figure("app_items", "state") == "FAILED")
+        error = figure("app_items", "last_error")
         assert f"{topic}[0]: offsets 100..{low - 1} were deleted from the topic" in error, error
         assert "replicator.accept_offset_gaps" in error, error
         assert checkpoint("app_items") == f"{topic},0:100"
@@ -603,14 +605,14 @@ def test_a_topic_recreated_under_a_running_replicator_stops_the_table(
         max_batch_seconds=0.3,
         topic_refresh_seconds=1.0,
     )
-    table, checkpoint = _readers(tmp_path / "work", lake)
+    figure, checkpoint = _readers(tmp_path / "work", lake)
     proc = _start(config)
     try:
         _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:200")
         broker.recreate_topic(topic)
         produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 51), 5000))
-        _wait("the gap", lambda: table("app_items").get("state") == "FAILED")
-        error = table("app_items")["last_error"]
+        _wait("the gap", lambda: figure("app_items", "state") == "FAILED")
+        error = figure("app_items", "last_error")
         assert f"{topic}[0]: the partition now ends at offset 50, before the checkpoint 200" in (
             error
         ), error

@@ -151,8 +151,8 @@ def _checkpoint(lake: Path) -> str | None:
 def _state(work: Path) -> str | None:
     """The table's state as the running replicator recorded it."""
     found = engine.read_status(work)
-    tables = {t["table"]: t for t in (found or {}).get("tables", [])}
-    return tables.get(TABLE, {}).get("state")
+    row = found.table(TABLE) if found is not None else None
+    return row.state if row is not None else None
 
 
 def _start(config: Path) -> subprocess.Popen[str]:

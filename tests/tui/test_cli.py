@@ -146,8 +146,8 @@ def test_start_tui_asks_before_stopping_and_stops_cleanly(
         term.read()
         assert term.proc.poll() is None
         status = engine.read_status(work)
-        assert status is not None and status["replicator"]["alive"]
-        assert status["replicator"]["state"] == "running"
+        assert status is not None and status.replicator.alive
+        assert status.replicator.state == "running"
         term.type("q")
         term.wait_for("Stop replicating and quit?")
         term.output = b""
@@ -157,9 +157,9 @@ def test_start_tui_asks_before_stopping_and_stops_cleanly(
     finally:
         term.close()
     status = engine.read_status(work)
-    assert status is not None and status["replicator"]["state"] == "stopped"
-    assert not status["replicator"]["alive"]
-    assert sum(t["rows"] for t in status["tables"]) > 0
+    assert status is not None and status.replicator.state == "stopped"
+    assert not status.replicator.alive
+    assert sum(t.counters.rows for t in status.tables) > 0
 
 
 @pytest.mark.kafka
@@ -174,8 +174,9 @@ def test_demo_tui_replicates_the_demo_and_its_live_changes(tmp_path: Path) -> No
         work = target.parent / ".cdcctl"
 
         def applied() -> int:
-            status = engine.read_status(work) or {"tables": []}
-            return sum(t["inserts"] + t["updates"] + t["deletes"] for t in status["tables"])
+            status = engine.read_status(work)
+            tables = status.tables if status is not None else []
+            return sum(t.counters.inserts + t.counters.updates + t.counters.deletes for t in tables)
 
         deadline = time.monotonic() + 120
         first = applied()

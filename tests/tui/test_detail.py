@@ -117,7 +117,8 @@ async def test_the_screen_shows_the_table_copies_its_error_and_goes_back(
         words = counters.split()
         for label, key in (("inserts", "inserts"), ("updates", "updates"), ("commits", "commits")):
             at = words.index(label)
-            assert words[at + 1 : at + 3] == [f"{status[key]:,}", f"{status['this_run'][key]:,}"]
+            total, this_run = getattr(status.counters, key), getattr(status.this_run, key)
+            assert words[at + 1 : at + 3] == [f"{total:,}", f"{this_run:,}"]
         # The timeline, with the newest instant (the clean the recording ran) first.
         hudi = _text(screen, "#hudi-table")
         newest = detail.replica.instants[0]
@@ -134,7 +135,7 @@ async def test_the_screen_shows_the_table_copies_its_error_and_goes_back(
         assert "schema changed at" in _text(screen, "#events-table")
 
         # The last error, whole, in a read-only text area; `c` copies it.
-        error = detail.status["last_error"]
+        error = detail.status.last_error
         area = screen.query_one("#error-text", TextArea)
         assert area.display and area.read_only and area.text == error
         await pilot.press("c")

@@ -33,10 +33,20 @@ async def _until(pilot: Pilot, what: str, check, timeout: float = 120.0) -> None
         await pilot.pause(0.25)
 
 
-def _row(app: DashboardApp, name: str) -> dict | None:
+def _row(app: DashboardApp, name: str) -> engine.TableRecord | None:
     if app.snapshot is None or app.snapshot.status is None:
         return None
-    return next((t for t in app.snapshot.status["tables"] if t["table"] == name), None)
+    return app.snapshot.status.table(name)
+
+
+def _lag(app: DashboardApp, name: str) -> int | None:
+    row = _row(app, name)
+    return row.lag_messages if row is not None else None
+
+
+def _rows(app: DashboardApp, name: str) -> int:
+    row = _row(app, name)
+    return row.counters.rows if row is not None else 0
 
 
 def _messages(app: DashboardApp) -> list[str]:
@@ -77,8 +87,8 @@ async def test_keys_reach_a_running_replicator(broker, topic_prefix: str, tmp_pa
                 "every table replicated",
                 lambda: (
                     shown_tables(app) == names
-                    and all((_row(app, n) or {}).get("lag_messages") == 0 for n in names)
-                    and all((_row(app, n) or {}).get("rows", 0) > 0 for n in names)
+                    and all(_lag(app, n) == 0 for n in names)
+                    and all(_rows(app, n) > 0 for n in names)
                 ),
                 timeout=180,
             )
@@ -91,7 +101,7 @@ async def test_keys_reach_a_running_replicator(broker, topic_prefix: str, tmp_pa
             await pilot.press("ctrl+home", *["down"] * names.index(orders))
             assert app.selected_table() == orders
             await pilot.press("p")
-            await _until(pilot, "the pause", lambda: _row(app, orders)["state"] == "PAUSED")
+            await _until(pilot, "the pause", lambda: _row(app, orders).state == "PAUSED")
             await app.workers.wait_for_complete()
             assert f"pause {orders}: paused {orders}" in _messages(app)
             assert "‖ PAUSED" in screen_text(app)
@@ -99,9 +109,9 @@ async def test_keys_reach_a_running_replicator(broker, topic_prefix: str, tmp_pa
             # More changes: the others apply them, the paused table's lag grows.
             more = list(workload.stream(500))
             produce_messages(broker.bootstrap_servers, more)
-            lagging = lambda: (_row(app, orders)["lag_messages"] or 0) > 0  # noqa: E731
+            lagging = lambda: (_row(app, orders).lag_messages or 0) > 0  # noqa: E731
             await _until(pilot, "the paused table's lag", lagging)
-            assert _row(app, orders)["state"] == "PAUSED"
+            assert _row(app, orders).state == "PAUSED"
 
             # p again: resumed, and it catches up.
             assert app.selected_table() == orders
@@ -110,8 +120,7 @@ async def test_keys_reach_a_running_replicator(broker, topic_prefix: str, tmp_pa
                 pilot,
                 "the resume",
                 lambda: (
-                    _row(app, orders)["state"] == "REPLICATING"
-                    and _row(app, orders)["lag_messages"] == 0
+                    _row(app, orders).state == "REPLICATING" and _row(app, orders).lag_messages == 0
                 ),
             )
             await app.workers.wait_for_complete()

@@ -98,7 +98,7 @@ async def test_columns_sort_by_key_and_by_heading_click(recorded) -> None:
 
 def _rows(app: DashboardApp) -> dict[str, dict]:
     assert app.snapshot is not None and app.snapshot.status is not None
-    return {t["table"]: t for t in app.snapshot.status["tables"]}
+    return {t.table: t for t in app.snapshot.status.tables}
 
 
 async def test_typing_slash_filters_by_name_or_state_and_escape_clears(recorded) -> None:
@@ -191,8 +191,8 @@ async def test_resync_without_a_replicator_drops_the_table_as_the_cli_does(recor
         app.poll()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert _rows(app)["shop_refunds"]["state"] == "REPLICATING"
-        assert _rows(app)["shop_refunds"]["inserts"] == 0
+        assert _rows(app)["shop_refunds"].state == "REPLICATING"
+        assert _rows(app)["shop_refunds"].counters.inserts == 0
 
 
 async def test_enter_opens_the_selected_tables_detail(recorded) -> None:
