@@ -210,8 +210,7 @@ def _spark_reason(exc: BaseException) -> str:
 
 def _commit_counts(writer: Any, instant: str) -> dict[str, int]:
     """What a completed commit recorded it applied (``cdcctl.counts``)."""
-    extra = writer.table.commit_metadata(instant).get("extraMetadata") or {}
-    counts: dict[str, int] = json.loads(extra.get(COUNTS_KEY) or "{}")
+    counts: dict[str, int] = json.loads(writer.extra_metadata(instant).get(COUNTS_KEY) or "{}")
     return counts
 
 
@@ -1524,10 +1523,7 @@ class Replicator:
             self.tables.lock(rt)
             outcome.reconciled = self.dead_letters.reconcile(
                 name,
-                (
-                    (i, writer.table.commit_metadata(i).get("extraMetadata") or {})
-                    for i in writer.completed_instants()
-                ),
+                ((i, writer.extra_metadata(i)) for i in writer.completed_instants()),
             )
         todo = []
         for letter in self.dead_letters.pending(name):
