@@ -41,6 +41,7 @@ class TableServices(HudiView):
     def __init__(self, base_path: Path, properties: dict[str, str]) -> None:
         """Wrap an existing table; use :meth:`open` or ``HudiTable.create`` instead."""
         super().__init__(base_path, properties)
+        self._temp = self._hoodie / ".temp"
         # Last instant handed out, so two calls in one millisecond still differ.
         self._last_instant = ""
 

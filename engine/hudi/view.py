@@ -45,17 +45,17 @@ class HudiView:
     """A non-partitioned, bucket-indexed Hudi COW or MOR table (version 6), read-only."""
 
     def __init__(self, base_path: Path, properties: dict[str, str]) -> None:
-        """Wrap an existing table; use :meth:`open` or :meth:`create` instead."""
+        """Wrap an existing table; use :meth:`open` instead."""
         self.base_path = Path(base_path)
         self.properties = properties
         self._hoodie = self.base_path / HOODIE_DIR
-        self._temp = self._hoodie / ".temp"
         # Completed commit files never change: their parsed JSON and schemas are cached,
         # the most recently used CACHE_ENTRIES of each.
         self._metadata_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._schema_cache: OrderedDict[str, pa.Schema | None] = OrderedDict()
         # The instant file names of .hoodie, listed once and then kept up to date by this
-        # object's own writes (one writer per table); start_commit lists again.
+        # object's own writes if it is the writer's table (one writer per table);
+        # rescan() and new_instant_time() list again.
         self._names: set[str] | None = None
         # Archive file name -> the (instant, action, state) it holds; read on demand.
         self._archive_index: dict[str, list[tuple[str, str, str]]] = {}
