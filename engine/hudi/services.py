@@ -22,10 +22,7 @@ from engine.hudi import archive as ar
 from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
 from engine.hudi.commit import PARTITION_PATH
-from engine.hudi.layout import (
-    PARTITION_METADATA_FILE,
-    parse_properties,
-)
+from engine.hudi.layout import PARTITION_METADATA_FILE, parse_properties
 from engine.hudi.log_file import LogFileName
 from engine.hudi.retention import Retention
 from engine.hudi.view import HudiView

@@ -40,11 +40,7 @@ from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import RULE_JAVA
 from engine.hudi.commit import PARTITION_PATH, WriteStat, to_json_bytes
-from engine.hudi.layout import (
-    HOODIE_DIR,
-    PARTITION_METADATA_FILE,
-    PROPERTIES_FILE,
-)
+from engine.hudi.layout import HOODIE_DIR, PARTITION_METADATA_FILE, PROPERTIES_FILE
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_to_b64, avro_schema_json
 from engine.hudi.services import TableServices

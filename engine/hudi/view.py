@@ -28,11 +28,7 @@ from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import bucket_of_file_id
 from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
-from engine.hudi.layout import (
-    HOODIE_DIR,
-    PROPERTIES_FILE,
-    parse_properties,
-)
+from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.log_file import LogFileName, log_instant
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64
