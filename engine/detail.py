@@ -5,10 +5,11 @@
 * from the state store, through :func:`engine.state.read_status` (what ``cdcctl status``
   shows): the table's state, counters, lag, latency percentiles, throughput history and
   last error, and the table's own entries of the event log;
-* from the replica, through the Hudi package's readers (:class:`HudiTable`): the last
-  instants of its timeline, its live file groups and their log files, the last
-  compaction, its schema and the newest commit that changed it, and the checkpoint (the
-  next offset per partition the newest commit applied up to);
+* from the replica, through the Hudi package's read-only view
+  (:class:`~engine.hudi.HudiView`): the last instants of its timeline, its live file
+  groups and their log files, the last compaction, its schema and the newest commit that
+  changed it, and the checkpoint (the next offset per partition the newest commit
+  applied up to);
 * from the broker, in a separate call (:meth:`TableDetailReader.offsets`) whose every
   wait is short: each partition's end offset, next to the applied one. An unreachable
   broker is an answer (:attr:`KafkaOffsets.error`), not an exception.
@@ -21,14 +22,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import CdcError, HudiError
-from engine.hudi import HudiTable
+from engine.hudi import HudiView, instant_datetime, parse_checkpoint
 from engine.hudi import options as o
-from engine.hudi.commit import parse_checkpoint
 from engine.naming import table_path
 from engine.state.control import open_store, read_status
 from engine.state.recorder import HISTORY_STEP_S
@@ -51,8 +50,7 @@ _ATTEMPTS = 3
 
 def instant_time(instant: str) -> float:
     """An instant (``yyyyMMddHHmmssSSS``, UTC) as seconds since the epoch."""
-    when = datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
-    return when.timestamp() + int(instant[14:17] or 0) / 1000
+    return instant_datetime(instant).timestamp()
 
 
 @dataclass(frozen=True)
@@ -211,7 +209,7 @@ class TableDetailReader:
         self.table = table
         self.timeline_entries = timeline_entries
         self.event_entries = event_entries
-        self._hudi: HudiTable | None = None
+        self._hudi: HudiView | None = None
 
     # -- the state store and the replica ------------------------------------------------
     def read(self) -> TableDetail:
@@ -259,12 +257,12 @@ class TableDetailReader:
     def _replica(self, path: Path) -> ReplicaDetail | None:
         last: Exception | None = None
         for _ in range(_ATTEMPTS):
-            if not HudiTable.exists(path):
+            if not HudiView.exists(path):
                 self._hudi = None
                 return None
             try:
                 if self._hudi is None or self._hudi.base_path != path:
-                    self._hudi = HudiTable.open(path)
+                    self._hudi = HudiView.open(path)
                 return self._read_replica(self._hudi)
             except (FileNotFoundError, HudiError) as exc:
                 # Cleaned, archived or rolled back under us: list again.
@@ -273,7 +271,7 @@ class TableDetailReader:
             raise last
         raise HudiError(f"{path}: the replica changed under every read: {last}")
 
-    def _read_replica(self, table: HudiTable) -> ReplicaDetail:
+    def _read_replica(self, table: HudiView) -> ReplicaDetail:
         timeline = table.rescan()
         entries = timeline.entries()
         groups = table.file_groups(listed=False)
@@ -291,7 +289,7 @@ class TableDetailReader:
                     break
         return ReplicaDetail(
             path=str(table.base_path),
-            table_type=table.properties.get(o.HoodieOption.TABLE_TYPE.value, ""),
+            table_type=table.table_type,
             instants=tuple(InstantInfo(*e) for e in entries[: self.timeline_entries]),
             completed=len(completed),
             file_groups=len(groups),
@@ -306,12 +304,12 @@ class TableDetailReader:
 
     @staticmethod
     def _schema_change(
-        table: HudiTable, completed: list[str], keys: set[str]
+        table: HudiView, completed: list[str], keys: set[str]
     ) -> SchemaChange | None:
         """The newest commit whose ``cdcctl.counts`` records a schema change (``ddl``),
         compared with the schema of the commit before it."""
         for i in range(len(completed) - 1, -1, -1):
-            extra = table.commit_metadata(completed[i]).get("extraMetadata") or {}
+            extra = table.extra_metadata(completed[i])
             try:
                 counts = json.loads(extra.get(o.COUNTS_KEY) or "{}")
             except ValueError:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import WriterLockError
+from engine.hudi import own_dir
 
 log = logging.getLogger("cdcctl.lock")
 
@@ -34,7 +35,7 @@ LOCK_NAME = "writer.lock"
 
 def table_lock_path(table: Path) -> Path:
     """Where a table's writer lock lives (Hudi readers skip ``.hoodie``)."""
-    return table / ".hoodie" / ".cdcctl" / LOCK_NAME
+    return own_dir(table) / LOCK_NAME
 
 
 def _holder(data: bytes) -> dict[str, Any]:

@@ -13,12 +13,11 @@ An ``as_of`` older than what a replica still holds is refused rather than read: 
 reads an instant whose files the cleaner deleted as an empty (or partial) table without
 complaint. The oldest readable instant of a replica is the later of its first instant on
 the active timeline (older ones are archived) and the earliest commit its newest clean
-retained (planned or done); see :func:`oldest_readable`.
+retained (planned or done); see :meth:`~engine.hudi.HudiView.oldest_readable`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,17 +27,12 @@ import duckdb
 import pyarrow as pa
 
 from engine.errors import CdcError, ConfigError, HudiError, QueryError
-from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
-from engine.hudi import avro_models as am
+from engine.hudi import HOODIE_META_COLUMNS, HudiView, as_instant, conform, instant_at, instant_iso
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
-from engine.hudi.timeline import instant_at
 from engine.naming import table_key
 
 if TYPE_CHECKING:
     from engine.config import Config
-
-_INSTANT = re.compile(r"\d{17}|\d{14}")
-
 
 # ----------------------------------------------------------------------------- as of
 
@@ -54,8 +48,9 @@ def parse_as_of(text: str) -> str:
         ConfigError: ``text`` is neither.
     """
     text = text.strip()
-    if _INSTANT.fullmatch(text):
-        return text if len(text) == 17 else text + "000"
+    instant = as_instant(text)
+    if instant is not None:
+        return instant
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
@@ -67,54 +62,6 @@ def parse_as_of(text: str) -> str:
     return instant_at(when)  # no zone means UTC
 
 
-def instant_iso(instant: str) -> str:
-    """An instant as ISO 8601 UTC text (``2024-05-01T12:00:00.123Z``)."""
-    when = datetime.strptime(instant[:14], "%Y%m%d%H%M%S")
-    return when.strftime("%Y-%m-%dT%H:%M:%S") + f".{instant[14:17] or '000'}Z"
-
-
-def oldest_readable(table: HudiTable) -> str | None:
-    """The oldest instant of ``table`` a reader can still be given, None if it has none.
-
-    The later of the first completed write instant on the active timeline (hudi-rs does
-    not read the archived one) and the earliest commit retained by the newest clean,
-    pending or completed (a pending clean may already have deleted files).
-    """
-    return _readable(table)[0]
-
-
-def _readable(table: HudiTable) -> tuple[str | None, str | None]:
-    """:func:`oldest_readable`, and the cleaning policy (Hudi's name, as the clean
-    recorded it) when a clean's earliest commit retained is what bounds it."""
-    timeline = table.timeline()
-    if not timeline.completed:
-        return None, None
-    oldest, policy = min(timeline.completed), None
-    hoodie = table.base_path / ".hoodie"
-    for instant, (action, state) in timeline.services.items():
-        if action != "clean":
-            continue
-        try:
-            if state == "COMPLETED":
-                data = (hoodie / f"{instant}.clean").read_bytes()
-                meta = am.deserialize_avro_metadata(data, am.CLEAN_METADATA)
-                retained = meta.get("earliestCommitToRetain")
-                parts = list((meta.get("partitionMetadata") or {}).values())
-                used = parts[0].get("policy") if parts else None
-            else:
-                data = (hoodie / f"{instant}.clean.requested").read_bytes()
-                plan = am.deserialize_avro_metadata(data, am.CLEANER_PLAN)
-                retained = (plan.get("earliestInstantToRetain") or {}).get("timestamp")
-                used = plan.get("policy")
-        except FileNotFoundError:
-            continue  # archived since the listing: a newer clean stays active
-        except (OSError, ValueError) as exc:
-            raise HudiError(f"{table.base_path}: unreadable clean {instant}: {exc}") from exc
-        if retained and retained > oldest:
-            oldest, policy = retained, used
-    return oldest, policy
-
-
 #: The config key behind each cleaning policy, for messages.
 _POLICY_KEYS = {
     KEEP_LATEST_BY_HOURS: "instants older than its time window (hudi.clean_retain_hours)",
@@ -122,17 +69,17 @@ _POLICY_KEYS = {
 }
 
 
-def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | None:
+def resolve_instant(table: HudiView, name: str, as_of: str | None) -> str | None:
     """The completed instant a read of ``table`` pins: the newest (``as_of`` None) or the
     newest at or before ``as_of`` (a 17-digit instant). None: the table has no commit.
 
     Raises:
-        QueryError: ``as_of`` is older than :func:`oldest_readable`.
+        QueryError: ``as_of`` is older than the table's oldest readable instant.
     """
     completed = table.completed_instants()
     if as_of is None:
         return completed[-1] if completed else None
-    oldest, policy = _readable(table)
+    oldest, policy = table.readable_from()
     chosen = [t for t in completed if t <= as_of]
     if oldest is None or not chosen or chosen[-1] < oldest:
         readable = (
@@ -140,7 +87,6 @@ def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | Non
             if oldest is not None
             else "it has no commit yet"
         )
-        archived = table.base_path / ".hoodie" / "archived"
         if oldest is not None and oldest > completed[0]:
             older = _POLICY_KEYS.get(policy or "")
             why = (
@@ -148,7 +94,7 @@ def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | Non
                 if older
                 else "the cleaner deleted the files of older instants"
             )
-        elif archived.is_dir() and any(archived.iterdir()):
+        elif table.has_archive():
             why = "older instants are archived (hudi.keep_min_commits)"
         else:
             why = "there was no commit before it"
@@ -162,7 +108,7 @@ def resolve_instant(table: HudiTable, name: str, as_of: str | None) -> str | Non
 # ----------------------------------------------------------------------------- reading
 
 
-def _schema_of(table: HudiTable, instant: str | None, meta: bool) -> pa.Schema:
+def _schema_of(table: HudiView, instant: str | None, meta: bool) -> pa.Schema:
     """The columns of ``table`` at ``instant`` (from the commit metadata, no data read)."""
     schema = table.schema_at(instant) if instant is not None else None
     if schema is None:
@@ -176,7 +122,7 @@ def _schema_of(table: HudiTable, instant: str | None, meta: bool) -> pa.Schema:
     return pa.schema(front + data)
 
 
-def _read(table: HudiTable, instant: str | None, schema: pa.Schema) -> pa.Table:
+def _read(table: HudiView, instant: str | None, schema: pa.Schema) -> pa.Table:
     """The rows of ``table`` as of ``instant`` (merged), typed exactly as ``schema``."""
     import hudi
 
@@ -202,7 +148,7 @@ class Replica:
     """
 
     name: str
-    table: HudiTable
+    table: HudiView
     instant: str | None
     schema: pa.Schema
     #: Why the replica cannot be read (e.g. ``as_of`` too old): raised on scan.
@@ -229,7 +175,7 @@ class Replica:
             # needed: hudi-rs then leaves rows out silently. Cleans plan (and record the
             # earliest commit they keep) before deleting, so this check after the read
             # sees every clean that can have touched it.
-            oldest = oldest_readable(HudiTable.open(self.table.base_path))
+            oldest = HudiView.open(self.table.base_path).oldest_readable()
             if self.instant is not None and oldest is not None and self.instant < oldest:
                 raise QueryError(
                     f"{self.name}: instant {self.instant} was cleaned while the connection "
@@ -266,9 +212,9 @@ def read_table(path: str | Path, *, meta: bool = False, as_of: str | None = None
 
 
 def _replica(path: Path, meta: bool, as_of: str | None) -> Replica:
-    if not HudiTable.exists(path):
+    if not HudiView.exists(path):
         raise HudiError(f"{path} is not a Hudi table", hint="check the target folder")
-    table = HudiTable.open(path)
+    table = HudiView.open(path)
     name = path.name
     try:
         instant = resolve_instant(table, name, as_of)
@@ -283,7 +229,7 @@ def list_tables(target: str | Path) -> list[str]:
     root = Path(target)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if HudiTable.exists(p))
+    return sorted(p.name for p in root.iterdir() if HudiView.exists(p))
 
 
 @dataclass

@@ -19,8 +19,7 @@ from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config
 from engine.decode import decoder_for
 from engine.errors import CdcError, HudiError, KafkaSecurityError, TableNameError
-from engine.hudi.commit import parse_checkpoint
-from engine.hudi.table import HudiTable
+from engine.hudi import HudiView, parse_checkpoint
 from engine.model import TX_ID
 from engine.naming import table_path
 from engine.replicator.progress import TOPIC_ID_KEY
@@ -171,10 +170,10 @@ def _checkpoint(cfg: Config, topic: str) -> tuple[str, dict[int, int] | None, st
         path = table_path(cfg.target_path(), name)
     except TableNameError:
         return "", None, None
-    if not HudiTable.exists(path):
+    if not HudiView.exists(path):
         return name, None, None
     try:
-        table = HudiTable.open(path)
+        table = HudiView.open(path)
         offsets = parse_checkpoint(table.checkpoint(), topic)
         topic_id = table.latest_extra_metadata().get(TOPIC_ID_KEY) or None
     except HudiError:

@@ -10,8 +10,7 @@ from engine.checks.common import topic_selected
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config, folder_problem
 from engine.errors import CdcError, TableNameError
-from engine.hudi import ownership
-from engine.hudi.table import HudiTable
+from engine.hudi import HudiView, has_meta_dir, ownership
 
 #: Less free space than this is a warning.
 MIN_FREE_BYTES = 1 << 30
@@ -64,7 +63,7 @@ def check_table(cfg: Config, path: Path) -> Check:
     """One existing table: readable, and its checkpoint's topic maps to it."""
     name = f"target.table {path.name}"
     try:
-        table = HudiTable.open(path)
+        table = HudiView.open(path)
         completed = table.completed_instants()
         pending = table.pending_instants()
         checkpoint = table.checkpoint()
@@ -119,6 +118,6 @@ def target_checks(cfg: Config) -> list[Check]:
     target = cfg.target_path()
     if target.is_dir():
         for path in sorted(target.iterdir()):
-            if path.is_dir() and (path / ".hoodie").is_dir():
+            if path.is_dir() and has_meta_dir(path):
                 checks.append(check_table(cfg, path))
     return checks

@@ -142,8 +142,7 @@ def meta_entry(path: Path) -> dict[str, Any]:
         "actionType": action,
         "actionState": state,
         "version": 1,
-        "stateTransitionTime": moment.strftime("%Y%m%d%H%M%S")
-        + f"{moment.microsecond // 1000:03d}",
+        "stateTransitionTime": tl.instant_at(moment),
     }
     try:
         if action in ("commit", "deltacommit") and data:

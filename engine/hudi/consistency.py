@@ -31,12 +31,19 @@ from typing import Any
 
 from engine.errors import HudiError
 from engine.hudi.file_slice import BASE_FILE_RE
+from engine.hudi.layout import (
+    HOODIE_DIR,
+    OWN_DIR,
+    PARTITION_METADATA_FILE,
+    PROPERTIES_FILE,
+    meta_dir,
+)
 from engine.hudi.log_file import MAGIC as LOG_MAGIC
 from engine.hudi.log_file import LogFileName, log_instant
 
 PARQUET_MAGIC = b"PAR1"
 #: Names in a table folder that are the format's own (besides data files).
-KNOWN_NAMES = frozenset({".hoodie", ".hoodie_partition_metadata"})
+KNOWN_NAMES = frozenset({HOODIE_DIR, PARTITION_METADATA_FILE})
 
 
 def resync_hint(table: str) -> str:
@@ -47,6 +54,21 @@ def resync_hint(table: str) -> str:
         "come back), or restore the folder from a backup; the replicator will not write "
         "over a table it cannot read consistently"
     )
+
+
+def check_no_stray_timeline(path: Path, name: str) -> None:
+    """Raise :class:`HudiError` if ``path`` has no ``hoodie.properties`` but its ``.hoodie``
+    holds more than cdcctl's own folder: the timeline of a damaged table, which the
+    replicator will not create a new table over."""
+    meta = meta_dir(path)
+    if (meta / PROPERTIES_FILE).is_file() or not meta.is_dir():
+        return
+    if any(n.name != OWN_DIR for n in meta.iterdir()):
+        raise HudiError(
+            f"table {name}: {meta / PROPERTIES_FILE} is missing but {meta} holds "
+            "a timeline; the replicator will not create a new table over it",
+            resync_hint(name),
+        )
 
 
 @dataclass

@@ -37,8 +37,8 @@ from pathlib import Path
 from engine.errors import ForeignTableError
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
+from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.options import HoodieOption as H
-from engine.hudi.table import HOODIE_DIR, PROPERTIES_FILE, _parse_properties
 
 #: Actions of the timeline that only another Hudi writer makes.
 FOREIGN_ACTIONS = ("compaction", "logcompaction", "savepoint", "restore", "indexing")
@@ -51,7 +51,7 @@ def _properties(path: Path) -> dict[str, str] | None:
         text = (path / HOODIE_DIR / PROPERTIES_FILE).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None  # missing or unreadable: what opens the table says so
-    return _parse_properties(text)
+    return parse_properties(text)
 
 
 def findings(path: Path) -> list[str]:

@@ -27,7 +27,9 @@ WRITE_ACTIONS = ("commit", "replacecommit", "deltacommit")
 #: Table services recorded on the timeline (Avro plan and metadata files).
 SERVICE_ACTIONS = ("clean", "rollback")
 REQUESTED, INFLIGHT, COMPLETED = "REQUESTED", "INFLIGHT", "COMPLETED"
-INSTANT_RE = re.compile(r"(\d{17}|\d{14})(?:\.(.+))?\Z")
+#: An instant time: 17 digits ``yyyyMMddHHmmssSSS`` (UTC), or 14 in older tables.
+_TIME_RE = re.compile(r"\d{17}|\d{14}")
+INSTANT_RE = re.compile(rf"({_TIME_RE.pattern})(?:\.(.+))?\Z")
 _INSTANT_FORMAT = "%Y%m%d%H%M%S"
 
 
@@ -120,7 +122,8 @@ def build(names: Iterable[str]) -> Timeline:
 
 def instant_at(when: datetime) -> str:
     """``when`` as a 17-digit instant (millisecond precision): an aware time in UTC, a
-    naive one taken as UTC already. The one place the instant-time format is written."""
+    naive one taken as UTC already. This module is the one home of the instant-time
+    format: it is written here and read by :func:`instant_datetime`."""
     if when.tzinfo is not None:
         when = when.astimezone(UTC)
     return when.strftime(_INSTANT_FORMAT) + f"{when.microsecond // 1000:03d}"
@@ -131,12 +134,29 @@ def now_instant() -> str:
     return instant_at(datetime.now(UTC))
 
 
+def instant_datetime(instant: str) -> datetime:
+    """An instant as an aware UTC time (14-digit instants count as .000)."""
+    when = datetime.strptime(instant[:14], _INSTANT_FORMAT).replace(tzinfo=UTC)
+    return when + timedelta(milliseconds=int(instant[14:17] or "0"))
+
+
+def instant_iso(instant: str) -> str:
+    """An instant as ISO 8601 UTC text (``2024-05-01T12:00:00.123Z``)."""
+    when = instant_datetime(instant)
+    return when.strftime("%Y-%m-%dT%H:%M:%S") + f".{when.microsecond // 1000:03d}Z"
+
+
+def as_instant(text: str) -> str | None:
+    """``text`` as a 17-digit instant if it is an instant time (14 digits: ``.000``),
+    else None."""
+    if not _TIME_RE.fullmatch(text):
+        return None
+    return text if len(text) == 17 else text + "000"
+
+
 def instant_plus_1ms(instant: str) -> str:
     """Return the instant 1 ms after ``instant`` (14-digit instants count as .000)."""
-    dt = datetime.strptime(instant[:14], _INSTANT_FORMAT) + timedelta(
-        milliseconds=int(instant[14:] or "0") + 1
-    )
-    return instant_at(dt)
+    return instant_at(instant_datetime(instant) + timedelta(milliseconds=1))
 
 
 def inflight_name(instant: str, action: str) -> str:

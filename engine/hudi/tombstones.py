@@ -27,6 +27,7 @@ import pyarrow as pa
 from engine.errors import HudiError
 from engine.files import atomic_write
 from engine.hudi import parquet
+from engine.hudi.layout import own_dir
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
 
 INSTANT = "_cdc_instant"
@@ -43,7 +44,7 @@ SCHEMA = pa.schema(
 
 def folder(table_path: Path) -> Path:
     """The sidecar folder of a table."""
-    return Path(table_path) / ".hoodie" / ".cdcctl" / "tombstones"
+    return own_dir(table_path) / "tombstones"
 
 
 def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:

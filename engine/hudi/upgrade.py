@@ -27,10 +27,11 @@ import pyarrow.parquet as pq
 from engine.files import atomic_write
 from engine.hudi import options as o
 from engine.hudi.file_slice import FileSlice
+from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE
 from engine.hudi.log_file import read_log_file
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import parquet_schema
-from engine.hudi.table import HOODIE_DIR, PROPERTIES_FILE, HudiTable
+from engine.hudi.table import HudiTable
 
 
 def missing_properties(properties: dict[str, str]) -> dict[str, str]:

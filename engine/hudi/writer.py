@@ -47,7 +47,7 @@ class HudiWriter:
     """The writer of one non-partitioned, bucket-indexed table (COW or MOR, version 6)."""
 
     def __init__(self, table: HudiTable) -> None:
-        self.table = table
+        self._table = table
 
     # ----------------------------------------------------------------- open / create
 
@@ -96,13 +96,13 @@ class HudiWriter:
         """Check the table is safe to write on (:func:`engine.hudi.consistency.check`:
         raises :class:`HudiError` saying what is damaged and what to do); returns the
         stray names in its folder, which readers skip."""
-        consistency.check(self.table)
+        consistency.check(self._table)
         return consistency.strays(self.path)
 
     def recover(self) -> list[str]:
         """Undo what a crashed writer left: unfinished instants (with their files), their
         tombstone sidecars and staged temporary files. Returns the rolled-back instants."""
-        rolled = self.table.rollback_pending()
+        rolled = self._table.rollback_pending()
         for entry in os.scandir(self.path):
             if entry.name.startswith(".") and entry.name.endswith(".tmp"):
                 Path(entry.path).unlink(missing_ok=True)
@@ -117,14 +117,14 @@ class HudiWriter:
         refuses, in one commit that keeps the newest commit's checkpoint and bookkeeping,
         then add the ``hoodie.properties`` keys Hudi 0.15 writes. Tables that have those
         keys are left alone. Returns the buckets rewritten."""
-        if not upgrade.missing_properties(self.table.properties):
+        if not upgrade.missing_properties(self._table.properties):
             return []
         groups = self.file_groups()
-        buckets = upgrade.stale_buckets(self.table, groups)
+        buckets = upgrade.stale_buckets(self._table, groups)
         schema = self.schema()
         if buckets and schema is not None:
             self._rewrite(groups, buckets, schema)
-        upgrade.upgrade_properties(self.table)
+        upgrade.upgrade_properties(self._table)
         return buckets
 
     def _rewrite(self, groups: dict[int, FileSlice], buckets: list[int], schema: pa.Schema) -> None:
@@ -167,38 +167,38 @@ class HudiWriter:
         extra[o.TOMBSTONES_KEY] = ",".join(sorted(r.file_id for r in results if r.tombstones))
         extra[o.COUNTS_KEY] = "{}"
         extra[UPGRADE_KEY] = ",".join(str(b) for b in buckets)
-        self.table.commit(instant, self._stats(results), schema, extra)
+        self._table.commit(instant, self._stats(results), schema, extra)
 
     # ----------------------------------------------------------------- what it holds
 
     @property
     def path(self) -> Path:
         """The table folder."""
-        return self.table.base_path
+        return self._table.base_path
 
     @property
     def name(self) -> str:
         """The table name."""
-        return self.table.name
+        return self._table.name
 
     @property
     def record_key_fields(self) -> list[str]:
         """Record key columns, in key order."""
-        return self.table.record_key_fields
+        return self._table.record_key_fields
 
     @property
     def num_buckets(self) -> int:
         """Buckets of the bucket index (fixed for the table's life)."""
-        return self.table.num_buckets
+        return self._table.num_buckets
 
     @property
     def is_mor(self) -> bool:
         """Whether the table is Merge-on-Read."""
-        return self.table.is_mor
+        return self._table.is_mor
 
     def schema(self) -> pa.Schema | None:
         """The data schema of the newest commit (else the create schema)."""
-        return self.table.arrow_schema()
+        return self._table.arrow_schema()
 
     def check_schema(self, schema: pa.Schema) -> None:
         """Raise :class:`HudiError` if the table cannot store ``schema`` (before any write)."""
@@ -206,28 +206,31 @@ class HudiWriter:
 
     def schema_at(self, instant: str) -> pa.Schema | None:
         """The data schema a completed instant wrote with (None if unknown)."""
-        return self.table.schema_at(instant)
+        return self._table.schema_at(instant)
 
     def completed_instants(self) -> list[str]:
         """Completed write instants, oldest first (the writer's own view: no listing)."""
-        return sorted(self.table.timeline().completed)
+        return sorted(self._table.timeline().completed)
 
     def checkpoint(self, topic: str) -> dict[int, int]:
         """The next offset per partition of ``topic`` recorded by the newest commit."""
-        return parse_checkpoint(self.table.checkpoint(), topic)
+        return parse_checkpoint(self._table.checkpoint(), topic)
 
-    def extra_metadata(self) -> dict[str, str]:
-        """The newest commit's extra metadata (the engine's own keys live there too)."""
-        return self.table.latest_extra_metadata()
+    def extra_metadata(self, instant: str | None = None) -> dict[str, str]:
+        """The extra metadata of the completed write ``instant``, by default of the newest
+        commit (the engine's own keys live there too)."""
+        if instant is None:
+            return self._table.latest_extra_metadata()
+        return self._table.extra_metadata(instant)
 
     def file_groups(self) -> dict[int, FileSlice]:
         """The latest committed slice of every live file group, by bucket (the writer's
         own view of the timeline: no listing of ``.hoodie``)."""
-        return self.table.file_groups(listed=False)
+        return self._table.file_groups(listed=False)
 
     def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
-        props = self.table.properties
+        props = self._table.properties
         fields = props.get(o.BUCKET_HASH_FIELD_KEY) or ",".join(self.record_key_fields)
         rule = props.get(o.BUCKET_HASH_RULE_KEY, RULE_LEGACY)
         return bucket_ids(keys, self.num_buckets, fields.split(","), rule)
@@ -236,8 +239,8 @@ class HudiWriter:
 
     def begin(self) -> str:
         """Start a write instant (requested + inflight) and return it."""
-        instant = self.table.new_instant_time()
-        self.table.start_commit(instant)
+        instant = self._table.new_instant_time()
+        self._table.start_commit(instant)
         return instant
 
     def plan_writes(
@@ -280,7 +283,7 @@ class HudiWriter:
             if current is not None:
                 state = current.state_instant
                 if state not in recorded:
-                    extra = self.table.commit_metadata(state).get("extraMetadata") or {}
+                    extra = self._table.extra_metadata(state)
                     ids = extra.get(o.TOMBSTONES_KEY)
                     recorded[state] = None if ids is None else set(filter(None, ids.split(",")))
                 ids_of_state = recorded[state]
@@ -303,7 +306,7 @@ class HudiWriter:
                     has_tombstones=has_tombstones,
                     append=append,
                     avro_schema=avro,
-                    ordering_field=self.table.precombine_field,
+                    ordering_field=self._table.precombine_field,
                 )
             )
         return writes
@@ -332,7 +335,7 @@ class HudiWriter:
             o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
             **extra,
         }
-        self.table.commit(instant, self._stats(results), schema, metadata)
+        self._table.commit(instant, self._stats(results), schema, metadata)
 
     @staticmethod
     def _stats(results: list[SliceResult]) -> list[WriteStat]:
@@ -358,7 +361,7 @@ class HudiWriter:
         """Delete slices no query at an instant ``retain`` keeps readable needs (see
         :meth:`HudiTable.clean`; an int is a number of commits), and the tombstone
         sidecars of slices that are gone."""
-        deleted = self.table.clean(retain)
+        deleted = self._table.clean(retain)
         self._sweep_tombstones()
         return deleted
 
@@ -398,7 +401,7 @@ class HudiWriter:
             for fs in self.file_groups().values():
                 live.update((fs.instant, fs.state_instant))
         retain_from = self.retained_from(retention) if retention is not None else None
-        return self.table.archive(keep_min, keep_max, retention_hours, live, retain_from)
+        return self._table.archive(keep_min, keep_max, retention_hours, live, retain_from)
 
     def _sweep_tombstones(self) -> None:
         live = {(fs.file_id, fs.state_instant) for fs in self.file_groups().values()}

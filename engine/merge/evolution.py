@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import SchemaEvolutionError
-from engine.hudi.schema import storage_type
+from engine.hudi import storage_type
 from engine.model import BY_FIELD, CONTROL_COLUMNS, REPLICA_CDC_COLUMNS
 
 CDC_FIELDS = [

@@ -37,8 +37,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.hudi import HOODIE_RECORD_KEY
-from engine.hudi.file_slice import only_keys
+from engine.hudi import HOODIE_RECORD_KEY, only_keys
 from engine.merge.positions import combined
 from engine.model import (
     COLUMN_POS_PREFIX,

@@ -49,9 +49,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.hudi import HOODIE_RECORD_KEY, tombstones
-from engine.hudi.file_slice import only_keys
-from engine.hudi.schema import file_schema
+from engine.hudi import (
+    HOODIE_RECORD_KEY,
+    TOMBSTONE_INSTANT,
+    TOMBSTONE_SCHEMA,
+    file_schema,
+    only_keys,
+)
 from engine.merge import partial
 from engine.merge.evolution import fill_columns
 from engine.merge.positions import (
@@ -217,9 +221,9 @@ def merge_file_group(
         old = fill_columns(old, opts.fills, data_schema)
     old = _stored(old, data_schema)
     tombs = (
-        old_tombstones.cast(tombstones.SCHEMA)
+        old_tombstones.cast(TOMBSTONE_SCHEMA)
         if old_tombstones is not None
-        else tombstones.SCHEMA.empty_table()
+        else TOMBSTONE_SCHEMA.empty_table()
     )
     changed = opts.rewrite
     before_truncate = old
@@ -285,9 +289,9 @@ def merge_file_group(
                 POS: deleted.column(POS),
                 POS_SUB: deleted.column(POS_SUB),
                 SOURCE_TS: _deletion_time(deleted, events, old),
-                tombstones.INSTANT: pa.array([instant] * deleted.num_rows, pa.string()),
+                TOMBSTONE_INSTANT: pa.array([instant] * deleted.num_rows, pa.string()),
             },
-            schema=tombstones.SCHEMA,
+            schema=TOMBSTONE_SCHEMA,
         )
         survivors = tombs.filter(
             pc.invert(pc.is_in(tombs.column(KEY), value_set=winners.column(KEY)))
@@ -300,7 +304,7 @@ def merge_file_group(
     ):
         expired = pc.and_(
             pc.fill_null(pc.less(new_tombs.column(SOURCE_TS), opts.tombstone_min_ts), True),
-            pc.less_equal(new_tombs.column(tombstones.INSTANT), opts.tombstone_keep_after),
+            pc.less_equal(new_tombs.column(TOMBSTONE_INSTANT), opts.tombstone_keep_after),
         )
         if pc.any(expired).as_py():
             new_tombs = new_tombs.filter(pc.invert(expired))

@@ -33,7 +33,7 @@ from engine.replicator.planning import TablePlan, plan_table, retention
 from engine.replicator.recovery import Recovery
 from engine.replicator.tables import TableRuntime, Tables
 from engine.state import StateRecorder
-from engine.state.model import commit_counts
+from engine.state.model import commit_counts as counts_record
 from engine.state.recorder import add_commit_counts
 
 log = logging.getLogger("cdcctl.replicator")
@@ -44,7 +44,7 @@ LATENCY_SAMPLE = 256
 
 def commit_extra(writer: Any, instant: str) -> dict[str, str]:
     """The extra metadata a completed commit of a table recorded."""
-    extra: dict[str, str] = writer.table.commit_metadata(instant).get("extraMetadata") or {}
+    extra: dict[str, str] = writer.extra_metadata(instant)
     return extra
 
 
@@ -61,7 +61,7 @@ def applied_counts(
     # Source events applied by op (each once; tombstones and late ones excluded); with a
     # schema change topic, ddl counts its events, else batches that changed the schema.
     ddl = plan.ddl_events if rt.progress.ddl.used else int(plan.schema_changed)
-    return commit_counts(
+    return counts_record(
         {**dataclasses.asdict(total), "events_t": plan.truncates, "bad": bad, "ddl": ddl}
     )
 

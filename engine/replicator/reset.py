@@ -26,7 +26,7 @@ from pathlib import Path
 
 from engine.config import LOG_NAME, Config
 from engine.errors import ForeignTableError, HudiError, StateError, TableNameError
-from engine.hudi import HudiWriter, ownership
+from engine.hudi import HudiView, ownership
 from engine.lock import LOCK_NAME, Locks, table_lock_path
 from engine.naming import table_path
 from engine.replicator import trimmed
@@ -85,17 +85,17 @@ def drop_replica(target: Path, name: str, *, keep_lock: bool) -> bool:
     if not keep_lock:
         shutil.rmtree(folder)
         return True
-    for entry in folder.iterdir():
-        if entry.name == ".hoodie" and entry.is_dir() and not entry.is_symlink():
-            for meta in entry.iterdir():
-                if meta != lock.parent:
-                    _remove(meta)
-            for own in lock.parent.iterdir() if lock.parent.is_dir() else ():
-                if own != lock:
-                    _remove(own)
-        else:
-            _remove(entry)
+    _remove_all_but(folder, lock)
     return True
+
+
+def _remove_all_but(folder: Path, keep: Path) -> None:
+    """Remove everything in ``folder`` but ``keep`` and the folders (not links) holding it."""
+    for entry in folder.iterdir():
+        if entry in keep.parents and entry.is_dir() and not entry.is_symlink():
+            _remove_all_but(entry, keep)
+        elif entry != keep:
+            _remove(entry)
 
 
 def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
@@ -119,7 +119,7 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
     try:
         known = {t["name"]: t["topic"] for t in store.tables()} if store is not None else {}
         folder = replica_folder(target, table)
-        if table not in known and not HudiWriter.exists(folder):
+        if table not in known and not HudiView.exists(folder):
             raise StateError(
                 f"no table named {table!r} in {target} or in the replicator's state",
                 hint="`cdcctl status` lists the tables",
@@ -157,10 +157,10 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
 
 def _checkpoint_topic(folder: Path) -> str | None:
     """The topic a table's checkpoint names (None: none, or not a table cdcctl reads)."""
-    if not HudiWriter.exists(folder):
+    if not HudiView.exists(folder):
         return None
     try:
-        checkpoint = HudiWriter.open(folder).table.checkpoint()
+        checkpoint = HudiView.open(folder).checkpoint()
     except HudiError:
         return None
     return checkpoint.partition(",")[0] if checkpoint else None
@@ -203,10 +203,10 @@ def _own_tables(cfg: Config, known: dict[str, str | None]) -> dict[str, Path]:
             folder = replica_folder(target, entry.name)
         except TableNameError:
             continue
-        if not HudiWriter.exists(folder) or not table_lock_path(folder).parent.is_dir():
+        if not HudiView.exists(folder) or not table_lock_path(folder).parent.is_dir():
             continue
         try:
-            checkpoint = HudiWriter.open(folder).table.checkpoint()
+            checkpoint = HudiView.open(folder).checkpoint()
         except HudiError as exc:  # not a table cdcctl can read: not one it wrote
             log.debug("not purging %s: %s", folder, exc.message)
             continue

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING
 
 from engine.config import Config
 from engine.errors import HudiError, TableNameError, WriterLockError
-from engine.hudi import HudiWriter, ownership
-from engine.hudi.consistency import resync_hint
+from engine.hudi import HudiWriter, check_no_stray_timeline, ownership
 from engine.lock import Locks, table_lock_path
 from engine.naming import table_key, table_path
 from engine.replicator.progress import TOPIC_KEY, TableProgress
@@ -290,14 +289,8 @@ class Tables:
                 log.info("%s: rolled back unfinished instants %s", name, ", ".join(rolled))
             rt.writer = writer
             rt.progress = TableProgress.load(writer, rt.topic)
-        elif (path / ".hoodie").is_dir() and any((path / ".hoodie").iterdir()):
-            meta = path / ".hoodie"
-            if any(n.name != ".cdcctl" for n in meta.iterdir()):
-                raise HudiError(
-                    f"table {name}: {meta / 'hoodie.properties'} is missing but {meta} holds "
-                    "a timeline; the replicator will not create a new table over it",
-                    resync_hint(name),
-                )
+        else:
+            check_no_stray_timeline(path, name)
         shutil.rmtree(self.staging / name, ignore_errors=True)
 
     def reopen(self, rt: TableRuntime) -> None:

@@ -62,7 +62,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from engine.config import Config
 from engine.decode import Decoder, DecodeResult, decoder_for
 from engine.errors import HudiError, SourceError, StateError
-from engine.hudi.table import HudiTable
+from engine.hudi import HudiView
 from engine.model import OFFSET, OP, OP_READ, PARTITION, POS, STREAMED_BIT
 from engine.replicator.progress import TOPIC_ID_KEY
 from engine.source.kafka import (
@@ -203,10 +203,10 @@ def guard(
         StateError: the rebuild would be partial and ``force`` is not set.
         SourceError: the broker does not answer (``force``: said, not raised).
     """
-    if not HudiTable.exists(folder):
+    if not HudiView.exists(folder):
         return ""  # nothing is dropped: the table is read from its topic's start anyway
     try:
-        replica_id = HudiTable.open(folder).latest_extra_metadata().get(TOPIC_ID_KEY) or None
+        replica_id = HudiView.open(folder).latest_extra_metadata().get(TOPIC_ID_KEY) or None
     except HudiError:
         replica_id = None  # no topic id to compare: only trimming is looked at
     try:

@@ -18,7 +18,7 @@ import fnmatch
 from pathlib import Path
 
 from engine.errors import ConfigError
-from engine.hudi import HudiTable
+from engine.hudi import HudiView
 from engine.validate.replica import Replica, lock_holder
 from engine.validate.report import ColumnDiff, Recheck, RowDiff, TableReport
 from engine.validate.source import SourceDB, TableRef, connect, dialect_of, redact
@@ -40,7 +40,7 @@ def redact_dsn(dsn: str) -> str:
 
 def _select(target: Path, patterns: list[str] | None) -> list[Path]:
     names = (
-        sorted(p.name for p in target.iterdir() if HudiTable.exists(p)) if target.is_dir() else []
+        sorted(p.name for p in target.iterdir() if HudiView.exists(p)) if target.is_dir() else []
     )
     if not patterns:
         if not names:

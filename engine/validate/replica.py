@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import HudiError
-from engine.hudi import HOODIE_META_COLUMNS, HudiTable, conform
+from engine.hudi import HOODIE_META_COLUMNS, HudiView, conform
 from engine.hudi.options import SCHEMA_STATE_KEY, SOURCE_TABLE_KEY
 from engine.lock import table_lock_path
 from engine.model import NO_POS, REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
@@ -45,14 +45,14 @@ class Replica:
 
     @classmethod
     def open(cls, path: Path) -> Replica:
-        if not HudiTable.exists(path):
+        if not HudiView.exists(path):
             raise HudiError(f"{path} is not a Hudi table", hint="check target.path")
-        table = HudiTable.open(path)
+        table = HudiView.open(path)
         completed = table.completed_instants()
         instant = completed[-1] if completed else None
         extra: dict[str, str] = {}
         if instant is not None:
-            extra = table.commit_metadata(instant).get("extraMetadata") or {}
+            extra = table.extra_metadata(instant)
         schema = table.arrow_schema() or pa.schema([])
         data = pa.schema(
             [
@@ -99,7 +99,7 @@ class Replica:
         reader_table = hudi.HudiTable(str(self.path.resolve()))
         slices = reader_table.get_file_slices(options)
         reader = reader_table.create_file_group_reader_with_options(options)
-        stored = HudiTable.open(self.path)
+        stored = HudiView.open(self.path)
         full = stored.schema_at(self.instant) or stored.arrow_schema()
         for fs in slices:
             batch = reader.read_file_slice(fs, options)

@@ -13,7 +13,7 @@ import pytest
 
 from engine import TableDetailReader
 from engine.detail import Column, PartitionOffsets
-from engine.hudi import HudiTable
+from engine.hudi import HudiView
 from engine.playground.broker import produce_messages
 from engine.replicator import Replicator
 from engine.state import StateRecorder
@@ -57,7 +57,7 @@ def test_detail_of_a_replica_the_engine_wrote(replica) -> None:
     assert 0 < status.latency_p50_s <= status.latency_p95_s <= status.latency_p99_s
 
     path = cfg.target_path() / TABLE
-    hudi = HudiTable.open(path)
+    hudi = HudiView.open(path)
     completed = hudi.completed_instants()
     groups = hudi.file_groups()
     r = detail.replica

@@ -127,7 +127,7 @@ def test_tables_keep_their_hashing_rule(tmp_path: Path) -> None:
         table_type="MERGE_ON_READ",
     )
     keys = pa.array(["10:30", "10:31", "x"])
-    assert writer.table.properties[o.BUCKET_HASH_RULE_KEY] == "java"
+    assert writer._table.properties[o.BUCKET_HASH_RULE_KEY] == "java"
     assert writer.bucket_ids(keys).tolist() == [31 % 16, 31 % 16, bucket_id("x", 16)]
     # A table created before the rule existed has no key: it keeps hashing as it did.
     props = tmp_path / "t" / ".hoodie" / "hoodie.properties"

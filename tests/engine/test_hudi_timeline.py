@@ -388,7 +388,7 @@ def test_archiving_keeps_every_reader_and_the_writer_working(tmp_path: Path) -> 
     # The live slice's base instant is archived: its metadata is read back from the archive.
     state = after_groups[0].instant
     assert state not in reopened.completed_instants()
-    meta = reopened.table.commit_metadata(state)
+    meta = reopened._table.commit_metadata(state)
     assert state == truncated and meta["operationType"] == "INSERT_OVERWRITE"
     [replaced] = meta["partitionToReplaceFileIds"][""]
     assert replaced != after_groups[0].file_id
@@ -514,12 +514,12 @@ def test_caches_are_bounded_and_a_batch_lists_hoodie_once(tmp_path: Path) -> Non
             write.file_id, write.file_name, write.base_instant or "null", 1, 0, 0, 1, len(data),
             len(data), base_file=Path(write.base_file or "").name,
         )  # fmt: skip
-        writer.table.commit(instant, [stat], SCHEMA, {"cdcctl.tombstones": ""})
+        writer._table.commit(instant, [stat], SCHEMA, {"cdcctl.tombstones": ""})
         writer.checkpoint("topic")
         writer.extra_metadata()
         counts.append(tl.SCANS - before)
     assert counts == [1, 1, 1]
-    table = writer.table
+    table = writer._table
     for i in range(300):
         table._cache_metadata(f"x{i}", {})
     assert len(table._metadata_cache) == 256

@@ -20,7 +20,7 @@ from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS, Retention
 from engine.hudi.writer import HudiWriter
-from engine.query import oldest_readable, resolve_instant
+from engine.query import resolve_instant
 from tests.engine.test_hudi_table import Writer, hudi_rows, keys_by_bucket, make_table
 
 
@@ -124,7 +124,7 @@ def test_clean_by_hours_keeps_every_instant_of_the_window_readable(tmp_path: Pat
     assert sorted(meta["partitionMetadata"][""]["successDeleteFiles"]) == deleted
 
     # The oldest readable instant is now t3; an older --as-of is refused naming the key.
-    assert oldest_readable(table) == t3
+    assert table.oldest_readable() == t3
     assert resolve_instant(table, "orders", t3) == t3
     with pytest.raises(QueryError) as caught:
         resolve_instant(table, "orders", t2)

@@ -20,10 +20,10 @@ import pytest
 
 import engine
 from cdcctl.console import _json_value, csv_text
-from engine.hudi.table import HudiTable
+from engine.hudi import HudiView, instant_iso
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from engine.query import _open, instant_iso, oldest_readable
+from engine.query import _open
 from tests.integration.replicas import META, run_cli, write_config
 from tests.oracle import fold
 
@@ -103,7 +103,7 @@ def _rows_at(target: Path, table: str, as_of: str | None = None) -> dict[str, di
 
 def _expected_at(messages, target: Path, table: str, instant: str) -> dict[str, dict]:
     """The oracle's table after the messages applied up to ``instant``'s checkpoint."""
-    meta = HudiTable.open(target / table).commit_metadata(instant)
+    meta = HudiView.open(target / table).commit_metadata(instant)
     topic, offsets = meta["extraMetadata"]["deltastreamer.checkpoint.key"].split(",")
     upto = int(offsets.split(":")[1])
     return fold([m for m in messages if m[0] == topic][:upto])[topic]
@@ -135,9 +135,9 @@ def test_as_of_returns_the_older_state(lakes, kind: str) -> None:
     cfg, target = configs[kind]
     firsts = 0
     for table in TABLES:
-        hudi_table = HudiTable.open(target / table)
+        hudi_table = HudiView.open(target / table)
         completed = hudi_table.completed_instants()
-        oldest = oldest_readable(hudi_table)
+        oldest = hudi_table.oldest_readable()
         assert oldest is not None
         archived = any((target / table / ".hoodie" / "archived").iterdir())
         if oldest == completed[0] and not archived:
@@ -162,8 +162,8 @@ def test_as_of_returns_the_older_state(lakes, kind: str) -> None:
 def test_as_of_before_the_kept_history_is_refused(lakes) -> None:
     messages, configs = lakes
     cfg, target = configs["cow"]
-    table = HudiTable.open(target / "inventory_orders")
-    oldest = oldest_readable(table)
+    table = HudiView.open(target / "inventory_orders")
+    oldest = table.oldest_readable()
     completed = table.completed_instants()
     assert oldest is not None and oldest > completed[0], "nothing was cleaned"
     assert any((target / "inventory_orders" / ".hoodie" / "archived").iterdir())
@@ -277,7 +277,7 @@ def test_connect_in_process_answers_as_the_cli(lakes, kind: str) -> None:
         " JOIN inventory_products p ON p.id = o.product_id"
         " GROUP BY ALL ORDER BY spent DESC, c.id, o.status LIMIT 50"
     )
-    oldest = max(oldest_readable(HudiTable.open(target / t)) or "" for t in TABLES)
+    oldest = max(HudiView.open(target / t).oldest_readable() or "" for t in TABLES)
     for options in ((), ("--as-of", oldest)):
         as_of = options[1] if options else None
         con = engine.connect(engine.load_config(cfg), as_of=as_of)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from engine.hudi import HudiTable
+from engine.hudi import HudiView
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
@@ -109,7 +109,7 @@ def test_added_column_and_widened_type(broker, topic_prefix, tmp_path) -> None:
     rows = read_replica(replica)
     assert rows["250"]["color"] == "red"
     # The new column comes after every existing one, as Hudi's schema evolution adds it.
-    avro = json.loads(HudiTable.open(replica).latest_extra_metadata()["schema"])
+    avro = json.loads(HudiView.open(replica).latest_extra_metadata()["schema"])
     assert [f["name"] for f in avro["fields"]][-2:] == ["_cdc_source_ts_ms", "color"]
     assert rows["5"]["color"] is None  # old rows (old file groups) read the new column as null
     assert rows["5"]["qty"] == 10 and rows["150"]["qty"] == 300

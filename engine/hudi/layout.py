@@ -1,0 +1,49 @@
+"""Where things live in a table folder: the one home of its layout (table version 6).
+
+``<table>/.hoodie/`` holds ``hoodie.properties`` and the timeline (instant files,
+``archived/``, ``.temp/``); cdcctl keeps its own files (the writer lock, delete
+tombstones) in ``.hoodie/.cdcctl/``, which Hudi's readers skip. Code outside
+``engine.hudi`` asks these functions for a path instead of naming ``.hoodie`` itself
+(``tests/test_hudi_boundary.py`` checks that).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+HOODIE_DIR = ".hoodie"
+PROPERTIES_FILE = "hoodie.properties"
+PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
+#: cdcctl's own folder inside ``.hoodie``.
+OWN_DIR = ".cdcctl"
+
+
+def meta_dir(table: Path) -> Path:
+    """A table's ``.hoodie`` folder."""
+    return Path(table) / HOODIE_DIR
+
+
+def own_dir(table: Path) -> Path:
+    """The folder of cdcctl's own files in a table (writer lock, tombstones); Hudi's
+    readers skip it."""
+    return meta_dir(table) / OWN_DIR
+
+
+def has_meta_dir(path: Path) -> bool:
+    """Whether ``path`` has a ``.hoodie`` folder: a table, or what is left of one."""
+    return meta_dir(path).is_dir()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java properties file as written by Hudi (key=value lines, # comments)."""
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!" or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        # Java escapes ':' '=' '#' '!' with a backslash; we never write escapes ourselves.
+        value = re.sub(r"\\([:=#!\\ ])", r"\1", value.strip())
+        props[key.strip()] = value
+    return props

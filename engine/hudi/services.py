@@ -1,0 +1,515 @@
+"""The writer's table services: rollback of failed writes, cleaning, archiving.
+
+:class:`TableServices` is a :class:`~engine.hudi.view.HudiView` that also hands out new
+instant times and runs Hudi 0.14/0.15's table services as they record them: rollback of
+every unfinished write instant (sections 12.2, 12.3), the cleaner (``clean`` instants)
+and the timeline archiver (``.hoodie/archived``). :class:`~engine.hudi.table.HudiTable`
+adds the commit protocol. One process writes a table at a time; nothing here locks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from engine.errors import HudiError
+from engine.files import atomic_write, fsync
+from engine.hudi import archive as ar
+from engine.hudi import avro_models as am
+from engine.hudi import timeline as tl
+from engine.hudi.commit import PARTITION_PATH
+from engine.hudi.layout import PARTITION_METADATA_FILE, parse_properties
+from engine.hudi.log_file import LogFileName
+from engine.hudi.retention import Retention
+from engine.hudi.view import HudiView
+
+#: Hudi's ``hoodie.compact.inline.max.delta.commits`` default: the archiver keeps that many
+#: delta commits since the last compaction for the compaction trigger to count (MOR).
+MAX_DELTA_COMMITS = 5
+
+
+class TableServices(HudiView):
+    """A table's instants and services as its one writer runs them."""
+
+    def __init__(self, base_path: Path, properties: dict[str, str]) -> None:
+        """Wrap an existing table; use :meth:`open` or ``HudiTable.create`` instead."""
+        super().__init__(base_path, properties)
+        self._temp = self._hoodie / ".temp"
+        # Last instant handed out, so two calls in one millisecond still differ.
+        self._last_instant = ""
+
+    # ----------------------------------------------------------------- instants
+
+    def _added(self, *names: str) -> None:
+        if self._names is not None:
+            self._names.update(names)
+
+    def _removed(self, *names: str) -> None:
+        if self._names is not None:
+            self._names.difference_update(names)
+
+    def new_instant_time(self) -> str:
+        """Return a new instant time: now in UTC, greater than every instant seen.
+
+        The instant is ``yyyyMMddHHmmssSSS`` and strictly greater than every instant file
+        in ``.hoodie`` (any action or state) and than the last one this object handed out;
+        if the clock is not ahead, the greatest of those plus 1 ms is used (section 3.1).
+
+        Returns:
+            A 17-digit instant.
+        """
+        candidate = tl.now_instant()
+        # The one listing of .hoodie a batch makes: every instant file on disk counts.
+        floor = max(self._rescan().latest, self._last_instant)
+        if candidate <= floor:
+            candidate = tl.instant_plus_1ms(floor)
+        self._last_instant = candidate
+        return candidate
+
+    # ----------------------------------------------------------------- recovery
+
+    def rollback_pending(self) -> list[str]:
+        """Finish what a crashed writer left on the timeline, then undo every write instant
+        that never completed (sections 12.2, 12.3), as Hudi 0.14/0.15 record it.
+
+        First an interrupted rollback or clean is finished from its plan, under its own
+        instant (as Hudi's writers resume pending table services), and an interrupted
+        archiving run is completed. Then each pending write instant F gets a rollback
+        instant R: ``R.rollback.requested`` (``HoodieRollbackPlan``: F and the files it
+        wrote), an empty ``R.rollback.inflight``, the files deleted, F's instant files
+        deleted (inflight before requested), then ``R.rollback``
+        (``HoodieRollbackMetadata``). A crash anywhere leaves R pending, and the next
+        start finishes it. Data files go before instant files: deleting the instant files
+        first would make leftover files of an instant older than the first commit
+        visible (12.1 trap).
+
+        Returns:
+            The rolled-back write instants, oldest first.
+        """
+        timeline = self._rescan()
+        rolled: list[str] = []
+        for r in timeline.pending_services("rollback"):
+            plan = am.deserialize_avro_metadata(
+                (self._hoodie / f"{r}.rollback.requested").read_bytes(), am.ROLLBACK_PLAN
+            )
+            self._execute_rollback(r, plan, timeline)
+            rolled.append(plan["instantToRollback"]["commitTime"])
+        for c in timeline.pending_services("clean"):
+            self._execute_clean(c, self._clean_plan(c))
+        self.repair_archive()
+        timeline = self._timeline()
+        if timeline.pending:
+            files, logs = self._list_data_files()
+            for instant in sorted(timeline.pending):
+                names = timeline.pending[instant]
+                action = _pending_action(names)
+                requests = [
+                    _rollback_request(str(self.base_path / f[2])) for f in files if f[1] == instant
+                ]
+                requests += [
+                    _rollback_request(str(self.base_path / log.name))
+                    for log, _, written in logs
+                    if written == instant
+                ]
+                plan = {
+                    "instantToRollback": {"commitTime": instant, "action": action},
+                    "RollbackRequests": requests,
+                    "version": am.ROLLBACK_VERSION,
+                }
+                r = self.new_instant_time()
+                requested = f"{r}.rollback.requested"
+                atomic_write(
+                    self._hoodie / requested,
+                    am.serialize_avro_metadata(am.ROLLBACK_PLAN, plan),
+                    tmp_dir=self._temp,
+                )
+                self._added(requested)
+                self._execute_rollback(r, plan, self._timeline())
+                rolled.append(instant)
+                files = [f for f in files if f[1] != instant]
+        fsync(self._hoodie)
+        return sorted(rolled)
+
+    def _execute_rollback(self, r: str, plan: dict[str, Any], timeline: tl.Timeline) -> None:
+        """Run the rollback plan of instant ``r`` (its requested file exists)."""
+        started = time.monotonic()
+        target = plan["instantToRollback"]
+        instant, action = target["commitTime"], target["action"]
+        inflight = f"{r}.rollback.inflight"
+        if inflight not in timeline.files.get(r, []):
+            atomic_write(self._hoodie / inflight, b"", tmp_dir=self._temp)  # empty, as Hudi's
+            self._added(inflight)
+        paths = [Path(p) for req in plan["RollbackRequests"] or [] for p in req["filesToBeDeleted"]]
+        log_sizes: dict[str, int] = {}
+        for path in paths:
+            try:
+                if LogFileName.parse(path.name) is not None:
+                    log_sizes[str(path)] = path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        marker = self.base_path / PARTITION_METADATA_FILE
+        if (
+            marker.exists()
+            and parse_properties(marker.read_text()).get("commitTime") == instant
+            and not any(n.endswith(".parquet") for n in os.listdir(self.base_path))
+        ):
+            marker.unlink()  # the failed write created the partition (12.3 step 1)
+        fsync(self.base_path)
+        # Inflight before requested: an interrupted rollback still shows the instant as
+        # pending, and R stays pending too, so the next start finishes it.
+        for name in sorted(
+            timeline.pending.get(instant, []), key=lambda n: n.endswith(".requested")
+        ):
+            (self._hoodie / name).unlink(missing_ok=True)
+            self._removed(name)
+        shutil.rmtree(self._temp / instant, ignore_errors=True)
+        fsync(self._hoodie)
+        deleted = [str(p) for p in paths]
+        metadata = {
+            "startRollbackTime": r,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": len(deleted),
+            "commitsRollback": [instant],
+            "partitionMetadata": {
+                PARTITION_PATH: {
+                    "partitionPath": PARTITION_PATH,
+                    "successDeleteFiles": deleted,
+                    "failedDeleteFiles": [],
+                    "rollbackLogFiles": {},
+                    "logFilesFromFailedCommit": log_sizes,
+                }
+            },
+            "version": am.ROLLBACK_VERSION,
+            "instantsRollback": [{"commitTime": instant, "action": action}],
+        }
+        atomic_write(
+            self._hoodie / f"{r}.rollback",
+            am.serialize_avro_metadata(am.ROLLBACK_METADATA, metadata),
+            tmp_dir=self._temp,
+        )
+        self._added(f"{r}.rollback")
+        self._last_instant = max(self._last_instant, instant, r)
+
+    def clean(self, retain: int | Retention, *, now: datetime | None = None) -> list[Path]:
+        """Delete data files no query at an instant ``retain`` keeps readable can need.
+
+        ``retain`` is a :class:`~engine.hudi.retention.Retention` (by hours: Hudi's
+        ``KEEP_LATEST_BY_HOURS``; by commits: ``KEEP_LATEST_COMMITS``) or a number of
+        commits. A slice is deleted only if a newer committed slice of its group already
+        existed at the earliest commit retained (or its group was replaced by then). The
+        latest slice of a group is never deleted. As Hudi 0.14/0.15 the clean is an
+        instant C: ``C.clean.requested`` and ``C.clean.inflight`` hold the
+        ``HoodieCleanerPlan`` (the policy, the earliest commit retained, the files), the
+        files are deleted, then ``C.clean`` holds the ``HoodieCleanMetadata``. A clean
+        with nothing to delete is not recorded (Hudi schedules none). A crash leaves C
+        pending and a readable table; the next start finishes C.
+
+        Args:
+            retain: What to keep readable; an int is a number of newest commits (>= 1).
+            now: The time the by-hours window ends (default: the clock).
+
+        Returns:
+            The deleted files.
+        """
+        retention = retain if isinstance(retain, Retention) else Retention(commits=retain)
+        timeline = self._timeline()
+        completed = sorted(timeline.completed)
+        found = retention.earliest_retained(completed, now)
+        if found is None:
+            return []
+        oldest_kept = found
+        # Groups replaced at or before oldest_kept are invisible to every kept query.
+        replaced = self._replaced_file_ids(timeline, upto=oldest_kept)
+
+        doomed_names: list[str] = []
+        groups, logs = self._committed_slices(timeline)
+        logs_of: dict[tuple[str, str], list[str]] = {}
+        for log, _, _ in logs:
+            logs_of.setdefault((log.file_id, log.base_instant), []).append(log.name)
+        for file_id, slices in groups.items():
+            visible = [s for s in slices if s[0] <= oldest_kept]
+            # A live group keeps the slice current at oldest_kept and everything newer,
+            # so its latest slice always stays. A slice goes with its log files.
+            doomed = visible if file_id in replaced else visible[:-1]
+            for instant, name, _ in doomed:
+                doomed_names += [*logs_of.get((file_id, instant), []), name]
+        if not doomed_names:
+            return []
+        plan = {
+            "earliestInstantToRetain": {
+                "timestamp": oldest_kept,
+                "action": timeline.completed[oldest_kept],
+                "state": tl.COMPLETED,
+            },
+            "lastCompletedCommitTimestamp": completed[-1],
+            "policy": retention.policy,
+            "filesToBeDeletedPerPartition": {},
+            "version": am.CLEAN_VERSION,
+            "filePathsToBeDeletedPerPartition": {
+                PARTITION_PATH: [
+                    {"filePath": str(self.base_file_path(n)), "isBootstrapBaseFile": False}
+                    for n in doomed_names
+                ]
+            },
+            "partitionsToBeDeleted": [],
+        }
+        c = self.new_instant_time()
+        content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
+        atomic_write(self._hoodie / f"{c}.clean.requested", content, tmp_dir=self._temp)
+        self._added(f"{c}.clean.requested")
+        return self._execute_clean(c, plan)
+
+    def _execute_clean(self, c: str, plan: dict[str, Any]) -> list[Path]:
+        """Run the cleaner plan of instant ``c`` (its requested file exists)."""
+        started = time.monotonic()
+        inflight = self._hoodie / f"{c}.clean.inflight"
+        if not inflight.exists():
+            # Hudi's inflight clean holds the plan again.
+            content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
+            atomic_write(inflight, content, tmp_dir=self._temp)
+            self._added(inflight.name)
+        paths = [
+            Path(info["filePath"])
+            for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values()
+            for info in infos
+        ]
+        for path in paths:
+            path.unlink(missing_ok=True)
+        if paths:
+            fsync(self.base_path)
+        names = [p.name for p in paths]
+        ectr = plan.get("earliestInstantToRetain") or {}
+        metadata = {
+            "startCleanTime": c,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": len(paths),
+            "earliestCommitToRetain": ectr.get("timestamp") or "",
+            "lastCompletedCommitTimestamp": plan.get("lastCompletedCommitTimestamp") or "",
+            "partitionMetadata": {
+                PARTITION_PATH: {
+                    "partitionPath": PARTITION_PATH,
+                    "policy": plan["policy"],
+                    "deletePathPatterns": names,
+                    "successDeleteFiles": names,
+                    "failedDeleteFiles": [],
+                    "isPartitionDeleted": False,
+                }
+            },
+            "version": am.CLEAN_VERSION,
+            "bootstrapPartitionMetadata": {},
+        }
+        atomic_write(
+            self._hoodie / f"{c}.clean",
+            am.serialize_avro_metadata(am.CLEAN_METADATA, metadata),
+            tmp_dir=self._temp,
+        )
+        self._added(f"{c}.clean")
+        self._last_instant = max(self._last_instant, c)
+        return paths
+
+    # ----------------------------------------------------------------- archiving
+
+    def instants_to_archive(
+        self, keep_min: int, keep_max: int, retain_from: str | None = None
+    ) -> list[str]:
+        """The instants Hudi 0.14/0.15's ``HoodieTimelineArchiver`` would archive now.
+
+        Completed write instants, when more than ``keep_max`` are active, oldest first and
+        leaving ``keep_min``, but never at or after: the greatest completed write before
+        the oldest pending write (or that pending write), the earliest commit the last
+        clean retained (stricter than Hudi, which bounds only replacecommits by it), the
+        oldest replacecommit not older than that (Hudi's clustering
+        rule; the first replacecommit when nothing was cleaned), a replacecommit whose
+        replaced file groups still have files, and (Merge-on-Read) the oldest of the
+        delta commits Hudi's compaction trigger counts, and ``retain_from`` (the earliest
+        commit the cleaning policy retains now: what the next clean keeps readable).
+        Completed clean and rollback instants are archived by their own count: past
+        ``keep_max`` of one action, all but the newest ``keep_min``.
+        """
+        timeline = self._timeline()
+        writes = sorted(timeline.completed)
+        chosen: list[str] = []
+        for action in tl.SERVICE_ACTIONS:
+            done = timeline.completed_services(action)
+            if len(done) > keep_max:
+                chosen += done[: len(done) - keep_min]
+        if len(writes) > keep_max:
+            bounds: list[str] = []
+            if timeline.pending:
+                oldest_pending = min(timeline.pending)
+                before = [w for w in writes if w < oldest_pending]
+                bounds.append(before[-1] if before else oldest_pending)
+            cleans = timeline.completed_services("clean")
+            ectr = self._clean_metadata(cleans[-1])["earliestCommitToRetain"] if cleans else ""
+            if ectr:
+                bounds.append(ectr)
+            if retain_from:
+                bounds.append(retain_from)
+            replaces = [w for w in writes if timeline.completed[w] == "replacecommit"]
+            if replaces:
+                later = [w for w in replaces if w >= ectr] if cleans else replaces
+                if later:
+                    bounds.append(later[0])
+                live = self._data_file_ids()
+                for w in replaces:
+                    ids = self._replaced_ids_of(w)
+                    if ids & live:
+                        bounds.append(w)
+                        break
+            if self.is_mor:
+                bounds += _compaction_bound(timeline)
+            limit = min(bounds, default=None)
+            candidates = [w for w in writes if limit is None or w < limit]
+            chosen += candidates[: len(writes) - keep_min]
+        return sorted(chosen)
+
+    def _data_file_ids(self) -> set[str]:
+        bases, logs = self._list_data_files()
+        return {b[0] for b in bases} | {log.file_id for log, _, _ in logs}
+
+    def _replaced_ids_of(self, instant: str) -> set[str]:
+        meta = self.commit_metadata(instant)
+        return {i for ids in (meta.get("partitionToReplaceFileIds") or {}).values() for i in ids}
+
+    def archive(
+        self,
+        keep_min: int,
+        keep_max: int,
+        retention_hours: float = 0,
+        keep_instants: set[str] | frozenset[str] = frozenset(),
+        retain_from: str | None = None,
+    ) -> list[str]:
+        """Move old instants into a new archive file, as Hudi 0.14/0.15 archive them.
+
+        The instants of :meth:`instants_to_archive`, every file of each (requested,
+        inflight, completed), become ``HoodieArchivedMetaEntry`` records of a new
+        ``.hoodie/archived/.commits_.archive.<N>_1-0-1`` log file, written whole and
+        fsynced before anything is deleted; then their files leave ``.hoodie/`` in Hudi's
+        order: every requested and inflight file first, then the completed files oldest
+        first (a crash between leaves a readable timeline; :meth:`repair_archive`
+        finishes the deletion on the next start).
+
+        Beyond Hudi: archive files whose newest instant is older than ``retention_hours``
+        (0: keep forever) are deleted, unless they hold one of ``keep_instants`` (the
+        instants live file slices refer to, whose metadata the writer reads back).
+
+        Returns:
+            The archived instants.
+        """
+        if not 1 <= keep_min < keep_max:
+            raise HudiError(f"need 1 <= keep_min < keep_max, got {keep_min}, {keep_max}")
+        instants = self.instants_to_archive(keep_min, keep_max, retain_from)
+        if instants:
+            timeline = self._timeline()
+            names = [
+                n for t in instants for n in sorted(timeline.files.get(t, []), key=_state_rank)
+            ]
+            records = [ar.meta_entry(self._hoodie / n) for n in names]
+            archived = self._hoodie / ar.ARCHIVE_DIR
+            archived.mkdir(exist_ok=True)
+            versions = ar.list_archives(archived)
+            name = ar.archive_file_name(1 + max((v for v, _, _ in versions), default=0))
+            atomic_write(archived / name, ar.encode_archive(records), tmp_dir=self._temp)
+            self._archive_index[name] = [(t, a, st) for t, a, st in _entries_of(records)]
+            self._delete_instant_files(names)
+        if retention_hours > 0:
+            self._expire_archives(retention_hours, keep_instants)
+        return instants
+
+    def _delete_instant_files(self, names: list[str]) -> None:
+        pending = [n for n in names if n.endswith((".requested", ".inflight"))]
+        completed = sorted((n for n in names if n not in pending), key=lambda n: n.split(".")[0])
+        for name in [*pending, *completed]:
+            (self._hoodie / name).unlink(missing_ok=True)
+            self._removed(name)
+        fsync(self._hoodie)
+
+    def repair_archive(self) -> list[str]:
+        """Finish an archiving run a crash interrupted: instants the newest archive file
+        holds that still have files in ``.hoodie/`` lose them (Hudi's order). Returns the
+        file names deleted."""
+        archived = self._hoodie / ar.ARCHIVE_DIR
+        for stale in self._temp.glob(".*.tmp") if self._temp.is_dir() else []:
+            stale.unlink(missing_ok=True)
+        versions = ar.list_archives(archived)
+        if not versions:
+            return []
+        entries = self._archive_entries(versions[-1][1])
+        instants = {t for t, _, _ in entries}
+        timeline = self._timeline()
+        names = [n for t in sorted(instants) for n in timeline.files.get(t, [])]
+        if names:
+            self._delete_instant_files(names)
+        return names
+
+    def _expire_archives(self, retention_hours: float, keep: set[str] | frozenset[str]) -> None:
+        cutoff = tl.instant_at(datetime.now(UTC) - timedelta(hours=retention_hours))
+        archived = self._hoodie / ar.ARCHIVE_DIR
+        removed = False
+        for _, name, _ in ar.list_archives(archived):
+            instants = {t for t, _, _ in self._archive_entries(name)}
+            if not instants or max(instants) >= cutoff:
+                break  # files are in time order: the rest is newer
+            if instants & keep:
+                continue
+            (archived / name).unlink(missing_ok=True)
+            self._archive_index.pop(name, None)
+            removed = True
+        if removed:
+            fsync(archived)
+
+
+def _state_rank(name: str) -> int:
+    return 0 if name.endswith(".requested") else 1 if name.endswith(".inflight") else 2
+
+
+def _entries_of(records: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(r["commitTime"], r["actionType"], r["actionState"]) for r in records]
+
+
+def _pending_action(names: list[str]) -> str:
+    for name in names:
+        rest = tl.INSTANT_RE.match(name).group(2) or ""  # type: ignore[union-attr]
+        if rest == "inflight":
+            return "commit"
+        return rest.rsplit(".", 1)[0]
+    return "commit"
+
+
+def _rollback_request(path: str) -> dict[str, Any]:
+    """A ``HoodieRollbackRequest`` deleting one file, the shape Hudi 0.15 gives a base
+    file of a failed write (empty file id and base instant)."""
+    return {
+        "partitionPath": PARTITION_PATH,
+        "fileId": "",
+        "latestBaseInstant": "",
+        "filesToBeDeleted": [path],
+        "logBlocksToBeDeleted": {},
+    }
+
+
+def _compaction_bound(timeline: tl.Timeline) -> list[str]:
+    """Hudi's ``CompactionUtils.getOldestInstantToRetainForCompaction`` with its default
+    trigger (``NUM_COMMITS``, ``MAX_DELTA_COMMITS``): keep the delta commits since the
+    last compaction (a ``commit`` or ``replacecommit``) that its trigger counts."""
+    compactions = [t for t, a in timeline.completed.items() if a != "deltacommit"]
+    deltas = sorted(
+        [t for t, a in timeline.completed.items() if a == "deltacommit"]
+        + [t for t, names in timeline.pending.items() if _pending_action(names) == "deltacommit"]
+    )
+    if compactions:
+        last = max(compactions)
+        deltas = [t for t in deltas if t > last]
+        latest = last
+    elif deltas:
+        latest = deltas[0]
+    else:
+        return []
+    if len(deltas) < MAX_DELTA_COMMITS:
+        return [latest]
+    return [deltas[len(deltas) - MAX_DELTA_COMMITS]]
