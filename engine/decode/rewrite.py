@@ -49,7 +49,8 @@ import pyarrow.compute as pc
 
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import source_columns
-from engine.decode.result import DecodeResult, bad_message
+from engine.decode.records import Decoder, RecordBatch
+from engine.decode.result import DecodeResult
 from engine.model import (
     BY_FIELD,
     COPIES,
@@ -64,11 +65,6 @@ from engine.model import (
 
 if TYPE_CHECKING:
     from engine.config import Config, FlattenedConfig, TableConfig
-
-_Inner = Callable[
-    [str, Sequence[bytes | None], Sequence[bytes | None], Sequence[int], Sequence[int]],
-    DecodeResult,
-]
 
 _SOURCE_FIELDS = (
     ("connector", "string"), ("lsn", "int64"), ("sequence", "string"), ("file", "string"),
@@ -433,10 +429,10 @@ def _encode(schema: dict | None, payload: Any, cache: dict[int, tuple[dict, str]
 
 
 def rewriting_decoder(
-    inner: _Inner,
+    inner: Decoder,
     flattened: FlattenedConfig | None,
     identities: Callable[[str], _Identity | None],
-) -> _Inner:
+) -> Decoder:
     """A decoder that rewrites records (flattened -> envelope, record keys) before ``inner``.
 
     Args:
@@ -449,14 +445,9 @@ def rewriting_decoder(
 
     bulk_schemas = _SchemaCache()
 
-    def bulk(
-        topic: str,
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int],
-        offsets: Sequence[int],
-    ) -> DecodeResult | None:
+    def bulk(records: RecordBatch) -> DecodeResult | None:
         assert flattened is not None
+        values, offsets = records.values, records.offsets
         wrapped = _wrap_flat(values, unwrap)
         if wrapped is None:
             return None
@@ -475,7 +466,9 @@ def rewriting_decoder(
                 hit = heads[id(env_schema)] = (env_schema, head)
             envelopes.append(hit[1] + value + b"}")
         n = len(values)
-        result = inner(topic, keys, envelopes, partitions, list(range(n)))
+        result = inner(
+            RecordBatch(records.topic, records.keys, envelopes, records.partitions, list(range(n)))
+        )
         bad = {b.offset: b.reason for b in result.bad}
         batch, source_table = result.batch, None
         if batch is not None:
@@ -495,10 +488,7 @@ def rewriting_decoder(
         return DecodeResult(
             batch,
             result.key_fields,
-            [
-                bad_message(topic, keys, values, partitions, offsets, i, reason)
-                for i, reason in sorted(bad.items())
-            ],
+            records.bad_messages(bad),
             result.ignored,
             result.value_schema_fingerprints,
             result.key_field_sets,
@@ -507,23 +497,16 @@ def rewriting_decoder(
             row_schemas=[s.remapped(pa.array(offsets, pa.int64())) for s in result.row_schemas],
         )
 
-    def decode(
-        topic: str,
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int],
-        offsets: Sequence[int],
-    ) -> DecodeResult:
-        identity = identities(topic)
+    def decode(records: RecordBatch) -> DecodeResult:
+        identity = identities(records.topic)
         if flattener is None and identity is None:
-            return inner(topic, keys, values, partitions, offsets)
-        n = len(values)
-        if not len(keys) == len(partitions) == len(offsets) == n:
-            raise ValueError("keys, values, partitions and offsets must have the same length")
+            return inner(records)
         if flattener is not None and identity is None and BULK:
-            fast = bulk(topic, keys, values, partitions, offsets)
+            fast = bulk(records)
             if fast is not None:
                 return fast
+        keys, values, offsets = records.keys, records.values, records.offsets
+        n = len(records)
         out_keys: list[bytes | None] = []
         out_values: list[bytes | None] = []
         origin: list[int] = []
@@ -577,8 +560,10 @@ def rewriting_decoder(
                 out_keys.append(_compact(key).encode("utf-8", "surrogatepass"))
                 out_values.append(_encode(schema, env, heads))
                 origin.append(i)
-        result = inner(topic, out_keys, out_values, [partitions[i] for i in origin],
-                       list(range(len(origin))))  # fmt: skip
+        partitions = [records.partitions[i] for i in origin]
+        result = inner(
+            RecordBatch(records.topic, out_keys, out_values, partitions, list(range(len(origin))))
+        )
         for b in result.bad:
             i = origin[b.offset]
             bad.setdefault(i, b.reason)
@@ -600,10 +585,7 @@ def rewriting_decoder(
         return DecodeResult(
             batch,
             result.key_fields,
-            [
-                bad_message(topic, keys, values, partitions, offsets, i, reason)
-                for i, reason in sorted(bad.items())
-            ],
+            records.bad_messages(bad),
             result.ignored + ignored,
             result.value_schema_fingerprints,
             result.key_field_sets,

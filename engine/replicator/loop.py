@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from engine import faults
 from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
-from engine.decode import BadMessage, DecodeResult, control, decoder_for
+from engine.decode import BadMessage, DecodeResult, RecordBatch, control, decoder_for
 from engine.decode.ddl import parse_schema_change
 from engine.decode.gtid import gtid_positions
 from engine.decode.limits import DECODER_FAILED, guarded
@@ -903,7 +903,7 @@ class Replicator:
                 continue
             t0 = time.monotonic()
             if topic in self._message_topics:
-                result = self._decode_messages(topic, keys, values, parts, offs)
+                result = self._decode_messages(RecordBatch(topic, keys, values, parts, offs))
             else:
                 result = self._decode(topic, keys, values, parts, offs)
             if result.batch is not None:
@@ -1156,7 +1156,7 @@ class Replicator:
     ) -> DecodeResult:
         """Decode one topic's records (the decoder applies the size and nesting limits of
         :mod:`engine.decode.limits`: a record over a limit is bad)."""
-        return self.decode(topic, keys, values, parts, offs)
+        return self.decode(RecordBatch(topic, keys, values, parts, offs))
 
     def _bad_messages(self, decoded: _Decoded, bad: list[BadMessage]) -> None:
         """Quarantine a share's bad messages as ``errors.tolerance`` says.
