@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 from engine.column_types import ColumnType, parse_column_type
 from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
+from engine.decode.identity import identities_for
 from engine.decode.limits import Guarded, guarded
 from engine.decode.records import Decoder, RecordBatch
 from engine.decode.result import BadMessage, DecodeResult
-from engine.decode.rewrite import identities_for, rewriting_decoder
+from engine.decode.rewrite import rewriting_decoder
 
 if TYPE_CHECKING:
     from engine.config import Config

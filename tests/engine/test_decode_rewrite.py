@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engine.config import config_from_dict
-from engine.decode import RecordBatch, decoder_for, rewrite
+from engine.decode import RecordBatch, decoder_for, flat, jsonconverter, rewrite
 from engine.errors import ConfigError
 from engine.model import COPIES, KEY, OFFSET, OP, POS, POS_SUB, ROW_HASH, STREAMED_BIT
 from tests.samples import debezium_samples
@@ -229,7 +229,7 @@ def test_bulk_and_per_record_paths_agree(path: Path, monkeypatch: pytest.MonkeyP
             msgs = [m for m in batch if m["topic"] == topic]
             keys = [None if m["key"] is None else json.dumps(m["key"]).encode() for m in msgs]
             values = [None if m["value"] is None else json.dumps(m["value"]).encode() for m in msgs]
-            assert rewrite._wrap_flat(values, rewrite._Unwrapper()) is not None
+            assert flat._wrap_flat(values, jsonconverter._Unwrapper()) is not None
             out = []
             for bulk in (True, False):
                 monkeypatch.setattr(rewrite, "BULK", bulk)
