@@ -41,14 +41,18 @@ from engine.decode.debezium_json.common import (
 )
 from engine.decode.debezium_json.connect import SchemaError, TypePlan
 from engine.decode.debezium_json.decoder import _normalize_hint, finish
-from engine.decode.debezium_json.envelope import _classify_value_schema, apply_hints, kept_rows
+from engine.decode.debezium_json.envelope import (
+    _classify_value_schema,
+    apply_hints,
+    kept_rows,
+    row_piece,
+)
 from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import ends_snapshot, source_columns
 from engine.decode.records import RecordBatch
 from engine.decode.result import DecodeResult
 from engine.decode.row_schemas import connect_defaults
-from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
 
 if TYPE_CHECKING:
     from engine.column_types import ColumnType
@@ -292,19 +296,7 @@ class AvroDecoder:
         ctx.row_schemas.add(
             id(plan), plan.fields, plan.defaults, idx.filter(keep), ctx.column_types
         )
-        table = pa.table(
-            {
-                IDX: idx,
-                OP: op,
-                POS: src.pos,
-                POS_SUB: src.pos_sub,
-                SOURCE_TS: src.source_ts_ms,
-                TX_ID: tx_id,
-                GTID: src.gtid,
-                **rows,
-            }
-        )
-        return table if pc.all(keep).as_py() else table.filter(keep)
+        return row_piece(idx, op, src, tx_id, rows, keep)
 
     def _keys(self, keys: Sequence[bytes | None], ctx: Ctx) -> Keys:
         bad: dict[int, str] = {}

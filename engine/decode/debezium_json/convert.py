@@ -89,7 +89,7 @@ def b64decode(arr: pa.Array) -> tuple[pa.Array, pa.Array | None]:
     except pl.exceptions.PolarsError:
         pass
     # Rare path: find the offending rows one by one.
-    return _per_value(
+    return per_value(
         arr,
         lambda v: binascii.a2b_base64(v, strict_mode=True),
         pa.binary(),
@@ -97,7 +97,7 @@ def b64decode(arr: pa.Array) -> tuple[pa.Array, pa.Array | None]:
     )
 
 
-def _per_value(
+def per_value(
     arr: pa.Array,
     convert: Callable[[Any], Any],
     out_type: pa.DataType,
@@ -212,7 +212,7 @@ def _text_per_value(
     arr: pa.Array, path: str, what: str, to_text: Callable[[Any], str]
 ) -> Converted:
     """Convert each non-null value to exact text in Python (for rare, wide types)."""
-    out, bad = _per_value(
+    out, bad = per_value(
         arr, to_text, pa.string(), (binascii.Error, ValueError, TypeError, KeyError)
     )
     return Converted(out, _mask_or_none(bad), f"{path}: invalid {what}")
@@ -358,7 +358,7 @@ def _iso_time_us(text: Any) -> int:
 
 def zoned_time_convert(arr: pa.Array, path: str) -> Converted:
     """ISO-8601 times of day (``ZonedTime``: normalized to ``Z``) -> time64[us] in UTC."""
-    us, bad = _per_value(arr, _iso_time_us, pa.int64(), (ValueError, TypeError))
+    us, bad = per_value(arr, _iso_time_us, pa.int64(), (ValueError, TypeError))
     return Converted(us.cast(pa.time64("us")), _mask_or_none(bad), f"{path}: invalid time of day")
 
 
@@ -373,7 +373,7 @@ def iso_date_convert(arr: pa.Array, path: str) -> Converted:
         return Converted(plain.cast(pa.date32()))
     except pa.ArrowInvalid:
         pass
-    out, bad = _per_value(plain, dt.date.fromisoformat, pa.date32(), (ValueError, TypeError))
+    out, bad = per_value(plain, dt.date.fromisoformat, pa.date32(), (ValueError, TypeError))
     return Converted(out, _mask_or_none(bad), f"{path}: invalid ISO date")
 
 
@@ -392,7 +392,7 @@ def iso_timestamp_convert(arr: pa.Array, path: str) -> Converted:
         return Converted(plain.cast(pa.timestamp("us")))
     except pa.ArrowInvalid:
         pass
-    out, bad = _per_value(arr, _iso_naive, pa.timestamp("us"), (ValueError, TypeError))
+    out, bad = per_value(arr, _iso_naive, pa.timestamp("us"), (ValueError, TypeError))
     return Converted(out, _mask_or_none(bad), f"{path}: invalid ISO timestamp")
 
 

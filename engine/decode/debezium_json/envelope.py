@@ -40,7 +40,7 @@ from engine.decode.debezium_json.reader import (
     merge_pieces,
 )
 from engine.decode.debezium_json.split import Group, Split
-from engine.decode.positions import ends_snapshot, source_columns
+from engine.decode.positions import SourceColumns, ends_snapshot, source_columns
 from engine.decode.row_schemas import connect_defaults
 from engine.model import GTID, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS, TX_ID
 
@@ -447,6 +447,24 @@ def _envelope_piece(
 
     keep = kept_rows(op, is_row, after, checks, src.bad, idx, ctx)
 
+    if ctx.source_table is None and pc.any(keep).as_py():
+        first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
+        ctx.source_table = _source_table(group, piece.positions[first])
+    if plan.after is not None:
+        ctx.row_schemas.add(id(plan), plan.after, plan.defaults, idx.filter(keep), ctx.column_types)
+    return row_piece(idx, op, src, tx_id, rows, keep)
+
+
+def row_piece(
+    idx: pa.Array,
+    op: pa.Array,
+    src: SourceColumns,
+    tx_id: pa.Array,
+    rows: dict[str, pa.Array],
+    keep: pa.Array,
+) -> pa.Table:
+    """The kept row events of a piece: their input positions (``IDX``), the control
+    columns, then the row columns."""
     columns = {
         IDX: idx,
         OP: op,
@@ -457,11 +475,6 @@ def _envelope_piece(
         GTID: src.gtid,
         **rows,
     }
-    if ctx.source_table is None and pc.any(keep).as_py():
-        first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
-        ctx.source_table = _source_table(group, piece.positions[first])
-    if plan.after is not None:
-        ctx.row_schemas.add(id(plan), plan.after, plan.defaults, idx.filter(keep), ctx.column_types)
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
 

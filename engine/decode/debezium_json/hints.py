@@ -75,24 +75,15 @@ def _wire(ct: ColumnType) -> str:
 
 
 def _per_value(
-    arr: pa.Array, target: pa.DataType, convert: Callable[[Any], Any]
+    arr: pa.Array, target: pa.DataType, fn: Callable[[Any], Any]
 ) -> tuple[pa.Array, pa.Array | None]:
     """Convert each non-null value in Python; failures (any exception) are flagged."""
-    out: list[Any] = []
-    bad: list[bool] = []
-    for v in arr.to_pylist():
-        if v is None:
-            out.append(None)
-            bad.append(False)
-            continue
-        try:
-            out.append(convert(v))
-            bad.append(False)
-        except (ValueError, TypeError, ArithmeticError, KeyError, binascii.Error):
-            out.append(None)
-            bad.append(True)
-    mask = pa.array(bad, pa.bool_())
-    return pa.array(out, target), (mask if any(bad) else None)
+    out, mask = convert.per_value(arr, fn, target, _MISFITS)
+    return out, (mask if mask.true_count else None)
+
+
+#: What a value that does not fit its hint raises.
+_MISFITS = (ValueError, TypeError, ArithmeticError, KeyError, binascii.Error)
 
 
 def _fits_decimal(ct: ColumnType) -> Callable[[decimal.Decimal], decimal.Decimal]:
