@@ -31,19 +31,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.decode.jsonconverter import _Bad, _compact, _SchemaCache, _Unwrapper
 from engine.decode.positions import source_columns
-from engine.model import (
-    BY_FIELD,
-    OP,
-    OP_TOMBSTONE,
-    POS,
-    POS_SUB,
-    SOURCE_TS,
-)
+from engine.model import BY_FIELD, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS
 
 if TYPE_CHECKING:
     from engine.config import FlattenedConfig
-from engine.decode.jsonconverter import _Bad, _compact, _SchemaCache, _Unwrapper
 
 _SOURCE_FIELDS = (
     ("connector", "string"), ("lsn", "int64"), ("sequence", "string"), ("file", "string"),

@@ -18,16 +18,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.model import (
-    COPIES,
-    OP,
-    POS_SUB,
-    ROW_HASH,
-)
+from engine.decode.jsonconverter import _Bad, _compact, _SchemaCache
+from engine.model import COPIES, OP, POS_SUB, ROW_HASH
 
 if TYPE_CHECKING:
     from engine.config import Config, TableConfig
-from engine.decode.jsonconverter import _Bad, _compact, _SchemaCache
 
 
 def _row_hash(image: dict) -> str:

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.decode.debezium_json.split import fingerprint
-
-if TYPE_CHECKING:
-    pass
 
 
 class _Bad(Exception):

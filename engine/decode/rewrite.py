@@ -26,18 +26,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.decode.records import Decoder, RecordBatch
-from engine.decode.result import DecodeResult
-from engine.model import (
-    BY_FIELD,
-    OFFSET,
-)
-
-if TYPE_CHECKING:
-    from engine.config import FlattenedConfig
 from engine.decode.flat import _bulk_schema, _Flattener, _settle_flat, _wrap_flat
 from engine.decode.identity import _Identity, _snapshot_rows_apart
 from engine.decode.jsonconverter import _Bad, _compact, _encode, _SchemaCache, _Unwrapper
+from engine.decode.records import Decoder, RecordBatch
+from engine.decode.result import DecodeResult
+from engine.model import BY_FIELD, OFFSET
+
+if TYPE_CHECKING:
+    from engine.config import FlattenedConfig
 
 #: Off in tests that compare the bulk path with the per-record one.
 BULK = True
