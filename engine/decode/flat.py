@@ -14,10 +14,10 @@ the key). A value that already is a full envelope passes unchanged. With
 ``schemas.enable=true`` the row's Connect schema becomes the ``before``/``after`` schema,
 so logical types are read exactly as in envelopes.
 
-Two paths: :class:`_Flattener` rewrites one parsed record (``json.loads``), used where a
+Two paths: :class:`Flattener` rewrites one parsed record (``json.loads``), used where a
 record's key is rewritten too (:mod:`engine.decode.identity`); the bulk path
-(:func:`_wrap_flat` wraps each row as ``{"op":"c","after":<row>}`` by byte operations,
-the Arrow reader parses them with the added fields as columns, and :func:`_settle_flat`
+(:func:`wrap_flat` wraps each row as ``{"op":"c","after":<row>}`` by byte operations,
+the Arrow reader parses them with the added fields as columns, and :func:`settle_flat`
 turns those into op, positions and source time with Arrow kernels) serves every other
 flattened topic, several times faster.
 """
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.decode.jsonconverter import _Bad, _compact, _SchemaCache, _Unwrapper
+from engine.decode.jsonconverter import BadRecord, ConvertedSchemas, Unwrapper, compact
 from engine.decode.positions import source_columns
 from engine.model import BY_FIELD, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS
 
@@ -86,7 +86,7 @@ def _order_value(value: Any, name: str) -> int:
                 delta = when - _EPOCH
                 out = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     if out is None or not 0 <= out <= _MAX_POSITION:
-        raise _Bad(
+        raise BadRecord(
             f"ordering field {name!r} holds {value!r}: it must be an integer from 0 to 2**62 "
             "or an ISO timestamp"
         )
@@ -101,7 +101,7 @@ def _text_or_none(value: Any) -> str | None:
     return str(value)
 
 
-class _Flattener:
+class Flattener:
     """Flattened row -> Debezium envelope (the schema conversion is cached)."""
 
     def __init__(self, settings: FlattenedConfig) -> None:
@@ -110,7 +110,7 @@ class _Flattener:
         self.arrival = settings.arrival_order
         #: Whether some events may be positioned by an order value (``_cdc_by_field``).
         self.by_field = settings.order_field is not None or settings.arrival_order
-        self._cache = _SchemaCache()
+        self._cache = ConvertedSchemas()
 
     def schema(self, schema: dict) -> dict:
         return self._cache.get(schema, self._convert)
@@ -150,7 +150,7 @@ class _Flattener:
         (``order_field``, or the Kafka offset with ``arrival_order``) rather than an LSN
         or binlog position."""
         if not isinstance(payload, dict):
-            raise _Bad(f"value is not a JSON object but {type(payload).__name__}")
+            raise BadRecord(f"value is not a JSON object but {type(payload).__name__}")
         p = self.prefix
         if "op" in payload and ("after" in payload or "source" in payload):
             if not any(k.startswith(p) for k in payload):
@@ -170,7 +170,7 @@ class _Flattener:
         elif op is None:
             op = "u"  # no __op: an upsert (insert and update look alike)
         elif op not in ("c", "u", "r", "d"):
-            raise _Bad(f"{p}op is {op!r}, not one of c, u, r, d")
+            raise BadRecord(f"{p}op is {op!r}, not one of c, u, r, d")
         snapshot = _text_or_none(get("snapshot", "source_snapshot"))
         if snapshot is None:
             snapshot = "true" if op == "r" else "false"
@@ -194,12 +194,14 @@ class _Flattener:
             name = self.order_field
             value = payload.get(name)
             if value is None:
-                raise _Bad(f"ordering field {name!r} (source.flattened.order_field) is missing")
+                raise BadRecord(
+                    f"ordering field {name!r} (source.flattened.order_field) is missing"
+                )
             source["lsn"] = _order_value(value, name)
         elif self.arrival:
             source["lsn"] = offset
         else:
-            raise _Bad(NO_ORDER_REASON.format(p=p))
+            raise BadRecord(NO_ORDER_REASON.format(p=p))
         by_field = "connector" not in source
         return {"op": op, "before": None, "after": row, "source": source, "ts_ms": None}, by_field
 
@@ -209,11 +211,11 @@ _OPS = pa.array(["c", "u", "r", "d"], pa.string())
 _DIGITS = r"^[0-9]{1,19}$"
 
 
-def _wrap_flat(
-    values: Sequence[bytes | None], unwrap: _Unwrapper
+def wrap_flat(
+    values: Sequence[bytes | None], unwrap: Unwrapper
 ) -> tuple[list[bytes | None], list[dict | None]] | None:
     """Each flattened value as ``{"op":"c","after":<row>}`` by byte operations (the row
-    keeps its added fields; :func:`_settle_flat` turns them into the envelope's parts).
+    keeps its added fields; :func:`settle_flat` turns them into the envelope's parts).
     None when a record needs the per-record path (an envelope, an unusual layout)."""
     out: list[bytes | None] = []
     schemas: list[dict | None] = []
@@ -245,7 +247,7 @@ def _wrap_flat(
                     out.append(None)
                     schemas.append(None)
                     continue
-                body = _compact(payload).encode("utf-8", "surrogatepass")
+                body = compact(payload).encode("utf-8", "surrogatepass")
         stripped = body.strip()
         if stripped == b"null":
             out.append(None)
@@ -258,7 +260,7 @@ def _wrap_flat(
     return out, schemas
 
 
-def _bulk_schema(schema: dict) -> dict:
+def bulk_envelope_schema(schema: dict) -> dict:
     return {
         "type": "struct",
         "optional": False,
@@ -320,7 +322,7 @@ def _constant(text: str) -> Callable[[int], str]:
     return lambda _i: text
 
 
-def _settle_flat(
+def settle_flat(
     batch: pa.Table, settings: FlattenedConfig, offsets: pa.Array, indices: list[int]
 ) -> tuple[pa.Table, dict[int, str], dict[str, str] | None] | None:
     """Turn the added fields of bulk-decoded rows into op, positions and source time.

@@ -6,7 +6,7 @@ row's values (nulls left out, so a column added later does not change the identi
 older rows), ``_cdc_row_hash`` and ``_cdc_copies`` are added to the row, and an update
 becomes a delete of its before image plus an insert of its after image (see
 :mod:`engine.merge.rules` for the counts). :func:`identities_for` gives a topic's
-:class:`_Identity`, which :mod:`engine.decode.rewrite` applies per record.
+:class:`Identity`, which :mod:`engine.decode.rewrite` applies per record.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.decode.jsonconverter import _Bad, _compact, _SchemaCache
+from engine.decode.jsonconverter import BadRecord, ConvertedSchemas, compact
 from engine.model import COPIES, OP, POS_SUB, ROW_HASH
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def _row_hash(image: dict) -> str:
     values = {k: v for k, v in image.items() if v is not None and k not in (ROW_HASH, COPIES)}
     return hashlib.sha256(
-        _compact(dict(sorted(values.items()))).encode("utf-8", "surrogatepass")
+        compact(dict(sorted(values.items()))).encode("utf-8", "surrogatepass")
     ).hexdigest()[:32]
 
 
@@ -47,14 +47,14 @@ def _with_identity_columns(schema: dict) -> dict:
     return {**schema, "fields": fields}
 
 
-class _Identity:
+class Identity:
     """Record keys of a table with ``key_fields`` or ``keyless = "full-row"``."""
 
     def __init__(self, table: str, tc: TableConfig) -> None:
         self.table = table
         self.key_fields = tc.key_fields
         self.full_row = tc.keyless == "full-row"
-        self._cache = _SchemaCache()
+        self._cache = ConvertedSchemas()
 
     def schema(self, schema: dict | None) -> dict | None:
         if schema is None or not self.full_row:
@@ -73,14 +73,14 @@ class _Identity:
             image = after
         if not isinstance(image, dict):
             which = "before" if op == "d" else "after"
-            raise _Bad(
+            raise BadRecord(
                 f"table {self.table}: a {op!r} event without a {which} image cannot be keyed "
                 "by its row (a delete needs REPLICA IDENTITY FULL / binlog_row_image=FULL)"
             )
         if self.key_fields is not None:
             missing = [f for f in self.key_fields if f not in image]
             if missing:
-                raise _Bad(
+                raise BadRecord(
                     f"table {self.table}: key field(s) {', '.join(missing)} "
                     f"(tables.{self.table}.key_fields) not in the row image"
                 )
@@ -96,7 +96,7 @@ class _Identity:
             h = _row_hash(image)
             return [({ROW_HASH: h}, {**env, "after": {**image, ROW_HASH: h, COPIES: -1}})]
         if not isinstance(before, dict):
-            raise _Bad(
+            raise BadRecord(
                 f'table {self.table} (keyless = "full-row"): an update without its before '
                 "image cannot say which row changed; set REPLICA IDENTITY FULL (PostgreSQL) "
                 "or binlog_row_image=FULL (MySQL); flattened events never carry one"
@@ -109,7 +109,7 @@ class _Identity:
         return [({ROW_HASH: old}, gone), ({ROW_HASH: new}, came)]
 
 
-def _snapshot_rows_apart(batch: pa.Table, offsets: pa.Array) -> pa.Table:
+def snapshot_rows_apart(batch: pa.Table, offsets: pa.Array) -> pa.Table:
     """Full-row tables: the rows of one snapshot share a source position (its LSN or
     binlog coordinates), so equal rows would look like replays of each other. A snapshot
     row's sub-position becomes its Kafka offset: still before every streamed change (the
@@ -122,20 +122,20 @@ def _snapshot_rows_apart(batch: pa.Table, offsets: pa.Array) -> pa.Table:
     return batch.set_column(i, POS_SUB, sub)
 
 
-def identities_for(cfg: Config) -> Callable[[str], _Identity | None]:
+def identities_for(cfg: Config) -> Callable[[str], Identity | None]:
     """The key rewrite of each topic's table, from ``[tables.<name>]``."""
     configured = {
         name: tc for name, tc in cfg.tables.items() if tc.key_fields or tc.keyless is not None
     }
-    cache: dict[str, _Identity | None] = {}
+    cache: dict[str, Identity | None] = {}
 
-    def lookup(topic: str) -> _Identity | None:
+    def lookup(topic: str) -> Identity | None:
         if not configured:
             return None
         if topic not in cache:
             name = cfg.table_name(topic)
             tc = configured.get(name)
-            cache[topic] = _Identity(name, tc) if tc is not None else None
+            cache[topic] = Identity(name, tc) if tc is not None else None
         return cache[topic]
 
     return lookup

@@ -1,10 +1,10 @@
 """JsonConverter records taken apart and written back, for the rewrites in front of the
 Debezium JSON decoder (:mod:`engine.decode.rewrite`).
 
-:class:`_Unwrapper` splits a record into ``(Connect schema, payload)``, parsing each
-distinct schema once; :class:`_SchemaCache` keeps a converted schema per original one;
-:func:`_encode` writes ``{"schema":...,"payload":...}`` back as compact JSON. A record
-that cannot be rewritten raises :class:`_Bad` with the reason it becomes bad for.
+:class:`Unwrapper` splits a record into ``(Connect schema, payload)``, parsing each
+distinct schema once; :class:`ConvertedSchemas` keeps a converted schema per original one;
+:func:`encode` writes ``{"schema":...,"payload":...}`` back as compact JSON. A record
+that cannot be rewritten raises :class:`BadRecord` with the reason it becomes bad for.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 from engine.decode.debezium_json.split import fingerprint
 
 
-class _Bad(Exception):
+class BadRecord(Exception):
     """A record that cannot be rewritten: its reason."""
 
 
-def _compact(obj: Any) -> str:
+def compact(obj: Any) -> str:
     """Compact JSON text. Encode it with ``surrogatepass``: a lone surrogate escape
     (``"\\ud800"``) in a message then stays invalid UTF-8, which the JSON decoder
     quarantines as a bad message, instead of raising here."""
@@ -32,7 +32,7 @@ _PAYLOAD = ',"payload":'
 _DECODER = json.JSONDecoder()
 
 
-class _Unwrapper:
+class Unwrapper:
     """Splits JsonConverter records into (schema, payload), parsing each distinct schema
     once: records of one table version share the byte prefix ``{"schema":<S>,"payload":``
     (as in :mod:`engine.decode.debezium_json.split`)."""
@@ -58,7 +58,7 @@ class _Unwrapper:
                         pass
         obj = json.loads(raw)
         if isinstance(obj, dict) and "payload" in obj and set(obj) <= {"schema", "payload"}:
-            return _schema_or_none(obj.get("schema")), obj["payload"]
+            return schema_or_none(obj.get("schema")), obj["payload"]
         return None, obj
 
     def _prefix(self, raw: bytes) -> dict | None:
@@ -69,7 +69,7 @@ class _Unwrapper:
             return None
         if not text.startswith(_PAYLOAD, end):
             return None
-        schema = _schema_or_none(schema)
+        schema = schema_or_none(schema)
         if schema is None:
             return None  # e.g. the legacy {"schema":null,"payload":null} tombstone
         self._last = text[: end + len(_PAYLOAD)].encode("utf-8")
@@ -79,13 +79,13 @@ class _Unwrapper:
         return schema
 
 
-def _schema_or_none(schema: Any) -> dict | None:
+def schema_or_none(schema: Any) -> dict | None:
     return schema if isinstance(schema, dict) and "type" in schema else None
 
 
-class _SchemaCache:
+class ConvertedSchemas:
     """Converted Connect schemas. Records of one table version share one schema object
-    (:class:`_Unwrapper`), so the object's id finds it; the object is kept referenced, so
+    (:class:`Unwrapper`), so the object's id finds it; the object is kept referenced, so
     its id cannot be reused while cached. Other objects are found by fingerprint."""
 
     def __init__(self) -> None:
@@ -107,10 +107,10 @@ class _SchemaCache:
         return out
 
 
-def _encode(schema: dict | None, payload: Any, cache: dict[int, tuple[dict, str]]) -> bytes:
+def encode(schema: dict | None, payload: Any, cache: dict[int, tuple[dict, str]]) -> bytes:
     if schema is None:
-        return _compact(payload).encode("utf-8", "surrogatepass")
+        return compact(payload).encode("utf-8", "surrogatepass")
     hit = cache.get(id(schema))
     if hit is None or hit[0] is not schema:  # the object is held, so its id is its own
-        hit = cache[id(schema)] = (schema, '{"schema":' + _compact(schema) + ',"payload":')
-    return (hit[1] + _compact(payload) + "}").encode("utf-8", "surrogatepass")
+        hit = cache[id(schema)] = (schema, '{"schema":' + compact(schema) + ',"payload":')
+    return (hit[1] + compact(payload) + "}").encode("utf-8", "surrogatepass")

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.decode.flat import _bulk_schema, _Flattener, _settle_flat, _wrap_flat
-from engine.decode.identity import _Identity, _snapshot_rows_apart
-from engine.decode.jsonconverter import _Bad, _compact, _encode, _SchemaCache, _Unwrapper
+from engine.decode.flat import Flattener, bulk_envelope_schema, settle_flat, wrap_flat
+from engine.decode.identity import Identity, snapshot_rows_apart
+from engine.decode.jsonconverter import BadRecord, ConvertedSchemas, Unwrapper, compact, encode
 from engine.decode.records import Decoder, RecordBatch
 from engine.decode.result import DecodeResult
 from engine.model import BY_FIELD, OFFSET
@@ -43,7 +43,7 @@ BULK = True
 def rewriting_decoder(
     inner: Decoder,
     flattened: FlattenedConfig | None,
-    identities: Callable[[str], _Identity | None],
+    identities: Callable[[str], Identity | None],
 ) -> Decoder:
     """A decoder that rewrites records (flattened -> envelope, record keys) before ``inner``.
 
@@ -52,15 +52,15 @@ def rewriting_decoder(
         flattened: Settings when the topics hold flattened events; None for envelopes.
         identities: The key rewrite of a topic's table, or None when it has none.
     """
-    flattener = _Flattener(flattened) if flattened is not None else None
-    unwrap = _Unwrapper()
+    flattener = Flattener(flattened) if flattened is not None else None
+    unwrap = Unwrapper()
 
-    bulk_schemas = _SchemaCache()
+    bulk_schemas = ConvertedSchemas()
 
     def bulk(records: RecordBatch) -> DecodeResult | None:
         assert flattened is not None
         values, offsets = records.values, records.offsets
-        wrapped = _wrap_flat(values, unwrap)
+        wrapped = wrap_flat(values, unwrap)
         if wrapped is None:
             return None
         heads: dict[int, tuple[dict, bytes]] = {}
@@ -69,10 +69,10 @@ def rewriting_decoder(
             if value is None or schema is None:
                 envelopes.append(value)
                 continue
-            env_schema = bulk_schemas.get(schema, _bulk_schema)
+            env_schema = bulk_schemas.get(schema, bulk_envelope_schema)
             hit = heads.get(id(env_schema))
             if hit is None or hit[0] is not env_schema:
-                head = ('{"schema":' + _compact(env_schema) + ',"payload":').encode(
+                head = ('{"schema":' + compact(env_schema) + ',"payload":').encode(
                     "utf-8", "surrogatepass"
                 )
                 hit = heads[id(env_schema)] = (env_schema, head)
@@ -86,7 +86,7 @@ def rewriting_decoder(
         if batch is not None:
             idx = batch.column(OFFSET).combine_chunks()
             real = pa.array(offsets, pa.int64()).take(idx)
-            settled = _settle_flat(batch, flattened, real, idx.to_pylist())
+            settled = settle_flat(batch, flattened, real, idx.to_pylist())
             if settled is None:
                 return None
             batch, more, source_table = settled
@@ -159,18 +159,18 @@ def rewriting_decoder(
                     if schema is not None:
                         schema = flattener.schema(schema)
                 pairs = identity.rekey(payload) if identity is not None else []
-            except _Bad as exc:
+            except BadRecord as exc:
                 bad[i] = str(exc)
                 continue
             if not pairs:
                 out_keys.append(keys[i])
-                out_values.append(_encode(schema, payload, heads))
+                out_values.append(encode(schema, payload, heads))
                 origin.append(i)
                 continue
             schema = identity.schema(schema) if identity is not None else schema
             for key, env in pairs:
-                out_keys.append(_compact(key).encode("utf-8", "surrogatepass"))
-                out_values.append(_encode(schema, env, heads))
+                out_keys.append(compact(key).encode("utf-8", "surrogatepass"))
+                out_values.append(encode(schema, env, heads))
                 origin.append(i)
         partitions = [records.partitions[i] for i in origin]
         result = inner(
@@ -189,7 +189,7 @@ def rewriting_decoder(
             real = pa.array(offsets, pa.int64()).take(src)
             batch = batch.set_column(batch.schema.get_field_index(OFFSET), OFFSET, real)
             if identity is not None and identity.full_row:
-                batch = _snapshot_rows_apart(batch, real)
+                batch = snapshot_rows_apart(batch, real)
             if flattener is not None and flattener.by_field:
                 batch = batch.append_column(BY_FIELD, pa.array(by_field, pa.bool_()).take(src))
             if batch.num_rows == 0:

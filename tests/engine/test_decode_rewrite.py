@@ -229,7 +229,7 @@ def test_bulk_and_per_record_paths_agree(path: Path, monkeypatch: pytest.MonkeyP
             msgs = [m for m in batch if m["topic"] == topic]
             keys = [None if m["key"] is None else json.dumps(m["key"]).encode() for m in msgs]
             values = [None if m["value"] is None else json.dumps(m["value"]).encode() for m in msgs]
-            assert flat._wrap_flat(values, jsonconverter._Unwrapper()) is not None
+            assert flat.wrap_flat(values, jsonconverter.Unwrapper()) is not None
             out = []
             for bulk in (True, False):
                 monkeypatch.setattr(rewrite, "BULK", bulk)
