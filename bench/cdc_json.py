@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import config_from_dict  # noqa: E402
-from engine.decode import decoder_for  # noqa: E402
+from engine.decode import RecordBatch, decoder_for  # noqa: E402
 from engine.hudi import HOODIE_RECORD_KEY  # noqa: E402
 from engine.merge import evolve_schema, merge_file_group  # noqa: E402
 from engine.model import KEY  # noqa: E402
@@ -74,12 +74,20 @@ def main() -> None:
             for k in range(args.rows)
         ]
         base = decode(
-            "b.app.t", [None] * len(initial), initial, [0] * len(initial), list(range(len(initial)))
+            RecordBatch(
+                "b.app.t",
+                [None] * len(initial),
+                initial,
+                [0] * len(initial),
+                list(range(len(initial))),
+            )
         )
         values = _values(args.events, args.rows, cols, images == "partial", args.rows, rng)
         t0 = time.perf_counter()
         result = decode(
-            "b.app.t", [None] * len(values), values, [0] * len(values), list(range(len(values)))
+            RecordBatch(
+                "b.app.t", [None] * len(values), values, [0] * len(values), list(range(len(values)))
+            )
         )
         decode_s = time.perf_counter() - t0
         schema = evolve_schema(evolve_schema(None, base.batch.schema), result.batch.schema)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.column_types import parse_column_type  # noqa: E402
 from engine.config import config_from_dict  # noqa: E402
-from engine.decode import decode_debezium_json, decoder_for  # noqa: E402
+from engine.decode import RecordBatch, decode_debezium_json, decoder_for  # noqa: E402
 
 HINTS = {"price": "decimal(10,2)", "updated_at": "timestamp"}
 
@@ -202,10 +202,11 @@ def main() -> None:
         start = time.perf_counter()
         if types:
             result = decode_debezium_json(
-                "bench.public.items", keys, values, partitions, offsets, column_types=types
+                RecordBatch("bench.public.items", keys, values, partitions, offsets),
+                column_types=types,
             )
         else:
-            result = decode("bench.public.items", keys, values, partitions, offsets)
+            result = decode(RecordBatch("bench.public.items", keys, values, partitions, offsets))
         best = min(best, time.perf_counter() - start)
         assert result.batch is not None and result.batch.num_rows == args.count, result.bad[:3]
     mode = "schemas.enable=true" if args.schemas else "schemaless"
@@ -241,11 +242,13 @@ def bench_avro(count: int, repeat: int) -> None:
         partitions = [0] * count
         offsets = list(range(count))
         decoder = AvroDecoder(SchemaCache(RegistrySettings(registry.url)))
-        decoder("bench.public.items", keys[:10], values[:10], partitions[:10], offsets[:10])
+        decoder(
+            RecordBatch("bench.public.items", keys[:10], values[:10], partitions[:10], offsets[:10])
+        )
         best = float("inf")
         for _ in range(repeat):
             start = time.perf_counter()
-            result = decoder("bench.public.items", keys, values, partitions, offsets)
+            result = decoder(RecordBatch("bench.public.items", keys, values, partitions, offsets))
             best = min(best, time.perf_counter() - start)
             assert result.batch is not None and result.batch.num_rows == count, result.bad[:3]
         print(

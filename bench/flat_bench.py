@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.config import config_from_dict  # noqa: E402
-from engine.decode import decoder_for  # noqa: E402
+from engine.decode import RecordBatch, decoder_for  # noqa: E402
 
 TOPIC = "bench.public.items"
 _ROW = [
@@ -112,7 +112,7 @@ def main() -> None:
         decode = decoder_for(config_from_dict(cfg))
         keys, values = generate(kind, n, args.schemas)
         t0 = time.perf_counter()
-        result = decode(TOPIC, keys, values, [0] * n, list(range(n)))
+        result = decode(RecordBatch(TOPIC, keys, values, [0] * n, list(range(n))))
         took = time.perf_counter() - t0
         assert result.batch is not None and result.batch.num_rows == n, result.bad[:1]
         print(f"{label:28s} {n / took:>10,.0f} events/s ({n:,} events, {took:.2f} s)")

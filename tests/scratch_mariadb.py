@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pymysql
 
-from engine.playground.broker import _die_with_parent_hook
+from engine.playground.children import die_with_parent_hook
 
 #: Where Debian puts the programs when /usr/sbin is not on PATH.
 _SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
@@ -182,7 +182,7 @@ class ScratchMariaDB:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 cwd=self.folder,
-                preexec_fn=_die_with_parent_hook(),
+                preexec_fn=die_with_parent_hook(),
                 **self._as_owner(),
             )
             error = self._wait_ready(seen)

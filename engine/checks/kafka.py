@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from engine.checks.common import listing, plural, topic_selected
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config
-from engine.decode import decoder_for
+from engine.decode import RecordBatch, decoder_for
 from engine.errors import CdcError, HudiError, KafkaSecurityError, TableNameError
 from engine.hudi import HudiView, parse_checkpoint
 from engine.model import TX_ID
@@ -267,11 +267,13 @@ def check_samples(cfg: Config, samples: dict[str, dict[int, Partition]]) -> tupl
         count += len(rows)
         try:
             result = decode(
-                topic,
-                [r[1] for r in rows],
-                [r[2] for r in rows],
-                [r[0] for r in rows],
-                [r[3] for r in rows],
+                RecordBatch(
+                    topic,
+                    [r[1] for r in rows],
+                    [r[2] for r in rows],
+                    [r[0] for r in rows],
+                    [r[3] for r in rows],
+                )
             )
         except Exception as exc:  # noqa: BLE001 - a decoder bug is still a finding here
             bad.append(f"{topic}: the decoder failed: {type(exc).__name__}: {exc}")

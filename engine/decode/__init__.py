@@ -1,9 +1,10 @@
 """The decode stage: raw Kafka records of one topic -> a change batch.
 
-In: per topic the keys, values, partitions and offsets of a batch's records. Out: a
-:class:`DecodeResult`: the change batch (an Arrow table with the control columns of
-:mod:`engine.model` followed by the typed row image), the record-key fields, the bad
-records with their coordinates, and how many valid non-row records were skipped. One
+In: a :class:`RecordBatch`, the keys, values, partitions and offsets of one topic's
+records in a batch (:mod:`engine.decode.records`). Out: a :class:`DecodeResult`: the
+change batch (an Arrow table with the control columns of :mod:`engine.model` followed
+by the typed row image), the record-key fields, the bad records with their
+coordinates, and how many valid non-row records were skipped. One
 package per message format; ``positions`` turns Debezium ``source`` blocks into source
 positions for every format, ``gtid`` re-encodes MySQL positions by GTID where configured.
 
@@ -19,24 +20,20 @@ seed messages); ``tests/engine/test_fuzz_decoders.py`` fails while one is missin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from engine.column_types import ColumnType, parse_column_type
 from engine.decode.cdc_json import CdcJsonDecoder
 from engine.decode.debezium_json import decode_debezium_json
+from engine.decode.identity import identities_for
 from engine.decode.limits import Guarded, guarded
+from engine.decode.records import Decoder, RecordBatch
 from engine.decode.result import BadMessage, DecodeResult
-from engine.decode.rewrite import identities_for, rewriting_decoder
+from engine.decode.rewrite import rewriting_decoder
 
 if TYPE_CHECKING:
     from engine.config import Config
-
-#: A decoder: ``(topic, keys, values, partitions, offsets) -> DecodeResult``.
-Decoder = Callable[
-    [str, Sequence[bytes | None], Sequence[bytes | None], Sequence[int], Sequence[int]],
-    DecodeResult,
-]
 
 #: Builds the decoder of one format from the whole config.
 DecoderFactory = Callable[["Config"], Decoder]
@@ -56,19 +53,11 @@ def _typed_debezium_json(cfg: Config) -> Decoder:
         catalog = SourceCatalog(cfg)
     hints_of = _column_types(cfg)
 
-    def decode(
-        topic: str,
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int],
-        offsets: Sequence[int],
-    ) -> DecodeResult:
-        hints = hints_of(topic)
+    def decode(records: RecordBatch) -> DecodeResult:
+        hints = hints_of(records.topic)
         if not hints and catalog is None:
-            return decode_debezium_json(topic, keys, values, partitions, offsets)
-        return decode_debezium_json(
-            topic, keys, values, partitions, offsets, column_types=hints, catalog=catalog
-        )
+            return decode_debezium_json(records)
+        return decode_debezium_json(records, column_types=hints, catalog=catalog)
 
     return decode
 
@@ -142,6 +131,7 @@ __all__ = [
     "DecodeResult",
     "Decoder",
     "DecoderFactory",
+    "RecordBatch",
     "decode_debezium_json",
     "decoder_for",
 ]

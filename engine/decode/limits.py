@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.decode.result import DecodeResult, bad_message
+from engine.decode.records import Decoder, RecordBatch
+from engine.decode.result import DecodeResult
 from engine.errors import CdcError
 
 __all__ = [
@@ -194,11 +195,6 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
 #: Start of the reason given to a record the decoder raised on (a decoder bug).
 DECODER_FAILED = "the decoder failed on this message"
 
-Decoder = Callable[
-    [str, Sequence[bytes | None], Sequence[bytes | None], Sequence[int], Sequence[int]],
-    DecodeResult,
-]
-
 
 def _refused(
     keys: Sequence[bytes | None],
@@ -253,34 +249,16 @@ class Guarded:
         """Reasons of the records over a limit, by position."""
         return _refused(keys, values, self.max_message_bytes, self.max_nesting_depth)
 
-    def __call__(
-        self,
-        topic: str,
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int],
-        offsets: Sequence[int],
-    ) -> DecodeResult:
-        if not len(keys) == len(values) == len(partitions) == len(offsets):
-            raise ValueError("keys, values, partitions and offsets must have the same length")
-        decode = self.inner
-        refused = self.refused(keys, values)
+    def __call__(self, records: RecordBatch) -> DecodeResult:
+        refused = self.refused(records.keys, records.values)
         if not refused:
-            return _isolating(decode, topic, keys, values, partitions, offsets)
-        keep = [i for i in range(len(values)) if i not in refused]
+            return _isolating(self.inner, records)
         result = _isolating(
-            decode,
-            topic,
-            [keys[i] for i in keep],
-            [values[i] for i in keep],
-            [partitions[i] for i in keep],
-            [offsets[i] for i in keep],
+            self.inner, records.take([i for i in range(len(records)) if i not in refused])
         )
-        bad = [
-            bad_message(topic, keys, values, partitions, offsets, i, reason)
-            for i, reason in refused.items()
-        ]
-        result.bad = sorted([*result.bad, *bad], key=lambda b: (b.partition, b.offset))
+        result.bad = sorted(
+            [*result.bad, *records.bad_messages(refused)], key=lambda b: (b.partition, b.offset)
+        )
         return result
 
 
@@ -289,14 +267,7 @@ def guarded(decode: Decoder, *, max_message_bytes: int | None, max_nesting_depth
     return Guarded(decode, max_message_bytes=max_message_bytes, max_nesting_depth=max_nesting_depth)
 
 
-def _isolating(
-    decode: Decoder,
-    topic: str,
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes | None],
-    partitions: Sequence[int],
-    offsets: Sequence[int],
-) -> DecodeResult:
+def _isolating(decode: Decoder, records: RecordBatch) -> DecodeResult:
     """``decode``, but a record it raises on becomes bad instead of failing the batch.
 
     A decoder is meant never to raise on input (the fuzz tests check it; every exception
@@ -308,7 +279,7 @@ def _isolating(
     the system, not a record: they are raised as they are, to be retried or reported.
     """
     try:
-        return decode(topic, keys, values, partitions, offsets)
+        return decode(records)
     except CdcError:
         raise
     except Exception:  # noqa: BLE001 - isolated below, reported per record
@@ -317,13 +288,7 @@ def _isolating(
 
     def probe(indices: list[int]) -> None:
         try:
-            decode(
-                topic,
-                [keys[i] for i in indices],
-                [values[i] for i in indices],
-                [partitions[i] for i in indices],
-                [offsets[i] for i in indices],
-            )
+            decode(records.take(indices))
         except CdcError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -334,28 +299,15 @@ def _isolating(
             probe(indices[:mid])
             probe(indices[mid:])
 
-    probe(list(range(len(values))))
-    rest = [i for i in range(len(values)) if i not in culprits]
+    probe(list(range(len(records))))
+    rest = [i for i in range(len(records)) if i not in culprits]
     try:
-        result = decode(
-            topic,
-            [keys[i] for i in rest],
-            [values[i] for i in rest],
-            [partitions[i] for i in rest],
-            [offsets[i] for i in rest],
-        )
+        result = decode(records.take(rest))
     except Exception as exc:  # noqa: BLE001 - records that only fail together
         reason = f"{DECODER_FAILED} with its batch ({type(exc).__name__}: {exc})"[:500]
         culprits.update(dict.fromkeys(rest, reason))
         result = DecodeResult(None, [], [], 0)
     result.bad = sorted(
-        [
-            *result.bad,
-            *(
-                bad_message(topic, keys, values, partitions, offsets, i, reason)
-                for i, reason in culprits.items()
-            ),
-        ],
-        key=lambda b: (b.partition, b.offset),
+        [*result.bad, *records.bad_messages(culprits)], key=lambda b: (b.partition, b.offset)
     )
     return result

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
 
 import pyarrow as pa
 
 from engine.decode.control import payload_of
-from engine.decode.result import BadMessage, DecodeResult
+from engine.decode.records import RecordBatch
+from engine.decode.result import DecodeResult
 from engine.model import (
     CONTROL_SCHEMA,
     GTID,
@@ -87,17 +87,13 @@ def _row(obj: dict, partition: int, offset: int) -> dict:
     }
 
 
-def decode_messages(
-    topic: str,
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes | None],
-    partitions: Sequence[int],
-    offsets: Sequence[int],
-) -> DecodeResult:
+def decode_messages(records: RecordBatch) -> DecodeResult:
     """Logical decoding messages -> append-only rows; anything else is bad (a message
     topic holds messages only) and tombstones are ignored."""
     rows, bad, ignored = [], [], 0
-    for key, value, part, off in zip(keys, values, partitions, offsets, strict=True):
+    for i, (value, part, off) in enumerate(
+        zip(records.values, records.partitions, records.offsets, strict=True)
+    ):
         if value is None:
             ignored += 1
             continue
@@ -113,6 +109,6 @@ def decode_messages(
             except ValueError as exc:
                 reason = str(exc)
         if reason is not None:
-            bad.append(BadMessage(topic, int(part), int(off), key, value, reason))
+            bad.append(records.bad(i, reason))
     batch = pa.Table.from_pylist(rows, schema=SCHEMA) if rows else None
     return DecodeResult(batch, [MESSAGE_KEY] if rows else [], bad, ignored)

@@ -8,7 +8,6 @@ coordinates and raw bytes, to be quarantined), or the :attr:`DecodeResult.ignore
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -71,24 +70,3 @@ class DecodeResult:
     #: The value schemas of the row events (formats whose events carry schemas): their
     #: columns, defaults and offsets (:mod:`engine.decode.row_schemas`).
     row_schemas: list = field(default_factory=list)
-
-
-def bad_message(
-    topic: str,
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes | None],
-    partitions: Sequence[int],
-    offsets: Sequence[int],
-    i: int,
-    reason: str,
-) -> BadMessage:
-    """Record ``i`` of a decoder's input as a bad message: its coordinates and raw bytes."""
-    key, value = keys[i], values[i]
-    return BadMessage(
-        topic,
-        int(partitions[i]),
-        int(offsets[i]),
-        None if key is None else bytes(key),
-        None if value is None else bytes(value),
-        reason,
-    )

@@ -37,24 +37,21 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import logging
 import os
 import re
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from engine.errors import EnvironmentProblem, SourceError
+from engine.playground.children import Service, die_with_parent_hook, free_port
 from engine.playground.objectstore import S3Server
 
 __all__ = [
@@ -122,45 +119,12 @@ def find_broker_binary() -> str:
         ) from exc
 
 
-def _free_port() -> int:
-    """Return a loopback TCP port that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent_hook() -> Any:
-    """Return a ``preexec_fn`` that makes the child receive SIGTERM when we die, or None.
-
-    ``atexit`` does not run when the interpreter is killed with SIGKILL (a crash test, an
-    OOM kill); ``PR_SET_PDEATHSIG`` lets the kernel stop the broker in that case too. The
-    signal fires when the *thread* that forked exits, so it is only armed when the broker
-    is started from the main thread, whose end is the end of the process.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    pr_set_pdeathsig = 1
-    sigterm = int(signal.SIGTERM)
-
-    def hook() -> None:
-        # Runs in the forked child before exec: keep it to one pre-resolved C call.
-        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
-
-    return hook
-
-
-class EmbeddedBroker:
+class EmbeddedBroker(Service):
     """A tansu broker child process with in-memory storage on a free loopback port.
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. The process is
     stopped at interpreter exit at the latest (``atexit``), and on Linux also when the
-    interpreter dies abruptly (see :func:`_die_with_parent_hook`).
+    interpreter dies abruptly (see :func:`~engine.playground.children.die_with_parent_hook`).
 
     Example::
 
@@ -301,7 +265,7 @@ class EmbeddedBroker:
                 self._advertised_port = self._terminator.start()
             last_problem = ""
             for attempt in range(1, self._port_attempts + 1):
-                port = _free_port()
+                port = free_port()
                 proc = self._proc = self._spawn(binary, port, log_path)
                 outcome = self._wait_ready(proc, port)
                 if outcome == "ready":
@@ -360,7 +324,7 @@ class EmbeddedBroker:
             # Own session: Ctrl-C reaches Python, which then stops the broker in order,
             # instead of killing the broker under a producer that is still flushing.
             start_new_session=True,
-            preexec_fn=_die_with_parent_hook(),
+            preexec_fn=die_with_parent_hook(),
         )
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], port: int) -> str:
@@ -501,17 +465,6 @@ class EmbeddedBroker:
                         "check the tansu binary and its storage",
                     )
                 time.sleep(0.2)  # the old socket still holds the port a moment
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"port={self.port}, pid={self.pid}" if self.running else "stopped"

@@ -23,20 +23,16 @@ import contextlib
 import socket
 import threading
 
+from engine.playground.children import free_port
+
 __all__ = ["TcpGate"]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class TcpGate:
     """Forwards connections from a fixed loopback port to a target port while open."""
 
     def __init__(self, port: int | None = None) -> None:
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self._target: int | None = None
         self._listener: socket.socket | None = None
         self._conns: set[socket.socket] = set()

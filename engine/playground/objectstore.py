@@ -23,27 +23,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import http.client
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 from engine.errors import EnvironmentProblem
+from engine.playground.children import Service, free_port
 
 REGION = "us-east-1"
 _HINT = "pip install 'moto[server]' (a test and benchmark dependency of cdcctl)"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class S3Server:
+class S3Server(Service):
     """moto's S3 server in a child process, with one bucket (``tansu`` by default)."""
 
     def __init__(self, bucket: str = "tansu", start_timeout: float = 30.0) -> None:
@@ -87,7 +80,7 @@ class S3Server:
             import moto.server  # noqa: F401
         except ImportError:
             raise EnvironmentProblem("moto's S3 server is not installed", _HINT) from None
-        self.port = _free_port()
+        self.port = free_port()
         self._log = tempfile.NamedTemporaryFile(prefix="cdcctl-s3-", suffix=".log")  # noqa: SIM115
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
@@ -135,14 +128,3 @@ class S3Server:
                 self._log.close()
             self._log = None
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> S3Server:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

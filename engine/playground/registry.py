@@ -25,9 +25,10 @@ import json
 import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from engine.playground.children import Service
 
 __all__ = ["SchemaRegistry"]
 
@@ -62,7 +63,7 @@ class _Store:
                 "schemaType": schema_type}  # fmt: skip
 
 
-class SchemaRegistry:
+class SchemaRegistry(Service):
     """The registry on ``127.0.0.1`` and a free port; ``url`` once started.
 
     Args:
@@ -225,14 +226,3 @@ class SchemaRegistry:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-    def __enter__(self) -> SchemaRegistry:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -8,18 +8,7 @@ would write, serialized exactly like Kafka Connect's ``JsonConverter``:
   with the real Connect schemas and semantic type names;
 * ``schemas=False``: key and value are the bare payloads.
 
-Tables (topic ``<prefix>.inventory.<table>``):
-
-============  =========================================================================
-customers     id int32 PK (from 1001), first_name, last_name, email string,
-              created_at ``io.debezium.time.MicroTimestamp``, vip boolean
-products      id int32 PK (from 101), name string, description string (nullable),
-              price ``org.apache.kafka.connect.data.Decimal`` (precision 10, scale 2),
-              weight double (nullable), updated_at ``io.debezium.time.ZonedTimestamp``
-orders        id int64 PK (from 10001), customer_id, product_id, quantity int32,
-              order_date ``io.debezium.time.Date``, status ``io.debezium.data.Enum``
-              (NEW, PAID, SHIPPED, CANCELLED)
-============  =========================================================================
+Tables: see :mod:`engine.playground.inventory`.
 
 The event stream behaves like a real connector with ``REPLICA IDENTITY DEFAULT``:
 
@@ -44,35 +33,43 @@ few seconds, which the benchmarks need.
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 import random
-import unicodedata
 from array import array
 from bisect import bisect
 from collections.abc import Iterator, Mapping
-from datetime import date
 from itertools import chain
 from typing import Any, Final
 
-__all__ = [
-    "DEBEZIUM_VERSION",
-    "DEFAULT_MIX",
-    "InventoryWorkload",
-    "Message",
-    "TABLES",
-    "key_schema",
-    "value_schema",
-]
+from engine.playground.inventory import (
+    DATABASE,
+    DEBEZIUM_VERSION,
+    DESCRIPTIONS_J,
+    DOMAINS,
+    FIRST_J,
+    FIRST_NAMES,
+    FIRST_SLUG,
+    LAST_J,
+    LAST_NAMES,
+    LAST_SLUG,
+    PRODUCT_NAMES_J,
+    SCHEMA,
+    STATUS_J,
+    TABLES,
+    US_PER_DAY,
+    Rows,
+    ZonedFormatter,
+    compact,
+    decimal_base64,
+    json_str,
+    key_schema,
+    value_schema,
+)
+
+__all__ = ["DEFAULT_MIX", "InventoryWorkload", "Message"]
 
 #: A Kafka message: ``(topic, key bytes, value bytes or None for a tombstone)``.
 Message = tuple[str, bytes, bytes | None]
-
-TABLES: Final = ("customers", "products", "orders")
-DATABASE: Final = "inventory"
-SCHEMA: Final = "inventory"
-DEBEZIUM_VERSION: Final = "2.7.3.Final"
 
 #: Default fractions of change events per table and operation (they sum to 1): a shop
 #: where orders dominate and the catalogue changes slowly.
@@ -86,291 +83,16 @@ DEFAULT_MIX: Final[dict[str, dict[str, float]]] = {
 _SNAPSHOT_SHARES: Final = {"customers": 0.2, "products": 0.05}
 
 _OPS: Final = ("insert", "update", "delete")
-_ENUM_STATUS: Final = ("NEW", "PAID", "SHIPPED", "CANCELLED")
-_SNAPSHOT_ALLOWED: Final = (
-    "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
-)
 
 # Simulation constants. 2024-01-15T08:00:00Z: the snapshot starts here.
 _SNAPSHOT_START_US: Final = 1_705_305_600_000_000
 _SNAPSHOT_LSN: Final = 0x2B3_C1F8  # "0/2B3C1F8"
 _SNAPSHOT_TXID: Final = 767
-_EPOCH_ORDINAL: Final = date(1970, 1, 1).toordinal()
-_US_PER_DAY: Final = 86_400_000_000
 _NAN: Final = float("nan")
-
-_FIRST_NAMES: Final = (
-    "Sally", "George", "Edward", "Anne", "Maria", "José", "Zoë", "Łukasz", "Søren", "Aiko",
-    "Chen", "Fatima", "Olivia", "Liam", "Noah", "Emma", "Mateo", "Ingrid", "Dmitri", "Priya",
-    "Kwame", "Hannah", "Lucas", "Amélie", "Yuki", "Omar", "Grace", "Henrik", "Lucía", "Ravi",
-)  # fmt: skip
-_LAST_NAMES: Final = (
-    "Thomas", "Bailey", "Walker", "Kretchmar", "García", "Müller", "O'Brien", "Nguyen",
-    "Kowalski", "Johansson", "Tanaka", "Smith", "Brown", "Okafor", "Rossi", "Dubois",
-    "Ivanova", "Patel", "Khan", "Silva", "Andersen", "Yılmaz", "Novák", "Fischer", "Lee",
-)  # fmt: skip
-_DOMAINS: Final = ("example.com", "acme.org", "mail.test", "shop.invalid", "noanswer.org")
-_PRODUCT_ADJECTIVES: Final = (
-    "small", "large", "red", "blue", "heavy-duty", "12-pack", "deluxe", "compact", "vintage",
-)  # fmt: skip
-_PRODUCT_NOUNS: Final = (
-    "scooter", "car battery", "drill bits", "hammer", "rocks", "spare tire", "jacket",
-    "kettle", "desk lamp", "backpack", "teapot",
-)  # fmt: skip
-# Descriptions exercise JSON escaping and UTF-8: quotes, backslashes, control characters
-# and non-ASCII text all occur in real catalogues.
-_DESCRIPTIONS: Final = (
-    "Small 2-wheel scooter",
-    "12V car battery",
-    "12-pack of drill bits with sizes ranging from #40 to #3",
-    "12oz carpenter's hammer",
-    "box of assorted rocks",
-    "24 inch spare tire",
-    "water resistant black wind breaker",
-    'Heavy-duty 14" drill with "quick-change" chuck',
-    "first line\nsecond line",
-    "tab\tseparated\tvalues",
-    "path C:\\tools\\bin",
-    "mug ☕ with 日本語 label",
-    "très élégant, größer",
-    "",
-)
-
-
-def _json_str(text: str) -> str:
-    """Render ``text`` as a JSON string literal the way Jackson does (UTF-8, no \\u)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _slug(text: str) -> str:
-    """ASCII, lower-case, alphanumeric rendering of a name, for e-mail addresses."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if c.isascii() and c.isalnum()).lower() or "x"
-
-
-_FIRST_J: Final = tuple(_json_str(n) for n in _FIRST_NAMES)
-_LAST_J: Final = tuple(_json_str(n) for n in _LAST_NAMES)
-_FIRST_SLUG: Final = tuple(_slug(n) for n in _FIRST_NAMES)
-_LAST_SLUG: Final = tuple(_slug(n) for n in _LAST_NAMES)
-_PRODUCT_NAMES_J: Final = tuple(
-    _json_str(f"{adjective} {noun}") for adjective in _PRODUCT_ADJECTIVES for noun in _PRODUCT_NOUNS
-)
-_DESCRIPTIONS_J: Final = tuple(_json_str(d) for d in _DESCRIPTIONS)
-_STATUS_J: Final = tuple(_json_str(s) for s in _ENUM_STATUS)
 
 # Transaction sizes (number of row changes), drawn uniformly from this table: mostly
 # single-statement transactions, some multi-row ones.
 _TX_SIZES: Final = (1,) * 55 + (2,) * 25 + (3,) * 12 + (4, 4, 4, 5, 5, 6, 8, 8)
-
-# ----------------------------------------------------------------------------- encoders
-
-
-def _decimal_base64(unscaled: int) -> str:
-    """Connect Decimal payload: base64 of the minimal big-endian two's complement bytes."""
-    # Room for the magnitude plus a sign bit; ~n has the magnitude bits of a negative n.
-    magnitude = unscaled if unscaled >= 0 else ~unscaled
-    length = (magnitude.bit_length() + 8) // 8
-    return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode("ascii")
-
-
-class _ZonedFormatter:
-    """Formats epoch microseconds as Debezium ``ZonedTimestamp`` JSON strings (UTC, Z).
-
-    Like Java's ``ISO_OFFSET_DATE_TIME`` the fraction is printed with as few digits as
-    needed (none for whole seconds). The date part is cached per day because formatting
-    dates is the slow part.
-    """
-
-    def __init__(self) -> None:
-        self._days: dict[int, str] = {}
-
-    def __call__(self, us: int) -> str:
-        days, rem = divmod(us, _US_PER_DAY)
-        day = self._days.get(days)
-        if day is None:
-            day = self._days[days] = date.fromordinal(_EPOCH_ORDINAL + days).isoformat()
-        secs, frac = divmod(rem, 1_000_000)
-        hours, secs = divmod(secs, 3600)
-        minutes, secs = divmod(secs, 60)
-        if frac:
-            fraction = f".{frac:06d}".rstrip("0")
-            return f'"{day}T{hours:02d}:{minutes:02d}:{secs:02d}{fraction}Z"'
-        return f'"{day}T{hours:02d}:{minutes:02d}:{secs:02d}Z"'
-
-
-# ----------------------------------------------------------------------------- schemas
-
-
-def _field(type_: str, name: str, *, optional: bool = False, **extra: Any) -> dict[str, Any]:
-    """A Connect field schema, with members in the order JsonConverter writes them."""
-    schema: dict[str, Any] = {"type": type_, "optional": optional}
-    if "semantic" in extra:
-        schema["name"] = extra.pop("semantic")
-        schema["version"] = 1
-    if "parameters" in extra:
-        schema["parameters"] = extra.pop("parameters")
-    if "default" in extra:
-        schema["default"] = extra.pop("default")
-    schema["field"] = name
-    return schema
-
-
-_ROW_FIELDS: Final[dict[str, list[dict[str, Any]]]] = {
-    "customers": [
-        _field("int32", "id"),
-        _field("string", "first_name"),
-        _field("string", "last_name"),
-        _field("string", "email"),
-        _field("int64", "created_at", semantic="io.debezium.time.MicroTimestamp"),
-        _field("boolean", "vip", default=False),
-    ],
-    "products": [
-        _field("int32", "id"),
-        _field("string", "name"),
-        _field("string", "description", optional=True),
-        _field(
-            "bytes",
-            "price",
-            semantic="org.apache.kafka.connect.data.Decimal",
-            parameters={"scale": "2", "connect.decimal.precision": "10"},
-        ),
-        _field("double", "weight", optional=True),
-        _field("string", "updated_at", semantic="io.debezium.time.ZonedTimestamp"),
-    ],
-    "orders": [
-        _field("int64", "id"),
-        _field("int32", "customer_id"),
-        _field("int32", "product_id"),
-        _field("int32", "quantity"),
-        _field("int32", "order_date", semantic="io.debezium.time.Date"),
-        _field(
-            "string",
-            "status",
-            semantic="io.debezium.data.Enum",
-            parameters={"allowed": ",".join(_ENUM_STATUS)},
-        ),
-    ],
-}
-
-_SOURCE_FIELDS: Final = [
-    _field("string", "version"),
-    _field("string", "connector"),
-    _field("string", "name"),
-    _field("int64", "ts_ms"),
-    _field(
-        "string",
-        "snapshot",
-        optional=True,
-        semantic="io.debezium.data.Enum",
-        parameters={"allowed": _SNAPSHOT_ALLOWED},
-        default="false",
-    ),
-    _field("string", "db"),
-    _field("string", "sequence", optional=True),
-    _field("int64", "ts_us", optional=True),
-    _field("int64", "ts_ns", optional=True),
-    _field("string", "schema"),
-    _field("string", "table"),
-    _field("int64", "txId", optional=True),
-    _field("int64", "lsn", optional=True),
-    _field("int64", "xmin", optional=True),
-]
-
-_TRANSACTION_SCHEMA: Final = {
-    "type": "struct",
-    "fields": [
-        _field("string", "id"),
-        _field("int64", "total_order"),
-        _field("int64", "data_collection_order"),
-    ],
-    "optional": True,
-    "name": "event.block",
-    "version": 1,
-    "field": "transaction",
-}
-
-
-def _compact(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-def key_schema(prefix: str, table: str) -> dict[str, Any]:
-    """The Connect key schema of ``table`` (as JSON-ready dict)."""
-    return {
-        "type": "struct",
-        "fields": [_ROW_FIELDS[table][0]],
-        "optional": False,
-        "name": f"{prefix}.{SCHEMA}.{table}.Key",
-    }
-
-
-def value_schema(prefix: str, table: str) -> dict[str, Any]:
-    """The Connect envelope schema of ``table`` (as JSON-ready dict)."""
-    row_name = f"{prefix}.{SCHEMA}.{table}.Value"
-    row = {"type": "struct", "fields": _ROW_FIELDS[table], "optional": True, "name": row_name}
-    return {
-        "type": "struct",
-        "fields": [
-            {**row, "field": "before"},
-            {**row, "field": "after"},
-            {
-                "type": "struct",
-                "fields": _SOURCE_FIELDS,
-                "optional": False,
-                "name": "io.debezium.connector.postgresql.Source",
-                "field": "source",
-            },
-            _TRANSACTION_SCHEMA,
-            _field("string", "op"),
-            _field("int64", "ts_ms", optional=True),
-            _field("int64", "ts_us", optional=True),
-            _field("int64", "ts_ns", optional=True),
-        ],
-        "optional": False,
-        "name": f"{prefix}.{SCHEMA}.{table}.Envelope",
-        "version": 2,
-    }
-
-
-# ----------------------------------------------------------------------------- state
-
-
-class _Rows:
-    """Live primary keys of one table, with O(1) insert, delete and uniform choice.
-
-    ``live`` holds the live ids (the newest ones at the end, except that a delete moves
-    the last id into the freed slot); ``slot[id - base]`` is the id's index in ``live``
-    or -1. Compact ``array``s keep millions of rows affordable.
-    """
-
-    def __init__(self, base: int) -> None:
-        self.base = base
-        self.next_id = base
-        self.live = array("q")
-        self.slot = array("q")
-        self.dead: list[int] = []  # deleted ids, candidates for re-insertion
-
-    def new_id(self) -> int:
-        """Allocate the next id (a fresh sequence value); the caller fills its columns."""
-        ident = self.next_id
-        self.next_id += 1
-        self.slot.append(-1)
-        return ident
-
-    def add(self, ident: int) -> None:
-        self.slot[ident - self.base] = len(self.live)
-        self.live.append(ident)
-
-    def remove(self, ident: int) -> None:
-        index = self.slot[ident - self.base]
-        last = self.live.pop()
-        if last != ident:
-            self.live[index] = last
-            self.slot[last - self.base] = index
-        self.slot[ident - self.base] = -1
-
-
-# ----------------------------------------------------------------------------- workload
 
 
 class InventoryWorkload:
@@ -412,7 +134,7 @@ class InventoryWorkload:
         self.counts: dict[str, dict[str, int]] = {
             t: {"r": 0, "c": 0, "u": 0, "d": 0, "x": 0} for t in TABLES
         }
-        self._zoned = _ZonedFormatter()
+        self._zoned = ZonedFormatter()
         self._decimals: dict[int, str] = {}
         self._started = False
 
@@ -423,17 +145,17 @@ class InventoryWorkload:
         for table in TABLES:
             if schemas:
                 self._key_head[table] = (
-                    '{"schema":' + _compact(key_schema(prefix, table)) + ',"payload":'
+                    '{"schema":' + compact(key_schema(prefix, table)) + ',"payload":'
                 )
                 self._value_head[table] = (
-                    '{"schema":' + _compact(value_schema(prefix, table)) + ',"payload":'
+                    '{"schema":' + compact(value_schema(prefix, table)) + ',"payload":'
                 )
             else:
                 self._key_head[table] = ""
                 self._value_head[table] = ""
         self._source_head = (
             f'{{"version":"{DEBEZIUM_VERSION}","connector":"postgresql",'
-            f'"name":{_json_str(prefix)},"ts_ms":'
+            f'"name":{json_str(prefix)},"ts_ms":'
         )
 
         # Simulated database clock and WAL position.
@@ -445,9 +167,9 @@ class InventoryWorkload:
 
         # Row state, one compact array per column, indexed by id - base.
         self._rows = {
-            "customers": _Rows(1001),
-            "products": _Rows(101),
-            "orders": _Rows(10001),
+            "customers": Rows(1001),
+            "products": Rows(101),
+            "orders": Rows(10001),
         }
         self._c_first = array("H")
         self._c_last = array("H")
@@ -504,15 +226,15 @@ class InventoryWorkload:
         # caller consumes the iterator partially.
         snapshot_us = self._now_us
         for _ in range(customers):
-            ident = self._new_customer(snapshot_us - int(rnd() * 3 * 365 * _US_PER_DAY))
+            ident = self._new_customer(snapshot_us - int(rnd() * 3 * 365 * US_PER_DAY))
             self._rows["customers"].add(ident)
         for _ in range(products):
-            updated = snapshot_us - int(rnd() * 400 * _US_PER_DAY)
+            updated = snapshot_us - int(rnd() * 400 * US_PER_DAY)
             if rnd() < 0.05:
                 updated -= updated % 1_000_000  # whole seconds: rows loaded by a script
             ident = self._new_product(updated)
             self._rows["products"].add(ident)
-        snapshot_day = snapshot_us // _US_PER_DAY
+        snapshot_day = snapshot_us // US_PER_DAY
         for _ in range(orders):
             age = int(rnd() * rnd() * 730)  # skewed towards recent orders
             if age > 14:
@@ -598,10 +320,10 @@ class InventoryWorkload:
         rows = self._rows["customers"]
         rnd = self._rng.random
         ident = rows.new_id()
-        self._c_first.append(int(rnd() * len(_FIRST_NAMES)))
-        self._c_last.append(int(rnd() * len(_LAST_NAMES)))
+        self._c_first.append(int(rnd() * len(FIRST_NAMES)))
+        self._c_last.append(int(rnd() * len(LAST_NAMES)))
         self._c_email_ver.append(0)
-        self._c_domain.append(int(rnd() * len(_DOMAINS)))
+        self._c_domain.append(int(rnd() * len(DOMAINS)))
         self._c_created.append(created_us)
         self._c_vip.append(1 if rnd() < 0.1 else 0)
         return ident
@@ -610,10 +332,10 @@ class InventoryWorkload:
         """Fill the columns of a previously deleted customer id that is inserted again."""
         rnd = self._rng.random
         i = ident - 1001
-        self._c_first[i] = int(rnd() * len(_FIRST_NAMES))
-        self._c_last[i] = int(rnd() * len(_LAST_NAMES))
+        self._c_first[i] = int(rnd() * len(FIRST_NAMES))
+        self._c_last[i] = int(rnd() * len(LAST_NAMES))
         self._c_email_ver[i] += 1
-        self._c_domain[i] = int(rnd() * len(_DOMAINS))
+        self._c_domain[i] = int(rnd() * len(DOMAINS))
         self._c_created[i] = created_us
         self._c_vip[i] = 0
 
@@ -621,8 +343,8 @@ class InventoryWorkload:
         rows = self._rows["products"]
         rnd = self._rng.random
         ident = rows.new_id()
-        self._p_name.append(int(rnd() * len(_PRODUCT_NAMES_J)))
-        self._p_desc.append(-1 if rnd() < 0.2 else int(rnd() * len(_DESCRIPTIONS_J)))
+        self._p_name.append(int(rnd() * len(PRODUCT_NAMES_J)))
+        self._p_desc.append(-1 if rnd() < 0.2 else int(rnd() * len(DESCRIPTIONS_J)))
         # Prices from 0.99 to about 2000.00, most of them small.
         self._p_price.append(99 + int(rnd() * rnd() * 200_000))
         self._p_weight.append(_NAN if rnd() < 0.15 else round(0.05 + rnd() * 40, 3))
@@ -654,9 +376,9 @@ class InventoryWorkload:
         ver = self._c_email_ver[i]
         tag = f"+{ver}" if ver else ""
         return (
-            f'{{"id":{ident},"first_name":{_FIRST_J[first]},"last_name":{_LAST_J[last]},'
-            f'"email":"{_FIRST_SLUG[first]}.{_LAST_SLUG[last]}{ident}{tag}'
-            f'@{_DOMAINS[self._c_domain[i]]}","created_at":{self._c_created[i]},'
+            f'{{"id":{ident},"first_name":{FIRST_J[first]},"last_name":{LAST_J[last]},'
+            f'"email":"{FIRST_SLUG[first]}.{LAST_SLUG[last]}{ident}{tag}'
+            f'@{DOMAINS[self._c_domain[i]]}","created_at":{self._c_created[i]},'
             f'"vip":{"true" if self._c_vip[i] else "false"}}}'
         )
 
@@ -667,10 +389,10 @@ class InventoryWorkload:
         price = self._p_price[i]
         price_b64 = self._decimals.get(price)
         if price_b64 is None:
-            price_b64 = self._decimals[price] = _decimal_base64(price)
+            price_b64 = self._decimals[price] = decimal_base64(price)
         return (
-            f'{{"id":{ident},"name":{_PRODUCT_NAMES_J[self._p_name[i]]},'
-            f'"description":{"null" if desc < 0 else _DESCRIPTIONS_J[desc]},'
+            f'{{"id":{ident},"name":{PRODUCT_NAMES_J[self._p_name[i]]},'
+            f'"description":{"null" if desc < 0 else DESCRIPTIONS_J[desc]},'
             f'"price":"{price_b64}","weight":{"null" if weight != weight else repr(weight)},'
             f'"updated_at":{self._zoned(self._p_updated[i])}}}'
         )
@@ -680,7 +402,7 @@ class InventoryWorkload:
         return (
             f'{{"id":{ident},"customer_id":{self._o_customer[i]},'
             f'"product_id":{self._o_product[i]},"quantity":{self._o_quantity[i]},'
-            f'"order_date":{self._o_date[i]},"status":{_STATUS_J[self._o_status[i]]}}}'
+            f'"order_date":{self._o_date[i]},"status":{STATUS_J[self._o_status[i]]}}}'
         )
 
     # With REPLICA IDENTITY DEFAULT a delete's `before` has the key; every other NOT NULL
@@ -710,11 +432,11 @@ class InventoryWorkload:
             r = rnd()
             if r < 0.5:
                 self._c_email_ver[i] += 1
-                self._c_domain[i] = int(rnd() * len(_DOMAINS))
+                self._c_domain[i] = int(rnd() * len(DOMAINS))
             elif r < 0.8:
                 self._c_vip[i] ^= 1
             else:
-                self._c_last[i] = int(rnd() * len(_LAST_NAMES))
+                self._c_last[i] = int(rnd() * len(LAST_NAMES))
         elif table == "products":
             i = ident - 101
             r = rnd()
@@ -722,7 +444,7 @@ class InventoryWorkload:
                 # Price changes of -20 % .. +25 %, never below 0.01.
                 self._p_price[i] = max(1, int(self._p_price[i] * (0.8 + rnd() * 0.45)))
             elif r < 0.8:
-                self._p_desc[i] = -1 if rnd() < 0.15 else int(rnd() * len(_DESCRIPTIONS_J))
+                self._p_desc[i] = -1 if rnd() < 0.15 else int(rnd() * len(DESCRIPTIONS_J))
             else:
                 self._p_weight[i] = _NAN if rnd() < 0.1 else round(0.05 + rnd() * 40, 3)
             self._p_updated[i] = commit_us
@@ -883,7 +605,7 @@ class InventoryWorkload:
                     elif t == 1:
                         ident = self._new_product(commit_us)
                     else:
-                        ident = self._new_order(commit_us // _US_PER_DAY, 0)
+                        ident = self._new_order(commit_us // US_PER_DAY, 0)
                     rows.add(ident)
                     before = "null"
                     after = renders[t](ident)

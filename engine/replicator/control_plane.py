@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.config import Config
+from engine.decode import RecordBatch
 from engine.errors import CdcError, HudiError, TableNameError, WriterLockError
 from engine.hudi import ownership
 from engine.replicator import epochs, trimmed
@@ -291,7 +292,7 @@ class ControlPlane:
         values = [d.value for d in todo]
         parts = [d.partition for d in todo]
         offs = [d.offset for d in todo]
-        result = self.intake.decode(topic, keys, values, parts, offs)
+        result = self.intake.decode(RecordBatch(topic, keys, values, parts, offs))
         failed = {(b.topic, b.partition, b.offset): b.reason for b in result.bad}
         applied = [d.where for d in todo if d.where not in failed]
         outcome.failed = failed

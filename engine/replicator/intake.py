@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from engine import faults
 from engine.config import Config
-from engine.decode import BadMessage, DecodeResult, control
+from engine.decode import BadMessage, DecodeResult, RecordBatch, control
 from engine.decode.gtid import gtid_positions
 from engine.decode.limits import guarded
 from engine.decode.messages import decode_messages
@@ -149,9 +149,9 @@ class Intake:
                 continue
             t0 = time.monotonic()
             if topic in self._message_topics:
-                result = self._decode_messages(topic, keys, values, parts, offs)
+                result = self._decode_messages(RecordBatch(topic, keys, values, parts, offs))
             else:
-                result = self.decode(topic, keys, values, parts, offs)
+                result = self.decode(RecordBatch(topic, keys, values, parts, offs))
             if result.batch is not None:
                 self._row_topics.add(topic)
             del keys, values

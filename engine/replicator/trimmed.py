@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from engine.config import Config
-from engine.decode import Decoder, DecodeResult, decoder_for
+from engine.decode import Decoder, DecodeResult, RecordBatch, decoder_for
 from engine.errors import HudiError, SourceError, StateError
 from engine.hudi import HudiView
 from engine.model import OFFSET, OP, OP_READ, PARTITION, POS, STREAMED_BIT
@@ -262,11 +262,13 @@ def _end_marks(
 
 def _decode(decode: Decoder, topic: str, records: Sequence[Message]) -> DecodeResult:
     return decode(
-        topic,
-        [m.key() for m in records],
-        [m.value() for m in records],
-        [m.partition() or 0 for m in records],
-        [m.offset() or 0 for m in records],
+        RecordBatch(
+            topic,
+            [m.key() for m in records],
+            [m.value() for m in records],
+            [m.partition() or 0 for m in records],
+            [m.offset() or 0 for m in records],
+        )
     )
 
 

@@ -114,9 +114,9 @@ def test_start_retries_when_the_port_is_taken(monkeypatch: pytest.MonkeyPatch) -
     squatter.bind(("127.0.0.1", 0))
     squatter.listen()
     taken = squatter.getsockname()[1]
-    real_free_port = broker_module._free_port
+    real_free_port = broker_module.free_port
     ports = iter([taken])
-    monkeypatch.setattr(broker_module, "_free_port", lambda: next(ports, None) or real_free_port())
+    monkeypatch.setattr(broker_module, "free_port", lambda: next(ports, None) or real_free_port())
     try:
         with EmbeddedBroker(start_timeout=10) as broker:
             assert broker.port != taken

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from engine.column_types import ColumnType, catalog_column_type, parse_column_type
 from engine.config import config_from_dict
-from engine.decode import decoder_for
+from engine.decode import RecordBatch, decoder_for
 from engine.decode.debezium_json import decode_debezium_json
 from engine.errors import ConfigError
 
@@ -55,7 +55,7 @@ def _decode(rows: list[tuple[bytes, bytes]], hints: dict[str, str], partition: i
     values = [v for _, v in rows]
     offsets = list(range(40, 40 + len(rows)))
     return decode_debezium_json(
-        "srv.app.t", keys, values, [partition] * len(rows), offsets, column_types=types
+        RecordBatch("srv.app.t", keys, values, [partition] * len(rows), offsets), column_types=types
     )
 
 
@@ -167,7 +167,7 @@ def test_a_deleted_rows_hinted_key_is_converted_too() -> None:
     value = json.dumps({"before": None, "after": None, "op": "d",
                         "source": {"connector": "postgresql", "lsn": 7, "ts_ms": 1}})  # fmt: skip
     result = decode_debezium_json(
-        "srv.app.t", [key], [value.encode()], [0], [0],
+        RecordBatch("srv.app.t", [key], [value.encode()], [0], [0]),
         column_types={"price": parse_column_type("decimal(6,2)")},
     )  # fmt: skip
     assert result.bad == []
@@ -200,7 +200,7 @@ def test_hints_apply_over_a_connect_schema_too() -> None:
     ]
     keys = [json.dumps({"id": i}).encode() for i in (1, 2)]
     result = decode_debezium_json(
-        "srv.app.t", keys, values, [0, 0], [0, 1],
+        RecordBatch("srv.app.t", keys, values, [0, 0], [0, 1]),
         column_types={"price": parse_column_type("decimal(8,2)")},
     )  # fmt: skip
     assert result.batch.column("price").to_pylist() == [decimal.Decimal("1234.50")]
@@ -344,7 +344,7 @@ def test_isostring_types_decode_and_a_broken_one_is_bad() -> None:
     values = [json.dumps({"schema": schema, "payload": {"after": a, "op": "c"}}).encode()
               for a in afters]  # fmt: skip
     keys = [json.dumps({"id": a["id"]}).encode() for a in afters]
-    result = decode_debezium_json("srv.app.t", keys, values, [0, 0], [5, 6])
+    result = decode_debezium_json(RecordBatch("srv.app.t", keys, values, [0, 0], [5, 6]))
     got = result.batch.to_pylist()[0]
     assert (got["d"], got["t"], got["ts"]) == (
         dt.date(2024, 1, 15), dt.time(13, 14, 15, 500000), dt.datetime(2024, 1, 15, 8, 30, 0, 1)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.config import config_from_dict
-from engine.decode import decode_debezium_json, decoder_for
+from engine.decode import RecordBatch, decode_debezium_json, decoder_for
 from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
 from engine.decode.debezium_avro.registry import RegistryAuthError
 from engine.errors import ConfigError, SourceError
@@ -58,7 +58,7 @@ def decoder(url: str) -> AvroDecoder:
 
 def run(dec: Any, keys: list, values: list) -> Any:
     n = len(values)
-    return dec(TOPIC, keys, values, [0] * n, list(range(n)))
+    return dec(RecordBatch(TOPIC, keys, values, [0] * n, list(range(n))))
 
 
 def b64(raw: bytes) -> str:
@@ -396,12 +396,12 @@ def test_basic_auth_password_from_a_reference_and_redacted(
         monkeypatch.setenv("CDC_TEST_REGISTRY_PW", secret)
         cfg = config_from_dict(base)
         assert redact(f"pw={secret}") == "pw=***"
-        res = decoder_for(cfg)(TOPIC, [None], [value], [0], [0])
+        res = decoder_for(cfg)(RecordBatch(TOPIC, [None], [value], [0], [0]))
         assert res.batch is not None and res.batch.num_rows == 1
 
         monkeypatch.setenv("CDC_TEST_REGISTRY_PW", "wrong-password")
         with pytest.raises(RegistryAuthError):
-            decoder_for(config_from_dict(base))(TOPIC, [None], [value], [0], [0])
+            decoder_for(config_from_dict(base))(RecordBatch(TOPIC, [None], [value], [0], [0]))
 
 
 def test_config_refuses_avro_without_registry_and_literal_passwords(tmp_path: Any) -> None:
@@ -440,9 +440,10 @@ def test_the_demo_workload_decodes_the_same_as_avro_and_json(registry: SchemaReg
         js = [m for m in messages if m[0] == topic]
         av = [m for m in avro if m[0] == topic]
         n = len(js)
-        a = dec(topic, [m[1] for m in av], [m[2] for m in av], [0] * n, list(range(n)))
-        j = decode_debezium_json(topic, [m[1] for m in js], [m[2] for m in js], [0] * n,
-                                 list(range(n)))  # fmt: skip
+        a = dec(RecordBatch(topic, [m[1] for m in av], [m[2] for m in av], [0] * n, list(range(n))))
+        j = decode_debezium_json(
+            RecordBatch(topic, [m[1] for m in js], [m[2] for m in js], [0] * n, list(range(n)))
+        )
         assert not a.bad and a.batch is not None and j.batch is not None
         assert a.batch.schema == j.batch.schema
         assert a.batch.to_pylist() == j.batch.to_pylist()
@@ -676,9 +677,17 @@ def test_the_types_corpus_decodes_the_same_as_avro_and_json(tmp_path: Any, name:
                 for decode, batch in ((decode_json, js), (decode_avro, av)):
                     msgs = [m for m in batch if m["topic"] == topic]
                     n = len(msgs)
-                    got.append(decode(topic, [_payload(m, "key") for m in msgs],
-                                      [_payload(m, "value") for m in msgs], [0] * n,
-                                      list(range(n))))  # fmt: skip
+                    got.append(
+                        decode(
+                            RecordBatch(
+                                topic,
+                                [_payload(m, "key") for m in msgs],
+                                [_payload(m, "value") for m in msgs],
+                                [0] * n,
+                                list(range(n)),
+                            )
+                        )
+                    )
                 j, a = got
                 assert j.batch is not None and a.batch is not None
                 assert a.batch.schema == j.batch.schema, topic
@@ -746,8 +755,11 @@ def test_a_decimal_with_a_negative_scale_reads_as_on_the_json_path(
         ).encode()
         for i, u in rows
     ]  # fmt: skip
-    want = decode_debezium_json(TOPIC, [json.dumps({"id": i}).encode() for i, _ in rows],
-                                as_json, [0] * 3, [0, 1, 2])  # fmt: skip
+    want = decode_debezium_json(
+        RecordBatch(
+            TOPIC, [json.dumps({"id": i}).encode() for i, _ in rows], as_json, [0] * 3, [0, 1, 2]
+        )
+    )
     assert not got.bad and got.batch is not None and want.batch is not None
     assert got.batch.column("n").to_pylist() == ["12300", "-500", None]
     assert got.batch.schema == want.batch.schema

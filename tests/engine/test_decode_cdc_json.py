@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.config import config_from_dict
-from engine.decode import decoder_for
+from engine.decode import RecordBatch, decoder_for
 from engine.decode.cdc_json import OrderError, encode_order
 from engine.errors import ConfigError
 
@@ -42,7 +42,9 @@ def _decode(cfg, values, keys=None, topic="srv.app.items", partition=3, first_of
     raw_keys = [None if k is None else json.dumps(k).encode() for k in (keys or [None] * len(raw))]
     n = len(raw)
     return decoder_for(cfg)(
-        topic, raw_keys, raw, [partition] * n, list(range(first_offset, first_offset + n))
+        RecordBatch(
+            topic, raw_keys, raw, [partition] * n, list(range(first_offset, first_offset + n))
+        )
     )
 
 

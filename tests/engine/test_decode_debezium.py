@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.decode import BadMessage, DecodeResult, decode_debezium_json
+from engine.decode import BadMessage, DecodeResult, RecordBatch, decode_debezium_json
 from engine.model import CONTROL_COLUMNS, STREAMED_BIT
 from tests.samples import debezium_samples
 
@@ -67,12 +67,14 @@ def decode(
     keys: list[bytes | None], values: list[bytes | None], topic: str = "srv.public.t", **kwargs: Any
 ) -> DecodeResult:
     n = len(values)
-    return decode_debezium_json(topic, keys, values, [7] * n, list(range(100, 100 + n)), **kwargs)
+    return decode_debezium_json(
+        RecordBatch(topic, keys, values, [7] * n, list(range(100, 100 + n))), **kwargs
+    )
 
 
 def decode_sample(name: str) -> DecodeResult:
     topic, key, value = sample_record(name)
-    return decode_debezium_json(topic, [key], [value], [2], [41])
+    return decode_debezium_json(RecordBatch(topic, [key], [value], [2], [41]))
 
 
 def rows(result: DecodeResult) -> list[dict]:
@@ -180,7 +182,7 @@ def test_non_row_samples_are_ignored(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(BAD_SAMPLES))
 def test_avro_rendered_and_flattened_samples_are_bad(name: str) -> None:
     topic, key, value = sample_record(name)
-    result = decode_debezium_json(topic, [key], [value], [3], [9])
+    result = decode_debezium_json(RecordBatch(topic, [key], [value], [3], [9]))
     assert result.batch is None
     assert result.ignored == 0
     assert len(result.bad) == 1
@@ -596,15 +598,15 @@ ROW_FIELDS = [
 
 
 def test_empty_input() -> None:
-    result = decode_debezium_json("t", [], [], [], [])
+    result = decode_debezium_json(RecordBatch("t", [], [], [], []))
     assert (result.batch, result.bad, result.ignored, result.key_fields) == (None, [], 0, [])
 
 
 def test_length_mismatch_is_a_programming_error() -> None:
     with pytest.raises(ValueError):
-        decode_debezium_json("t", [None], [None, None], [0, 0], [1, 2])
+        decode_debezium_json(RecordBatch("t", [None], [None, None], [0, 0], [1, 2]))
     with pytest.raises(ValueError):
-        decode_debezium_json("t", [None], [None], [0], [1], connector_hint="oracle")
+        decode_debezium_json(RecordBatch("t", [None], [None], [0], [1]), connector_hint="oracle")
 
 
 @pytest.mark.parametrize("schemas", [False, True])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engine.config import config_from_dict
-from engine.decode import decoder_for, rewrite
+from engine.decode import RecordBatch, decoder_for, flat, jsonconverter, rewrite
 from engine.errors import ConfigError
 from engine.model import COPIES, KEY, OFFSET, OP, POS, POS_SUB, ROW_HASH, STREAMED_BIT
 from tests.samples import debezium_samples
@@ -41,7 +41,7 @@ def _run(cfg, msgs: list[tuple[Any, Any]], offsets: list[int] | None = None):
     enc = [None if v is None else json.dumps(v).encode() for _, v in msgs]
     keys = [None if k is None else json.dumps(k).encode() for k, _ in msgs]
     offs = offsets or [100 + i for i in range(len(msgs))]
-    result = decoder_for(cfg)(TOPIC, keys, enc, [0] * len(msgs), offs)
+    result = decoder_for(cfg)(RecordBatch(TOPIC, keys, enc, [0] * len(msgs), offs))
     rows = result.batch.to_pylist() if result.batch is not None else []
     # Every record is accounted for once (a split update gives two rows of one offset).
     assert len({r[OFFSET] for r in rows}) + len(result.bad) + result.ignored == len(msgs)
@@ -126,7 +126,7 @@ def test_flattened_garbage_is_bad_not_lost() -> None:
     cfg = _cfg(FLAT)
     keys = [b'{"id":1}', b'{"id":2}', b'{"id":3}']
     values = [b"not json", b"[1,2]", b'{"id":3,"__op":"z","__lsn":1}']
-    result = decoder_for(cfg)(TOPIC, keys, values, [0, 0, 0], [1, 2, 3])
+    result = decoder_for(cfg)(RecordBatch(TOPIC, keys, values, [0, 0, 0], [1, 2, 3]))
     assert result.batch is None
     assert [b.offset for b in result.bad] == [1, 2, 3]
     assert "__op is 'z', not one of c, u, r, d" in result.bad[2].reason
@@ -229,11 +229,13 @@ def test_bulk_and_per_record_paths_agree(path: Path, monkeypatch: pytest.MonkeyP
             msgs = [m for m in batch if m["topic"] == topic]
             keys = [None if m["key"] is None else json.dumps(m["key"]).encode() for m in msgs]
             values = [None if m["value"] is None else json.dumps(m["value"]).encode() for m in msgs]
-            assert rewrite._wrap_flat(values, rewrite._Unwrapper()) is not None
+            assert flat.wrap_flat(values, jsonconverter.Unwrapper()) is not None
             out = []
             for bulk in (True, False):
                 monkeypatch.setattr(rewrite, "BULK", bulk)
-                r = decoder_for(cfg)(topic, keys, values, [0] * len(msgs), list(range(len(msgs))))
+                r = decoder_for(cfg)(
+                    RecordBatch(topic, keys, values, [0] * len(msgs), list(range(len(msgs))))
+                )
                 out.append(
                     (
                         r.batch.to_pylist() if r.batch is not None else None,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from engine.playground.workload import DEFAULT_MIX, TABLES, InventoryWorkload, _decimal_base64
+from engine.playground.inventory import TABLES, decimal_base64
+from engine.playground.workload import DEFAULT_MIX, InventoryWorkload
 
 SOURCE_FIELDS = [
     "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "ts_us", "ts_ns",
@@ -351,13 +352,13 @@ def test_other_prefix_and_validation() -> None:
 
 def test_decimal_encoding_matches_connect() -> None:
     # Examples from the format reference (scale 2): 1234.56 and -0.01.
-    assert _decimal_base64(123456) == "AeJA"
-    assert _decimal_base64(-1) == "/w=="
-    assert _decimal_base64(0) == "AA=="
-    assert _decimal_base64(128) == "AIA="  # a sign byte is needed above 127
-    assert _decimal_base64(-128) == "gA=="
+    assert decimal_base64(123456) == "AeJA"
+    assert decimal_base64(-1) == "/w=="
+    assert decimal_base64(0) == "AA=="
+    assert decimal_base64(128) == "AIA="  # a sign byte is needed above 127
+    assert decimal_base64(-128) == "gA=="
     for n in (1, 127, 255, 256, 99_999, 2**31, -(2**31), -129):
-        raw = base64.b64decode(_decimal_base64(n))
+        raw = base64.b64decode(decimal_base64(n))
         assert int.from_bytes(raw, "big", signed=True) == n
         # Minimal length, like Java's BigInteger.toByteArray().
         assert len(raw) == 1 or raw[0] not in (0x00, 0xFF) or (raw[0] ^ raw[1]) & 0x80

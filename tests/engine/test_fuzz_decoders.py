@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import config_from_dict
-from engine.decode import FORMATS, decoder_for
+from engine.decode import FORMATS, RecordBatch, decoder_for
 from engine.decode.limits import DECODER_FAILED, guarded, nesting_depth, too_deep
 from engine.decode.result import DecodeResult
 from tests.fuzz.harness import ContractBroken, check, decode_checked
@@ -204,8 +204,8 @@ def test_nesting_limit_refuses_deep_records_and_keeps_the_rest() -> None:
     deep_key = json.dumps({"id": _nested(40)}).encode()
     records = [(b'{"id":1}', at_limit), (b'{"id":2}', over), (b'{"id":3}', bracket_text),
                (deep_key, at_limit)]  # fmt: skip
-    result = decode("srv.app.t", [k for k, _ in records], [v for _, v in records],
-                    [0] * 4, [10, 11, 12, 13])  # fmt: skip
+    result = decode(RecordBatch("srv.app.t", [k for k, _ in records], [v for _, v in records],
+                    [0] * 4, [10, 11, 12, 13]))  # fmt: skip
     check("srv.app.t", records, [0] * 4, [10, 11, 12, 13], result)
     assert result.batch is not None and result.batch.column("_cdc_offset").to_pylist() == [10, 12]
     reasons = {b.offset: b.reason for b in result.bad}
@@ -219,7 +219,7 @@ def test_size_limit_counts_key_plus_value() -> None:
     value = _schemaless({"id": 1, "pad": "x" * 100})
     key = b'{"id":1}'
     decode = _decoder(max_message_bytes=len(key) + len(value))
-    result = decode("srv.app.t", [key, key + b" "], [value, value], [0, 0], [1, 2])
+    result = decode(RecordBatch("srv.app.t", [key, key + b" "], [value, value], [0, 0], [1, 2]))
     assert result.batch is not None and result.batch.column("_cdc_offset").to_pylist() == [1]
     assert [b.offset for b in result.bad] == [2]
     assert "larger than source.max_message_bytes" in result.bad[0].reason
@@ -240,15 +240,15 @@ def test_a_decoder_exception_quarantines_only_its_record() -> None:
     real = FORMATS["debezium-json"](config_from_dict(target_config("debezium-json")))
     poison = _schemaless({"id": 2})
 
-    def flaky(topic, keys, values, partitions, offsets) -> DecodeResult:
-        if poison in values:
+    def flaky(records: RecordBatch) -> DecodeResult:
+        if poison in records.values:
             raise KeyError("injected failure")
-        return real(topic, keys, values, partitions, offsets)
+        return real(records)
 
     decode = guarded(flaky, max_message_bytes=None, max_nesting_depth=64)
     values = [_schemaless({"id": i}) for i in range(1, 6)]
     keys = [json.dumps({"id": i}).encode() for i in range(1, 6)]
-    result = decode("srv.app.t", keys, values, [0] * 5, list(range(5)))
+    result = decode(RecordBatch("srv.app.t", keys, values, [0] * 5, list(range(5))))
     assert result.batch is not None
     assert result.batch.column("_cdc_offset").to_pylist() == [0, 2, 3, 4]
     assert [b.offset for b in result.bad] == [1]
@@ -264,19 +264,25 @@ def test_the_engines_own_errors_pass_the_exception_net() -> None:
 
     for error in (SourceError("schema registry unreachable"), RegistryAuthError("refused")):
 
-        def failing(topic, keys, values, partitions, offsets, error=error) -> DecodeResult:
+        def failing(records: RecordBatch, error=error) -> DecodeResult:
             raise error
 
         decode = guarded(failing, max_message_bytes=None, max_nesting_depth=64)
         with pytest.raises(type(error)):
-            decode("srv.app.t", [b"{}"] * 3, [_schemaless({"id": 1})] * 3, [0] * 3, [0, 1, 2])
+            decode(
+                RecordBatch(
+                    "srv.app.t", [b"{}"] * 3, [_schemaless({"id": 1})] * 3, [0] * 3, [0, 1, 2]
+                )
+            )
 
 
 def test_the_contract_check_catches_a_lost_record() -> None:
     """The harness must be able to fail: a result that loses a record is refused."""
     decode = _decoder()
     records = [(b'{"id":1}', _schemaless({"id": 1})), (b'{"id":2}', _schemaless({"id": 2}))]
-    result = decode("srv.app.t", [r[0] for r in records], [r[1] for r in records], [0, 0], [1, 2])
+    result = decode(
+        RecordBatch("srv.app.t", [r[0] for r in records], [r[1] for r in records], [0, 0], [1, 2])
+    )
     assert result.batch is not None
     result.batch = result.batch.slice(0, 1)
     with pytest.raises(ContractBroken, match="1 rows"):

@@ -239,9 +239,9 @@ def test_ignored_records_around_a_bad_one_are_all_counted() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        # UnicodeEncodeError in engine/decode/rewrite.py: a lone surrogate in a flattened
-        # row, schemaless and inside a JsonConverter payload (found when the debezium-flat
-        # fuzz target was added).
+        # UnicodeEncodeError in the rewrites (now engine/decode/jsonconverter.py): a lone
+        # surrogate in a flattened row, schemaless and inside a JsonConverter payload
+        # (found when the debezium-flat fuzz target was added).
         b'{"id":1,"name":"\\ud800","__lsn":5}',
         _wrapped(
             {"type": "struct", "fields": [ID, {"field": "name", "type": "string"}]},
@@ -289,7 +289,7 @@ def test_lone_surrogate_in_a_cdc_json_event_is_a_bad_message(key: bytes, value: 
 
 def test_a_flattened_rows_schema_with_a_field_name_that_is_a_list_is_a_bad_message() -> None:
     """Found by the first coverage-guided run of the debezium-flat target: TypeError
-    (unhashable list) in the schema rewrite of engine/decode/rewrite.py, which failed the
+    (unhashable list) in the schema rewrite (now engine/decode/flat.py), which failed the
     whole batch (the exception net then quarantined every record of it)."""
     schema = {"type": "struct", "fields": [{"field": [["id"]], "type": "int32"}, ID]}
     value = _wrapped(schema, {"id": 1, "__lsn": 5})

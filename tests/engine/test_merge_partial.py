@@ -15,7 +15,7 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 
 from engine.config import config_from_dict
-from engine.decode import decoder_for
+from engine.decode import RecordBatch, decoder_for
 from engine.hudi import HOODIE_RECORD_KEY
 from engine.merge import evolve_schema, merge_file_group
 from engine.model import KEY
@@ -47,7 +47,9 @@ def fold_batches(batches: list[list[dict]], images: list[str]) -> dict[str, dict
     for batch, image in zip(batches, images, strict=True):
         values = [json.dumps(e).encode() for e in batch]
         n = len(values)
-        result = _decoder(image)("s.app.t", [None] * n, values, [0] * n, range(offset, offset + n))
+        result = _decoder(image)(
+            RecordBatch("s.app.t", [None] * n, values, [0] * n, range(offset, offset + n))
+        )
         offset += n
         assert not result.bad, result.bad
         if result.batch is None:

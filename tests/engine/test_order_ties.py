@@ -26,7 +26,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.config import config_from_dict
-from engine.decode import decoder_for, rewrite
+from engine.decode import RecordBatch, decoder_for, rewrite
 from engine.hudi import HOODIE_RECORD_KEY
 from engine.merge import MergeOptions, evolve_schema, merge_file_group
 from engine.merge.positions import Tail, not_newer
@@ -97,7 +97,7 @@ class Folder:
             parts.append(part)
             offs.append(self.next_offset.get(part, 0))
             self.next_offset[part] = offs[-1] + 1
-        result = self.decode(TOPIC, keys, values, parts, offs)
+        result = self.decode(RecordBatch(TOPIC, keys, values, parts, offs))
         assert not result.bad, [b.reason for b in result.bad]
         events = result.batch
         if events is None:
@@ -211,11 +211,13 @@ def test_flattened_marks_order_field_events_not_lsn_events_or_tombstones(bulk: b
         batch = (
             run(_config(FLAT), [])
             .decode(
-                TOPIC,
-                [json.dumps(k).encode() for k, _, _ in msgs],
-                [None if v is None else json.dumps(v).encode() for _, v, _ in msgs],
-                [0, 0, 0],
-                [0, 1, 2],
+                RecordBatch(
+                    TOPIC,
+                    [json.dumps(k).encode() for k, _, _ in msgs],
+                    [None if v is None else json.dumps(v).encode() for _, v, _ in msgs],
+                    [0, 0, 0],
+                    [0, 1, 2],
+                )
             )
             .batch
         )
@@ -227,7 +229,9 @@ def test_flattened_marks_order_field_events_not_lsn_events_or_tombstones(bulk: b
 def test_flattened_without_order_field_has_no_mark() -> None:
     cfg = _config({"format": "debezium-flat"})
     value = {"id": 1, "name": "a", "__op": "c", "__lsn": 9}
-    batch = decoder_for(cfg)(TOPIC, [b'{"id":1}'], [json.dumps(value).encode()], [0], [0]).batch
+    batch = decoder_for(cfg)(
+        RecordBatch(TOPIC, [b'{"id":1}'], [json.dumps(value).encode()], [0], [0])
+    ).batch
     assert batch is not None and BY_FIELD not in batch.column_names
 
 
@@ -488,6 +492,6 @@ def test_a_row_column_named_like_the_mark_is_a_bad_message(bulk: bool) -> None:
     value = {"id": 1, BY_FIELD: True, "__op": "u", "__source_ts_ms": 5}
     with _bulk(bulk):
         result = decoder_for(_config(FLAT))(
-            TOPIC, [b'{"id":1}'], [json.dumps(value).encode()], [0], [0]
+            RecordBatch(TOPIC, [b'{"id":1}'], [json.dumps(value).encode()], [0], [0])
         )
     assert result.batch is None and "control column" in result.bad[0].reason

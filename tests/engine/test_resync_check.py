@@ -12,7 +12,7 @@ import json
 
 from confluent_kafka import Message
 
-from engine.decode import decode_debezium_json
+from engine.decode import RecordBatch, decode_debezium_json
 from engine.replicator.trimmed import TopicCheck, _end_marks, _Partition, _Scan, _snapshot_rows
 from tests import builders
 
@@ -92,11 +92,13 @@ def test_the_decoder_tells_snapshot_reads_and_end_marks() -> None:
     values.append(builders.value("u", 60, {"id": 1, "name": "u"}, COLS))
     records = [_message(i, v) for i, v in enumerate(values)]
     result = decode_debezium_json(
-        "t",
-        [m.key() for m in records],
-        [m.value() for m in records],
-        [0] * len(records),
-        list(range(len(records))),
+        RecordBatch(
+            "t",
+            [m.key() for m in records],
+            [m.value() for m in records],
+            [0] * len(records),
+            list(range(len(records))),
+        ),
     )
     assert result.batch is not None
     parts, offsets, snapshot = _snapshot_rows(result.batch)
@@ -144,7 +146,9 @@ def test_tables_with_their_own_key_fields_report_end_marks_too(tmp_path) -> None
     ]
     topic = "srv.app.items"
     assert cfg.table_name(topic) == "app_items"
-    result = decode(topic, [builders.key(i) for i in range(3)], values, [0, 0, 0], [0, 1, 2])
+    result = decode(
+        RecordBatch(topic, [builders.key(i) for i in range(3)], values, [0, 0, 0], [0, 1, 2])
+    )
     assert result.batch is not None and result.batch.num_rows == 3 and not result.bad
     assert result.snapshot_ended
     records = [_message(i, v) for i, v in enumerate(values)]

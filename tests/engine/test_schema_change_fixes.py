@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from engine.config import config_from_dict
-from engine.decode import decode_debezium_json, decoder_for
+from engine.decode import RecordBatch, decode_debezium_json, decoder_for
 from engine.errors import SchemaEvolutionError
 from engine.merge.evolution import CDC_FIELDS
 from engine.merge.rules import MergeOptions, merge_file_group
@@ -41,9 +41,14 @@ def _cfg(**source) -> object:
 def _decode(messages, partition=0, first_offset=0, decoder=decode_debezium_json):
     n = len(messages)
     res = decoder(
-        TOPIC, [k for _, k, _ in messages], [v for _, _, v in messages], [partition] * n,
-        list(range(first_offset, first_offset + n)),
-    )  # fmt: skip
+        RecordBatch(
+            TOPIC,
+            [k for _, k, _ in messages],
+            [v for _, _, v in messages],
+            [partition] * n,
+            list(range(first_offset, first_offset + n)),
+        ),
+    )
     assert not res.bad
     return res
 
@@ -157,7 +162,7 @@ def test_flattened_topics_report_row_schemas_at_real_offsets() -> None:
         ]
     ]  # fmt: skip
     keys = [json.dumps({"id": i}).encode() for i in (1, 2, 1)]
-    res = decode(TOPIC, keys, values, [0, 0, 0], [70, 71, 72])
+    res = decode(RecordBatch(TOPIC, keys, values, [0, 0, 0], [70, 71, 72]))
     assert not res.bad and res.row_schemas
     rt = TableRuntime(TOPIC, cfg.table_name(TOPIC), Path("unused"))
     batch, ev = evolve(cfg, rt, res.batch, res.row_schemas, TABLE, ["id"])

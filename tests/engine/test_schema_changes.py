@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from engine.config import config_from_dict
-from engine.decode import decode_debezium_json
+from engine.decode import RecordBatch, decode_debezium_json
 from engine.decode.debezium_avro import AvroDecoder, RegistrySettings, SchemaCache
 from engine.decode.row_schemas import newest_schema, rows_without
 from engine.errors import SchemaEvolutionError
@@ -40,8 +40,8 @@ def _decode(messages, decoder=None):
     keys = [k for _, k, _ in messages]
     values = [v for _, _, v in messages]
     if decoder is None:
-        return decode_debezium_json(TOPIC, keys, values, [0] * n, list(range(n)))
-    return decoder(TOPIC, keys, values, [0] * n, list(range(n)))
+        return decode_debezium_json(RecordBatch(TOPIC, keys, values, [0] * n, list(range(n))))
+    return decoder(RecordBatch(TOPIC, keys, values, [0] * n, list(range(n))))
 
 
 def _check_row_schemas(res) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import config_from_dict
+from engine.decode import RecordBatch
 from engine.decode.debezium_json.decoder import decode_debezium_json
 from engine.replicator import Replicator
 from engine.state import TableState
@@ -42,7 +43,9 @@ def snapshot_value(k: int, mark: str, *, schemas: bool = True) -> bytes:
 def test_decoder_tells_a_snapshot_ended(marks: list[str], ended: bool, schemas: bool) -> None:
     values = [snapshot_value(k, m, schemas=schemas) for k, m in enumerate(marks)]
     keys = [builders.key(k) for k in range(len(marks))]
-    result = decode_debezium_json(TOPIC, keys, values, [0] * len(marks), list(range(len(marks))))
+    result = decode_debezium_json(
+        RecordBatch(TOPIC, keys, values, [0] * len(marks), list(range(len(marks))))
+    )
     assert result.batch is not None and result.batch.num_rows == len(marks)
     assert result.snapshot_ended is ended
 

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.config import config_from_dict
-from engine.decode import FORMATS, Decoder, DecodeResult, decoder_for
+from engine.decode import FORMATS, Decoder, DecodeResult, RecordBatch, decoder_for
 from engine.decode.limits import DECODER_FAILED
 from engine.model import CONTROL_COLUMNS, OFFSET, OP, PARTITION
 from tests.fuzz.registry import target_config
@@ -140,12 +140,12 @@ def decode_checked(
     partitions = [i % 2 for i in range(len(records))]
     offsets = [1000 + i for i in range(len(records))]
     with time_bound(HANG_SECONDS):
-        result = decoder(fmt)(topic, keys, values, partitions, offsets)
+        result = decoder(fmt)(RecordBatch(topic, keys, values, partitions, offsets))
         for b in result.bad:
             if b.reason.startswith(DECODER_FAILED):
                 # The guard's net caught a decoder exception: a finding. Re-raise the
                 # original (with its traceback) from the format's own decoder.
-                raw_decoder(fmt)(topic, [b.key], [b.value], [b.partition], [b.offset])
+                raw_decoder(fmt)(RecordBatch(topic, [b.key], [b.value], [b.partition], [b.offset]))
                 raise ContractBroken(f"{b.reason} (only with its batch)")
     check(topic, records, partitions, offsets, result)
     return result

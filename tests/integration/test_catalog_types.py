@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from engine.config import config_from_dict
+from engine.decode import RecordBatch
 from engine.hudi.table import HudiTable
 from engine.replicator import Replicator
 from tests.engine.test_properties import Msg
@@ -260,8 +261,11 @@ def test_a_new_column_whose_catalog_cannot_be_read_again_makes_bad_messages(
     with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {pg_database} WITH (FORCE)")
     new = _message("pg.public.t", 1, source, {"id": 2, "price": None, "extra": "AQ=="})
-    result = decode("pg.public.t", [known.key(), new.key()], [known.value(), new.value()],
-                    [0, 0], [0, 1])  # fmt: skip
+    result = decode(
+        RecordBatch(
+            "pg.public.t", [known.key(), new.key()], [known.value(), new.value()], [0, 0], [0, 1]
+        )
+    )
     assert result.batch is not None and result.batch.column("id").to_pylist() == [1]
     assert result.batch.column("price").to_pylist() == [D("1.25")]
     (bad,) = result.bad

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from engine.config import CdcJsonConfig
 from engine.decode.cdc_json.order import OrderError, encode_order
+from engine.decode.records import RecordBatch
 from engine.decode.result import BadMessage, DecodeResult
 from engine.decode.text import LONE_SURROGATE, holds_lone_surrogate
 from engine.model import (
@@ -117,7 +118,7 @@ def _column(values: list[Any], notes: list[str], name: str) -> pa.Array:
 
 
 class CdcJsonDecoder:
-    """The ``cdc-json`` decoder: ``(topic, keys, values, partitions, offsets)``.
+    """The ``cdc-json`` decoder of a :class:`~engine.decode.records.RecordBatch`.
 
     Args:
         settings: The effective ``[source.cdc_json]`` settings of a topic (with its
@@ -127,18 +128,9 @@ class CdcJsonDecoder:
     def __init__(self, settings: TableSettings) -> None:
         self._settings = settings
 
-    def __call__(
-        self,
-        topic: str,
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int],
-        offsets: Sequence[int],
-    ) -> DecodeResult:
-        n = len(values)
-        if not len(keys) == len(partitions) == len(offsets) == n:
-            raise ValueError("keys, values, partitions and offsets must have the same length")
-        cfg = self._settings(topic)
+    def __call__(self, records: RecordBatch) -> DecodeResult:
+        keys, values = records.keys, records.values
+        cfg = self._settings(records.topic)
         ops = {v: OP_CREATE for v in cfg.insert_values}
         ops.update({v: OP_UPDATE for v in cfg.update_values})
         ops.update({v: OP_DELETE for v in cfg.delete_values})
@@ -146,7 +138,7 @@ class CdcJsonDecoder:
         bad: list[BadMessage] = []
         ignored = 0
         key_fields: list[str] = list(cfg.key_fields)
-        for i in range(n):
+        for i in range(len(records)):
             value = values[i]
             if value is None:
                 ignored += 1
@@ -158,34 +150,17 @@ class CdcJsonDecoder:
                     continue
                 decoded = [self._event(ev, keys[i], cfg, ops, key_fields) for ev in events]
             except _Bad as exc:
-                raw_key = keys[i]
-                bad.append(
-                    BadMessage(
-                        topic,
-                        int(partitions[i]),
-                        int(offsets[i]),
-                        None if raw_key is None else bytes(raw_key),
-                        bytes(value),
-                        str(exc),
-                    )
-                )
+                bad.append(records.bad(i, str(exc)))
                 continue
             mismatch = next(
                 (d[0] for d in decoded if key_fields and list(d[0]) != key_fields), None
             )
             if mismatch is not None:
-                raw_key = keys[i]
-                bad.append(
-                    BadMessage(
-                        topic,
-                        int(partitions[i]),
-                        int(offsets[i]),
-                        None if raw_key is None else bytes(raw_key),
-                        bytes(value),
-                        f"key fields ({', '.join(mismatch)}) differ from the table's "
-                        f"({', '.join(key_fields)}): set key_fields",
-                    )
+                reason = (
+                    f"key fields ({', '.join(mismatch)}) differ from the table's "
+                    f"({', '.join(key_fields)}): set key_fields"
                 )
+                bad.append(records.bad(i, reason))
                 continue
             for fields, text, op, pos, sub, ts, image in decoded:
                 if not key_fields:
@@ -194,7 +169,7 @@ class CdcJsonDecoder:
         if not rows:
             return DecodeResult(None, key_fields, bad, ignored)
         notes: list[str] = []
-        batch = self._batch(rows, key_fields, partitions, offsets, cfg, notes)
+        batch = self._batch(rows, key_fields, records.partitions, records.offsets, cfg, notes)
         return DecodeResult(
             batch, key_fields, bad, ignored, key_field_sets=[tuple(key_fields)], notes=notes
         )

@@ -40,18 +40,19 @@ from engine.decode.debezium_json.common import (
     flag,
 )
 from engine.decode.debezium_json.connect import SchemaError, TypePlan
-from engine.decode.debezium_json.decoder import _assemble, _normalize_hint
+from engine.decode.debezium_json.decoder import _normalize_hint, finish
 from engine.decode.debezium_json.envelope import (
     _classify_value_schema,
     apply_hints,
-    tombstone_rows,
+    kept_rows,
+    row_piece,
 )
 from engine.decode.debezium_json.keys import Keys, _key_text
 from engine.decode.debezium_json.split import fingerprint
 from engine.decode.positions import ends_snapshot, source_columns
-from engine.decode.result import DecodeResult, bad_message
+from engine.decode.records import RecordBatch
+from engine.decode.result import DecodeResult
 from engine.decode.row_schemas import connect_defaults
-from engine.model import GTID, OP, POS, POS_SUB, SOURCE_TS, TX_ID
 
 if TYPE_CHECKING:
     from engine.column_types import ColumnType
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["AvroDecoder"]
 
 _ROW_OPS = pa.array(["c", "u", "d", "r", "t"], pa.string())
-_NEEDS_AFTER = pa.array(["c", "u", "r"], pa.string())
 _SOURCE_TABLE_MEMBERS = ("connector", "db", "schema", "table")
 
 
@@ -127,7 +127,7 @@ def _group(
 
 
 class AvroDecoder:
-    """The ``debezium-avro`` decoder: ``(topic, keys, values, partitions, offsets)``.
+    """The ``debezium-avro`` decoder of a :class:`~engine.decode.records.RecordBatch`.
 
     ``column_types`` gives a topic's column type hints (``[tables.<name>.columns]``):
     they convert what the writer schema decoded, exactly as for a JSON message with a
@@ -213,46 +213,16 @@ class AvroDecoder:
                     docs[int(indices[p])] = row
         return docs
 
-    def __call__(
-        self,
-        topic: str,
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int],
-        offsets: Sequence[int],
-    ) -> DecodeResult:
-        n = len(values)
-        if not len(keys) == len(partitions) == len(offsets) == n:
-            raise ValueError("keys, values, partitions and offsets must have the same length")
-        if n == 0:
+    def __call__(self, records: RecordBatch) -> DecodeResult:
+        if not len(records):
             return DecodeResult(None, [], [], 0)
-        ctx = Ctx(topic, self.hint)
+        ctx = Ctx(records.topic, self.hint)
         if self.column_types is not None:
-            ctx.column_types = dict(self.column_types(topic))
-        groups = _group(values, "value", ctx.bad, ctx.tombstones)
+            ctx.column_types = dict(self.column_types(records.topic))
+        groups = _group(records.values, "value", ctx.bad, ctx.tombstones)
         for schema_id, (indices, bodies) in groups.items():
             self._values(schema_id, indices, bodies, ctx)
-        if ctx.tombstones:
-            ctx.tables.append(tombstone_rows(sorted(ctx.tombstones)))
-        keys_info = self._keys(keys, ctx)
-        sort = ctx.groups > 1 or bool(ctx.tombstones)
-        batch = _assemble(ctx.tables, keys_info, partitions, offsets, ctx, sort=sort)
-        bad = [
-            bad_message(topic, keys, values, partitions, offsets, i, reason)
-            for i, reason in sorted(ctx.bad.items())
-        ]
-        return DecodeResult(
-            batch,
-            keys_info.fields,
-            bad,
-            ctx.ignored,
-            ctx.fingerprints,
-            keys_info.used_sets,
-            ctx.notes,
-            ctx.source_table,
-            snapshot_ended=ctx.snapshot_ended,
-            row_schemas=ctx.row_schemas.result(partitions, offsets),
-        )
+        return finish(records, self._keys(records.keys, ctx), ctx)
 
     def _values(self, schema_id: int, indices: np.ndarray, bodies: pa.Array, ctx: Ctx) -> None:
         ctx.groups += 1
@@ -319,37 +289,14 @@ class AvroDecoder:
                 if res.bad is not None:
                     checks.append((res.bad, f"undecodable field: {res.reason}"))
         apply_hints(rows, ctx.column_types, ctx, checks, schemaless=False)
-        after_valid = after.is_valid() if after is not None else pa.array([False] * n)
-        needs_after = pc.fill_null(pc.is_in(op, value_set=_NEEDS_AFTER), False)
-        checks.append((pc.and_(needs_after, pc.invert(after_valid)), "row event without after"))
-        checks.extend(src.bad)
-
-        bad_any = pa.array([False] * n, pa.bool_())
-        for mask, reason in checks:
-            hit = pc.and_(pc.and_(pc.fill_null(mask, False), is_row), pc.invert(bad_any))
-            if pc.any(hit).as_py():
-                flag(ctx.bad, idx, hit, reason)
-                bad_any = pc.or_(bad_any, hit)
-        keep = pc.and_(is_row, pc.invert(bad_any))
+        keep = kept_rows(op, is_row, after, checks, src.bad, idx, ctx)
         if ctx.source_table is None and source is not None and pc.any(keep).as_py():
             first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
             ctx.source_table = _source_table(source, first)
         ctx.row_schemas.add(
             id(plan), plan.fields, plan.defaults, idx.filter(keep), ctx.column_types
         )
-        table = pa.table(
-            {
-                IDX: idx,
-                OP: op,
-                POS: src.pos,
-                POS_SUB: src.pos_sub,
-                SOURCE_TS: src.source_ts_ms,
-                TX_ID: tx_id,
-                GTID: src.gtid,
-                **rows,
-            }
-        )
-        return table if pc.all(keep).as_py() else table.filter(keep)
+        return row_piece(idx, op, src, tx_id, rows, keep)
 
     def _keys(self, keys: Sequence[bytes | None], ctx: Ctx) -> Keys:
         bad: dict[int, str] = {}

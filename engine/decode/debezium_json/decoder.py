@@ -67,10 +67,11 @@ from engine.decode.debezium_json.hints import apply_hint
 from engine.decode.debezium_json.keys import Keys, decode_keys
 from engine.decode.debezium_json.split import split_records, split_slow
 from engine.decode.positions import MYSQL_HINTS, POSTGRES_HINTS
-from engine.decode.result import DecodeResult, bad_message
+from engine.decode.records import RecordBatch
+from engine.decode.result import DecodeResult
 from engine.model import GTID, KEY, OFFSET, OP, PARTITION, POS, POS_SUB, SOURCE_TS, TX_ID
 
-__all__ = ["decode_debezium_json"]
+__all__ = ["decode_debezium_json", "finish"]
 
 
 def _fill_delete_keys(
@@ -209,11 +210,7 @@ def _normalize_hint(hint: str | None) -> str | None:
 
 
 def decode_debezium_json(
-    topic: str,
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes | None],
-    partitions: Sequence[int],
-    offsets: Sequence[int],
+    records: RecordBatch,
     *,
     connector_hint: str | None = None,
     column_types: Mapping[str, ColumnType] | None = None,
@@ -225,11 +222,9 @@ def decode_debezium_json(
     process, but only as an optimisation).
 
     Args:
-        topic: The Kafka topic (reported with bad records; heartbeat detection).
-        keys: Raw record keys (None for a null key), in consumption order.
-        values: Raw record values (None for a tombstone), aligned with ``keys``.
-        partitions: Kafka partition of each record.
-        offsets: Kafka offset of each record.
+        records: The records (raw keys, values - None for a tombstone -, partitions and
+            offsets, in consumption order) of one topic; the topic is reported with bad
+            records and used for heartbeat detection.
         connector_hint: ``"postgresql"`` or ``"mysql"`` to force the position encoding;
             by default it is detected per record from ``source.connector`` (and from
             ``source.file`` for 0.x MySQL records, which lack ``connector``).
@@ -245,39 +240,38 @@ def decode_debezium_json(
         The change batch, the key fields, the bad records and the ignored count.
 
     Raises:
-        ValueError: The input sequences differ in length, or the hint is unknown.
+        ValueError: The connector hint is unknown.
     """
-    n = len(values)
-    if not len(keys) == len(partitions) == len(offsets) == n:
-        raise ValueError("keys, values, partitions and offsets must have the same length")
-    ctx = Ctx(topic, _normalize_hint(connector_hint))
+    ctx = Ctx(records.topic, _normalize_hint(connector_hint))
     ctx.column_types = dict(column_types or {})
     ctx.catalog = catalog
-    if n == 0:
+    if not len(records):
         return DecodeResult(None, [], [], 0)
-
+    values = records.values
     decode_values(split_records(values, "value"), ctx)
     if ctx.reroute:
         ctx.rerouting = True
         decode_values(split_slow(values, sorted(ctx.reroute), "value"), ctx)
+    keys = decode_keys(split_records(records.keys, "key"), len(records), ctx)
+    return finish(records, keys, ctx)
+
+
+def finish(records: RecordBatch, keys: Keys, ctx: Ctx) -> DecodeResult:
+    """The result of a batch whose values and keys are decoded (the JSON and the Avro
+    decoders' common end): tombstone rows added, the pieces joined in consumption order
+    with their record keys, partitions and offsets, every bad record reported."""
     if ctx.tombstones:
         ctx.tables.append(tombstone_rows(sorted(ctx.tombstones)))
-
-    keys_info = decode_keys(split_records(keys, "key"), n, ctx)
     sort = ctx.groups > 1 or bool(ctx.tombstones)
-    batch = _assemble(ctx.tables, keys_info, partitions, offsets, ctx, sort=sort)
-
-    bad = [
-        bad_message(topic, keys, values, partitions, offsets, i, reason)
-        for i, reason in sorted(ctx.bad.items())
-    ]
+    partitions, offsets = records.partitions, records.offsets
+    batch = _assemble(ctx.tables, keys, partitions, offsets, ctx, sort=sort)
     return DecodeResult(
         batch,
-        keys_info.fields,
-        bad,
+        keys.fields,
+        records.bad_messages(ctx.bad),
         ctx.ignored,
         ctx.fingerprints,
-        keys_info.used_sets,
+        keys.used_sets,
         ctx.notes,
         ctx.source_table,
         snapshot_ended=ctx.snapshot_ended,

@@ -40,7 +40,7 @@ from engine.decode.debezium_json.reader import (
     merge_pieces,
 )
 from engine.decode.debezium_json.split import Group, Split
-from engine.decode.positions import ends_snapshot, source_columns
+from engine.decode.positions import SourceColumns, ends_snapshot, source_columns
 from engine.decode.row_schemas import connect_defaults
 from engine.model import GTID, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS, TX_ID
 
@@ -445,19 +445,26 @@ def _envelope_piece(
             rows = dict(zip(names, after.flatten(), strict=True))
     _apply_types(rows, plan, piece, group, ctx, checks)
 
-    after_valid = after.is_valid() if after is not None else pa.array([False] * n, pa.bool_())
-    needs_after = pc.fill_null(pc.is_in(op, value_set=_NEEDS_AFTER), False)
-    checks.append((pc.and_(needs_after, pc.invert(after_valid)), "row event without after"))
-    checks.extend(src.bad)
+    keep = kept_rows(op, is_row, after, checks, src.bad, idx, ctx)
 
-    bad_any = pa.array([False] * n, pa.bool_())
-    for mask, reason in checks:
-        hit = pc.and_(pc.and_(pc.fill_null(mask, False), is_row), pc.invert(bad_any))
-        if pc.any(hit).as_py():
-            flag(ctx.bad, idx, hit, reason)
-            bad_any = pc.or_(bad_any, hit)
-    keep = pc.and_(is_row, pc.invert(bad_any))
+    if ctx.source_table is None and pc.any(keep).as_py():
+        first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
+        ctx.source_table = _source_table(group, piece.positions[first])
+    if plan.after is not None:
+        ctx.row_schemas.add(id(plan), plan.after, plan.defaults, idx.filter(keep), ctx.column_types)
+    return row_piece(idx, op, src, tx_id, rows, keep)
 
+
+def row_piece(
+    idx: pa.Array,
+    op: pa.Array,
+    src: SourceColumns,
+    tx_id: pa.Array,
+    rows: dict[str, pa.Array],
+    keep: pa.Array,
+) -> pa.Table:
+    """The kept row events of a piece: their input positions (``IDX``), the control
+    columns, then the row columns."""
     columns = {
         IDX: idx,
         OP: op,
@@ -468,13 +475,34 @@ def _envelope_piece(
         GTID: src.gtid,
         **rows,
     }
-    if ctx.source_table is None and pc.any(keep).as_py():
-        first = pc.index(keep, pa.scalar(True, pa.bool_())).as_py()
-        ctx.source_table = _source_table(group, piece.positions[first])
-    if plan.after is not None:
-        ctx.row_schemas.add(id(plan), plan.after, plan.defaults, idx.filter(keep), ctx.column_types)
     table = pa.table(columns)
     return table if pc.all(keep).as_py() else table.filter(keep)
+
+
+def kept_rows(
+    op: pa.Array,
+    is_row: pa.Array,
+    after: pa.Array | None,
+    checks: list[tuple[pa.Array, str]],
+    source_checks: list[tuple[pa.Array, str]],
+    idx: pa.Array,
+    ctx: Ctx,
+) -> pa.Array:
+    """The row events of a piece that pass every check, in this order: ``checks`` (masks
+    of the rows that fail, with the reason: the row columns'), a create, update or read
+    without an ``after`` image, ``source_checks`` (the ``source`` block's). A failing row
+    event is bad (``ctx.bad``) with the reason of the first check it fails."""
+    n = len(op)
+    after_valid = after.is_valid() if after is not None else pa.array([False] * n, pa.bool_())
+    needs_after = pc.fill_null(pc.is_in(op, value_set=_NEEDS_AFTER), False)
+    missing = (pc.and_(needs_after, pc.invert(after_valid)), "row event without after")
+    bad_any = pa.array([False] * n, pa.bool_())
+    for mask, reason in [*checks, missing, *source_checks]:
+        hit = pc.and_(pc.and_(pc.fill_null(mask, False), is_row), pc.invert(bad_any))
+        if pc.any(hit).as_py():
+            flag(ctx.bad, idx, hit, reason)
+            bad_any = pc.or_(bad_any, hit)
+    return pc.and_(is_row, pc.invert(bad_any))
 
 
 def _apply_types(

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.column_types import ColumnType
-from engine.decode.debezium_json import connect
-from engine.decode.debezium_json.connect import Converted
+from engine.decode.debezium_json import connect, convert
+from engine.decode.debezium_json.convert import Converted
 
 #: A conversion's outcome: a :class:`Converted`, or the values and the mask of misfits.
 _Result = Converted | tuple[pa.Array, pa.Array | None]
@@ -75,28 +75,19 @@ def _wire(ct: ColumnType) -> str:
 
 
 def _per_value(
-    arr: pa.Array, target: pa.DataType, convert: Callable[[Any], Any]
+    arr: pa.Array, target: pa.DataType, fn: Callable[[Any], Any]
 ) -> tuple[pa.Array, pa.Array | None]:
     """Convert each non-null value in Python; failures (any exception) are flagged."""
-    out: list[Any] = []
-    bad: list[bool] = []
-    for v in arr.to_pylist():
-        if v is None:
-            out.append(None)
-            bad.append(False)
-            continue
-        try:
-            out.append(convert(v))
-            bad.append(False)
-        except (ValueError, TypeError, ArithmeticError, KeyError, binascii.Error):
-            out.append(None)
-            bad.append(True)
-    mask = pa.array(bad, pa.bool_())
-    return pa.array(out, target), (mask if any(bad) else None)
+    out, mask = convert.per_value(arr, fn, target, _MISFITS)
+    return out, (mask if mask.true_count else None)
+
+
+#: What a value that does not fit its hint raises.
+_MISFITS = (ValueError, TypeError, ArithmeticError, KeyError, binascii.Error)
 
 
 def _fits_decimal(ct: ColumnType) -> Callable[[decimal.Decimal], decimal.Decimal]:
-    quantum = decimal.Decimal(1).scaleb(-ct.scale, context=connect.EXACT)
+    quantum = decimal.Decimal(1).scaleb(-ct.scale, context=convert.EXACT)
     limit = decimal.Decimal(10) ** (ct.precision - ct.scale)
 
     def check(d: decimal.Decimal) -> decimal.Decimal:
@@ -144,15 +135,15 @@ def _to_decimal(arr: pa.Array, ct: ColumnType, schemaless: bool) -> _Result:
         def vsd(v: dict) -> decimal.Decimal:
             raw = binascii.a2b_base64(v["value"], strict_mode=True)
             unscaled = int.from_bytes(raw, "big", signed=True)
-            return check(decimal.Decimal(unscaled).scaleb(-int(v["scale"]), context=connect.EXACT))
+            return check(decimal.Decimal(unscaled).scaleb(-int(v["scale"]), context=convert.EXACT))
 
         return _per_value(arr, target, vsd)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         if schemaless and ct.encoding == "precise":
-            raw, bad_b64 = connect.b64decode(arr)
+            raw, bad_b64 = convert.b64decode(arr)
             if bad_b64 is not None:
                 raw = pc.if_else(bad_b64, pa.nulls(len(raw), pa.binary()), raw)
-            res = connect.unscaled_to_decimal(raw, target)
+            res = convert.unscaled_to_decimal(raw, target)
             mask = (
                 bad_b64
                 if res.bad is None
@@ -178,9 +169,9 @@ def _unsupported(arr: pa.Array, target: pa.DataType) -> _Result:
 def _to_time(arr: pa.Array, ct: ColumnType) -> _Result:
     t = arr.type
     if pa.types.is_integer(t):
-        return connect.time_converter(ct.unit)(arr, "")
+        return convert.time_converter(ct.unit)(arr, "")
     if pa.types.is_string(t):
-        return connect.zoned_time_convert(arr, "")
+        return convert.zoned_time_convert(arr, "")
     return _cast_or_flag(arr, out_type(ct))
 
 
@@ -189,10 +180,10 @@ def _to_timestamp(arr: pa.Array, ct: ColumnType) -> _Result:
     t = arr.type
     tz = "UTC" if ct.kind == "timestamptz" else None
     if pa.types.is_integer(t):
-        return connect.timestamp_converter(ct.unit, tz)(arr, "")
+        return convert.timestamp_converter(ct.unit, tz)(arr, "")
     if pa.types.is_string(t):
         if tz:
-            return connect.zoned_timestamp_convert(arr, "")
+            return convert.zoned_timestamp_convert(arr, "")
         try:
             return Converted(arr.cast(target))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -213,7 +204,7 @@ def _naive_timestamp(text: Any) -> dt.datetime:
 def _to_date(arr: pa.Array, ct: ColumnType) -> _Result:
     t = arr.type
     if pa.types.is_integer(t):
-        return connect.date_convert(arr, "")
+        return convert.date_convert(arr, "")
     if pa.types.is_string(t):
         try:
             return Converted(arr.cast(pa.date32()))
@@ -240,7 +231,7 @@ def _to_bytes(arr: pa.Array, ct: ColumnType) -> _Result:
             pa.binary(),
             lambda v: base64.b64decode(v + "=" * (-len(v) % 4), b"-_", validate=True),
         )
-    raw, bad = connect.b64decode(arr)
+    raw, bad = convert.b64decode(arr)
     return Converted(raw, bad)
 
 
