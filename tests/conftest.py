@@ -20,8 +20,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from engine.playground.broker import EmbeddedBroker
+
+# Hypothesis judges correctness here, not speed (speed lives in bench/): no per-example
+# deadline, which a loaded 2-core machine exceeds on large examples (a flaky failure that
+# says nothing about the code).
+settings.register_profile("cdcctl", deadline=None)
+settings.load_profile("cdcctl")
 
 
 @pytest.fixture(autouse=True)

@@ -111,7 +111,7 @@ class HudiConfig(Section):
         default=30,
         ge=3,
         description="archiving (Hudi's `hoodie.keep.max.commits`): past this many completed "
-        "commits, the oldest move to `.hoodie/archived/`; must exceed `keep_min_commits`",
+        "commits, the oldest move to the archived timeline; must exceed `keep_min_commits`",
     )
     archive_retention_hours: float = Field(
         default=0.0,
