@@ -71,10 +71,9 @@ def _config(tmp_path: Path, broker, prefix: str, **replicator) -> tuple[Path, Pa
         broker.bootstrap_servers,
         f"^{re.escape(prefix)}\\.",
         target,
+        source={"sasl_password_env": PASSWORD_ENV},
         **replicator,
     )
-    password = f'sasl_password_env = "{PASSWORD_ENV}"'
-    config.write_text(config.read_text().replace("[source]\n", f"[source]\n{password}\n"))
     return config, target, tmp_path / "work"
 
 

@@ -267,9 +267,8 @@ def test_a_replayed_dead_letter_from_before_the_add_gets_the_default(
     target = tmp_path / "lake"
     config = write_config(
         tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic)}$", target,
-        tolerance="all", source={"max_message_bytes": limit},
+        tolerance="all", source={"fill_defaults": True, "max_message_bytes": limit},
     )  # fmt: skip
-    config.write_text(config.read_text().replace("[source]\n", "[source]\nfill_defaults = true\n"))
     broker.create_topics([topic])
     produce_messages(broker.bootstrap_servers, first, create_topics=False)
     run = run_cli("start", "--config", str(config), "--until-caught-up")
