@@ -418,6 +418,16 @@ def _topic_config(broker: KafkaBroker, topic: str, *change: str) -> None:
                     *change)  # fmt: skip
 
 
+def _retention_is_the_default(broker: KafkaBroker, topic: str) -> bool:
+    """Whether the broker says ``topic``'s ``retention.ms`` is no longer set on the topic."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    [future] = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    source = future.result(10)["retention.ms"].source
+    return getattr(source, "value", source) != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+
 def _expire_past(broker: KafkaBroker, topic: str, checkpoint: int) -> int:
     """Write keys 101..200 (offsets ``checkpoint``..+99) in two segments, then let
     Kafka's retention (one second, for a while) delete segments until the log starts past
@@ -436,7 +446,12 @@ def _expire_past(broker: KafkaBroker, topic: str, checkpoint: int) -> int:
     except AssertionError as timeout:
         raise AssertionError(f"{timeout}\n{broker.log_tail()}") from None
     _topic_config(broker, topic, "--delete-config", "retention.ms")
-    time.sleep(2)  # the default retention (7 days) holds again before anything is read
+    wait_until(  # the default retention (7 days) holds again before anything is read
+        lambda: _retention_is_the_default(broker, topic),
+        f"the default retention of {topic} back",
+        30,
+        interval=0.2,
+    )
     low, high = _watermarks(broker, topic)
     assert checkpoint < low <= high == checkpoint + 100, (low, high)
     return low
