@@ -95,7 +95,9 @@ case "$what" in
     .venv/bin/python -m tests.hudi_rs_data
     # Two workers (CDCCTL_TEST_WORKERS=0 runs in one process): ~11 min instead of ~18.
     # loadgroup: tests sharing an expensive module fixture (xdist_group) stay on one worker.
-    exec .venv/bin/python -m pytest -n "${CDCCTL_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
+    # --durations=25: the 25 slowest tests are listed at the end of every run.
+    exec .venv/bin/python -m pytest -n "${CDCCTL_TEST_WORKERS:-2}" --dist loadgroup \
+      --durations=25 "$@" ;;
   lint)
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .

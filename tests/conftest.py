@@ -4,6 +4,10 @@
   a fraction of a second, but there is no reason to start one per test).
 * ``topic_prefix``: a unique Debezium ``topic.prefix`` per test, so tests sharing the
   session broker never see each other's topics.
+* ``replicator``: starts ``cdcctl start --config ...`` (or, ``replicator.cli(...)``, any
+  command) in a child process whose output is drained continuously
+  (:class:`tests.integration.replicas.CliChild`), kills what still runs at the test's end
+  and adds every child's output to a failed test's report.
 * ``scratch_postgres`` / ``scratch_postgres_replica`` / ``scratch_mariadb`` /
   ``scratch_mariadb_no_binlog``: database servers the tests start on free loopback ports
   (tests/scratch_postgres.py, tests/scratch_mariadb.py), started when a test first asks.
@@ -18,6 +22,8 @@ import logging
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
@@ -29,6 +35,9 @@ from engine.playground.broker import EmbeddedBroker
 # says nothing about the code).
 settings.register_profile("cdcctl", deadline=None)
 settings.load_profile("cdcctl")
+
+if TYPE_CHECKING:
+    from tests.integration.replicas import CliChild
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +51,46 @@ def _engine_logs_reach_caplog() -> Iterator[None]:
     root.propagate = True
     root.setLevel(logging.NOTSET)
     logging.getLogger("cdcctl.kafka").setLevel(logging.NOTSET)
+
+
+class Children:
+    """The ``replicator`` fixture: ``replicator(config, *args)`` runs ``cdcctl start
+    --config config *args``; ``replicator.cli(*args)`` any other command (keyword
+    arguments as :class:`tests.integration.replicas.CliChild`'s)."""
+
+    def __init__(self) -> None:
+        self.started: list[CliChild] = []
+
+    def __call__(self, config: Path, *args: str, **options) -> CliChild:
+        return self.cli("start", "--config", str(config), *args, **options)
+
+    def cli(self, *args: str, **options) -> CliChild:
+        from tests.integration.replicas import CliChild
+
+        child = CliChild(*args, **options)
+        self.started.append(child)
+        return child
+
+
+@pytest.fixture
+def replicator(request: pytest.FixtureRequest) -> Iterator[Children]:
+    children = Children()
+    request.node.cli_children = children.started
+    try:
+        yield children
+    finally:
+        for child in children.started:
+            child.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed test's report shows what each of its CLI children printed."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for child in getattr(item, "cli_children", ()):
+            report.sections.append((f"cdcctl child {child.pid}", child.describe()))
 
 
 @pytest.fixture(scope="session")

@@ -24,13 +24,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pymysql
 
 from engine.playground.children import die_with_parent_hook
+from tests.waiting import wait_until
 
 #: Where Debian puts the programs when /usr/sbin is not on PATH.
 _SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
@@ -201,19 +201,28 @@ class ScratchMariaDB:
 
     def _wait_ready(self, seen: int, timeout: float = 90) -> str | None:
         """None once the server answers; the log's new lines if it exited or never did."""
-        assert self.process is not None
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                return self._log_since(seen)[-3000:] or f"exit code {self.process.returncode}"
-            try:
-                self.connect(connect_timeout=2).close()
-                return None
-            except pymysql.err.OperationalError:
-                if time.monotonic() > deadline:
-                    self._terminate()
-                    return f"not ready after {timeout:.0f} s\n" + self._log_since(seen)[-3000:]
-                time.sleep(0.2)
+        process = self.process
+        assert process is not None
+
+        def answers_or_exited() -> bool:
+            if process.poll() is not None:
+                return True
+            self.connect(connect_timeout=2).close()
+            return True
+
+        try:
+            wait_until(
+                answers_or_exited,
+                "the scratch MariaDB to answer",
+                timeout,
+                retry_on=(pymysql.err.OperationalError,),
+            )
+        except AssertionError as waited:
+            self._terminate()
+            return f"{waited}\n" + self._log_since(seen)[-3000:]
+        if process.poll() is not None:
+            return self._log_since(seen)[-3000:] or f"exit code {process.returncode}"
+        return None
 
     def _terminate(self) -> None:
         if self.process is None or self.process.poll() is not None:

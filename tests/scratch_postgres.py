@@ -24,11 +24,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
+from tests.waiting import wait_until
 
 DEBIAN_ROOT = "/usr/lib/postgresql"
 
@@ -138,15 +139,14 @@ class ScratchPostgres:
                 raise RuntimeError(f"pg_ctl start failed: {started.stderr[-1000:]}\n{text[-2000:]}")
         else:
             raise RuntimeError(f"pg_ctl start failed: no free loopback port after 5 tries\n{text}")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with self.connect():
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+
+        def answers() -> bool:
+            with self.connect():
+                return True
+
+        wait_until(
+            answers, "the scratch PostgreSQL to answer", 30, retry_on=(psycopg.OperationalError,)
+        )
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its folder."""

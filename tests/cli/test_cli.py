@@ -1,11 +1,13 @@
-"""The CLI through its real entry point: exit codes, stdout/stderr, no tracebacks."""
+"""The CLI through its real entry point: exit codes, stdout/stderr, no tracebacks.
+
+(The demo's run is checked once, in tests/cli/test_first_hour.py.)"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from tests.integration.replicas import run_cli
+from tests.integration.replicas import config_text, run_cli
 
 
 def test_init_writes_a_valid_config(tmp_path: Path) -> None:
@@ -75,9 +77,7 @@ def test_every_config_problem_missing_secrets_included_is_reported_in_one_error(
 
 def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        '[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "x"\n[target]\npath = "lake"\n'
-    )
+    cfg.write_text(config_text())
     r = run_cli("start", "--config", str(cfg), "--until-caught-up", timeout=120)
     assert r.returncode == 3, r.stderr
     assert "cannot reach Kafka" in r.stderr and "Traceback" not in r.stderr
@@ -88,21 +88,9 @@ def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
 
 def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        '[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "x"\n[target]\npath = "lake"\n'
-    )
+    cfg.write_text(config_text())
     r = run_cli("start", "--config", str(cfg), env={"PATH": str(tmp_path), "JAVA_HOME": ""})
     assert r.returncode == 3
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert lines[0] == "error: no Java found: Spark needs Java 17 or newer"
     assert "openjdk-17-jre-headless" in lines[1] and "Traceback" not in r.stderr
-
-
-def test_demo_runs_end_to_end(tmp_path: Path) -> None:
-    target = tmp_path / "lake"
-    r = run_cli("demo", "--events", "5000", "--target", str(target), timeout=300)
-    assert r.returncode == 0, r.stderr
-    for table in ("inventory_customers", "inventory_orders", "inventory_products"):
-        assert table in r.stdout
-        assert (target / table / ".hoodie" / "hoodie.properties").is_file()
-    assert "revenue" in r.stdout and "Traceback" not in r.stderr

@@ -12,13 +12,15 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.integration.replicas import read_replica, run_cli
+from engine.hudi.table import HudiTable
+from tests.integration.replicas import config_text, read_replica, run_cli
+from tests.waiting import wait_until
 
 COMMANDS = (
     "init",
@@ -44,9 +46,7 @@ QUICK_START_SQL = (
 
 
 def _config(path: Path, target: str, servers: str = "127.0.0.1:1") -> Path:
-    path.write_text(
-        f'[source]\nbootstrap_servers = "{servers}"\ntopics = "x"\n[target]\npath = "{target}"\n'
-    )
+    path.write_text(config_text(servers, "x", target))
     return path
 
 
@@ -173,83 +173,80 @@ def test_unreachable_broker_is_reported_within_ten_seconds(tmp_path: Path) -> No
     assert elapsed < 10, f"the unreachable broker took {elapsed:.1f}s to report"
 
 
-def test_demo_with_a_relative_target(tmp_path: Path) -> None:
+def test_demo_runs_end_to_end_with_a_relative_target(tmp_path: Path) -> None:
+    # The one full demo run of the CLI tests (tests/cli/test_cli.py's demo test merged here).
     r = run_cli("demo", "--events", "3000", "--target", "./demolake", cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
     for table in ("inventory_customers", "inventory_orders", "inventory_products"):
+        assert table in r.stdout
         assert (tmp_path / "demolake" / table / ".hoodie" / "hoodie.properties").is_file()
         assert read_replica(tmp_path / "demolake" / table), table
+    assert "revenue" in r.stdout
     # Nothing leaked out of the working folder: the work state sits next to the replicas.
     assert sorted(p.name for p in tmp_path.iterdir()) == [".cdcctl", "demolake"]
 
 
-def _wait_for(proc: subprocess.Popen, needle: str, seconds: float) -> str:
-    """The child's stderr up to the first line containing ``needle``."""
-    assert proc.stderr is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return "".join(seen)
-    proc.kill()
-    raise AssertionError(f"{needle!r} never came:\n{''.join(seen)}")
+def _live_changes(config: Path, lake: Path) -> int:
+    """How many messages the demo's broker holds past its replicas' checkpoints."""
+    from confluent_kafka import Consumer, TopicPartition
 
-
-def test_kept_demo_then_start_then_query(tmp_path: Path) -> None:
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "demo", "--keep", "--events", "3000"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    servers = tomllib.loads(config.read_text())["source"]["bootstrap_servers"]
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "first-hour-probe"})
     try:
-        told = _wait_for(demo, "Ctrl-C here stops the demo", 300)
-        cfg = tmp_path / "cdcctl-demo" / "cdcctl.toml"
-        assert f"cdcctl start --config {cfg}" in told, told
-        assert cfg.is_file()
-        time.sleep(2)  # a few live changes arrive after the demo's own run
-
-        # As the quick start does it: paths relative to where the user stands.
-        relative = "cdcctl-demo/cdcctl.toml"
-        started = run_cli(
-            "start", "--config", relative, "--until-caught-up", "--json", cwd=tmp_path, timeout=300
-        )
-        assert started.returncode == 0, started.stderr
-        status = {s["table"]: s for s in json.loads(started.stdout)["tables"]}
-        assert set(status) == {"inventory_customers", "inventory_orders", "inventory_products"}
-        assert all(s["state"] == "REPLICATING" for s in status.values()), status
-        applied = sum(s["inserts"] + s["updates"] + s["deletes"] for s in status.values())
-        assert applied > 0, "the live changes were not replicated"
-
-        # The quick start's query, against the replica read back by hudi-rs.
-        q = run_cli("query", "--config", relative, "--json", QUICK_START_SQL, cwd=tmp_path)
-        assert q.returncode == 0, q.stderr
-        rows = read_replica(tmp_path / "cdcctl-demo" / "lake" / "inventory_orders").values()
-        expected: dict[str, list[int]] = {}
-        for row in rows:
-            agg = expected.setdefault(row["status"], [0, 0])
-            agg[0] += 1
-            agg[1] += row["quantity"]
-        assert json.loads(q.stdout) == [
-            {"status": status, "orders": n, "items": items}
-            for status, (n, items) in sorted(expected.items())
-        ]
-
-        bad = run_cli("query", "--config", str(cfg), "SELECT nope FROM inventory_orders")
-        assert bad.returncode == 1
-        assert bad.stderr.startswith("error: ") and "nope" in bad.stderr
-        assert "Traceback" not in bad.stderr
+        waiting = 0
+        for table in lake.iterdir():
+            topic, *positions = HudiTable.open(table).checkpoint().split(",")
+            for position in positions:
+                partition, offset = map(int, position.split(":"))
+                _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+                waiting += end - offset
+        return waiting
     finally:
-        demo.send_signal(signal.SIGINT)
-        try:
-            demo.wait(60)
-        except subprocess.TimeoutExpired:
-            demo.kill()
-            raise
-    assert demo.returncode == 0, demo.stderr.read() if demo.stderr else ""
+        consumer.close()
+
+
+def test_kept_demo_then_start_then_query(tmp_path: Path, replicator) -> None:
+    demo = replicator.cli("demo", "--keep", "--events", "3000", cwd=tmp_path)
+    told = demo.wait_for_output("Ctrl-C here stops the demo", 300, stream="stderr")
+    cfg = tmp_path / "cdcctl-demo" / "cdcctl.toml"
+    assert f"cdcctl start --config {cfg}" in told, told
+    assert cfg.is_file()
+    wait_until(
+        lambda: _live_changes(cfg, tmp_path / "cdcctl-demo" / "lake"),
+        "live changes after the demo's own run",
+        60,
+        child=demo,
+    )
+
+    # As the quick start does it: paths relative to where the user stands.
+    relative = "cdcctl-demo/cdcctl.toml"
+    started = run_cli(
+        "start", "--config", relative, "--until-caught-up", "--json", cwd=tmp_path, timeout=300
+    )
+    assert started.returncode == 0, started.stderr
+    status = {s["table"]: s for s in json.loads(started.stdout)["tables"]}
+    assert set(status) == {"inventory_customers", "inventory_orders", "inventory_products"}
+    assert all(s["state"] == "REPLICATING" for s in status.values()), status
+    applied = sum(s["inserts"] + s["updates"] + s["deletes"] for s in status.values())
+    assert applied > 0, "the live changes were not replicated"
+
+    # The quick start's query, against the replica read back by hudi-rs.
+    q = run_cli("query", "--config", relative, "--json", QUICK_START_SQL, cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    rows = read_replica(tmp_path / "cdcctl-demo" / "lake" / "inventory_orders").values()
+    expected: dict[str, list[int]] = {}
+    for row in rows:
+        agg = expected.setdefault(row["status"], [0, 0])
+        agg[0] += 1
+        agg[1] += row["quantity"]
+    assert json.loads(q.stdout) == [
+        {"status": status, "orders": n, "items": items}
+        for status, (n, items) in sorted(expected.items())
+    ]
+
+    bad = run_cli("query", "--config", str(cfg), "SELECT nope FROM inventory_orders")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("error: ") and "nope" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert demo.stop(signal.SIGINT) == 0, demo.describe()

@@ -17,6 +17,7 @@ from pathlib import Path
 import engine
 from engine.lock import LOCK_NAME, WriterLock
 from tests.data.recorded_store import END, build
+from tests.tui.conftest import loaded
 from tui.app import DashboardApp
 
 SIZE = (160, 40)
@@ -25,9 +26,7 @@ SIZE = (160, 40)
 async def _shoot(cfg: engine.Config, out: Path) -> None:
     app = DashboardApp(cfg.work_path(), cfg, now=lambda: END + 30)
     async with app.run_test(size=SIZE) as pilot:
-        while app.snapshot is None:
-            await pilot.pause(0.05)
-        await pilot.pause()
+        await loaded(pilot, app, 60)
         app.save_screenshot(out.name, str(out.parent))
 
 

@@ -20,23 +20,24 @@ from confluent_kafka.admin import AdminClient
 import engine.playground.broker as broker_module
 from engine.errors import EnvironmentProblem
 from engine.playground.broker import CONSUMER_FETCH_CONFIG, EmbeddedBroker, produce_messages
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited (or is a zombie)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _gone(pid: int, within: float = 5.0) -> bool:
-    """True when process ``pid`` has exited (or is a zombie) within ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.02)
-    return False
+    """True once process ``pid`` has exited (or is a zombie); fails after ``within`` s."""
+    return wait_until(lambda: _exited(pid), f"process {pid} to exit", within, interval=0.02)
 
 
 def _consume_all(
@@ -58,11 +59,14 @@ def _consume_all(
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: list[tuple[int, bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + timeout
-        while len(out) < expected and time.monotonic() < deadline:
+
+        def all_read() -> bool:
             for msg in consumer.consume(10_000, 0.5):
                 assert msg.error() is None, msg.error()
                 out.append((msg.partition(), msg.key(), msg.value()))
+            return len(out) >= expected
+
+        wait_until(all_read, f"{expected} messages of {topic}", timeout, interval=0)
         return out
     finally:
         consumer.close()

@@ -19,6 +19,7 @@ from engine.replicator import Replicator
 from engine.state import StateRecorder
 from tests import builders
 from tests.detail_replica import COLS_V1, SENT, build_detail_replica, detail_config
+from tests.waiting import wait_until
 
 TABLE = "app_items"
 
@@ -166,20 +167,25 @@ def test_reads_while_a_replicator_runs(broker, spark, tmp_path: Path) -> None:
     reader = TableDetailReader(cfg.work_path(), cfg, TABLE)
     seen: list[int] = []
     running = False
+
+    def read_on() -> bool:  # one reading; more changes each time the replica has them all
+        nonlocal running
+        if failure:
+            return True
+        detail = reader.read()
+        assert detail.replica_error is None or "no replica yet" in detail.replica_error
+        if detail.replica is not None:
+            seen.append(detail.replica.checkpoint.get(0, 0))
+        rep = detail.replicator
+        running = running or bool(rep and rep.alive and rep.state == "running")
+        if seen and seen[-1] == sent:
+            if sent >= 500:
+                return True
+            produce(100)
+        return False
+
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not failure:
-            detail = reader.read()
-            assert detail.replica_error is None or "no replica yet" in detail.replica_error
-            if detail.replica is not None:
-                seen.append(detail.replica.checkpoint.get(0, 0))
-            rep = detail.replicator
-            running = running or bool(rep and rep.alive and rep.state == "running")
-            if seen and seen[-1] == sent:
-                if sent >= 500:
-                    break
-                produce(100)
-            time.sleep(0.05)
+        wait_until(read_on, "the replica to take all 500 changes", 120, interval=0.05)
     finally:
         replicator.request_stop()
         thread.join(60)

@@ -22,7 +22,7 @@ from psycopg import sql as pgsql
 from engine.config import config_from_dict
 from engine.replicator import Replicator
 from tests.engine.test_properties import Msg
-from tests.integration.replicas import read_replica, run_cli
+from tests.integration.replicas import config_text, read_replica, run_cli
 
 
 def _config(tmp_path: Path):
@@ -159,11 +159,7 @@ def test_query_over_reserved_words_and_hostile_folder_names(spark, tmp_path: Pat
     shutil.copytree(lake / "app_select", lake / hostile)
     shutil.copytree(lake / "app_Other", lake / "app_other")
 
-    config, work = tmp_path / "cdcctl.toml", tmp_path / "work"
-    config.write_text(
-        f'[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "."\n'
-        f'[target]\npath = "{lake}"\n[replicator]\nwork_dir = "{work}"\n'
-    )
+    config = _write_config(tmp_path)
 
     sql = 'SELECT "select", "order", "table", "from" FROM app_select ORDER BY id'
     done = run_cli("query", "--config", str(config), "--json", sql)
@@ -202,13 +198,9 @@ def pg_schema(scratch_postgres):
         conn.close()
 
 
-def _write_config(tmp_path: Path, topics: str = ".", include: str = "") -> Path:
+def _write_config(tmp_path: Path) -> Path:
     config = tmp_path / "cdcctl.toml"
-    config.write_text(
-        f'[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "{topics}"\n{include}'
-        f'[target]\npath = "{tmp_path / "lake"}"\n'
-        f'[replicator]\nwork_dir = "{tmp_path / "work"}"\n'
-    )
+    config.write_text(config_text(topics=".", target=tmp_path / "lake", work_dir=tmp_path / "work"))
     return config
 
 

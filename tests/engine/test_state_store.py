@@ -21,6 +21,7 @@ from engine.state.store import MAX_EVENTS, store_path
 from tests import builders
 from tests.engine.test_properties import Msg
 from tests.integration.replicas import applied_counts, read_replica
+from tests.waiting import wait_until
 
 
 def _status(name: str, counters: TableCounters, state=TableState.REPLICATING, error=None):
@@ -196,13 +197,14 @@ def test_requests_are_answered_by_the_live_replicator_only(tmp_path: Path) -> No
     try:
 
         def answer() -> None:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
+            def answered() -> bool:
                 for request in rec.requests():
                     rec.answer(request, f"paused {request.table}")
                     rec.sync([], force=True)
-                    return
-                time.sleep(0.05)
+                    return True
+                return False
+
+            wait_until(answered, "the pause request", 5, interval=0.05)
 
         thread = threading.Thread(target=answer)
         thread.start()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import IO
 
 import hudi
 import pyarrow as pa
@@ -23,34 +26,68 @@ META = (
 )
 
 
+def _toml(value: object) -> str:
+    """A Python value as a TOML value (strings as literal strings when they can be)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'" if "'" not in value and "\n" not in value else json.dumps(value)
+    if isinstance(value, Path):
+        return _toml(str(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+def config_text(
+    bootstrap: str = "127.0.0.1:1",
+    topics: str = "x",
+    target: Path | str = "lake",
+    *,
+    work_dir: Path | str | None = None,
+    source: dict | None = None,
+    target_keys: dict | None = None,
+    hudi: dict | None = None,
+    tolerance: str | None = None,
+    **replicator,
+) -> str:
+    """The one builder of test config files: the minimal config (``[source]`` with
+    ``bootstrap_servers`` and ``topics``, ``[target]`` with ``path``), plus ``source``,
+    ``target_keys``, ``hudi`` and replicator keys (``work_dir`` among them) as given, and
+    ``tolerance`` as ``[errors] tolerance``. Keys left out take the product's defaults."""
+    sections = {
+        "source": {"bootstrap_servers": bootstrap, "topics": topics, **(source or {})},
+        "target": {"path": target, **(target_keys or {})},
+        "hudi": hudi or {},
+        "replicator": {"work_dir": work_dir, **replicator},
+        "errors": {"tolerance": tolerance},
+    }
+    lines = []
+    for name, keys in sections.items():
+        keys = {k: v for k, v in keys.items() if v is not None}
+        if keys:
+            lines += [f"[{name}]", *(f"{k} = {_toml(v)}" for k, v in keys.items())]
+    return "\n".join(lines) + "\n"
+
+
 def write_config(
     path: Path,
     bootstrap: str,
     topics: str,
     target: Path,
     *,
-    tolerance: str | None = None,
-    source: dict | None = None,
-    **replicator,
+    hudi: dict | None = None,
+    **options,
 ) -> Path:
-    """A config file as `cdcctl init` would write it, plus replicator overrides
-    (``tolerance``: errors.tolerance; ``source``: more [source] keys)."""
-    lines = [
-        "[source]",
-        f'bootstrap_servers = "{bootstrap}"',
-        f"topics = '{topics}'",
-        *(f"{k} = {v!r}" for k, v in (source or {}).items()),
-        "[target]",
-        f'path = "{target}"',
-        "[hudi]",
-        "num_buckets = 4",
-        "[replicator]",
-        f'work_dir = "{target.parent / "work"}"',
-    ]
-    lines += [f"{k} = {v!r}" for k, v in replicator.items()]
-    if tolerance is not None:
-        lines += ["[errors]", f"tolerance = {tolerance!r}"]
-    path.write_text("\n".join(lines) + "\n")
+    """A replicator test's config file at ``path``: :func:`config_text` with the work folder
+    beside ``target`` and four buckets unless ``hudi`` says otherwise."""
+    options.setdefault("work_dir", target.parent / "work")
+    text = config_text(
+        bootstrap, topics, target, hudi={"num_buckets": 4, **(hudi or {})}, **options
+    )
+    path.write_text(text)
     return path
 
 
@@ -74,6 +111,114 @@ def run_cli(
         env=full_env,
         cwd=cwd,
     )
+
+
+class CliChild:
+    """``cdcctl <args>`` running in a child process (so it can be signalled and SIGKILLed
+    like the real thing), its stdout and stderr read continuously by two threads: the
+    child never blocks on a full pipe, and :meth:`describe` shows what it printed so far.
+
+    Tests start it through the ``replicator`` fixture (tests/conftest.py), which kills it
+    at the test's end and adds its output to the report of a failed test; pass it as
+    ``child=`` to :func:`tests.waiting.wait_until` to fail at once if it exits.
+    """
+
+    def __init__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        prefix: list[str] | None = None,
+    ) -> None:
+        self.args = args
+        self.proc = subprocess.Popen(
+            [*(prefix or []), sys.executable, "-m", "cdcctl", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+        )
+        self._lock = threading.Lock()
+        self._out: list[str] = []
+        self._err: list[str] = []
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._drain, args=(pipe, into), daemon=True)
+            for pipe, into in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _drain(self, pipe: IO[str], into: list[str]) -> None:
+        for line in iter(pipe.readline, ""):
+            with self._lock:
+                into.append(line)
+        pipe.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    @property
+    def stdout(self) -> str:
+        with self._lock:
+            return "".join(self._out)
+
+    @property
+    def stderr(self) -> str:
+        with self._lock:
+            return "".join(self._err)
+
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def wait(self, timeout: float = 60) -> int:
+        """Its exit code, once it has exited by itself and its output is read."""
+        code = self.proc.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)  # a grandchild holding the pipe open does not hold the test
+        return code
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        """Send ``sig`` (unless it has exited) and wait for its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.wait(timeout)
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL)
+
+    def wait_for_output(self, needle: str, timeout: float = 120, stream: str = "stdout") -> str:
+        """The child's ``stream`` text once it contains ``needle``."""
+        from tests.waiting import wait_until
+
+        return wait_until(
+            lambda: needle in (text := getattr(self, stream)) and text,
+            f"{needle!r} on the child's {stream}",
+            timeout,
+            child=self,
+        )
+
+    def describe(self, chars: int = 6000) -> str:
+        """The command, its exit code, and the end of what it printed."""
+        code = self.proc.poll()
+        state = "running" if code is None else f"exit code {code}"
+        return (
+            f"cdcctl {' '.join(self.args)} (pid {self.pid}, {state})\n"
+            f"--- stdout (last {chars} characters) ---\n{self.stdout[-chars:]}\n"
+            f"--- stderr (last {chars} characters) ---\n{self.stderr[-chars:]}"
+        )
+
+    def close(self) -> None:
+        """Kill it if it still runs (a test's end)."""
+        if self.proc.poll() is None:
+            self.kill()
 
 
 def status_tables(config: Path) -> dict[str, dict]:
@@ -105,6 +250,16 @@ def read_replica(path: Path) -> dict[str, dict]:
         assert key not in rows, f"duplicate live row for key {key} in {path}"
         rows[key] = {k: v for k, v in row.items() if k not in META and not k.startswith("_cdc_")}
     return rows
+
+
+def replica_rows(path: Path) -> dict[str, dict]:
+    """:func:`read_replica` of a table that may not have its first commit yet ({} until
+    then), for waiting on a live replicator."""
+    if not (path / ".hoodie" / "hoodie.properties").exists():
+        return {}
+    if not HudiTable.open(path).completed_instants():
+        return {}
+    return read_replica(path)
 
 
 def assert_replicas_match(target: Path, expected: dict[str, dict[str, dict]]) -> dict[str, int]:

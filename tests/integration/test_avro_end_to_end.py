@@ -109,12 +109,9 @@ def test_avro_two_runs_with_a_schema_change(broker, topic_prefix: str, tmp_path:
     assert "cannot be reached" in found["registry.reachable"]["detail"]
 
 
-def test_registry_outage_is_retried(broker, topic_prefix: str, tmp_path: Path) -> None:
+def test_registry_outage_is_retried(broker, topic_prefix: str, tmp_path: Path, replicator) -> None:
     """A registry that cannot be reached is a transient failure: `cdcctl start` retries
     (from the tables' checkpoints) and, once the registry is back, replicates everything."""
-    import subprocess
-    import sys
-    import time
 
     from tests.integration.replicas import write_config
 
@@ -135,33 +132,14 @@ def test_registry_outage_is_retried(broker, topic_prefix: str, tmp_path: Path) -
     )
     with config.open("a") as f:
         f.write(f'[source.schema_registry]\nurl = "{url}"\n')
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "cannot be reached" in line:
-                break
-        assert any("cannot be reached" in line for line in lines), "".join(lines)
-        with SchemaRegistry(port=port, store=store) as again:
-            assert again.url == url
-            _, rest = proc.communicate(timeout=300)
-            stderr = "".join(lines) + rest
-            assert proc.returncode == 0, stderr
-            assert "retry" in stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc = replicator(config, "--until-caught-up")
+    proc.wait_for_output("cannot be reached", 300, stream="stderr")
+    with SchemaRegistry(port=port, store=store) as again:
+        assert again.url == url
+        code = proc.wait(300)
+        stderr = proc.stderr
+        assert code == 0, stderr
+        assert "retry" in stderr
     assert_replicas_match(target, fold(messages))
 
 

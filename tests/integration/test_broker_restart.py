@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,25 +23,13 @@ from engine.playground.objectstore import S3Server
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash]
 
 
-def _wait_for(target: Path, expected: dict, proc: subprocess.Popen, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        assert proc.poll() is None, "the replicator exited"
-        try:
-            assert_replicas_match(target, expected)
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
-
-
 def test_a_broker_restart_keeps_topics_and_the_replicas_stay_exact(
-    topic_prefix: str, tmp_path: Path
+    topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     workload = InventoryWorkload(seed=31, prefix=topic_prefix, schemas=True)
     first = list(workload.events(600))
@@ -54,47 +39,52 @@ def test_a_broker_restart_keeps_topics_and_the_replicas_stay_exact(
         produce_messages(bootstrap, first)
         target = tmp_path / "lake"
         pattern = f"^{re.escape(topic_prefix)}\\."
+        # Tansu's S3 store answers a fetch that must read back with nothing when the
+        # consumer waits at most 50 ms (the replicator's default; docs/performance.md).
+        options = {"kafka_options": {"fetch.wait.max.ms": 500}}
         config = write_config(
             tmp_path / "cdcctl.toml",
             bootstrap,
             pattern,
             target,
+            source=options,
             max_batch_seconds=0.3,
             retry_max_seconds=300.0,
         )
-        # Tansu's S3 store answers a fetch that must read back with nothing when the
-        # consumer waits at most 50 ms (the replicator's default; docs/performance.md).
-        options = 'kafka_options = { "fetch.wait.max.ms" = 500 }\n'
-        config.write_text(config.read_text().replace("[target]", f"{options}[target]", 1))
-        log_path = tmp_path / "replicator.log"
-        with log_path.open("w") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        try:
-            _wait_for(target, fold(first), proc, 300)
-            broker.restart(kill=True, down_seconds=2.0)  # a crash, a short outage
-            assert broker.bootstrap_servers == bootstrap
-            produce_messages(bootstrap, second)
-            _wait_for(target, fold(first + second), proc, 300)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        assert "Traceback" not in log_path.read_text()
+        proc = replicator(config)
+        wait_until(
+            lambda: assert_replicas_match(target, fold(first)),
+            "the replicas of the first events",
+            300,
+            interval=1.0,
+            child=proc,
+            retry_on=(AssertionError,),
+        )
+        broker.restart(kill=True, down_seconds=2.0)  # a crash, a short outage
+        assert broker.bootstrap_servers == bootstrap
+        produce_messages(bootstrap, second)
+        wait_until(
+            lambda: assert_replicas_match(target, fold(first + second)),
+            "the replicas of every event, after the restart",
+            300,
+            interval=1.0,
+            child=proc,
+            retry_on=(AssertionError,),
+        )
+        proc.stop(signal.SIGTERM)
+        assert "Traceback" not in proc.stderr
 
         # Everything produced before the crash is still in the topics.
         other = tmp_path / "other"
         other.mkdir()
         fresh = write_config(
-            other / "cdcctl.toml", bootstrap, pattern, other / "lake", max_batch_seconds=0.3
+            other / "cdcctl.toml",
+            bootstrap,
+            pattern,
+            other / "lake",
+            source=options,
+            max_batch_seconds=0.3,
         )
-        fresh.write_text(fresh.read_text().replace("[target]", f"{options}[target]", 1))
         run = run_cli("start", "--config", str(fresh), "--until-caught-up", timeout=600)
         assert run.returncode == 0, run.stderr
         assert_replicas_match(other / "lake", fold(first + second))

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +19,7 @@ from engine.state.control import alive
 from tests import builders
 from tests.integration.replicas import applied_counts, assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -59,18 +56,8 @@ def _letters(tmp_path: Path, table: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _wait(predicate, timeout: float, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if proc.poll() is not None:
-            raise AssertionError(f"replicator exited early: {proc.stderr.read()}")
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.3)
-
-
 def test_tolerance_all_dead_letters_listed_and_replayed_by_the_running_replicator(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     topic = f"{topic_prefix}.app.items"
     msgs = [_event(topic, i, 1000 + i) for i in range(1, 41)]  # offsets 0..39
@@ -120,30 +107,19 @@ def test_tolerance_all_dead_letters_listed_and_replayed_by_the_running_replicato
 
     # The fix: a larger limit. A replicator runs with it; the replay goes through it.
     config = _config(tmp_path, broker.bootstrap_servers, topic_prefix, "all", 100_000)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
-    try:
-        _wait(lambda: alive(tmp_path / "work"), 60, proc)
-        replay = run_cli("deadletters", "replay", "app_items", "--config", str(config))
-        assert replay.returncode == 1, replay.stderr  # the garbage still fails
-        assert "by the running replicator" in replay.stdout
-        assert "3 applied" in replay.stdout and "1 still fail" in replay.stdout
-        assert_replicas_match(target, fold([m for n, m in enumerate(msgs) if n != 42]))
-        assert applied_counts(target / "app_items")["late"] == 1  # offset 43 was stale
-        left = json.loads(run_cli("deadletters", "--config", str(config), "--json").stdout)
-        assert [(r["offset"], "JSON" in r["error"]) for r in left["deadletters"]] == [(42, True)]
-        stop = run_cli("stop", "--config", str(config))
-        assert stop.returncode == 0, stop.stderr
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0
+    child = replicator(config)
+    wait_until(lambda: alive(tmp_path / "work"), "the replicator's store", 60, child=child)
+    replay = run_cli("deadletters", "replay", "app_items", "--config", str(config))
+    assert replay.returncode == 1, replay.stderr  # the garbage still fails
+    assert "by the running replicator" in replay.stdout
+    assert "3 applied" in replay.stdout and "1 still fail" in replay.stdout
+    assert_replicas_match(target, fold([m for n, m in enumerate(msgs) if n != 42]))
+    assert applied_counts(target / "app_items")["late"] == 1  # offset 43 was stale
+    left = json.loads(run_cli("deadletters", "--config", str(config), "--json").stdout)
+    assert [(r["offset"], "JSON" in r["error"]) for r in left["deadletters"]] == [(42, True)]
+    stop = run_cli("stop", "--config", str(config))
+    assert stop.returncode == 0, stop.stderr
+    assert child.wait() == 0, child.describe()
     status = json.loads(run_cli("status", "--config", str(config), "--json").stdout)
     [table] = status["tables"]
     assert (table["bad"], table["late"]) == (4, 1)

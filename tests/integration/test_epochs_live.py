@@ -6,8 +6,6 @@ new cluster's (the oracle's fold of the new epoch alone)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from engine.replicator.epochs import MARK
 from tests import oracle
 from tests.engine.test_epochs import T0, _key, _new_cluster, _old_cluster, _pg, _replay
 from tests.integration.replicas import read_replica, run_cli, write_config
-from tests.integration.test_status import _wait
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -32,7 +30,7 @@ def _rows(path: Path) -> dict[str, dict]:
 
 
 def test_a_running_replicator_stops_the_table_and_accepts_the_new_epoch(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     topic, other = f"{topic_prefix}.public.items", f"{topic_prefix}.public.other"
     old, new = _old_cluster(), _new_cluster()
@@ -47,12 +45,7 @@ def test_a_running_replicator_stops_the_table_and_accepts_the_new_epoch(
         target,
         max_batch_seconds=0.3,
     )
-    stderr = tmp_path / "start.stderr"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=stderr.open("w"),
-    )
+    proc = replicator(config)
 
     def table(name: str) -> engine.TableRecord | None:
         found = engine.read_status(work)
@@ -65,37 +58,34 @@ def test_a_running_replicator_stops_the_table_and_accepts_the_new_epoch(
         record = table(name)
         return record.figure(key) if record is not None else None
 
-    try:
-        _wait("the old cluster", lambda: figure("public_items", "rows") == 4, 180)
-        produce_messages(broker.bootstrap_servers, [(topic, k, v) for k, v in new])
-        _wait("the epoch change", lambda: figure("public_items", "state") == "FAILED", 120)
-        assert MARK in figure("public_items", "last_error")
-        assert f"{topic}[0] offset {len(before)}:" in figure("public_items", "last_error")
-        assert (
-            _rows(target / "public_items") == oracle.fold([(topic, k, v) for k, v in before])[topic]
-        )
-        # The other table (whose source did not move) goes on.
-        more = [(other, _key(k), _pg("c", k, "more", 70_000 + k, T0 + 5000 + k)) for k in (20, 21)]
-        produce_messages(broker.bootstrap_servers, more)
-        _wait("the other table", lambda: figure("public_other", "inserts") == 3, 120)
-        assert figure("public_other", "state") == "REPLICATING"
+    wait_until(lambda: figure("public_items", "rows") == 4, "the old cluster", 180, child=proc)
+    produce_messages(broker.bootstrap_servers, [(topic, k, v) for k, v in new])
+    wait_until(
+        lambda: figure("public_items", "state") == "FAILED", "the epoch change", 120, child=proc
+    )
+    assert MARK in figure("public_items", "last_error")
+    assert f"{topic}[0] offset {len(before)}:" in figure("public_items", "last_error")
+    assert _rows(target / "public_items") == oracle.fold([(topic, k, v) for k, v in before])[topic]
+    # The other table (whose source did not move) goes on.
+    more = [(other, _key(k), _pg("c", k, "more", 70_000 + k, T0 + 5000 + k)) for k in (20, 21)]
+    produce_messages(broker.bootstrap_servers, more)
+    wait_until(
+        lambda: figure("public_other", "inserts") == 3, "the other table", 120, child=proc
+    )
+    assert figure("public_other", "state") == "REPLICATING"
 
-        accepted = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
-        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
-        assert "new position epoch accepted at" in accepted.stdout, accepted.stdout
-        # The new cluster's delete of row 6 is its last change: the old one deleted once.
-        _wait("the new epoch", lambda: figure("public_items", "deletes") == 2, 120)
-        assert figure("public_items", "state") == "REPLICATING"
-        again = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
-        assert again.returncode == 1  # nothing to accept any more
-        assert "did not stop at a position epoch change" in again.stdout
-        stopped = run_cli("stop", "--config", str(config))
-        assert stopped.returncode == 0, stopped.stderr
-        assert proc.wait(timeout=60) == 0, stderr.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    accepted = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert "new position epoch accepted at" in accepted.stdout, accepted.stdout
+    # The new cluster's delete of row 6 is its last change: the old one deleted once.
+    wait_until(lambda: figure("public_items", "deletes") == 2, "the new epoch", 120, child=proc)
+    assert figure("public_items", "state") == "REPLICATING"
+    again = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
+    assert again.returncode == 1  # nothing to accept any more
+    assert "did not stop at a position epoch change" in again.stdout
+    stopped = run_cli("stop", "--config", str(config))
+    assert stopped.returncode == 0, stopped.stderr
+    assert proc.wait() == 0, proc.describe()
     expected = oracle.fold([(topic, k, v) for k, v in new])[topic]
     assert _rows(target / "public_items") == expected
     assert sorted(expected) == ["1", "3", "5", "7"]  # 2 gone, 5 back, 6 deleted

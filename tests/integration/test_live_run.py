@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,28 +12,20 @@ from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from tests.integration.replicas import assert_replicas_match, read_replica, write_config
+from tests.integration.replicas import (
+    assert_replicas_match,
+    replica_rows,
+    run_cli,
+    write_config,
+)
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
-def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"replicator exited early: {proc.stderr.read()}")
-        try:
-            if predicate():
-                return
-        except Exception:  # noqa: BLE001 - table may be mid-creation; poll again
-            pass
-        time.sleep(0.5)
-    raise AssertionError("timed out")
-
-
 def test_new_topic_is_picked_up_and_sigterm_stops_cleanly(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     workload = InventoryWorkload(seed=3, prefix=topic_prefix, schemas=True)
     messages = list(workload.events(3_000))
@@ -54,29 +42,25 @@ def test_new_topic_is_picked_up_and_sigterm_stops_cleanly(
         topic_refresh_seconds=1.0,
         max_batch_seconds=0.3,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
+    child = replicator(config)
+    expected_early = fold(early)
+    first_path = target / table_name_for_topic(first_topic)
+    wait_until(
+        lambda: replica_rows(first_path) == expected_early[first_topic],
+        "the first topic's replica",
+        child=child,
     )
-    try:
-        expected_early = fold(early)
-        first_path = target / table_name_for_topic(first_topic)
-        _wait_for(lambda: read_replica(first_path) == expected_early[first_topic], 120, proc)
-        # Topics that did not exist when the replicator started.
-        produce_messages(broker.bootstrap_servers, late)
-        expected = fold(messages)
-        paths = {t: target / table_name_for_topic(t) for t in expected}
-        _wait_for(lambda: all(read_replica(p) == expected[t] for t, p in paths.items()), 120, proc)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    assert "inventory_orders" in out  # the exit summary lists every table
+    # Topics that did not exist when the replicator started.
+    produce_messages(broker.bootstrap_servers, late)
+    expected = fold(messages)
+    paths = {t: target / table_name_for_topic(t) for t in expected}
+    wait_until(
+        lambda: all(replica_rows(p) == expected[t] for t, p in paths.items()),
+        "every topic's replica",
+        child=child,
+    )
+    assert child.stop(signal.SIGTERM) == 0, child.describe()
+    assert "inventory_orders" in child.stdout  # the exit summary lists every table
     assert_replicas_match(target, fold(messages))
     for path in paths.values():
         assert not HudiTable.open(path).pending_instants()
@@ -100,12 +84,7 @@ def test_hostile_topic_names_write_nothing_outside_target(
         f"^{re.escape(topic_prefix)}\\.",
         target,
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("start", "--config", str(config), "--until-caught-up", timeout=300)
     assert proc.returncode == 0, proc.stderr
     work = target.parent / "work"
     for path in root.rglob("*"):

@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from engine.errors import SourceError
 from engine.hudi.table import HudiTable
 from engine.playground.broker import produce_messages
 from tests import builders
 from tests.integration.replicas import read_replica, run_cli, write_config
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash]
 
@@ -57,14 +58,14 @@ def _recreate(broker, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     for future in admin.delete_topics([topic]).values():
         future.result(timeout=30)
-    deadline = time.monotonic() + 30
-    while True:  # the deletion takes effect asynchronously
-        try:
-            broker.create_topics([topic])
-            return
-        except Exception:  # noqa: BLE001 - "already exists" until the deletion is done
-            assert time.monotonic() < deadline, "the topic could not be recreated"
-            time.sleep(0.5)
+    # The deletion takes effect asynchronously: "already exists" until it is done.
+    wait_until(
+        lambda: broker.create_topics([topic]) or True,
+        f"topic {topic} to be created again",
+        30,
+        interval=0.5,
+        retry_on=(SourceError,),
+    )
 
 
 def test_recreated_topic_stops_the_table_unless_its_gap_is_accepted(

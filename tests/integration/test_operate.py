@@ -11,12 +11,9 @@ must hold the batch lines, rotate as configured and never hold the SASL password
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -44,8 +41,9 @@ from tests.integration.replicas import (
 from tests.integration.test_offset_gaps import COLUMNS as GAP_COLUMNS
 from tests.integration.test_offset_gaps import _recreate as recreate_topic
 from tests.integration.test_offset_gaps import _rows as gap_rows
-from tests.integration.test_status import Message, _ops, _wait
+from tests.integration.test_status import Message, _ops
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -73,10 +71,9 @@ def _config(tmp_path: Path, broker, prefix: str, **replicator) -> tuple[Path, Pa
         broker.bootstrap_servers,
         f"^{re.escape(prefix)}\\.",
         target,
+        source={"sasl_password_env": PASSWORD_ENV},
         **replicator,
     )
-    password = f'sasl_password_env = "{PASSWORD_ENV}"'
-    config.write_text(config.read_text().replace("[source]\n", f"[source]\n{password}\n"))
     return config, target, tmp_path / "work"
 
 
@@ -123,7 +120,7 @@ def _no_secret(work: Path, secret: str) -> None:
 
 
 def test_resync_a_live_table_while_the_others_go_on(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     workload = InventoryWorkload(seed=31, prefix=topic_prefix, schemas=True)
     messages: list[Message] = list(workload.events(3_000))
@@ -145,108 +142,97 @@ def test_resync_a_live_table_while_the_others_go_on(
     secret = f"s3cret-{uuid.uuid4().hex}"
     env = {PASSWORD_ENV: secret}
     produce_messages(broker.bootstrap_servers, messages)
-    stderr = tmp_path / "start.stderr"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "-v", "start", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=stderr.open("w"),
-        env={**os.environ, **env},
-    )
-    try:
-        _wait("the first events", lambda: _committed_to(target, messages, topics), 180)
-        before = {t: _instants(target, t) for t in topics}
+    proc = replicator.cli("-v", "start", "--config", str(config), env=env)
+    wait_until(lambda: _committed_to(target, messages, topics), "the first events", 180, child=proc)
+    before = {t: _instants(target, t) for t in topics}
 
-        # Events keep flowing to every table while the resync runs.
-        more: list[Message] = list(workload.stream(2_400))
-        chunks = [more[i : i + 300] for i in range(0, len(more), 300)]
+    # Events keep flowing to every table while the resync runs.
+    more: list[Message] = list(workload.stream(2_400))
+    chunks = [more[i : i + 300] for i in range(0, len(more), 300)]
 
-        def feed() -> None:
-            for chunk in chunks:
-                produce_messages(broker.bootstrap_servers, chunk)
-                time.sleep(0.4)
+    def feed() -> None:
+        for chunk in chunks:
+            produce_messages(broker.bootstrap_servers, chunk)
+            time.sleep(0.4)
 
-        feeder = threading.Thread(target=feed)
-        feeder.start()
-        time.sleep(0.5)
-        asked = time.time()
-        resynced = run_cli("resync", name, "--config", str(config))
-        assert resynced.returncode == 0, resynced.stderr
-        assert f"resync {name}: resyncing {name}: replica dropped" in resynced.stdout
-        feeder.join()
-        sent = messages + more
-        _wait("every table", lambda: _committed_to(target, sent, topics), 180)
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    time.sleep(0.5)
+    asked = time.time()
+    resynced = run_cli("resync", name, "--config", str(config))
+    assert resynced.returncode == 0, resynced.stderr
+    assert f"resync {name}: resyncing {name}: replica dropped" in resynced.stdout
+    feeder.join()
+    sent = messages + more
+    wait_until(lambda: _committed_to(target, sent, topics), "every table", 180, child=proc)
 
-        # The resynced table was rebuilt: none of its old instants is left.
-        rebuilt = _instants(target, orders)
-        assert rebuilt and not set(rebuilt) & set(before[orders])
-        assert min(rebuilt) > time.strftime("%Y%m%d%H%M%S", time.gmtime(asked - 1))
-        # The others went on: every old instant is still there, with new ones after
-        # the resync, some of them while the resynced table was being rebuilt.
-        during = []
-        for t in others:
-            now = _instants(target, t)
-            assert now[: len(before[t])] == before[t]
-            during += [i for i in now[len(before[t]) :] if rebuilt[0] <= i <= rebuilt[-1]]
-        assert during, "no other table committed while the resynced one was rebuilt"
-        assert_replicas_match(target, fold(sent))
+    # The resynced table was rebuilt: none of its old instants is left.
+    rebuilt = _instants(target, orders)
+    assert rebuilt and not set(rebuilt) & set(before[orders])
+    assert min(rebuilt) > time.strftime("%Y%m%d%H%M%S", time.gmtime(asked - 1))
+    # The others went on: every old instant is still there, with new ones after
+    # the resync, some of them while the resynced table was being rebuilt.
+    during = []
+    for t in others:
+        now = _instants(target, t)
+        assert now[: len(before[t])] == before[t]
+        during += [i for i in now[len(before[t]) :] if rebuilt[0] <= i <= rebuilt[-1]]
+    assert during, "no other table committed while the resynced one was rebuilt"
+    assert_replicas_match(target, fold(sent))
 
-        # Its counters started over and counted the whole topic once; the others' too.
-        expected = _ops(sent)
+    # Its counters started over and counted the whole topic once; the others' too.
+    expected = _ops(sent)
 
-        def stored_rows() -> dict[str, engine.TableRecord]:
-            status = engine.read_status(work)
-            assert status is not None
-            return {t.table: t for t in status.tables}
+    def stored_rows() -> dict[str, engine.TableRecord]:
+        status = engine.read_status(work)
+        assert status is not None
+        return {t.table: t for t in status.tables}
 
-        def stored_equal() -> bool:  # the store is written at most every 0.5 s
-            rows = stored_rows()
-            return all(
-                table in rows and {c: rows[table].figure(c) for c in counts} == counts
-                for table, counts in expected.items()
-            )
-
-        _wait("the stored counters", stored_equal, 20)
+    def stored_equal() -> bool:  # the store is written at most every 0.5 s
         rows = stored_rows()
-        for table, counts in expected.items():
-            assert {c: rows[table].figure(c) for c in counts} == counts, table
-            assert rows[table].state == "REPLICATING"
-        store = StateStore(store_path(work), create=False)
-        try:
-            resyncs = [e for e in store.events(1000) if e["kind"] == "resync"]
-        finally:
-            store.close()
-        assert [e["tbl"] for e in resyncs] == [name]
+        return all(
+            table in rows and {c: rows[table].figure(c) for c in counts} == counts
+            for table, counts in expected.items()
+        )
 
-        # The Prometheus endpoint serves the same counters.
-        def scraped_equal() -> bool:
-            metrics = _scrape(port)
-            return all(_applied(metrics, table) == counts for table, counts in expected.items())
-
-        _wait("the metrics", scraped_equal, 20)
-        metrics = _scrape(port)
-        for table in expected:
-            labels = (("table", table),)
-            assert metrics[("cdcctl_commits_total", labels)] == len(
-                HudiTable.open(target / table).completed_instants()
-            )
-            assert metrics[("cdcctl_late_events_total", labels)] == 0
-            assert metrics[("cdcctl_rows", labels)] == len(read_replica(target / table))
-            assert metrics[("cdcctl_bad_messages_total", labels)] == 0
-            assert metrics[("cdcctl_events_applied_total", (("op", "truncate"), *labels))] == 0
-            assert metrics[("cdcctl_table_state", (("state", "REPLICATING"), *labels))] == 1
-            assert metrics[("cdcctl_table_state", (("state", "PAUSED"), *labels))] == 0
-            assert metrics[("cdcctl_last_commit_timestamp_seconds", labels)] > asked
-            assert ("cdcctl_lag_messages", labels) in metrics
-            assert ("cdcctl_latency_seconds", (("quantile", "0.99"), *labels)) in metrics
-        assert metrics[("cdcctl_replicator_state", (("state", "running"),))] == 1
-
-        stopped = run_cli("stop", "--config", str(config))
-        assert stopped.returncode == 0, stopped.stderr
-        assert proc.wait(timeout=60) == 0, stderr.read_text()
+    wait_until(stored_equal, "the stored counters", 20, child=proc)
+    rows = stored_rows()
+    for table, counts in expected.items():
+        assert {c: rows[table].figure(c) for c in counts} == counts, table
+        assert rows[table].state == "REPLICATING"
+    store = StateStore(store_path(work), create=False)
+    try:
+        resyncs = [e for e in store.events(1000) if e["kind"] == "resync"]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        store.close()
+    assert [e["tbl"] for e in resyncs] == [name]
+
+    # The Prometheus endpoint serves the same counters.
+    def scraped_equal() -> bool:
+        metrics = _scrape(port)
+        return all(_applied(metrics, table) == counts for table, counts in expected.items())
+
+    wait_until(scraped_equal, "the metrics", 20, child=proc)
+    metrics = _scrape(port)
+    for table in expected:
+        labels = (("table", table),)
+        assert metrics[("cdcctl_commits_total", labels)] == len(
+            HudiTable.open(target / table).completed_instants()
+        )
+        assert metrics[("cdcctl_late_events_total", labels)] == 0
+        assert metrics[("cdcctl_rows", labels)] == len(read_replica(target / table))
+        assert metrics[("cdcctl_bad_messages_total", labels)] == 0
+        assert metrics[("cdcctl_events_applied_total", (("op", "truncate"), *labels))] == 0
+        assert metrics[("cdcctl_table_state", (("state", "REPLICATING"), *labels))] == 1
+        assert metrics[("cdcctl_table_state", (("state", "PAUSED"), *labels))] == 0
+        assert metrics[("cdcctl_last_commit_timestamp_seconds", labels)] > asked
+        assert ("cdcctl_lag_messages", labels) in metrics
+        assert ("cdcctl_latency_seconds", (("quantile", "0.99"), *labels)) in metrics
+    assert metrics[("cdcctl_replicator_state", (("state", "running"),))] == 1
+
+    stopped = run_cli("stop", "--config", str(config))
+    assert stopped.returncode == 0, stopped.stderr
+    assert proc.wait() == 0, proc.describe()
     with pytest.raises(OSError):  # the endpoint ends with the replicator
         _scrape(port)
 
@@ -259,7 +245,7 @@ def test_resync_a_live_table_while_the_others_go_on(
     assert any(line.get("table") == name and "resync" in line["message"] for line in lines)
     assert lines[0]["logger"] == "cdcctl.start" and lines[0]["message"].startswith("replicating")
     assert (lines[-1]["logger"], lines[-1]["message"]) == ("cdcctl.start", "replicator stopped")
-    terminal = stderr.read_text()
+    terminal = proc.stderr
     assert "batch 1:" in terminal and "replicator stopped" not in terminal
     _no_secret(work, secret)
 
@@ -358,7 +344,7 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
 
 
 def test_resync_a_failed_table_of_a_live_replicator(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     # A topic recreated under its table (a gap): the table is FAILED; once the new topic
     # holds a fresh snapshot, a resync rebuilds the table from it (without one it is
@@ -391,12 +377,7 @@ def test_resync_a_failed_table_of_a_live_replicator(
     produce_messages(broker.bootstrap_servers, snapshot)
 
     work = tmp_path / "work"
-    stderr = tmp_path / "start.stderr"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=stderr.open("w"),
-    )
+    proc = replicator(config)
 
     def state(table: str) -> str | None:
         found = engine.read_status(work)
@@ -405,29 +386,25 @@ def test_resync_a_failed_table_of_a_live_replicator(
         row = found.table(table)
         return row.state if row is not None else None
 
-    try:
-        _wait("the gap", lambda: state("app_items") == "FAILED", 120)
-        resynced = run_cli("resync", "app_items", "--config", str(config))
-        assert resynced.returncode == 0, resynced.stderr
-        assert "resyncing app_items" in resynced.stdout
-        produce_messages(broker.bootstrap_servers, gap_rows(other, range(11, 21), 2000))
-        _wait(
-            "the rebuilt table",
-            lambda: _committed_to(
-                target,
-                gap_rows(topic, range(1, 51), 0) + gap_rows(other, range(1, 21), 0),
-                [topic, other],
-            ),
-            120,
-        )
-        assert state("app_items") == "REPLICATING"
-        stopped = run_cli("stop", "--config", str(config))
-        assert stopped.returncode == 0, stopped.stderr
-        assert proc.wait(timeout=60) == 0, stderr.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    wait_until(lambda: state("app_items") == "FAILED", "the gap", 120, child=proc)
+    resynced = run_cli("resync", "app_items", "--config", str(config))
+    assert resynced.returncode == 0, resynced.stderr
+    assert "resyncing app_items" in resynced.stdout
+    produce_messages(broker.bootstrap_servers, gap_rows(other, range(11, 21), 2000))
+    wait_until(
+        lambda: _committed_to(
+            target,
+            gap_rows(topic, range(1, 51), 0) + gap_rows(other, range(1, 21), 0),
+            [topic, other],
+        ),
+        "the rebuilt table",
+        120,
+        child=proc,
+    )
+    assert state("app_items") == "REPLICATING"
+    stopped = run_cli("stop", "--config", str(config))
+    assert stopped.returncode == 0, stopped.stderr
+    assert proc.wait() == 0, proc.describe()
     rows = read_replica(target / "app_items")
     assert sorted(int(k) for k in rows) == list(range(1, 51))
     assert {r["name"] for r in rows.values()} == {"v5000"}  # only the new topic's rows
@@ -438,7 +415,7 @@ def test_resync_a_failed_table_of_a_live_replicator(
 
 
 def test_topics_that_are_not_tables_are_counted_in_status_and_metrics(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     """Logical decoding messages, heartbeats and transaction markers on topics whose
     names say nothing are recognised by content: no table, their records counted as
@@ -514,40 +491,30 @@ def test_topics_that_are_not_tables_are_counted_in_status_and_metrics(
     def counts(sent: list[Message]) -> dict[str, tuple[str, int]]:
         return {t: (k, sum(1 for m in sent if m[0] == t)) for t, k in kinds.items()}
 
-    stderr = tmp_path / "start.stderr"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=stderr.open("w"),
-    )
-    try:
-        expected = counts(first)
-        assert {n for _, n in expected.values()} == {3, 4, 6}
-        _wait("the state store", lambda: store_path(tmp_path / "work").exists(), 60)
-        _wait("the first counts", lambda: skipped_in_status() == expected, 180)
-        _wait("the first metrics", lambda: skipped_in_metrics() == expected, 20)
-        # More records on the same topics, in later batches, add to the counts.
-        second = control(1)
-        produce_messages(broker.bootstrap_servers, second)
-        expected = counts(first + second)
-        _wait("the second counts", lambda: skipped_in_status() == expected, 60)
-        _wait("the second metrics", lambda: skipped_in_metrics() == expected, 20)
-        status = status_json()
-        # The table topics are tables; the control topics are none.
-        tables = {t["topic"] for t in status["tables"]}
-        assert set(table_topics) <= tables and not tables & set(kinds)
-        text = run_cli("status", "--config", str(config))
-        assert text.returncode == 0, text.stderr
-        assert "topics that are not tables (records skipped this run):" in text.stdout
-        for topic, (kind, n) in expected.items():
-            assert f"  {topic}: {kind}, {n} skipped" in text.stdout
-        stopped = run_cli("stop", "--config", str(config))
-        assert stopped.returncode == 0, stopped.stderr
-        assert proc.wait(timeout=60) == 0, stderr.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc = replicator(config)
+    expected = counts(first)
+    assert {n for _, n in expected.values()} == {3, 4, 6}
+    wait_until(lambda: store_path(tmp_path / "work").exists(), "the state store", 60, child=proc)
+    wait_until(lambda: skipped_in_status() == expected, "the first counts", 180, child=proc)
+    wait_until(lambda: skipped_in_metrics() == expected, "the first metrics", 20, child=proc)
+    # More records on the same topics, in later batches, add to the counts.
+    second = control(1)
+    produce_messages(broker.bootstrap_servers, second)
+    expected = counts(first + second)
+    wait_until(lambda: skipped_in_status() == expected, "the second counts", 60, child=proc)
+    wait_until(lambda: skipped_in_metrics() == expected, "the second metrics", 20, child=proc)
+    status = status_json()
+    # The table topics are tables; the control topics are none.
+    tables = {t["topic"] for t in status["tables"]}
+    assert set(table_topics) <= tables and not tables & set(kinds)
+    text = run_cli("status", "--config", str(config))
+    assert text.returncode == 0, text.stderr
+    assert "topics that are not tables (records skipped this run):" in text.stdout
+    for topic, (kind, n) in expected.items():
+        assert f"  {topic}: {kind}, {n} skipped" in text.stdout
+    stopped = run_cli("stop", "--config", str(config))
+    assert stopped.returncode == 0, stopped.stderr
+    assert proc.wait() == 0, proc.describe()
     for topic in kinds:
         assert not (target / table_name_for_topic(topic)).exists()
     # Stopped: the last run's counts are still shown.

@@ -31,19 +31,19 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 TABLES = ("inventory_customers", "inventory_orders", "inventory_products")
 HUDI = {
-    "mor": [
-        'table_type = "MERGE_ON_READ"',
-        "compaction_max_log_ratio = 1000.0",
-        "clean_retain_commits = 100",
-        "keep_min_commits = 110",
-        "keep_max_commits = 120",
-    ],
-    "cow": [
-        'table_type = "COPY_ON_WRITE"',
-        "clean_retain_commits = 2",
-        "keep_min_commits = 3",
-        "keep_max_commits = 5",
-    ],
+    "mor": {
+        "table_type": "MERGE_ON_READ",
+        "compaction_max_log_ratio": 1000.0,
+        "clean_retain_commits": 100,
+        "keep_min_commits": 110,
+        "keep_max_commits": 120,
+    },
+    "cow": {
+        "table_type": "COPY_ON_WRITE",
+        "clean_retain_commits": 2,
+        "keep_min_commits": 3,
+        "keep_max_commits": 5,
+    },
 }
 
 
@@ -55,7 +55,7 @@ def lakes(broker, tmp_path_factory):
     messages = list(InventoryWorkload(seed=21, prefix=prefix, schemas=True).events(9000))
     broker.create_topics(sorted({t for t, _, _ in messages}))
     configs = {}
-    for kind, lines in HUDI.items():
+    for kind, hudi in HUDI.items():
         target = root / kind / "lake"
         target.parent.mkdir()
         cfg = write_config(
@@ -63,10 +63,9 @@ def lakes(broker, tmp_path_factory):
             broker.bootstrap_servers,
             f"^{re.escape(prefix)}\\.",
             target,
+            hudi=hudi,
             max_batch_events=100,
         )
-        text = cfg.read_text().replace("num_buckets = 4", "\n".join(["num_buckets = 4", *lines]))
-        cfg.write_text(text)
         configs[kind] = (cfg, target)
     for chunk in (messages[:3000], messages[3000:6000], messages[6000:]):
         produce_messages(broker.bootstrap_servers, chunk)

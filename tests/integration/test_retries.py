@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +28,7 @@ from engine.playground.gate import TcpGate
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -64,13 +63,6 @@ def _ops(messages: list[Message]) -> dict[str, dict[str, int]]:
 
 def _counters(tables: list[dict]) -> dict[str, dict[str, int]]:
     return {t["table"]: {c: t[c] for c in OP_COUNTERS.values()} for t in tables}
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def _status(config: Path) -> dict:
@@ -122,63 +114,47 @@ def _setup(
     return workload, messages, config, target
 
 
-def _start(config: Path, log: Path) -> subprocess.Popen[str]:
-    with log.open("w") as err:  # a file: the child never blocks on a full pipe
-        return subprocess.Popen(
-            [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-
-
 def test_broker_outage_is_retried_and_recovers_exactly_once(
-    gated: tuple[EmbeddedBroker, TcpGate], topic_prefix: str, tmp_path: Path
+    gated: tuple[EmbeddedBroker, TcpGate], topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     broker, gate = gated
     workload, first, config, target = _setup(
         tmp_path, broker, gate.bootstrap_servers, topic_prefix, 31, retry_max_seconds=120
     )
     produce_messages(gate.bootstrap_servers, first)
-    log = tmp_path / "start.log"
-    proc = _start(config, log)
-    try:
-        _wait("the first events", _caught_up(target, first), timeout=180)
-        # More events, and the broker goes away while they are being applied.
-        during = list(workload.stream(1_000))
-        produce_messages(gate.bootstrap_servers, during)
-        gate.close()
+    proc = replicator(config)
+    wait_until(_caught_up(target, first), "the first events", 180, child=proc)
+    # More events, and the broker goes away while they are being applied.
+    during = list(workload.stream(1_000))
+    produce_messages(gate.bootstrap_servers, during)
+    gate.close()
 
-        def retrying() -> bool:
-            tables = _status(config)["tables"]
-            return all(t["state"] == "FAILING" and t["retries"] >= 2 for t in tables)
+    def retrying() -> bool:
+        tables = _status(config)["tables"]
+        return all(t["state"] == "FAILING" and t["retries"] >= 2 for t in tables)
 
-        _wait("the tables to retry", retrying, timeout=60)
-        down = _status(config)
-        assert down["replicator"]["state"] == "running" and down["replicator"]["alive"]
-        for t in down["tables"]:
-            assert f"Kafka at {gate.bootstrap_servers}" in t["last_error"]
-        assert any("; retry 2 in" in m for m in _events(target, "retry"))
+    wait_until(retrying, "the tables to retry", 60, child=proc)
+    down = _status(config)
+    assert down["replicator"]["state"] == "running" and down["replicator"]["alive"]
+    for t in down["tables"]:
+        assert f"Kafka at {gate.bootstrap_servers}" in t["last_error"]
+    assert any("; retry 2 in" in m for m in _events(target, "retry"))
 
-        gate.open()
-        after = list(workload.stream(1_000))
-        produce_messages(gate.bootstrap_servers, after)
-        sent = first + during + after
-        _wait("the events after the outage", _caught_up(target, sent), timeout=180)
-        _wait(
-            "the tables to recover",
-            lambda: all(t["state"] == "REPLICATING" for t in _status(config)["tables"]),
-            timeout=30,
-        )
-        stopped = run_cli("stop", "--config", str(config))
-        assert stopped.returncode == 0, stopped.stderr
-        proc.communicate(timeout=60)
-        assert proc.returncode == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    stderr = log.read_text()
+    gate.open()
+    after = list(workload.stream(1_000))
+    produce_messages(gate.bootstrap_servers, after)
+    sent = first + during + after
+    wait_until(_caught_up(target, sent), "the events after the outage", 180, child=proc)
+    wait_until(
+        lambda: all(t["state"] == "REPLICATING" for t in _status(config)["tables"]),
+        "the tables to recover",
+        30,
+        child=proc,
+    )
+    stopped = run_cli("stop", "--config", str(config))
+    assert stopped.returncode == 0, stopped.stderr
+    assert proc.wait() == 0, proc.describe()
+    stderr = proc.stderr
     assert "retry 1 in" in stderr and "recovered after" in stderr, stderr
     assert "Traceback" not in stderr
     final = _status(config)
@@ -190,27 +166,21 @@ def test_broker_outage_is_retried_and_recovers_exactly_once(
 
 
 def test_broker_gone_longer_than_the_limit_stops_with_exit_3(
-    gated: tuple[EmbeddedBroker, TcpGate], topic_prefix: str, tmp_path: Path
+    gated: tuple[EmbeddedBroker, TcpGate], topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     broker, gate = gated
     _, messages, config, target = _setup(
         tmp_path, broker, gate.bootstrap_servers, topic_prefix, 32, retry_max_seconds=8
     )
     produce_messages(gate.bootstrap_servers, messages)
-    log = tmp_path / "start.log"
-    proc = _start(config, log)
-    try:
-        _wait("the events", _caught_up(target, messages), timeout=180)
-        gate.close()
-        closed = time.monotonic()
-        proc.communicate(timeout=120)
-        gone = time.monotonic() - closed
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    stderr = log.read_text()
-    assert proc.returncode == 3, stderr
+    proc = replicator(config)
+    wait_until(_caught_up(target, messages), "the events", 180, child=proc)
+    gate.close()
+    closed = time.monotonic()
+    code = proc.wait(120)
+    gone = time.monotonic() - closed
+    stderr = proc.stderr
+    assert code == 3, stderr
     assert 8 <= gone < 60, gone
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, stderr

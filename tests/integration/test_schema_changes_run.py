@@ -48,17 +48,19 @@ def _run(
     tmp_path: Path,
     broker,
     topic: str,
-    settings: str,
+    source: dict,
     batches: list[list],
     table_type: str = "MERGE_ON_READ",
 ) -> tuple:
     target = tmp_path / "lake"
     config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic)}$", target
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic)}$",
+        target,
+        source=source,
+        hudi={"table_type": table_type},
     )
-    text = config.read_text().replace("[source]\n", f"[source]\n{settings}", 1)
-    text = text.replace("[hudi]\n", f'[hudi]\ntable_type = "{table_type}"\n', 1)
-    config.write_text(text)
     broker.create_topics([topic])
     runs = []
     for batch in batches:
@@ -82,7 +84,7 @@ def _expected(messages: list, columns: list[str], fill: dict | None = None) -> d
 def test_keep_keeps_dropped_column_and_wider_type(broker, topic_prefix: str, tmp_path) -> None:
     topic = f"{topic_prefix}.public.keep"
     first, second = _first(topic), _second(topic)
-    config, path, name, runs = _run(tmp_path, broker, topic, "", [first, second])
+    config, path, name, runs = _run(tmp_path, broker, topic, {}, [first, second])
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-3000:]
     expected = _expected(first + second, ["id", "a", "b", "n", "d"])
     assert read_replica(path) == expected
@@ -132,7 +134,7 @@ def test_keep_keeps_dropped_column_and_wider_type(broker, topic_prefix: str, tmp
 def test_apply_removes_dropped_column(broker, topic_prefix: str, tmp_path) -> None:
     topic = f"{topic_prefix}.public.apply"
     first, second = _first(topic), _second(topic)
-    settings = 'schema_changes = "apply"\n'
+    settings = {"schema_changes": "apply"}
     _, path, _, runs = _run(tmp_path, broker, topic, settings, [first, second])
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-3000:]
     assert read_replica(path) == _expected(first + second, ["id", "b", "n", "d"])
@@ -154,7 +156,7 @@ def test_apply_removes_dropped_column(broker, topic_prefix: str, tmp_path) -> No
 def test_fail_stops_the_table_at_the_drop(broker, topic_prefix: str, tmp_path) -> None:
     topic = f"{topic_prefix}.public.fail"
     first, second = _first(topic), _second(topic)
-    settings = 'schema_changes = "fail"\n'
+    settings = {"schema_changes": "fail"}
     config, path, name, runs = _run(tmp_path, broker, topic, settings, [first, second])
     assert runs[0].returncode == 0 and runs[1].returncode == 3, runs[1].stderr[-3000:]
     state = status_tables(config)[name]
@@ -162,8 +164,14 @@ def test_fail_stops_the_table_at_the_drop(broker, topic_prefix: str, tmp_path) -
     assert "column(s) a no longer in the source's events" in state["last_error"]
     assert read_replica(path) == _expected(first, ["id", "a", "b", "n"])
     # The operator chooses to keep it: the batch is read again and applies.
-    text = config.read_text().replace('schema_changes = "fail"', 'schema_changes = "keep"')
-    config.write_text(text)
+    write_config(
+        config,
+        broker.bootstrap_servers,
+        f"^{re.escape(topic)}$",
+        tmp_path / "lake",
+        source={"schema_changes": "keep"},
+        hudi={"table_type": "MERGE_ON_READ"},
+    )
     run = run_cli("start", "--config", str(config), "--until-caught-up")
     assert run.returncode == 0, run.stderr[-3000:]
     assert read_replica(path) == _expected(first + second, ["id", "a", "b", "n", "d"])
@@ -175,7 +183,7 @@ def test_fill_defaults_sets_rows_from_before_the_column(
 ) -> None:
     topic = f"{topic_prefix}.public.fill"
     first, second = _first(topic), _second(topic)
-    settings = "fill_defaults = true\n"
+    settings = {"fill_defaults": True}
     # A change stored on its own before the column is added (a log file under MOR).
     middle = [event(topic, OLD, "u", {"id": 2, "a": "a2", "b": 21, "n": None}, 150)]
     config, path, name, runs = _run(
@@ -204,13 +212,13 @@ def test_avro_events_apply_and_fill_defaults(broker, topic_prefix: str, tmp_path
     with SchemaRegistry() as registry:
         convert = JsonToAvro(registry.url)
         batches = [[convert.message(*m) for m in b] for b in (first, second)]
-        settings = (
-            'format = "debezium-avro"\nschema_changes = "apply"\nfill_defaults = true\n'
-            f'[source.schema_registry]\nurl = "{registry.url}"\n'
-        )
-        config, path, _, runs = _run(tmp_path, broker, topic, "", batches[:0])
-        text = config.read_text().replace("[target]", settings + "[target]", 1)
-        config.write_text(text)
+        settings = {
+            "format": "debezium-avro",
+            "schema_changes": "apply",
+            "fill_defaults": True,
+            "schema_registry": {"url": registry.url},
+        }
+        config, path, _, runs = _run(tmp_path, broker, topic, settings, batches[:0])
         for batch in batches:
             produce_messages(broker.bootstrap_servers, batch, create_topics=False)
             run = run_cli("start", "--config", str(config), "--until-caught-up")
@@ -234,7 +242,7 @@ def test_kept_column_added_again_and_late_old_events_get_the_default(
     dropped = [event(topic, no_d, "u", {"id": 2}, 200)]  # DROP COLUMN d; UPDATE row 2
     added = [event(topic, readded, "c", {"id": 4, "d": 9}, 300)]  # ADD COLUMN d DEFAULT 42
     late = [event(topic, no_d, "c", {"id": 5}, 250)]  # inserted before the ADD, read late
-    settings = 'schema_changes = "keep"\nfill_defaults = true\n'
+    settings = {"schema_changes": "keep", "fill_defaults": True}
     config, path, name, runs = _run(
         tmp_path, broker, topic, settings, [first, dropped, added, late]
     )
@@ -267,9 +275,8 @@ def test_a_replayed_dead_letter_from_before_the_add_gets_the_default(
     target = tmp_path / "lake"
     config = write_config(
         tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic)}$", target,
-        tolerance="all", source={"max_message_bytes": limit},
+        tolerance="all", source={"fill_defaults": True, "max_message_bytes": limit},
     )  # fmt: skip
-    config.write_text(config.read_text().replace("[source]\n", "[source]\nfill_defaults = true\n"))
     broker.create_topics([topic])
     produce_messages(broker.bootstrap_servers, first, create_topics=False)
     run = run_cli("start", "--config", str(config), "--until-caught-up")

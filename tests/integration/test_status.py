@@ -11,9 +11,6 @@ import datetime as dt
 import json
 import re
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,8 +22,9 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.state import StateRecorder
-from tests.integration.replicas import assert_replicas_match, run_cli, write_config
+from tests.integration.replicas import CliChild, assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -51,13 +49,6 @@ def _counters(tables: list[dict], key: str | None = None) -> dict[str, dict[str,
     return {
         t["table"]: {c: (t[key][c] if key else t[c]) for c in OP_COUNTERS.values()} for t in tables
     }
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def _checkpoint(target: Path, topic: str) -> str | None:
@@ -127,7 +118,9 @@ def test_counters_are_the_events_sent_across_runs_and_a_sigkill(
     assert_replicas_match(target, fold(messages))
 
 
-def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path: Path) -> None:
+def test_pause_resume_stop_a_live_replicator(
+    broker, topic_prefix: str, tmp_path: Path, replicator
+) -> None:
     workload = InventoryWorkload(seed=22, prefix=topic_prefix, schemas=True)
     messages: list[Message] = list(workload.events(3_000))
     topics = sorted({t for t, _, _ in messages})
@@ -141,23 +134,14 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
         ends = {t: sum(1 for m in sent if m[0] == t) for t in which}
         return lambda: all(_checkpoint(target, t) == f"{t},0:{ends[t]}" for t in which)
 
-    def start() -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def stop(proc: subprocess.Popen[str]) -> str:
+    def stop(child: CliChild) -> str:
         stopped = run_cli("stop", "--config", str(config))
         assert stopped.returncode == 0, stopped.stderr
         assert "stopping after the batch in flight" in stopped.stdout
         assert stopped.stdout.endswith("\nstopped\n")  # it waited for the exit
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        assert "replicator: stopped" in out  # the exit summary is `status`'s
-        return out
+        assert child.wait() == 0, child.describe()
+        assert "replicator: stopped" in child.stdout  # the exit summary is `status`'s
+        return child.stdout
 
     def orders_row() -> engine.TableRecord:
         found = engine.read_status(work)
@@ -166,42 +150,44 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
         assert row is not None
         return row
 
-    proc = start()
-    try:
-        _wait("the first events", caught_up(messages, topics), timeout=180)
-        running = run_cli("status", "--config", str(config), "--json")
-        assert running.returncode == 0, running.stderr
-        status = json.loads(running.stdout)
-        assert status["replicator"]["state"] == "running" and status["replicator"]["alive"]
-        assert status["replicator"]["pid"] == proc.pid
-        assert {t["table"] for t in status["tables"]} == {table_name_for_topic(t) for t in topics}
+    proc = replicator(config)
+    wait_until(caught_up(messages, topics), "the first events", 180, child=proc)
+    running = run_cli("status", "--config", str(config), "--json")
+    assert running.returncode == 0, running.stderr
+    status = json.loads(running.stdout)
+    assert status["replicator"]["state"] == "running" and status["replicator"]["alive"]
+    assert status["replicator"]["pid"] == proc.pid
+    assert {t["table"] for t in status["tables"]} == {table_name_for_topic(t) for t in topics}
 
-        paused = run_cli("pause", "--config", str(config), table_name_for_topic(orders))
-        assert paused.returncode == 0, paused.stderr
-        assert f"paused {table_name_for_topic(orders)}" in paused.stdout
-        held = _checkpoint(target, orders)
-        orders_path = target / table_name_for_topic(orders)
-        instants = HudiTable.open(orders_path).completed_instants()
+    paused = run_cli("pause", "--config", str(config), table_name_for_topic(orders))
+    assert paused.returncode == 0, paused.stderr
+    assert f"paused {table_name_for_topic(orders)}" in paused.stdout
+    held = _checkpoint(target, orders)
+    orders_path = target / table_name_for_topic(orders)
+    instants = HudiTable.open(orders_path).completed_instants()
 
-        more = list(workload.stream(2_000))
-        produce_messages(broker.bootstrap_servers, more)
-        sent = messages + more
-        others = [t for t in topics if t != orders]
-        _wait("the other tables", caught_up(sent, others))
-        _wait("the paused table's lag", lambda: orders_row().lag_messages > 0, timeout=20)
-        row = orders_row()
-        assert row.state == "PAUSED" and row.lag_seconds is not None and row.lag_seconds > 0
-        assert _checkpoint(target, orders) == held
-        assert instants == HudiTable.open(orders_path).completed_instants()
-        assert_replicas_match(
-            target, {orders: fold([m for m in messages if m[0] == orders]).get(orders, {})}
-        )
+    more = list(workload.stream(2_000))
+    produce_messages(broker.bootstrap_servers, more)
+    sent = messages + more
+    others = [t for t in topics if t != orders]
+    wait_until(caught_up(sent, others), "the other tables", child=proc)
+    wait_until(
+        lambda: (orders_row().lag_messages or 0) > 0, "the paused table's lag", 20, child=proc
+    )
+    row = orders_row()
+    assert row.state == "PAUSED" and row.lag_seconds is not None and row.lag_seconds > 0
+    assert _checkpoint(target, orders) == held
+    assert instants == HudiTable.open(orders_path).completed_instants()
+    assert_replicas_match(
+        target, {orders: fold([m for m in messages if m[0] == orders]).get(orders, {})}
+    )
 
-        # A pause outlives the replicator: stopped and started again, the table stays put.
-        stop(proc)
-        proc = start()
+    # A pause outlives the replicator: stopped and started again, the table stays put.
+    stop(proc)
+    proc = replicator(config)
 
-        def looping() -> bool:  # the new replicator's loop writes the store
+    def looped(seconds: float) -> Callable[[], bool]:  # the new replicator's loop ran so long
+        def check() -> bool:
             found = engine.read_status(work)
             assert found is not None
             rep = found.replicator
@@ -209,25 +195,23 @@ def test_pause_resume_stop_a_live_replicator(broker, topic_prefix: str, tmp_path
                 return False
             assert rep.started_at is not None and rep.updated_at is not None
             since = dt.datetime.fromisoformat(rep.started_at)
-            return dt.datetime.fromisoformat(rep.updated_at) - since > dt.timedelta(seconds=1)
+            ran = dt.datetime.fromisoformat(rep.updated_at) - since
+            return ran > dt.timedelta(seconds=seconds)
 
-        _wait("the restart", looping, timeout=120)
-        time.sleep(2)
-        assert orders_row().state == "PAUSED"
-        assert _checkpoint(target, orders) == held
-        assert (
-            HudiTable.open(target / table_name_for_topic(orders)).completed_instants() == instants
-        )
+        return check
 
-        resumed = run_cli("resume", "--config", str(config))
-        assert resumed.returncode == 0, resumed.stderr
-        assert f"resumed {table_name_for_topic(orders)}" in resumed.stdout
-        _wait("the resumed table", caught_up(sent, topics))
-        stop(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    wait_until(looped(1), "the restart", child=proc)
+    # Two seconds more of its loop, in which a forgotten pause would have applied orders.
+    wait_until(looped(3), "three seconds of the new replicator's loop", child=proc)
+    assert orders_row().state == "PAUSED"
+    assert _checkpoint(target, orders) == held
+    assert HudiTable.open(target / table_name_for_topic(orders)).completed_instants() == instants
+
+    resumed = run_cli("resume", "--config", str(config))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed {table_name_for_topic(orders)}" in resumed.stdout
+    wait_until(caught_up(sent, topics), "the resumed table", child=proc)
+    stop(proc)
     assert_replicas_match(target, fold(sent))
 
     after = run_cli("status", "--config", str(config), "--json")

@@ -25,9 +25,7 @@ import json
 import re
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +41,7 @@ from tests.integration.replicas import (
     write_config,
 )
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -114,6 +113,17 @@ def _applied(table: Path, topic: str) -> int:
     checkpoint = meta["extraMetadata"]["deltastreamer.checkpoint.key"]
     assert checkpoint.startswith(topic + ",")
     return int(checkpoint.rsplit(":", 1)[1])
+
+
+def _all_applied(target: Path, sent: list, topics: list[str]) -> Callable[[], bool]:
+    """Whether every table's newest commit has applied all of ``sent``."""
+    ends = {t: sum(m[0] == t for m in sent) for t in topics}
+
+    def check() -> bool:
+        paths = {t: target / table_name_for_topic(t) for t in topics}
+        return all(_completed(p) and _applied(p, t) == ends[t] for t, p in paths.items())
+
+    return check
 
 
 def _check_exact(target: Path, messages: list, topics: list[str]) -> None:
@@ -195,7 +205,7 @@ def _fill(folder: Path, leave: int) -> Path:
 
 
 def test_a_full_work_folder_stops_with_what_to_do_and_loses_nothing(
-    broker, topic_prefix: str, tmp_path: Path, small_work: Path
+    broker, topic_prefix: str, tmp_path: Path, small_work: Path, replicator
 ) -> None:
     """The work folder (state store, staging files, logs, dead letters) on a full disk.
 
@@ -221,43 +231,32 @@ def test_a_full_work_folder_stops_with_what_to_do_and_loses_nothing(
     ballast.unlink()
 
     # Full under a running replicator.
-    before = {t: _completed(target / table_name_for_topic(t)) for t in topics}
-    log_path = tmp_path / "replicator.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc = replicator(config)
     names = [table_name_for_topic(t) for t in topics]
-    try:
-        deadline = time.monotonic() + 300
-        while any(_completed(target / table_name_for_topic(t)) == before[t] for t in topics):
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "the second round was never committed"
-            time.sleep(0.5)
-        time.sleep(3)  # the batch in flight lands
-        ballast = _fill(small_work, 4 * 1024)
-        third = list(workload.stream(1_500))
-        produce_messages(broker.bootstrap_servers, third)
-        # Each table either FAILED or (its staged batches small enough to fit) applied
-        # everything; which depends on how the batches fall.
-        produced = {t: sum(m[0] == t for m in first + second + third) for t in topics}
+    wait_until(
+        _all_applied(target, first + second, topics), "the second round, applied", 300, child=proc
+    )
+    ballast = _fill(small_work, 4 * 1024)
+    third = list(workload.stream(1_500))
+    produce_messages(broker.bootstrap_servers, third)
+    # Each table either FAILED or (its staged batches small enough to fit) applied
+    # everything; which depends on how the batches fall.
+    produced = {t: sum(m[0] == t for m in first + second + third) for t in topics}
 
-        def settled(name: str, topic: str) -> bool:
-            return f"{name}: FAILED:" in log_path.read_text() or (
-                _applied(target / name, topic) == produced[topic]
-            )
+    def settled(name: str, topic: str) -> bool:
+        return f"{name}: FAILED:" in proc.stderr or (
+            _applied(target / name, topic) == produced[topic]
+        )
 
-        deadline = time.monotonic() + 300
-        while not all(settled(n, t) for n, t in zip(names, topics, strict=True)):
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(1)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(120)
-    text = log_path.read_text()
+    wait_until(
+        lambda: all(settled(n, t) for n, t in zip(names, topics, strict=True)),
+        "every table FAILED or caught up",
+        300,
+        interval=1.0,
+        child=proc,
+    )
+    proc.stop(signal.SIGTERM, 120)
+    text = proc.stderr
     assert "Traceback" not in text
     assert "Logging error" not in text  # the log file shares the full disk
     failed = [n for n in names if f"{n}: FAILED:" in text]
@@ -312,11 +311,10 @@ def test_the_state_store_on_a_full_disk_is_written_when_it_can_again(
 
 
 def test_a_read_only_target_is_refused_or_fails_its_tables_and_catches_up_after(
-    broker, topic_prefix: str, tmp_path: Path, small_target: Path
+    broker, topic_prefix: str, tmp_path: Path, small_target: Path, replicator
 ) -> None:
     target = small_target
     workload, first, config, topics = _setup(broker, topic_prefix, tmp_path, target, seed=43)
-    before = {t: _completed(target / table_name_for_topic(t)) for t in topics}
     second = list(workload.stream(1_500))
     produce_messages(broker.bootstrap_servers, second)
 
@@ -333,39 +331,28 @@ def test_a_read_only_target_is_refused_or_fails_its_tables_and_catches_up_after(
     # Read-only under a running replicator: each table is retried, then FAILED with the
     # cause and what to do; nothing of it changes.
     third = list(workload.stream(1_500))
-    log_path = tmp_path / "replicator.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    proc = replicator(config)
+    wait_until(
+        _all_applied(target, first + second, topics), "the second round, applied", 300, child=proc
+    )
+    _read_only(target)
     try:
-        deadline = time.monotonic() + 300
-        while any(_completed(target / table_name_for_topic(t)) == before[t] for t in topics):
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "the second round was never committed"
-            time.sleep(0.5)
-        # Let the batch in flight land, then freeze the target.
-        time.sleep(3)
-        _read_only(target)
-        try:
-            frozen = {t: _completed(target / table_name_for_topic(t)) for t in topics}
-            produce_messages(broker.bootstrap_servers, third)
-            deadline = time.monotonic() + 300
-            names = [table_name_for_topic(t) for t in topics]
-            while not all(f"{n}: FAILED:" in log_path.read_text() for n in names):
-                assert proc.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(1)
-            for topic in topics:
-                assert _completed(target / table_name_for_topic(topic)) == frozen[topic]
-        finally:
-            _read_write(target)
+        frozen = {t: _completed(target / table_name_for_topic(t)) for t in topics}
+        produce_messages(broker.bootstrap_servers, third)
+        names = [table_name_for_topic(t) for t in topics]
+        wait_until(
+            lambda: all(f"{n}: FAILED:" in proc.stderr for n in names),
+            "every table FAILED",
+            300,
+            interval=1.0,
+            child=proc,
+        )
+        for topic in topics:
+            assert _completed(target / table_name_for_topic(topic)) == frozen[topic]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(120)
-    text = log_path.read_text()
+        _read_write(target)
+    proc.stop(signal.SIGTERM, 120)
+    text = proc.stderr
     assert "Traceback" not in text
     for name in names:
         assert re.search(

@@ -10,11 +10,7 @@ equal the oracle.
 from __future__ import annotations
 
 import re
-import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,12 +21,13 @@ from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash]
 
 
 def test_second_replicator_is_refused_and_a_killed_ones_lock_is_taken_over(
-    broker, topic_prefix: str, tmp_path: Path
+    broker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     workload = InventoryWorkload(seed=11, prefix=topic_prefix, schemas=True)
     messages = list(workload.events(4_000))
@@ -40,37 +37,30 @@ def test_second_replicator_is_refused_and_a_killed_ones_lock_is_taken_over(
     config = write_config(
         tmp_path / "cdcctl.toml", broker.bootstrap_servers, pattern, target, max_batch_seconds=0.3
     )
-    first = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    first = replicator(config)
+    orders = target / table_name_for_topic(workload.topic("orders"))
+    wait_until(
+        lambda: list((orders / ".hoodie").glob("*.deltacommit")),
+        "the first replicator's first commit",
+        child=first,
     )
-    try:
-        orders = target / table_name_for_topic(workload.topic("orders"))
-        deadline = time.monotonic() + 120
-        while not list((orders / ".hoodie").glob("*.deltacommit")):
-            assert first.poll() is None, "the first replicator exited"
-            assert time.monotonic() < deadline, "the first replicator never committed"
-            time.sleep(0.2)
-        holder = f"cdcctl pid {first.pid} on host {socket.gethostname()}"
+    holder = f"cdcctl pid {first.pid} on host {socket.gethostname()}"
 
-        # The same config: the work folder is locked.
-        second = run_cli("start", "--config", str(config), "--until-caught-up", timeout=120)
-        assert second.returncode == 3, second.stderr
-        assert f"the work folder {tmp_path / 'work'} is being written by {holder}" in second.stderr
-        assert "Traceback" not in second.stderr
+    # The same config: the work folder is locked.
+    second = run_cli("start", "--config", str(config), "--until-caught-up", timeout=120)
+    assert second.returncode == 3, second.stderr
+    assert f"the work folder {tmp_path / 'work'} is being written by {holder}" in second.stderr
+    assert "Traceback" not in second.stderr
 
-        # Its own work folder, the same target: every table it would write is locked, so
-        # each fails alone and nothing of the first one's is rolled back.
-        other = tmp_path / "other.toml"
-        other.write_text(config.read_text().replace(str(tmp_path / "work"), str(tmp_path / "w2")))
-        third = run_cli("start", "--config", str(other), "--until-caught-up", timeout=120)
-        assert third.returncode == 3, third.stderr
-        assert f"table {orders.name} ({orders}) is being written by {holder}" in third.stderr
-        assert first.poll() is None
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
+    # Its own work folder, the same target: every table it would write is locked, so
+    # each fails alone and nothing of the first one's is rolled back.
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace(str(tmp_path / "work"), str(tmp_path / "w2")))
+    third = run_cli("start", "--config", str(other), "--until-caught-up", timeout=120)
+    assert third.returncode == 3, third.stderr
+    assert f"table {orders.name} ({orders}) is being written by {holder}" in third.stderr
+    assert not first.exited(), first.describe()
+    first.kill()
 
     # The kernel dropped the dead process's locks; its files still name it.
     assert str(first.pid) in (tmp_path / "work" / LOCK_NAME).read_text()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -32,6 +31,7 @@ from typing import Any
 
 from tests.peers.jars import classpath
 from tests.peers.kafka import KafkaBroker, free_port, log4j_config, tail, terminate
+from tests.waiting import wait_until
 
 MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
 JSON = "org.apache.kafka.connect.json.JsonConverter"
@@ -125,32 +125,32 @@ class ConnectStandalone:
             return None
 
     def wait_running(self, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        statuses: dict[str, Any] = {}
+
+        def running() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise ConnectFailed(
                     f"Kafka Connect exited with {self.process.returncode}\n" + self.log_tail()
                 )
-            statuses = {name: self.status(name) for name in self.connectors}
-            running = 0
+            statuses.update((name, self.status(name)) for name in self.connectors)
+            ready = True
             for name, status in statuses.items():
                 if not status:
+                    ready = False
                     continue
                 states = [status["connector"]["state"], *(t["state"] for t in status["tasks"])]
                 if "FAILED" in states:
                     traces = [t.get("trace", "") for t in status["tasks"]]
                     raise ConnectFailed(f"connector {name} FAILED: {traces}\n" + self.log_tail())
-                if status["tasks"] and all(s == "RUNNING" for s in states):
-                    running += 1
-            if running == len(self.connectors):
-                return
-            if time.monotonic() > deadline:
-                raise ConnectFailed(
-                    f"connectors not RUNNING within {timeout:.0f} s ({statuses})\n"
-                    + self.log_tail()
-                )
-            time.sleep(0.5)
+                if not (status["tasks"] and all(s == "RUNNING" for s in states)):
+                    ready = False
+            return ready
+
+        try:
+            wait_until(running, "every connector RUNNING", timeout, interval=0.5)
+        except AssertionError as waited:
+            raise ConnectFailed(f"{waited} ({statuses})\n{self.log_tail()}") from None
 
     def check_running(self) -> None:
         """Raise :class:`ConnectFailed` if the worker ended or the connector failed."""
@@ -200,10 +200,8 @@ def consume_all(
             return out
         consumer.assign([TopicPartition(t, p, 0) for t, p in wanted])
         seen: dict[tuple[str, int], int] = {}
-        deadline = time.monotonic() + timeout
-        while any(seen.get(tp, -1) + 1 < high for tp, high in wanted.items()):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topics} did not reach the end offsets {wanted}")
+
+        def at_the_end() -> bool:
             for msg in consumer.consume(500, 1.0):
                 if msg.error():
                     continue
@@ -214,6 +212,14 @@ def consume_all(
                 key = json.loads(msg.key()) if msg.key() else None
                 value = json.loads(msg.value()) if msg.value() else None
                 out[msg.topic()].append((key, value))
+            return all(seen.get(tp, -1) + 1 >= high for tp, high in wanted.items())
+
+        try:
+            wait_until(
+                at_the_end, f"reading {topics} to the end offsets {wanted}", timeout, interval=0
+            )
+        except AssertionError as waited:
+            raise TimeoutError(str(waited)) from None
         return out
     finally:
         consumer.close()
@@ -237,19 +243,21 @@ def wait_for_record(
     """Wait until ``topic`` holds a record for which ``match(key payload, value payload)``
     is true (e.g. a marker row written last, or Debezium's last snapshot record). With
     ``connect``, fail at once with its log if the connector stops running."""
-    deadline = time.monotonic() + timeout
-    while True:
-        meta_topics = topic_names(broker)
-        if topic in meta_topics:
+
+    def found() -> bool:
+        if topic in topic_names(broker):
             for key, value in consume_all(broker, [topic])[topic]:
                 if match(payload(key), payload(value)):
-                    return
+                    return True
         if connect is not None:
             connect.check_running()
-        if time.monotonic() > deadline:
-            extra = connect.log_tail() if connect else ""
-            raise TimeoutError(f"no matching record in {topic} within {timeout:.0f} s\n{extra}")
-        time.sleep(1)
+        return False
+
+    try:
+        wait_until(found, f"a matching record in {topic}", timeout, interval=1)
+    except AssertionError as waited:
+        extra = connect.log_tail() if connect else ""
+        raise TimeoutError(f"{waited}\n{extra}") from None
 
 
 def topic_names(broker: KafkaBroker) -> set[str]:
@@ -263,16 +271,19 @@ def wait_snapshot_done(
     broker: KafkaBroker, topics: list[str], connect: ConnectStandalone, timeout: float = 180
 ) -> None:
     """Wait until one of ``topics`` holds Debezium's last snapshot record."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def done() -> bool:
         present = [t for t in topics if t in topic_names(broker)]
         for records in consume_all(broker, present).values():
             if any(snapshot_done(None, payload(value)) for _, value in records):
-                return
+                return True
         connect.check_running()
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no last snapshot record in {topics}\n{connect.log_tail()}")
-        time.sleep(1)
+        return False
+
+    try:
+        wait_until(done, f"the last snapshot record in {topics}", timeout, interval=1)
+    except AssertionError as waited:
+        raise TimeoutError(f"{waited}\n{connect.log_tail()}") from None
 
 
 def snapshot_done(key: Any, value: Any) -> bool:

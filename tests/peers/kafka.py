@@ -29,13 +29,13 @@ import base64
 import signal
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.peers.jars import classpath
+from tests.waiting import wait_until
 
 STORAGE_TOOL = "kafka.tools.StorageTool"
 SERVER = "kafka.Kafka"
@@ -244,29 +244,25 @@ class KafkaBroker:
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def up() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise BrokerFailed(
                     f"the Kafka broker exited with {self.process.returncode} while starting\n"
                     + self.log_tail()
                 )
-            try:
-                meta = admin.list_topics(timeout=2)
-                if meta.brokers:
-                    return
-            except Exception:  # noqa: BLE001 - not up yet
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise BrokerFailed(
-                    f"the Kafka broker did not come up within {timeout:.0f} s\n" + self.log_tail()
-                )
-            time.sleep(0.5)
+            return bool(admin.list_topics(timeout=2).brokers)
+
+        try:  # a KafkaException while it is not up yet
+            wait_until(up, "the Kafka broker", timeout, interval=0.5, retry_on=(KafkaException,))
+        except AssertionError as waited:
+            self.stop()
+            raise BrokerFailed(f"{waited}\n{self.log_tail()}") from None
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 30 s)."""
@@ -299,18 +295,18 @@ class KafkaBroker:
 
     def recreate_topic(self, name: str) -> None:
         """Delete topic ``name`` and create it again (a new topic id, offsets from 0)."""
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         admin.delete_topics([name])[name].result(60)
-        deadline = time.monotonic() + 60
-        while True:  # "already exists" until the deletion is done
-            try:
-                self.create_topic(name)
-                return
-            except Exception:  # noqa: BLE001
-                assert time.monotonic() < deadline, "the topic could not be recreated"
-                time.sleep(0.5)
+        wait_until(  # "already exists" until the deletion is done
+            lambda: self.create_topic(name) or True,
+            f"topic {name} to be created again",
+            60,
+            interval=0.5,
+            retry_on=(KafkaException,),
+        )
 
 
 def start_kafka(folder: Path, options: KafkaOptions | None = None) -> KafkaBroker:

@@ -402,12 +402,11 @@ def replicate(
     folder = run["tmp"] / f"cdcctl_{name}"
     folder.mkdir()
     target = folder / "lake"
-    config = write_config(folder / "cdcctl.toml", broker.bootstrap_servers, f"^{prefix}\\.", target)
-    if catalog_dsn:  # type the schemaless columns from the database's catalog
-        text = config.read_text().replace(
-            "[source]\n", f'[source]\ncatalog_types = true\ndatabase_dsn = "{catalog_dsn}"\n'
-        )
-        config.write_text(text)
+    # With catalog_dsn: the schemaless columns typed from the database's catalog.
+    catalog = {"catalog_types": True, "database_dsn": catalog_dsn} if catalog_dsn else None
+    config = write_config(
+        folder / "cdcctl.toml", broker.bootstrap_servers, f"^{prefix}\\.", target, source=catalog
+    )
     started = time.monotonic()
     done = run_cli("start", "--config", str(config), "--until-caught-up", timeout=900)
     took = time.monotonic() - started

@@ -25,7 +25,7 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.engine.test_ownership import fingerprint
-from tests.integration.replicas import read_replica, run_cli
+from tests.integration.replicas import read_replica, run_cli, write_config
 from tests.oracle import fold
 from tests.peers import jars
 
@@ -81,24 +81,14 @@ def test_tables_hudis_spark_writer_made_are_refused_and_left_as_they_were(
     for kind, prints in before.items():
         assert not any("cdcctl" in name for name in prints), (kind, prints)
 
-    config = tmp_path / "cdcctl.toml"
-    config.write_text(
-        "\n".join(
-            [
-                "[source]",
-                f'bootstrap_servers = "{broker.bootstrap_servers}"',
-                f"topics = '^{re.escape(topic_prefix)}_[hc]\\.'",
-                "[target]",
-                f'path = "{target}"',
-                f'table_naming = "{NAMING}"',
-                "[hudi]",
-                "num_buckets = 4",
-                "[replicator]",
-                f'work_dir = "{work}"',
-                "max_batch_events = 200",
-            ]
-        )
-        + "\n"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}_[hc]\\.",
+        target,
+        target_keys={"table_naming": NAMING},
+        work_dir=work,
+        max_batch_events=200,
     )
     run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=900)
     assert run.returncode == 3, run.stdout + run.stderr

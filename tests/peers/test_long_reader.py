@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -40,7 +38,8 @@ from engine.hudi import timeline as tl
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from tests.integration.replicas import run_cli
+from tests.integration.replicas import run_cli, write_config
+from tests.waiting import wait_until
 
 # The Hudi reader sessions are shared with test_hudi_readers: one worker runs both.
 pytestmark = [
@@ -79,42 +78,27 @@ def _hudi_rs(reader: hudi.HudiTable, instant: str) -> list[dict]:
     return sorted(rows, key=lambda r: r["_hoodie_record_key"])
 
 
-def _wait(condition, what: str, limit: float, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert proc.poll() is None, f"the replicator stopped while waiting for {what}"
-        assert time.monotonic() < deadline, f"no {what} after {limit:.0f} s"
-        time.sleep(0.5)
-
-
 def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
-    broker, hudi_readers, topic_prefix: str, tmp_path: Path
+    broker, hudi_readers, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     workload = InventoryWorkload(seed=41, prefix=topic_prefix, schemas=True)
     produce_messages(broker.bootstrap_servers, list(workload.snapshot(5, 5, 400)))
     target, work = tmp_path / "lake", tmp_path / "work"
-    config = tmp_path / "cdcctl.toml"
-    config.write_text(
-        "\n".join(
-            [
-                "[source]",
-                f'bootstrap_servers = "{broker.bootstrap_servers}"',
-                f"topics = '^{re.escape(topic_prefix)}\\.'",
-                'include_tables = ["inventory_orders"]',
-                "[target]",
-                f'path = "{target}"',
-                "[hudi]",
-                "num_buckets = 2",
-                "compaction_max_log_files = 2",
-                f"clean_retain_hours = {WINDOW_SECONDS / 3600!r}",
-                "keep_min_commits = 4",
-                "keep_max_commits = 6",
-                "[replicator]",
-                f'work_dir = "{work}"',
-                "max_batch_seconds = 0.2",
-            ]
-        )
-        + "\n"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        source={"include_tables": ["inventory_orders"]},
+        hudi={
+            "num_buckets": 2,
+            "compaction_max_log_files": 2,
+            "clean_retain_hours": WINDOW_SECONDS / 3600,
+            "keep_min_commits": 4,
+            "keep_max_commits": 6,
+        },
+        work_dir=work,
+        max_batch_seconds=0.2,
     )
     table = target / table_name_for_topic(workload.topic("orders"))
     hoodie = table / ".hoodie"
@@ -126,17 +110,18 @@ def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
             time.sleep(0.2)
 
     producer = threading.Thread(target=produce, daemon=True)
-    log = (tmp_path / "start.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    proc = replicator(config)
     producer.start()
     try:
         # Phase 1: commits for longer than the window, until a clean deleted slices
         # older than it (the cleaner is at work before the readers come).
-        _wait(lambda: hoodie.is_dir() and any(n for _, _, n in _cleans(hoodie)), "clean", 300, proc)
+        wait_until(
+            lambda: hoodie.is_dir() and any(n for _, _, n in _cleans(hoodie)),
+            "a clean",
+            300,
+            interval=0.5,
+            child=proc,
+        )
         first_clean = _cleans(hoodie)[-1][0]
 
         # The readers pin the newest instant P.
@@ -162,7 +147,13 @@ def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
             compactions = {b for b in _base_instants(table) - bases_at_p if b > p}
             return len(after) >= 24 and len(cleans) >= 2 and bool(compactions)
 
-        _wait(moved_on, "two dozen commits, two cleans and a compaction after P", 240, proc)
+        wait_until(
+            moved_on,
+            "two dozen commits, two cleans and a compaction after P",
+            240,
+            interval=0.5,
+            child=proc,
+        )
         waited = time.monotonic() - pinned_at
         assert waited < WINDOW_SECONDS - 5, (
             f"the table took {waited:.0f} s to move on: too slow for a {WINDOW_SECONDS} s "
@@ -201,10 +192,5 @@ def test_a_pinned_reader_keeps_its_files_while_a_busy_table_moves_on(
         stop.set()
         producer.join(timeout=30)
         run_cli("stop", "--config", str(config), timeout=60)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-    assert proc.returncode == 0, (tmp_path / "start.log").read_text()[-3000:]
+        proc.wait(120)
+    assert proc.returncode == 0, proc.describe()

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 import engine
 from engine.hudi.table import HudiTable
@@ -40,10 +38,10 @@ from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests import builders
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
-from tests.integration.test_status import _wait
 from tests.oracle import fold
 from tests.peers.kafka import KafkaBroker, KafkaOptions, Listener, TlsFiles, start_kafka
 from tests.tls_support import make_certs
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.peers]
 
@@ -130,15 +128,13 @@ def _wait_for_login(address: str, user: str, password: str, timeout: float = 60)
             "log_level": 0,
         }
     )
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if admin.list_topics(timeout=3).brokers:
-                return
-        except Exception:  # noqa: BLE001 - not yet known to the listener
-            pass
-        assert time.monotonic() < deadline, f"no SCRAM login for {user} within {timeout} s"
-        time.sleep(0.5)
+    wait_until(  # a KafkaException until the listener knows the credential
+        lambda: admin.list_topics(timeout=3).brokers,
+        f"a SCRAM login for {user}",
+        timeout,
+        interval=0.5,
+        retry_on=(KafkaException,),
+    )
 
 
 def _checks(run) -> dict[str, dict]:
@@ -385,16 +381,6 @@ def _readers(work: Path, lake: Path):
     return figure, checkpoint
 
 
-def _start(config: Path) -> subprocess.Popen[str]:
-    """``cdcctl start`` in a child process, its output kept for the end of the test."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _rows(topic: str, keys: range, lsn: int) -> list[tuple[str, bytes, bytes]]:
     return [
         (
@@ -434,6 +420,16 @@ def _topic_config(broker: KafkaBroker, topic: str, *change: str) -> None:
                     *change)  # fmt: skip
 
 
+def _retention_is_the_default(broker: KafkaBroker, topic: str) -> bool:
+    """Whether the broker says ``topic``'s ``retention.ms`` is no longer set on the topic."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    [future] = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    source = future.result(10)["retention.ms"].source
+    return getattr(source, "value", source) != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+
 def _expire_past(broker: KafkaBroker, topic: str, checkpoint: int) -> int:
     """Write keys 101..200 (offsets ``checkpoint``..+99) in two segments, then let
     Kafka's retention (one second, for a while) delete segments until the log starts past
@@ -442,14 +438,22 @@ def _expire_past(broker: KafkaBroker, topic: str, checkpoint: int) -> int:
     time.sleep(1.5)  # the next append rolls the segment
     produce_messages(broker.bootstrap_servers, _rows(topic, range(151, 201), 3000))
     _topic_config(broker, topic, "--add-config", "retention.ms=1000")
-    deadline = time.monotonic() + 60
-    while _watermarks(broker, topic)[0] <= checkpoint:
-        assert time.monotonic() < deadline, "Kafka's retention deleted nothing in 60 s:\n" + (
-            broker.log_tail()
+    try:
+        wait_until(
+            lambda: _watermarks(broker, topic)[0] > checkpoint,
+            f"Kafka's retention to delete the log of {topic} past offset {checkpoint}",
+            60,
+            interval=0.5,
         )
-        time.sleep(0.5)
+    except AssertionError as timeout:
+        raise AssertionError(f"{timeout}\n{broker.log_tail()}") from None
     _topic_config(broker, topic, "--delete-config", "retention.ms")
-    time.sleep(2)  # the default retention (7 days) holds again before anything is read
+    wait_until(  # the default retention (7 days) holds again before anything is read
+        lambda: _retention_is_the_default(broker, topic),
+        f"the default retention of {topic} back",
+        30,
+        interval=0.2,
+    )
     low, high = _watermarks(broker, topic)
     assert checkpoint < low <= high == checkpoint + 100, (low, high)
     return low
@@ -534,7 +538,7 @@ def test_segments_deleted_under_a_lagging_checkpoint_stop_the_table(
 
 
 def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
-    retention_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+    retention_broker: KafkaBroker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     """A table paused in a running replicator while retention deletes past its
     checkpoint: on resume the broker refuses the fetch position (out of range), and the
@@ -553,41 +557,42 @@ def test_a_gap_under_a_running_replicator_stops_the_table_on_resume(
         max_batch_seconds=0.3,
     )
     figure, checkpoint = _readers(tmp_path / "work", lake)
-    proc = _start(config)
-    try:
-        _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:100")
-        paused = run_cli("pause", "--config", str(config), "app_items")
-        assert paused.returncode == 0, paused.stderr
-        _wait("the pause", lambda: figure("app_items", "state") == "PAUSED")
+    proc = replicator(config)
+    wait_until(lambda: checkpoint("app_items") == f"{topic},0:100", "the first rows", child=proc)
+    paused = run_cli("pause", "--config", str(config), "app_items")
+    assert paused.returncode == 0, paused.stderr
+    wait_until(lambda: figure("app_items", "state") == "PAUSED", "the pause", child=proc)
 
-        low = _expire_past(broker, topic, 100)
-        produce_messages(broker.bootstrap_servers, _rows(other, range(11, 21), 2000))
-        _wait("the other table", lambda: checkpoint("app_other") == f"{other},0:20")
+    low = _expire_past(broker, topic, 100)
+    produce_messages(broker.bootstrap_servers, _rows(other, range(11, 21), 2000))
+    wait_until(lambda: checkpoint("app_other") == f"{other},0:20", "the other table", child=proc)
 
-        resumed = run_cli("resume", "--config", str(config), "app_items")
-        assert resumed.returncode == 0, resumed.stderr
-        _wait("the gap", lambda: figure("app_items", "state") == "FAILED")
-        error = figure("app_items", "last_error")
-        assert f"{topic}[0]: offsets 100..{low - 1} were deleted from the topic" in error, error
-        assert "replicator.accept_offset_gaps" in error, error
-        assert checkpoint("app_items") == f"{topic},0:100"
-        assert_replicas_match(lake, {topic: fold(first)[topic]})
+    resumed = run_cli("resume", "--config", str(config), "app_items")
+    assert resumed.returncode == 0, resumed.stderr
+    wait_until(lambda: figure("app_items", "state") == "FAILED", "the gap", child=proc)
+    error = figure("app_items", "last_error")
+    assert f"{topic}[0]: offsets 100..{low - 1} were deleted from the topic" in error, error
+    assert "replicator.accept_offset_gaps" in error, error
+    assert checkpoint("app_items") == f"{topic},0:100"
+    assert_replicas_match(lake, {topic: fold(first)[topic]})
 
-        # The replicator still runs for the other table.
-        produce_messages(broker.bootstrap_servers, _rows(other, range(21, 31), 3000))
-        _wait("the other table again", lambda: checkpoint("app_other") == f"{other},0:30")
-        assert proc.poll() is None
-    finally:
-        stopped = run_cli("stop", "--config", str(config))
-        out, err = proc.communicate(timeout=120)
+    # The replicator still runs for the other table.
+    produce_messages(broker.bootstrap_servers, _rows(other, range(21, 31), 3000))
+    wait_until(
+        lambda: checkpoint("app_other") == f"{other},0:30", "the other table again", child=proc
+    )
+    assert not proc.exited(), proc.describe()
+    stopped = run_cli("stop", "--config", str(config))
     assert stopped.returncode == 0, stopped.stderr
+    proc.wait(120)
+    err = proc.stderr
     assert "Traceback" not in err, err
     # Found through the broker's answer to the fetch (not a periodic check).
     assert "Offset out of range" in err and "offsets 100.." in err, err
 
 
 def test_a_topic_recreated_under_a_running_replicator_stops_the_table(
-    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     """Deleted and recreated shorter while cdcctl reads it (the case librdkafka crashes
     on with the Tansu broker, tests/integration/test_offset_gaps.py): the table stops
@@ -606,26 +611,25 @@ def test_a_topic_recreated_under_a_running_replicator_stops_the_table(
         topic_refresh_seconds=1.0,
     )
     figure, checkpoint = _readers(tmp_path / "work", lake)
-    proc = _start(config)
-    try:
-        _wait("the first rows", lambda: checkpoint("app_items") == f"{topic},0:200")
-        broker.recreate_topic(topic)
-        produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 51), 5000))
-        _wait("the gap", lambda: figure("app_items", "state") == "FAILED")
-        error = figure("app_items", "last_error")
-        assert f"{topic}[0]: the partition now ends at offset 50, before the checkpoint 200" in (
-            error
-        ), error
-        assert checkpoint("app_items") == f"{topic},0:200"
-        assert_replicas_match(lake, {topic: fold(first)[topic]})  # nothing of the new topic
+    proc = replicator(config)
+    wait_until(lambda: checkpoint("app_items") == f"{topic},0:200", "the first rows", child=proc)
+    broker.recreate_topic(topic)
+    produce_messages(broker.bootstrap_servers, _rows(topic, range(1, 51), 5000))
+    wait_until(lambda: figure("app_items", "state") == "FAILED", "the gap", child=proc)
+    error = figure("app_items", "last_error")
+    assert f"{topic}[0]: the partition now ends at offset 50, before the checkpoint 200" in (
+        error
+    ), error
+    assert checkpoint("app_items") == f"{topic},0:200"
+    assert_replicas_match(lake, {topic: fold(first)[topic]})  # nothing of the new topic
 
-        produce_messages(broker.bootstrap_servers, _rows(other, range(11, 21), 2000))
-        _wait("the other table", lambda: checkpoint("app_other") == f"{other},0:20")
-        assert proc.poll() is None
-    finally:
-        stopped = run_cli("stop", "--config", str(config))
-        out, err = proc.communicate(timeout=120)
+    produce_messages(broker.bootstrap_servers, _rows(other, range(11, 21), 2000))
+    wait_until(lambda: checkpoint("app_other") == f"{other},0:20", "the other table", child=proc)
+    assert not proc.exited(), proc.describe()
+    stopped = run_cli("stop", "--config", str(config))
     assert stopped.returncode == 0, stopped.stderr
+    proc.wait(120)
+    err = proc.stderr
     assert "Traceback" not in err, err
 
 

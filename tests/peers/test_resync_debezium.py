@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tests.integration.replicas import read_replica, run_cli, validate_tables, w
 from tests.peers.connect import ConnectStandalone, consume_all, payload, topic_names
 from tests.peers.kafka import KafkaBroker
 from tests.peers.test_debezium_postgres import connector_props
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.peers]
 
@@ -41,13 +41,6 @@ def _marks(broker: KafkaBroker, topic: str) -> list[str | None]:
         return []
     records = consume_all(broker, [topic])[topic]
     return [(payload(v) or {}).get("source", {}).get("snapshot") for _, v in records]
-
-
-def _wait(what: str, ready, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(1)
 
 
 def test_a_blocking_snapshot_is_the_way_out_of_a_refused_resync(
@@ -72,12 +65,16 @@ def test_a_blocking_snapshot_is_the_way_out_of_a_refused_resync(
     connect = ConnectStandalone(tmp_path / "connect", kafka_broker, {"rs": props})
     connect.start()
     try:
-        _wait("the initial snapshot", lambda: len(_marks(kafka_broker, topic)) == 40)
+        wait_until(
+            lambda: len(_marks(kafka_broker, topic)) == 40, "the initial snapshot", 180, interval=1
+        )
         conn.execute("UPDATE public.items SET name = 'changed ' || id WHERE id <= 5")
         conn.execute(
             "INSERT INTO public.items SELECT g, 'late ' || g FROM generate_series(41, 45) g"
         )
-        _wait("the streamed changes", lambda: len(_marks(kafka_broker, topic)) == 50)
+        wait_until(
+            lambda: len(_marks(kafka_broker, topic)) == 50, "the streamed changes", 180, interval=1
+        )
 
         lake = tmp_path / "lake"
         config = write_config(
@@ -110,7 +107,12 @@ def test_a_blocking_snapshot_is_the_way_out_of_a_refused_resync(
             "INSERT INTO public.dbz_signal VALUES (%s, 'execute-snapshot', %s)",
             (f"blocking-{tag}", json.dumps(signal)),
         )
-        _wait("the blocking snapshot", lambda: len(_marks(kafka_broker, topic)) == 30 + 45)
+        wait_until(
+            lambda: len(_marks(kafka_broker, topic)) == 30 + 45,
+            "the blocking snapshot",
+            180,
+            interval=1,
+        )
         marks = _marks(kafka_broker, topic)
         assert marks[19:30] == ["last"] + ["false"] * 10, marks  # the remaining stream
         # Debezium 3.6.1 marks the blocking snapshot as an initial one: first ... last.

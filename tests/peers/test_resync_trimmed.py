@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,9 +41,9 @@ from tests.integration.replicas import (
     status_tables,
     write_config,
 )
-from tests.integration.test_status import _wait
 from tests.oracle import fold
 from tests.peers.kafka import KafkaBroker
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.peers]
 
@@ -97,28 +96,33 @@ def _remaining(broker: KafkaBroker, topic: str) -> list[Message]:
         parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, -2) for p in parts])  # OFFSET_BEGINNING
         out, ended = [], set()
-        deadline = time.monotonic() + 60
-        while len(ended) < len(parts):
-            assert time.monotonic() < deadline, "the topic was not read to its end in 60 s"
+
+        def at_the_end() -> bool:
             for m in consumer.consume(1000, 1.0):
                 if m.error() is None:
                     out.append((m.partition(), m.offset(), (topic, m.key(), m.value())))
                 else:
                     ended.add(m.partition())
+            return len(ended) == len(parts)
+
+        wait_until(at_the_end, f"the end of every partition of {topic}", 60, interval=0)
         return [msg for _, _, msg in sorted(out, key=lambda x: (x[0], x[1]))]
     finally:
         consumer.close()
 
 
-def _config(broker: KafkaBroker, prefix: str, tmp_path: Path, **source) -> tuple[Path, Path]:
+def _config(
+    broker: KafkaBroker, prefix: str, tmp_path: Path, source: dict | None = None, **replicator
+) -> tuple[Path, Path]:
     lake = tmp_path / "lake"
     config = write_config(
         tmp_path / "cdcctl.toml",
         broker.bootstrap_servers,
         f"^{re.escape(prefix)}\\.",
         lake,
-        source=source or None,
+        source=source,
         max_batch_seconds=0.3,
+        **replicator,
     )
     return config, lake
 
@@ -153,16 +157,6 @@ def _state(work: Path) -> str | None:
     found = engine.read_status(work)
     row = found.table(TABLE) if found is not None else None
     return row.state if row is not None else None
-
-
-def _start(config: Path) -> subprocess.Popen[str]:
-    """`cdcctl start` in a child process (its output read by communicate at the end)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "cdcctl", "start", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def test_resync_of_a_topic_trimmed_into_its_snapshot_is_refused_unless_forced(
@@ -206,7 +200,7 @@ def test_resync_of_a_topic_trimmed_into_its_snapshot_is_refused_unless_forced(
 
 
 def test_a_running_replicator_refuses_the_same_resync_and_goes_on(
-    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     """Live: the request to the running replicator is refused with the same words, the
     table goes on replicating; ``--force`` resyncs it partially."""
@@ -216,38 +210,37 @@ def test_a_running_replicator_refuses_the_same_resync_and_goes_on(
     produce_messages(kafka_broker.bootstrap_servers, messages)  # offsets 0..34
     config, lake = _config(kafka_broker, topic_prefix, tmp_path)
 
-    proc = _start(config)
-    try:
-        _wait("the first rows", lambda: _checkpoint(lake) == f"{topic},0:35")
-        before = read_replica(lake / TABLE)
-        _trim(kafka_broker, topic, {0: 10})
+    proc = replicator(config)
+    wait_until(lambda: _checkpoint(lake) == f"{topic},0:35", "the first rows", child=proc)
+    before = read_replica(lake / TABLE)
+    _trim(kafka_broker, topic, {0: 10})
 
-        refused = run_cli("resync", "--config", str(config), TABLE)
-        _assert_refused(refused, refused.stdout, topic, 10)
-        assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
-        assert read_replica(lake / TABLE) == before
-        assert _state(tmp_path / "work") == "REPLICATING"
+    refused = run_cli("resync", "--config", str(config), TABLE)
+    _assert_refused(refused, refused.stdout, topic, 10)
+    assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
+    assert read_replica(lake / TABLE) == before
+    assert _state(tmp_path / "work") == "REPLICATING"
 
-        # It goes on replicating the table it kept.
-        more = _changes(topic, "c", range(31, 36), 3000)  # offsets 35..39
-        produce_messages(kafka_broker.bootstrap_servers, more)
-        _wait("the next rows", lambda: _checkpoint(lake) == f"{topic},0:40")
-        assert_replicas_match(lake, fold(messages + more))
+    # It goes on replicating the table it kept.
+    more = _changes(topic, "c", range(31, 36), 3000)  # offsets 35..39
+    produce_messages(kafka_broker.bootstrap_servers, more)
+    wait_until(lambda: _checkpoint(lake) == f"{topic},0:40", "the next rows", child=proc)
+    assert_replicas_match(lake, fold(messages + more))
 
-        forced = run_cli("resync", "--config", str(config), TABLE, "--force")
-        assert forced.returncode == 0, (forced.stdout, forced.stderr)
-        assert f"resync {TABLE}: resyncing {TABLE}: replica dropped" in forced.stdout
-        assert f"forced: {TABLE} will be partial: {topic}[0] starts at offset 10" in forced.stdout
-        _wait("the partial rebuild", lambda: _checkpoint(lake) == f"{topic},0:40")
-        remaining = _remaining(kafka_broker, topic)
-        assert len(remaining) == 30
-        assert_replicas_match(lake, fold(remaining))
-        assert not {str(k) for k in range(6, 11)} & set(read_replica(lake / TABLE))
-        assert proc.poll() is None
-    finally:
-        stopped = run_cli("stop", "--config", str(config))
-        _, err = proc.communicate(timeout=120)
+    forced = run_cli("resync", "--config", str(config), TABLE, "--force")
+    assert forced.returncode == 0, (forced.stdout, forced.stderr)
+    assert f"resync {TABLE}: resyncing {TABLE}: replica dropped" in forced.stdout
+    assert f"forced: {TABLE} will be partial: {topic}[0] starts at offset 10" in forced.stdout
+    wait_until(lambda: _checkpoint(lake) == f"{topic},0:40", "the partial rebuild", child=proc)
+    remaining = _remaining(kafka_broker, topic)
+    assert len(remaining) == 30
+    assert_replicas_match(lake, fold(remaining))
+    assert not {str(k) for k in range(6, 11)} & set(read_replica(lake / TABLE))
+    assert not proc.exited(), proc.describe()
+    stopped = run_cli("stop", "--config", str(config))
     assert stopped.returncode == 0, stopped.stderr
+    proc.wait(120)
+    err = proc.stderr
     assert "Traceback" not in err, err
 
 
@@ -310,7 +303,7 @@ def test_a_trimmed_cdc_json_topic_is_refused(
         for k in range(1, 11)
     ]
     produce_messages(kafka_broker.bootstrap_servers, rows)
-    config, lake = _config(kafka_broker, topic_prefix, tmp_path, format="cdc-json")
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path, {"format": "cdc-json"})
     _caught_up(config)
     before = _snapshot_of_folder(lake / TABLE)
     _trim(kafka_broker, topic, {0: 3})
@@ -333,7 +326,7 @@ def test_a_deleted_topic_is_refused(
     before = _snapshot_of_folder(lake / TABLE)
     admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
     admin.delete_topics([topic])[topic].result(60)
-    _wait("the deletion", lambda: topic not in admin.list_topics(timeout=10).topics)
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, "the deletion")
     refused = run_cli("resync", "--config", str(config), TABLE)
     assert refused.returncode == 1, refused.stderr
     assert f"topic {topic} does not exist any more: the table would be empty" in refused.stderr
@@ -485,7 +478,6 @@ def test_a_compacted_topic_resyncs_from_each_keys_newest_event_even_when_it_is_n
         row = {"id": 2, "name": f"v{time.monotonic_ns()}"}
         later = [(topic, builders.key(2), builders.value("c", 300, row, COLUMNS))]
         produce_messages(kafka_broker.bootstrap_servers, later, create_topics=False)
-        time.sleep(1.0)
         ops = [
             json.loads(v)["payload"]["op"]
             for _, k, v in _remaining(kafka_broker, topic)
@@ -493,7 +485,7 @@ def test_a_compacted_topic_resyncs_from_each_keys_newest_event_even_when_it_is_n
         ]
         return ops == ["u"]
 
-    _wait("the log cleaner", cleaned, timeout=120)
+    wait_until(cleaned, "the log cleaner", 120, interval=1.0)
     resync = run_cli("resync", "--config", str(config), TABLE)
     assert resync.returncode == 0, resync.stderr
     assert "warning" not in resync.stderr, resync.stderr
@@ -503,7 +495,7 @@ def test_a_compacted_topic_resyncs_from_each_keys_newest_event_even_when_it_is_n
 
 
 def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snapshot(
-    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path
+    kafka_broker: KafkaBroker, topic_prefix: str, tmp_path: Path, replicator
 ) -> None:
     """Live: the table stopped at the recreated topic (its own advice: resync once the
     topic holds a fresh snapshot); the request is refused while the new topic holds only
@@ -512,42 +504,39 @@ def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snap
     kafka_broker.create_topic(topic)
     old = _snapshot(topic, range(1, 11), 100, {})  # offsets 0..9
     produce_messages(kafka_broker.bootstrap_servers, old, create_topics=False)
-    config, lake = _config(kafka_broker, topic_prefix, tmp_path)
-    with config.open("a") as f:
-        f.write("topic_refresh_seconds = 1.0\n")  # [replicator] is the last section
+    config, lake = _config(kafka_broker, topic_prefix, tmp_path, topic_refresh_seconds=1.0)
 
-    proc = _start(config)
-    try:
-        _wait("the first rows", lambda: _checkpoint(lake) == f"{topic},0:10")
-        kafka_broker.recreate_topic(topic)
-        _wait("the table to stop", lambda: _state(tmp_path / "work") == "FAILED")
-        streamed = _changes(topic, "u", range(1, 4), 2000)  # offsets 0..2
-        produce_messages(kafka_broker.bootstrap_servers, streamed, create_topics=False)
+    proc = replicator(config)
+    wait_until(lambda: _checkpoint(lake) == f"{topic},0:10", "the first rows", child=proc)
+    kafka_broker.recreate_topic(topic)
+    wait_until(lambda: _state(tmp_path / "work") == "FAILED", "the table to stop", child=proc)
+    streamed = _changes(topic, "u", range(1, 4), 2000)  # offsets 0..2
+    produce_messages(kafka_broker.bootstrap_servers, streamed, create_topics=False)
 
-        refused = run_cli("resync", "--config", str(config), TABLE)
-        assert refused.returncode == 1, (refused.stdout, refused.stderr)
-        assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
-        assert f"topic {topic} was deleted and recreated since the replica was written" in (
-            refused.stdout
-        ), refused.stdout
-        assert "holds no complete snapshot" in refused.stdout, refused.stdout
-        assert_replicas_match(lake, fold(old))
-        assert _state(tmp_path / "work") == "FAILED"
+    refused = run_cli("resync", "--config", str(config), TABLE)
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert refused.stdout.startswith(f"resync {TABLE}: error: resync of {TABLE} refused")
+    assert f"topic {topic} was deleted and recreated since the replica was written" in (
+        refused.stdout
+    ), refused.stdout
+    assert "holds no complete snapshot" in refused.stdout, refused.stdout
+    assert_replicas_match(lake, fold(old))
+    assert _state(tmp_path / "work") == "FAILED"
 
-        names = {k: f"n{k}" for k in range(1, 9)}
-        fresh = _snapshot(topic, sorted(names), 3000, names)  # offsets 3..10
-        produce_messages(kafka_broker.bootstrap_servers, fresh, create_topics=False)
-        resync = run_cli("resync", "--config", str(config), TABLE)
-        assert resync.returncode == 0, (resync.stdout, resync.stderr)
-        assert f"{topic} was deleted and recreated, but holds a complete snapshot" in (
-            resync.stdout
-        ), resync.stdout
-        _wait("the rebuild", lambda: _checkpoint(lake) == f"{topic},0:11")
-        rows = assert_replicas_match(lake, fold(streamed + fresh))
-        assert rows[topic] == 8
-        assert proc.poll() is None
-    finally:
-        stopped = run_cli("stop", "--config", str(config))
-        _, err = proc.communicate(timeout=120)
+    names = {k: f"n{k}" for k in range(1, 9)}
+    fresh = _snapshot(topic, sorted(names), 3000, names)  # offsets 3..10
+    produce_messages(kafka_broker.bootstrap_servers, fresh, create_topics=False)
+    resync = run_cli("resync", "--config", str(config), TABLE)
+    assert resync.returncode == 0, (resync.stdout, resync.stderr)
+    assert f"{topic} was deleted and recreated, but holds a complete snapshot" in (resync.stdout), (
+        resync.stdout
+    )
+    wait_until(lambda: _checkpoint(lake) == f"{topic},0:11", "the rebuild", child=proc)
+    rows = assert_replicas_match(lake, fold(streamed + fresh))
+    assert rows[topic] == 8
+    assert not proc.exited(), proc.describe()
+    stopped = run_cli("stop", "--config", str(config))
     assert stopped.returncode == 0, stopped.stderr
+    proc.wait(120)
+    err = proc.stderr
     assert "Traceback" not in err, err

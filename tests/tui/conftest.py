@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 import engine
 from engine.lock import LOCK_NAME, WriterLock
 from tests.data.recorded_store import END, build
+from tests.waiting import await_until
 from tui.app import DashboardApp
 
 #: The dashboard's clock in these tests: half a minute after the recording ends.
@@ -54,11 +55,12 @@ def make_app(cfg: engine.Config, **kwargs) -> DashboardApp:
 
 async def loaded(pilot: Pilot, app: DashboardApp, timeout: float = 10.0) -> None:
     """Wait until the app shows its first reading of the store."""
-    waited = 0.0
-    while app.snapshot is None:
-        assert waited < timeout, "the dashboard never showed a reading"
-        await pilot.pause(0.05)
-        waited += 0.05
+    await await_until(
+        lambda: app.snapshot is not None,
+        "the dashboard's first reading",
+        lambda: pilot.pause(0.05),
+        timeout,
+    )
     await pilot.pause()
 
 

@@ -3,6 +3,7 @@ a pseudo-terminal, keys typed into it, the screen read back from it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import os
 import pty
@@ -22,6 +23,7 @@ from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.data.recorded_store import build
 from tests.integration.replicas import write_config
+from tests.waiting import wait_until
 
 #: Escape sequences of the terminal output (removed before looking for words).
 _ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78MDEc]")
@@ -65,24 +67,28 @@ class Terminal:
                 break
             self.output += chunk
 
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def describe(self) -> str:
+        code = self.proc.poll()
+        state = "running" if code is None else f"exit code {code}"
+        return f"the terminal's child ({state}) shows:\n{self.text()[-3000:]}"
+
+    def shows(self, words: str) -> bool:
+        """Whether ``words`` are on the terminal, after reading what came."""
+        self.read()
+        return words in self.text()
+
     def wait_for(self, words: str, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while words not in self.text():
-            assert time.monotonic() < deadline, f"{words!r} never shown:\n{self.text()[-3000:]}"
-            assert self.proc.poll() is None, (
-                f"exited {self.proc.returncode}:\n{self.text()[-3000:]}"
-            )
-            self.read()
+        wait_until(lambda: self.shows(words), f"{words!r} on the terminal", timeout, child=self)
 
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
         self.read(0.3)
 
     def wait_exit(self, timeout: float = 90.0) -> int:
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None:
-            assert time.monotonic() < deadline, self.text()[-3000:]
-            self.read()
+        wait_until(lambda: self.read() or self.exited(), f"the exit of {self.describe()}", timeout)
         self.read(0.5)
         return self.proc.returncode
 
@@ -141,9 +147,19 @@ def test_start_tui_asks_before_stopping_and_stops_cleanly(
         term.wait_for("RUNNING  up ")
         term.type("q")
         term.wait_for("Stop replicating and quit?")
+        answered = time.time()
         term.type("n")  # keep replicating, with the dashboard
-        time.sleep(1.5)
-        term.read()
+
+        def went_on() -> bool:  # the replicator's loop wrote its store since the answer
+            term.read()
+            found = engine.read_status(work)
+            updated = found.replicator.updated_at if found is not None else None
+            return (
+                updated is not None
+                and dt.datetime.fromisoformat(updated).timestamp() > answered + 1
+            )
+
+        wait_until(went_on, "the replicator to go on after the answer", 60, child=term)
         assert term.proc.poll() is None
         status = engine.read_status(work)
         assert status is not None and status.replicator.alive
@@ -178,11 +194,10 @@ def test_demo_tui_replicates_the_demo_and_its_live_changes(tmp_path: Path) -> No
             tables = status.tables if status is not None else []
             return sum(t.counters.inserts + t.counters.updates + t.counters.deletes for t in tables)
 
-        deadline = time.monotonic() + 120
         first = applied()
-        while applied() <= first:  # the live changes keep coming, and are replicated
-            assert time.monotonic() < deadline, "no live changes replicated"
-            term.read(0.5)
+        wait_until(  # the live changes keep coming, and are replicated
+            lambda: term.read(0.5) or applied() > first, "live changes replicated", child=term
+        )
         term.type("q")
         term.wait_for("Stop replicating and quit?")
         term.type("y")

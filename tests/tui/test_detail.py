@@ -8,7 +8,6 @@ listens on: the screen says the end offsets are unknown.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import shutil
@@ -29,6 +28,7 @@ from engine.playground.broker import produce_messages
 from engine.replicator import Replicator
 from tests import builders
 from tests.detail_replica import COLS_V1, detail_config
+from tests.waiting import await_until
 from tui.detail import TableDetailScreen
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "detail"
@@ -83,9 +83,12 @@ async def _loaded(pilot: Pilot) -> None:
     """Wait until the screen shows both reads (store and replica, broker)."""
     screen = pilot.app.screen
     assert isinstance(screen, TableDetailScreen)
-    async with asyncio.timeout(30):
-        while screen.detail is None or screen.offsets is None:
-            await pilot.pause(0.05)
+    await await_until(
+        lambda: screen.detail is not None and screen.offsets is not None,
+        "both reads on the screen",
+        lambda: pilot.pause(0.05),
+        30,
+    )
     await pilot.pause()
 
 
@@ -233,16 +236,18 @@ async def test_the_screen_follows_a_running_replicator(broker, spark, tmp_path: 
             screen = app.screen
             assert isinstance(screen, TableDetailScreen)
 
+            def shows_all_sent() -> str | None:
+                kafka = _text(screen, "#kafka-table")
+                row = [line.split() for line in kafka.splitlines() if line.split()[:1] == ["0"]]
+                return kafka if row and row[0][1:] == [f"{sent:,}", f"{sent:,}", "0"] else None
+
             async def caught_up() -> str:
-                async with asyncio.timeout(90):
-                    while True:
-                        await pilot.pause(0.1)
-                        kafka = _text(screen, "#kafka-table")
-                        row = [
-                            line.split() for line in kafka.splitlines() if line.split()[:1] == ["0"]
-                        ]
-                        if row and row[0][1:] == [f"{sent:,}", f"{sent:,}", "0"]:
-                            return kafka
+                return await await_until(
+                    shows_all_sent,
+                    "partition 0 caught up on the Kafka panel",
+                    lambda: pilot.pause(0.1),
+                    90,
+                )
 
             kafka = await caught_up()
             assert f"topic {topic}" in kafka and "unreachable" not in kafka

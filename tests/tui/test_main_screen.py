@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from engine.state import StateStore, store_path
 from tests.tui.conftest import loaded, make_app, screen_text, shown_tables
+from tests.waiting import await_until
 from tui import view
 from tui.app import DashboardApp, TablesTable
 from tui.screens import ConfirmScreen, DeadLettersScreen, HelpScreen
@@ -125,7 +126,12 @@ async def test_dead_letters_of_the_selected_table(recorded) -> None:
         await pilot.press("d")
         assert isinstance(app.screen, DeadLettersScreen)
         await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await await_until(
+            lambda: "Dead letters of shop_refunds" in screen_text(app),
+            "the list",
+            lambda: pilot.pause(0.05),
+            10,
+        )
         text = screen_text(app)
         assert "Dead letters of shop_refunds" in text
         assert "2 not yet replayed" in text and "bad JSON" in text and "4199" in text
@@ -178,8 +184,12 @@ async def test_resync_without_a_replicator_drops_the_table_as_the_cli_does(recor
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot, app)
         await pilot.press("ctrl+end", "r")
-        await pilot.pause(0.2)
-        assert isinstance(app.screen, ConfirmScreen)
+        await await_until(
+            lambda: isinstance(app.screen, ConfirmScreen),
+            "the confirmation",
+            lambda: pilot.pause(0.05),
+            10,
+        )
         assert "Resync shop_refunds?" in screen_text(app)
         await pilot.press("y")
         await app.workers.wait_for_complete()
@@ -251,8 +261,12 @@ async def test_a_refresh_keeps_the_selection_and_the_sideways_scroll(recorded) -
         assert app.selected_table() == "inventory_products" and table.scroll_x > 0
         scrolled = table.scroll_x
         reads = app.reads
-        while app.reads < reads + 3:  # three more readings of the store
-            await pilot.pause(0.1)
+        await await_until(
+            lambda: app.reads >= reads + 3,
+            "three more readings of the store",
+            lambda: pilot.pause(0.1),
+            10,
+        )
         assert app.selected_table() == "inventory_products"
         assert table.scroll_x == scrolled
         assert "bad" in screen_text(app)  # the last column is in view
@@ -265,8 +279,22 @@ async def test_a_resized_terminal_gets_the_columns_of_its_width(recorded) -> Non
         narrow = [str(k.value) for k in app.query_one(TablesTable).columns]
         assert "commits" not in narrow
         await pilot.resize_terminal(160, 48)
-        await pilot.pause(app.interval * 2 + 0.2)  # the next reading fits the columns
-        assert "commits" in [str(k.value) for k in app.query_one(TablesTable).columns]
+
+        def columns() -> list[str]:
+            return [str(k.value) for k in app.query_one(TablesTable).columns]
+
+        wide = await await_until(  # the next reading fits the columns
+            lambda: "commits" in columns() and columns(),
+            "the wide columns",
+            lambda: pilot.pause(0.05),
+            10,
+        )
+        assert "commits" in wide
         await pilot.resize_terminal(80, 24)
-        await pilot.pause(app.interval * 2 + 0.2)
-        assert [str(k.value) for k in app.query_one(TablesTable).columns] == narrow
+        back = await await_until(
+            lambda: columns() == narrow and columns(),
+            "the narrow columns",
+            lambda: pilot.pause(0.05),
+            10,
+        )
+        assert back == narrow
