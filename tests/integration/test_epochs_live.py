@@ -69,9 +69,7 @@ def test_a_running_replicator_stops_the_table_and_accepts_the_new_epoch(
     # The other table (whose source did not move) goes on.
     more = [(other, _key(k), _pg("c", k, "more", 70_000 + k, T0 + 5000 + k)) for k in (20, 21)]
     produce_messages(broker.bootstrap_servers, more)
-    wait_until(
-        lambda: figure("public_other", "inserts") == 3, "the other table", 120, child=proc
-    )
+    wait_until(lambda: figure("public_other", "inserts") == 3, "the other table", 120, child=proc)
     assert figure("public_other", "state") == "REPLICATING"
 
     accepted = run_cli("resync", "public_items", "--new-epoch", "--config", str(config))
