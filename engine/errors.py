@@ -5,7 +5,7 @@ what is wrong and a hint that says what to do. Each is either a :class:`Transien
 (a retry with backoff can help: broker unreachable, a failed Spark job) or a
 :class:`TerminalError` (retrying will not help: bad config, incompatible schema change);
 the replicator tells them apart in one place (``transient_cause`` in
-:mod:`engine.replicator.recovery`, which adds storage errors: an :class:`OSError`). The
+:mod:`engine.replicator.retry`, which adds storage errors: an :class:`OSError`). The
 CLI renders them without a traceback and maps them to exit codes.
 """
 

@@ -5,7 +5,8 @@ staged per bucket, one merge task per touched file group: :func:`plan_table`);
 :meth:`Committer.finish` commits each table's instant once the merge job wrote its
 files: write stats, the checkpoint and what it applied (``cdcctl.counts``), then the
 counters and the table's state; a table's own failure stops or holds that table alone.
-What a completed commit recorded is read back here only (:func:`commit_extra`).
+The replicator reads back what a completed commit recorded through :func:`commit_extra`
+(the replica's own readers — progress, epochs, validate, detail — use the Hudi view).
 """
 
 from __future__ import annotations

@@ -220,8 +220,7 @@ class ControlPlane:
         except (TableNameError, OSError) as exc:
             self.offsets.fail(rt, f"resync: could not remove the replica: {exc}")
             return f"error: {exc}"
-        if self.offsets.source is not None:
-            self.offsets.source.assign(dict.fromkeys(parts))
+        self.offsets.read_from_start(parts)
         log.info("%s: resync: replica dropped, reading %s from the beginning", rt.name, rt.topic)
         said = f" ({note})" if note else ""
         return f"resyncing {rt.name}: replica dropped, reading {rt.topic} from the beginning{said}"

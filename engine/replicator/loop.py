@@ -8,8 +8,11 @@ checkpoint. Kafka group offsets are committed after the Hudi commits, for lag to
 Each turn of :meth:`Replicator.run` is: control (:mod:`.control_plane`, and the held
 tables' retries, :mod:`.recovery`) -> intake (poll and decode the next batch,
 :mod:`.intake`, schema changes by :mod:`.ddl_router`) -> commit the previous batch once
-its merge ended (:mod:`.runner`, :mod:`.committer`) -> launch the next (plan it, start its
-Spark job) -> report. Batch N+1 is thus polled and decoded while Spark merges batch N,
+its merge ended (:mod:`.runner`, :mod:`.committer`) -> report it (group offsets, lag,
+``on_batch``) -> launch the next (plan it, start its Spark job). Between control and
+intake the topics are refreshed when due (:meth:`.offsets.Offsets.refresh`, new tables
+adopted by the control plane); a turn ends with :meth:`.recovery.Recovery.end_turn`.
+Batch N+1 is thus polled and decoded while Spark merges batch N,
 and N is committed before N+1 is planned (planning reads the file slices N wrote). Where
 each partition is read lives in :mod:`.offsets`; the records a batch travels in, in
 :mod:`.batches`. :meth:`Replicator.apply` runs one batch from given messages (no Kafka),
@@ -203,7 +206,7 @@ class Replicator:
             self.offsets.close()
 
     def _turn(self, max_batches: int | None) -> bool:
-        """One turn: control -> intake -> commit previous -> launch next -> report.
+        """One turn: control -> intake -> commit previous -> report it -> launch next.
         False when the run is over."""
         commits = self.committer.commits
         self._control()
@@ -217,10 +220,10 @@ class Replicator:
             self._refresh_topics()
         polled, prepared = self.intake.poll()
         report = self._commit_previous()
+        if report is not None:  # before the next is planned: its lag and group offsets
+            self._report(report)  # are the committed batch's own
         if prepared is not None:
             self.runner.launch(self.committer.plan(prepared), background=True)
-        if report is not None:
-            self._report(report)
         idle = not polled and self.runner.pending is None
         self.recovery.end_turn(self.committer.commits > commits, idle)
         return True

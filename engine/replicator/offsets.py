@@ -5,7 +5,7 @@ retry), what has been read (``consumed``: decoded, maybe not committed yet), the
 found and assigned at each table's checkpoint, checkpoints outside their partition's log
 (offset gaps, recreated topics), the end offsets to catch up to, and the lag. Tables
 leave and rejoin the consumer only through :meth:`Offsets.stop_reading`,
-:meth:`Offsets.read_again` and :meth:`Offsets.fail`.
+:meth:`Offsets.read_again`, :meth:`Offsets.read_from_start` and :meth:`Offsets.fail`.
 """
 
 from __future__ import annotations
@@ -87,6 +87,11 @@ class Offsets:
         """Assign a table's partitions again, at its checkpoint."""
         if self.source is not None:
             self.source.assign(rt.checkpoint)
+
+    def read_from_start(self, partitions: list[tuple[str, int]]) -> None:
+        """Assign partitions at the start of their logs (a resynced table)."""
+        if self.source is not None:
+            self.source.assign(dict.fromkeys(partitions))
 
     def fail(self, rt: TableRuntime, error: str) -> None:
         """Stop one table (FAILED: a person must act) and its reading; the others go on."""

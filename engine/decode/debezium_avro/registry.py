@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import CdcError, ConfigError, SourceError
+from engine.errors import CdcError, ConfigError, SourceError, TerminalError
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -29,11 +29,11 @@ class UnknownSchema(Exception):
     """The registry has no schema with this id (or it is not an Avro schema)."""
 
 
-class RegistryAuthError(CdcError):
+class RegistryAuthError(TerminalError):
     """The schema registry refused the credentials."""
 
 
-class RegistryTlsError(CdcError):
+class RegistryTlsError(TerminalError):
     """The TLS handshake with the schema registry failed (terminal)."""
 
 
