@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
@@ -116,13 +115,16 @@ def main() -> None:
                 err.print(say(line), markup=False)
         if exc.hint:
             err.print(say(f"  hint: {exc.hint}"), markup=False)
-        sys.exit(exit_codes.code_for(exc))
+        # Not sys.exit: a teardown of the interpreter could meet a thread still starting
+        # Spark's JVM (an error found while it boots) and print an "Exception ignored"
+        # traceback after the one-line error.
+        exit_codes.exit_now(exit_codes.code_for(exc))
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if os.environ.get("CDCCTL_DEBUG"):
             raise
         err.print(engine.redact(f"internal error: {type(exc).__name__}: {exc}"), markup=False)
         err.print("  hint: rerun with CDCCTL_DEBUG=1 for the traceback and report it", markup=False)
-        sys.exit(exit_codes.RUNTIME)
+        exit_codes.exit_now(exit_codes.RUNTIME)
 
 
 if __name__ == "__main__":

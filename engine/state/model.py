@@ -60,6 +60,9 @@ class Counter:
     stored: bool = True
     #: Its label on the dashboard's detail screen, where not its heading.
     label: str = ""
+    #: In ``cdcctl status``'s columns, right after this counter (else in declaration
+    #: order): the CLI shows schema changes beside the source events.
+    status_after: str = ""
 
     @property
     def detail_label(self) -> str:
@@ -78,6 +81,7 @@ def counter(
     views: tuple[str, ...] = (),
     stored: bool = True,
     label: str = "",
+    status_after: str = "",
 ) -> Any:
     """A counter field of :class:`TableCounters` (0 at first), its :class:`Counter` with it."""
     spec = Counter(
@@ -92,6 +96,7 @@ def counter(
         views=frozenset(views),
         stored=stored,
         label=label,
+        status_after=status_after,
     )
     return field(default=0, metadata={"counter": spec})
 
@@ -181,6 +186,7 @@ class TableCounters:
         listed=False,
         label="schema chg",
         views=(STATUS_VIEW, DETAIL_VIEW),
+        status_after="truncates",
     )
     retries: int = counter(
         "retries",
@@ -213,8 +219,15 @@ COMMIT_KEYS = (*ROW_CHANGES, *(c.commit_key for c in COUNTERS if c.commit_key))
 
 
 def shown_counters(view: str) -> tuple[Counter, ...]:
-    """The counters a view shows, in declaration order."""
-    return tuple(c for c in COUNTERS if view in c.views)
+    """The counters a view shows, in declaration order (``status_after`` moves one in
+    :data:`STATUS_VIEW`)."""
+    shown = [c for c in COUNTERS if view in c.views]
+    if view == STATUS_VIEW:
+        for moved in [c for c in shown if c.status_after]:
+            shown.remove(moved)
+            at = next(i for i, c in enumerate(shown) if c.name == moved.status_after)
+            shown.insert(at + 1, moved)
+    return tuple(shown)
 
 
 def commit_counts(values: Mapping[str, int]) -> dict[str, int]:
