@@ -181,9 +181,15 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
     pg_sub = event_lsn
 
     # -- MySQL -------------------------------------------------------------------------
+    snapshot = is_snapshot(children.get("snapshot"), n)
     index_match = pc.extract_regex(binlog_file, _FILE_INDEX_RE)
-    file_index = pc.struct_field(index_match, [0]).cast(i64)
-    file_bad = pc.and_(pc.is_valid(binlog_file), pc.is_null(index_match))
+    # A snapshot read at the connector's initial position (file "", pos 0) sorts at
+    # index 0: snapshot reads come before every streamed change anyway (STREAMED_BIT).
+    initial = pc.fill_null(pc.and_(snapshot, pc.equal(binlog_file, _EMPTY)), False)
+    file_index = pc.if_else(initial, _ZERO, pc.struct_field(index_match, [0]).cast(i64))
+    file_bad = pc.and_(
+        pc.and_(pc.is_valid(binlog_file), pc.is_null(index_match)), pc.invert(initial)
+    )
     pos_bad = pc.or_(pc.less(binlog_pos, _ZERO), pc.greater(binlog_pos, _MAX_BINLOG_POS))
     safe_pos = pc.if_else(pc.fill_null(pos_bad, False), pa.scalar(None, i64), binlog_pos)
     my_major = pc.bit_wise_or(pc.shift_left(file_index, _THIRTY_TWO), safe_pos)
@@ -201,7 +207,6 @@ def source_columns(source: pa.Array | None, n: int, connector_hint: str | None) 
 
     major = pc.if_else(mysql, my_major, pg_major)
     sub = pc.if_else(mysql, my_sub, pg_sub)
-    snapshot = is_snapshot(children.get("snapshot"), n)
     pos = pc.if_else(snapshot, major, pc.bit_wise_or(major, pa.scalar(STREAMED_BIT, i64)))
 
     bad = [

@@ -360,6 +360,20 @@ def test_incremental_snapshot_counts_as_streamed() -> None:
     assert row["_cdc_pos"] == BIT | MYSQL_FILE3 | 900
 
 
+def test_mysql_snapshot_read_at_the_initial_binlog_position_is_a_snapshot_read() -> None:
+    """A snapshot read at the connector's initial position (file "", pos 0) sorts before
+    every streamed change; a streamed change without a binlog index stays bad."""
+    snap = mysql_envelope("r", {"id": 1, "name": "a"}, pos=0, snapshot="true", file="")
+    streamed = mysql_envelope("u", {"id": 1, "name": "b"}, pos=900)
+    result = decode([wire({"id": 1})] * 2, [wire(snap), wire(streamed)])
+    assert result.bad == []
+    rows = result.batch.to_pylist()
+    assert rows[0]["_cdc_pos"] == 0 and rows[1]["_cdc_pos"] == BIT | MYSQL_FILE3 | 900
+    no_index = mysql_envelope("u", {"id": 1, "name": "c"}, pos=900, file="")
+    refused = decode([wire({"id": 1})], [wire(no_index)])
+    assert [b.reason for b in refused.bad] == ["source.file has no numeric binlog index"]
+
+
 def test_mysql_create_docs_with_schema() -> None:
     result = decode_sample("mysql-create-docs.json")
     row = only_row(result)
