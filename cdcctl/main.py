@@ -39,6 +39,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

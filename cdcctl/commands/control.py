@@ -15,7 +15,7 @@ ConfigOpt = Annotated[
     Path, typer.Option("--config", "-c", metavar="FILE", help="replicator config file (TOML)")
 ]
 TablesArg = Annotated[
-    list[str] | None, typer.Argument(metavar="[TABLE]...", help="tables (default: all)")
+    list[str] | None, typer.Argument(metavar="TABLE", help="tables (default: all)")
 ]
 #: How long to wait for the replicator to pick a request up.
 WAIT_SECONDS = 5.0

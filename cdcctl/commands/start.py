@@ -52,7 +52,9 @@ def start(
     ] = False,
     tui: Annotated[
         bool,
-        typer.Option("--tui", help="show the dashboard while replicating (quitting it stops)"),
+        typer.Option(
+            "--tui", help="show the dashboard while replicating (quitting asks whether to stop)"
+        ),
     ] = False,
 ) -> int:
     """Run the replicator.

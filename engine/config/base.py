@@ -60,6 +60,19 @@ def file_fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo]]:
             yield name, field
 
 
+def file_keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    """Every key the file may hold under ``model``, dotted (``source.topics``; a table's
+    own keys as ``tables.<name>.key``)."""
+    for key, field in file_fields(model):
+        section = section_of(field)
+        if section is None:
+            yield f"{prefix}{key}"
+            continue
+        yield f"{prefix}{key}"  # the table itself ([hudi], [source.schema_registry])
+        nested = "tables.<name>." if key == "tables" else f"{prefix}{key}."
+        yield from file_keys(section, nested)
+
+
 def section_of(field: FieldInfo) -> type[Section] | None:
     """The section a field holds (also optional, or by name in a mapping), if any."""
     candidates = [field.annotation, *get_args(field.annotation)]

@@ -10,6 +10,7 @@ listed together (:func:`config_from_dict`).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tempfile
@@ -19,14 +20,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.config.base import FLAT_SECTION
+from engine.config.base import FLAT_SECTION, file_keys
 from engine.config.model import Config
 from engine.config.references import absolute_secret_files, secret_problems
 from engine.errors import ConfigError
 
 _FIXES = {
     "missing": "add this key",
-    "extra_forbidden": "remove this key (it is not a known setting)",
 }
 
 #: Keys that were replaced: the problem and its fix, instead of "not a known setting".
@@ -57,8 +57,31 @@ def _problems(exc: ValidationError) -> list[tuple[str, str, str]]:
             problems.append((key, *_REPLACED[key]))
             continue
         msg = err["msg"].removeprefix("Value error, ")
-        problems.append((key, msg, _FIXES.get(err["type"], "")))
+        fix = _FIXES.get(err["type"], "")
+        if err["type"] == "extra_forbidden":
+            msg = "not a known setting"
+            fix = _did_you_mean(key) or "remove this key"
+        problems.append((key, msg, fix))
     return problems
+
+
+def _did_you_mean(key: str) -> str:
+    """``did you mean `source.bootstrap_servers`?`` for a key one typo away from a
+    known one at the same level (empty when none is close)."""
+    parts = key.split(".")
+    if len(parts) > 2 and parts[0] == "tables":
+        parts[1] = "<name>"
+    parent, leaf = ".".join(parts[:-1]), parts[-1]
+    siblings = {
+        k.rsplit(".", 1)[-1]: k
+        for k in file_keys(Config)
+        if (k.rsplit(".", 1)[0] if "." in k else "") == parent
+    }
+    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.75)
+    if not close:
+        return ""
+    shown = key.rsplit(".", 1)[0] + "." + close[0] if "." in key else close[0]
+    return f"did you mean `{shown}`?"
 
 
 def folder_problem(path: Path) -> tuple[str, str] | None:

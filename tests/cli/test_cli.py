@@ -75,6 +75,42 @@ def test_every_config_problem_missing_secrets_included_is_reported_in_one_error(
     assert "Traceback" not in r.stderr
 
 
+def test_a_mistyped_key_is_answered_with_the_key_it_is_close_to(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[source]\nbootstrap_server = "127.0.0.1:9092"\ntopics = "x"\n[target]\npath = "lake"\n'
+        "[replicator]\nmax_batch_event = 5\nfrobnicate = 1\n"
+        '[tables.orders]\nkey_field = ["id"]\n'
+    )
+    r = run_cli("status", "--config", str(cfg))
+    assert r.returncode == 2, r.stderr
+    problems = [line for line in r.stderr.splitlines() if line.startswith("  - ")]
+    assert (
+        "  - source.bootstrap_server: not a known setting "
+        "(fix: did you mean `source.bootstrap_servers`?)" in problems
+    ), r.stderr
+    assert (
+        "  - replicator.max_batch_event: not a known setting "
+        "(fix: did you mean `replicator.max_batch_events`?)" in problems
+    ), r.stderr
+    assert (
+        "  - tables.orders.key_field: not a known setting "
+        "(fix: did you mean `tables.orders.key_fields`?)" in problems
+    ), r.stderr
+    assert "  - replicator.frobnicate: not a known setting (fix: remove this key)" in problems
+    assert "Extra inputs" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_help_answers_h_and_shows_plain_usage() -> None:
+    for args in (["-h"], ["pause", "-h"], ["resume", "--help"], ["start", "-h"]):
+        r = run_cli(*args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert r.stdout.startswith("Usage: "), (args, r.stdout)
+    usage = run_cli("pause", "-h").stdout.splitlines()[0]
+    assert usage.endswith(" pause [OPTIONS] [TABLE]..."), usage
+    assert "quitting asks whether to stop" in " ".join(run_cli("start", "-h").stdout.split())
+
+
 def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(config_text())
