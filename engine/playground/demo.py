@@ -77,7 +77,7 @@ def run_demo(
     target = (target or Path(tempfile.mkdtemp(prefix="cdcctl-demo-")) / "lake").resolve()
     folder = target.parent
     with EmbeddedBroker() as broker:
-        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True)
+        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True, clock=time.time)
         topics = [f"dbserver1.inventory.{t}" for t in ("customers", "products", "orders")]
         broker.create_topics(topics)
         produced = produce_messages(broker.bootstrap_servers, workload.events(events))
@@ -125,7 +125,7 @@ def live_demo(
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
     with EmbeddedBroker() as broker:
-        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True)
+        workload = InventoryWorkload(seed=7, prefix="dbserver1", schemas=True, clock=time.time)
         broker.create_topics(
             [f"dbserver1.inventory.{t}" for t in ("customers", "products", "orders")]
         )

@@ -26,6 +26,7 @@ import base64
 import json
 import unicodedata
 from array import array
+from collections.abc import Callable
 from datetime import date
 from typing import Any, Final
 
@@ -299,3 +300,12 @@ class Rows:
             self.live[index] = last
             self.slot[last - self.base] = index
         self.slot[ident - self.base] = -1
+
+
+def advance(now_us: int, step_us: int, clock: Callable[[], float] | None) -> int:
+    """A simulated clock ``step_us`` later; with a real clock (``time.time``) never ahead
+    of it, but always forward: a live database's commit times."""
+    later = now_us + step_us
+    if clock is None:
+        return later
+    return max(now_us + 1, min(later, int(clock() * 1_000_000)))

@@ -37,7 +37,7 @@ import math
 import random
 from array import array
 from bisect import bisect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import chain
 from typing import Any, Final
 
@@ -59,6 +59,7 @@ from engine.playground.inventory import (
     US_PER_DAY,
     Rows,
     ZonedFormatter,
+    advance,
     compact,
     decimal_base64,
     json_str,
@@ -118,13 +119,21 @@ class InventoryWorkload:
             ``d``) plus tombstones (``x``).
     """
 
-    def __init__(self, seed: int = 0, prefix: str = "dbserver1", schemas: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        prefix: str = "dbserver1",
+        schemas: bool = False,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         """Create a workload.
 
         Args:
             seed: Seed of the pseudo-random generator; equal seeds give equal output.
             prefix: Debezium ``topic.prefix``; topics are ``<prefix>.inventory.<table>``.
             schemas: ``True`` for JsonConverter ``schemas.enable=true`` output.
+            clock: ``time.time`` for a live database's times (the demo: see
+                :func:`advance`); None: 2024-01-15 on, the same output for a seed.
         """
         self.seed = seed
         self.prefix = prefix
@@ -159,7 +168,8 @@ class InventoryWorkload:
         )
 
         # Simulated database clock and WAL position.
-        self._now_us = _SNAPSHOT_START_US
+        self._clock = clock
+        self._now_us = _SNAPSHOT_START_US if clock is None else int(clock() * 1_000_000)
         self._lsn = _SNAPSHOT_LSN
         self._last_commit_lsn = _SNAPSHOT_LSN
         self._txid = _SNAPSHOT_TXID
@@ -245,7 +255,7 @@ class InventoryWorkload:
             self._rows["orders"].add(ident)
         total = customers + products + orders
         # The snapshot read takes a while: a few hundred rows per millisecond.
-        self._now_us = snapshot_us + (total // 300 + 1) * 1000 + 5000
+        self._now_us = advance(snapshot_us, (total // 300 + 1) * 1000 + 5000, self._clock)
         return self._snapshot_messages(snapshot_us, (customers, products, orders))
 
     def stream(
@@ -545,7 +555,7 @@ class InventoryWorkload:
         while remaining > 0:
             # ---- BEGIN: a new transaction with its own xid and commit time.
             self._txid += 1 if rnd() < 0.8 else 2 + int(rnd() * 3)
-            self._now_us += 1000 + int(rnd() * 20_000)
+            self._now_us = advance(self._now_us, 1000 + int(rnd() * 20_000), self._clock)
             commit_us = self._now_us
             commit_ms = commit_us // 1000
             txid = self._txid
