@@ -104,7 +104,8 @@ class WriterLock:
             os.close(fd)
             raise
         previous = _holder(os.pread(fd, 4096, 0))
-        if previous.get("pid") not in (None, os.getpid()):
+        # Only a holder that ended without releasing (killed, crashed) is taken over.
+        if previous.get("pid") not in (None, os.getpid()) and not previous.get("released"):
             log.info(
                 "%s: taking over the lock of %s, which has ended", self.what, _describe(previous)
             )
@@ -120,9 +121,16 @@ class WriterLock:
         return self
 
     def release(self) -> None:
-        """Drop the lock (the file stays, naming its last holder)."""
+        """Drop the lock (the file stays, naming its last holder and when it let go)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            try:
+                previous = _holder(os.pread(fd, 4096, 0))
+                released = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps({**previous, "released": released}).encode(), 0)
+            except OSError:  # best effort: the next holder then says it took over
+                pass
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 

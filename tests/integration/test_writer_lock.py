@@ -70,3 +70,7 @@ def test_second_replicator_is_refused_and_a_killed_ones_lock_is_taken_over(
     assert f"taking over the lock of cdcctl pid {first.pid}" in after.stderr
     assert_replicas_match(target, fold(messages))
     assert str(first.pid) not in table_lock_path(orders).read_text()  # the new holder's now
+    # A run that ended cleanly let its locks go: the next one takes nothing over.
+    again = run_cli("start", "--config", str(config), "--until-caught-up", timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "taking over the lock" not in again.stderr, again.stderr
