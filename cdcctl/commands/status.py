@@ -33,6 +33,23 @@ def _columns() -> list[tuple[str, str]]:
     ]
 
 
+#: On a terminal too narrow for every column, the columns kept first (the rest in their
+#: order); a column is left out whole, never cut, and the line under the table names it.
+_KEEP_FIRST = (
+    "table",
+    "state",
+    "lag_messages",
+    "inserts",
+    "updates",
+    "deletes",
+    "bad",
+    "retries",
+    "rows",
+    "lag_seconds",
+    "late",
+    "last_commit_at",
+)
+
 #: Events of the log shown under the table.
 RECENT_EVENTS = 5
 
@@ -73,6 +90,22 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
+def _fitting(columns: list[tuple[str, str]], rows: list[list[str]], width: int) -> list[int]:
+    """Indexes of the columns shown within ``width`` (in table order): whole columns by
+    :data:`_KEEP_FIRST`, then the others in order, while they fit (two spaces apart)."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (h, _) in enumerate(columns)]
+    keys = [key for _, key in columns]
+    order = [keys.index(k) for k in _KEEP_FIRST if k in keys]
+    order += [i for i in range(len(columns)) if i not in order]
+    shown: list[int] = []
+    used = -2
+    for i in order:
+        if used + 2 + widths[i] <= width or len(shown) < 2:  # name and state always
+            shown.append(i)
+            used += 2 + widths[i]
+    return sorted(shown)
+
+
 def _headline(rep: engine.ReplicatorRecord) -> str:
     line = f"replicator: {rep.state}"
     if rep.alive:
@@ -94,12 +127,22 @@ def print_status(status: engine.StatusRecord, json_out: bool) -> None:
     rows = [[_cell(key, _value(t, key)) for _, key in columns] for t in status.tables]
     headings = [h for h, _ in columns]
     if sys.stdout.isatty():
-        table = Table(*headings, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for i, column in enumerate(table.columns[:2]):  # names and states are never cut
+        shown = _fitting(columns, rows, out.width - 2)  # a margin for the edges
+        table = Table(
+            *(headings[i] for i in shown),
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+        for i, column in zip(shown, table.columns, strict=True):  # nothing is cut
             column.min_width = max([len(headings[i]), *(len(r[i]) for r in rows)])
+            column.no_wrap = True
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(row[i] for i in shown))
         out.print(table)
+        hidden = [headings[i] for i in range(len(columns)) if i not in shown]
+        if hidden:
+            print(f"(not shown at {out.width} columns: {', '.join(hidden)}; --json has all)")
     else:
         widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
         for row in [headings, *rows]:

@@ -111,6 +111,29 @@ def test_dashboard_shows_a_recorded_store_and_quits(tmp_path: Path) -> None:
         term.close()
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_status_on_a_terminal_fits_its_width_and_cuts_no_number(tmp_path: Path, width) -> None:
+    config = build(tmp_path / "recorded")
+    term = Terminal(["status", "--config", str(config)], size=(width, 40))
+    try:
+        assert term.wait_exit() == 0, term.text()
+        text = term.text()
+    finally:
+        term.close()
+    assert "…" not in text, text
+    lines = text.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["table", "state"])
+    at = lines.index(header)
+    body = [line for line in lines[at + 2 : at + 7]]
+    assert all(len(line.rstrip()) <= width for line in [header, *body]), text
+    # What the user names first is there, whole: state, lag, inserts, updates, deletes, bad.
+    for heading in ("lag", "inserts", "updates", "deletes", "bad"):
+        assert heading in header.split(), header
+    orders = next(line for line in body if line.split()[0] == "inventory_orders")
+    assert orders.split()[1:3] == ["PAUSED", "17,010"], orders
+    assert f"(not shown at {width} columns: " in " ".join(text.split()), text
+
+
 def test_dashboard_of_a_folder_without_state_says_so(tmp_path: Path) -> None:
     config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "^x\\.", tmp_path / "lake")
     term = Terminal(["dashboard", "--config", str(config)])
