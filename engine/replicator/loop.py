@@ -174,10 +174,11 @@ class Replicator:
         from engine.spark import check_java
 
         check_java()  # fail fast, in one line, before anything else starts
-        self.runner.start()
         # At start a broker that cannot be reached is an error at once (most likely a
-        # wrong address); once running, Kafka failures are retried (Recovery.retry).
-        self.offsets.connect()
+        # wrong address), before Spark's JVM takes the CPU; once running, Kafka failures
+        # are retried (Recovery.retry).
+        self.offsets.connect().topics()
+        self.runner.start()  # the JVM boots while the tables open and Kafka is read
         self._refresh_topics()
         self.offsets.probe_goal(until_caught_up)
         previous = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -55,6 +56,32 @@ def kafka_reason(exc: KafkaException) -> str:
     """The readable part of a librdkafka error ("Failed to get metadata: ...")."""
     first = exc.args[0] if exc.args else exc
     return first.str() if isinstance(first, KafkaError) else str(exc)
+
+
+def unreachable_why(bootstrap_servers: str, timeout: float = 1.0) -> str:
+    """Why the bootstrap servers cannot be reached, as far as a plain TCP connection
+    tells ("" when one accepts it: the trouble is beyond the socket, e.g. TLS or SASL):
+    a host name that does not resolve, nothing listening, or no answer at all."""
+    reasons = []
+    for server in bootstrap_servers.split(","):
+        server = re.sub(r"^\w+://", "", server.strip())
+        host, _, port = server.rpartition(":")
+        host = host.strip("[]")
+        if not host or not port.isdigit():
+            continue
+        try:
+            socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError):
+            reasons.append(f"{host}: the host name does not resolve (DNS)")
+            continue
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return ""
+        except ConnectionRefusedError:
+            reasons.append(f"{server}: connection refused (nothing listens on that port)")
+        except OSError as exc:
+            reasons.append(f"{server}: no answer ({exc.strerror or type(exc).__name__})")
+    return "; ".join(reasons)
 
 
 #: librdkafka errors that a retry cannot cure: the TLS handshake or the SASL login failed.
@@ -408,10 +435,11 @@ class KafkaSource:
         try:
             meta = self._list_topics(timeout)
         except KafkaException as exc:
-            waited = "" if self._reached else f" within {timeout:.0f} s"
+            waited = "" if self._reached else f" (no answer in {timeout:.0f} s of trying)"
+            why = unreachable_why(self._cfg.kafka.bootstrap_servers)
             raise SourceError(
                 f"cannot reach Kafka at {self._cfg.kafka.bootstrap_servers}{waited}: "
-                f"{kafka_reason(exc)}",
+                f"{kafka_reason(exc)}" + (f"; {why}" if why else ""),
                 hint="check source.bootstrap_servers and that the broker is running",
             ) from None
         self._reached = True

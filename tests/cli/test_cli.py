@@ -122,6 +122,17 @@ def test_unreachable_broker_is_a_clear_runtime_error(tmp_path: Path) -> None:
     assert not [line for line in r.stderr.splitlines() if line.startswith("%")], r.stderr
 
 
+def test_a_broker_host_name_that_does_not_resolve_is_told_apart(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(config_text("no-such-host.invalid:9092"))
+    r = run_cli("start", "--config", str(cfg), timeout=120)
+    assert r.returncode == 3, r.stderr
+    error = next(line for line in r.stderr.splitlines() if line.startswith("error: "))
+    assert error.startswith("error: cannot reach Kafka at no-such-host.invalid:9092"), error
+    assert error.endswith("no-such-host.invalid: the host name does not resolve (DNS)"), error
+    assert "connection refused" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(config_text())

@@ -169,6 +169,8 @@ def test_unreachable_broker_is_reported_within_ten_seconds(tmp_path: Path) -> No
     # First it says what it tries, then what failed and what to check.
     assert lines[0] == "connecting to Kafka at 127.0.0.1:1 (source.bootstrap_servers)", lines
     assert lines[1].startswith("error: cannot reach Kafka at 127.0.0.1:1"), lines
+    # What a plain connection tells: nothing listens there (not a DNS failure).
+    assert lines[1].endswith("127.0.0.1:1: connection refused (nothing listens on that port)")
     assert "source.bootstrap_servers" in lines[2], lines
     assert elapsed < 10, f"the unreachable broker took {elapsed:.1f}s to report"
 
