@@ -146,23 +146,37 @@ def test_resync_a_live_table_while_the_others_go_on(
     wait_until(lambda: _committed_to(target, messages, topics), "the first events", 180, child=proc)
     before = {t: _instants(target, t) for t in topics}
 
-    # Events keep flowing to every table while the resync runs.
-    more: list[Message] = list(workload.stream(2_400))
-    chunks = [more[i : i + 300] for i in range(0, len(more), 300)]
+    # Events keep flowing to every table while the resync runs: until the rebuilt table
+    # has made three commits (a fixed amount of events raced a slow machine: the feed
+    # could end before the rebuild began).
+    more: list[Message] = []
+    rebuilding = threading.Event()
 
     def feed() -> None:
-        for chunk in chunks:
+        while not rebuilding.is_set() and len(more) < 30_000:
+            chunk = list(workload.stream(300))
             produce_messages(broker.bootstrap_servers, chunk)
+            more.extend(chunk)
             time.sleep(0.4)
 
     feeder = threading.Thread(target=feed)
     feeder.start()
-    time.sleep(0.5)
-    asked = time.time()
-    resynced = run_cli("resync", name, "--config", str(config))
-    assert resynced.returncode == 0, resynced.stderr
-    assert f"resync {name}: resyncing {name}: replica dropped" in resynced.stdout
-    feeder.join()
+    try:
+        time.sleep(0.5)  # the feed has begun
+        asked = time.time()
+        resynced = run_cli("resync", name, "--config", str(config))
+        assert resynced.returncode == 0, resynced.stderr
+        assert f"resync {name}: resyncing {name}: replica dropped" in resynced.stdout
+        wait_until(
+            lambda: len(set(_instants(target, orders)) - set(before[orders])) >= 3,
+            "three commits of the rebuilt table",
+            180,
+            child=proc,
+            retry_on=(engine.CdcError, OSError),  # a table folder being made anew
+        )
+    finally:
+        rebuilding.set()
+        feeder.join()
     sent = messages + more
     wait_until(lambda: _committed_to(target, sent, topics), "every table", 180, child=proc)
 
