@@ -90,13 +90,12 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
-def _fitting(columns: list[tuple[str, str]], rows: list[list[str]], width: int) -> list[int]:
-    """Indexes of the columns shown within ``width`` (in table order): whole columns by
-    :data:`_KEEP_FIRST`, then the others in order, while they fit (two spaces apart)."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (h, _) in enumerate(columns)]
-    keys = [key for _, key in columns]
+def _fitting(keys: list[str], widths: list[int], width: int) -> list[int]:
+    """Indexes of the columns (status fields ``keys``, ``widths`` wide) shown within
+    ``width``, in table order: whole columns by :data:`_KEEP_FIRST`, then the others in
+    order, while they fit (two spaces apart)."""
     order = [keys.index(k) for k in _KEEP_FIRST if k in keys]
-    order += [i for i in range(len(columns)) if i not in order]
+    order += [i for i in range(len(keys)) if i not in order]
     shown: list[int] = []
     used = -2
     for i in order:
@@ -126,8 +125,10 @@ def print_status(status: engine.StatusRecord, json_out: bool) -> None:
     columns = _columns()
     rows = [[_cell(key, _value(t, key)) for _, key in columns] for t in status.tables]
     headings = [h for h, _ in columns]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
     if sys.stdout.isatty():
-        shown = _fitting(columns, rows, out.width - 2)  # a margin for the edges
+        keys = [key for _, key in columns]
+        shown = _fitting(keys, widths, out.width - 2)  # a margin for the edges
         table = Table(
             *(headings[i] for i in shown),
             box=box.SIMPLE_HEAD,
@@ -135,7 +136,7 @@ def print_status(status: engine.StatusRecord, json_out: bool) -> None:
             collapse_padding=True,
         )
         for i, column in zip(shown, table.columns, strict=True):  # nothing is cut
-            column.min_width = max([len(headings[i]), *(len(r[i]) for r in rows)])
+            column.min_width = widths[i]
             column.no_wrap = True
         for row in rows:
             table.add_row(*(row[i] for i in shown))
@@ -144,7 +145,6 @@ def print_status(status: engine.StatusRecord, json_out: bool) -> None:
         if hidden:
             print(f"(not shown at {out.width} columns: {', '.join(hidden)}; --json has all)")
     else:
-        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
         for row in [headings, *rows]:
             print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     for t in status.tables:
