@@ -14,20 +14,40 @@ import datetime as dt
 import json
 import logging
 import logging.handlers
+import os
 import sys
 import time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
 
 import engine
 
+
+def drop_output(stream: IO[str]) -> None:
+    """Send what is still written to ``stream`` to /dev/null: its reader has gone (a pipe
+    whose reader ended, as Ctrl-C ends ``cdcctl start | tee f``). Nothing is left to
+    tell it, and a replicator that is stopping cleanly must not fail for it."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+class _Console(Console):
+    """A console that goes quiet when its reader has gone, instead of Rich's
+    ``SystemExit(1)`` (which, raised by a progress line, failed a stopping run)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        drop_output(self.file)
+
+
 # Piped output is not squeezed to 80 columns (tables would be truncated).
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = _Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 class _EngineLogHandler(logging.Handler):

@@ -49,6 +49,9 @@ def exit_now(code: int) -> NoReturn:
     pyarrow and polars would only cost ~0.5 s more. The Spark JVM and its Python workers
     exit by themselves when this process's pipes close.
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # its reader has gone (a pipe that Ctrl-C closed): nothing to tell
+            pass
     os._exit(code)

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from engine.replicator.epochs import accept_epoch
     from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
     from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
+    from engine.signals import stop_on_signals
     from engine.spark import check_java, start_for
     from engine.state import (
         COUNTERS,
@@ -126,6 +127,7 @@ _EXPORTS = {
     "plan_delete": "engine.replicator.reset",
     "resync_offline": "engine.replicator.reset",
     "accept_epoch": "engine.replicator.epochs",
+    "stop_on_signals": "engine.signals",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
     "COUNTERS": "engine.state",

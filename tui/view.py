@@ -19,6 +19,7 @@ import engine
 #: Each table state: its style (in the order of trouble: sorting by state puts FAILED
 #: first) (colour plus a weight that reads in monochrome) and mark.
 STATE_STYLES = {
+    "STOPPED": ("dim", "■"),
     "REPLICATING": ("green", "▶"),
     "SNAPSHOTTING": ("bold blue", "◆"),
     "PAUSED": ("yellow", "‖"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +14,7 @@ import typer
 import engine
 from cdcctl import exit_codes
 from cdcctl.commands.status import print_status
-from cdcctl.console import err, log_to_file, quiet_terminal_logging
+from cdcctl.console import drop_output, err, log_to_file, quiet_terminal_logging
 
 #: The per-batch progress lines: on stderr, and in the log file.
 progress = logging.getLogger("cdcctl.progress")
@@ -70,8 +71,10 @@ def start(
         )
     rep = cfg.replicator
     log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
-    engine.start_for(cfg)  # the JVM boots while the engine is imported and the first batch is read
-    replicator = _replicator(cfg, config)
+    stop = threading.Event()
+    with engine.stop_on_signals(stop.set):  # a stop while Spark boots ends the run as it begins
+        engine.start_for(cfg)  # the JVM boots while the engine loads and the 1st batch is read
+        replicator = _replicator(cfg, config, stop)
     run_log.info(
         "replicating %s -> %s (config %s, pid %d)",
         cfg.source.kafka.topics,
@@ -95,11 +98,14 @@ def start(
     return _finish(cfg, replicator, json_out)
 
 
-def _replicator(cfg: engine.Config, config: Path) -> engine.Replicator:
+def _replicator(
+    cfg: engine.Config, config: Path, stop: threading.Event | None = None
+) -> engine.Replicator:
     return engine.Replicator(
         cfg,
         on_batch=lambda report: progress.info(_progress_line(report)),
         config_path=str(config.resolve()),
+        stop=stop,
     )
 
 
@@ -107,7 +113,10 @@ def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -
     """The exit summary (as `status`) and exit code of a run that ended."""
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
-        print_status(summary, json_out)
+        try:
+            print_status(summary, json_out)
+        except BrokenPipeError:  # stdout's reader has gone (Ctrl-C also ended `| tee`)
+            drop_output(sys.stdout)
     failing = replicator.failing()
     for s in failing:
         err.print(f"FAILED {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)

@@ -22,7 +22,6 @@ which is how the property tests drive the real engine.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ from engine.replicator.recovery import Recovery
 from engine.replicator.retry import storage_cause, transient_cause
 from engine.replicator.runner import SparkRunner
 from engine.replicator.tables import Tables
+from engine.signals import stop_on_signals
 from engine.source import Record, group_by_topic
 from engine.state import StateRecorder, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
@@ -63,6 +63,7 @@ class Replicator:
         on_batch: Callable[[BatchReport], None] | None = None,
         spark: Any = None,
         config_path: str | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.cfg = config
         self.config_path = config_path
@@ -71,7 +72,9 @@ class Replicator:
         self.target = config.target_path()
         self.work = config.work_path()
         self.on_batch = on_batch
-        self._stop = False
+        #: Set to stop after the batch in flight (``stop``: an event the caller may set
+        #: before :meth:`run` begins, e.g. from a signal while Spark boots).
+        self._stop = stop if stop is not None else threading.Event()
         self.tables = Tables(config, self.work / "staging")
         self.dead_letters = DeadLetters(self.work / "deadletter")
         self.offsets = Offsets(config, self.tables)
@@ -88,7 +91,7 @@ class Replicator:
             self.runner,
             refresh=self._refresh_topics,
             control=self._control,
-            stopping=lambda: self._stop,
+            stopping=self._stop.is_set,
         )
         self.committer = Committer(config, self.tables, self.offsets, self.recovery)
         self.control = ControlPlane(
@@ -115,12 +118,18 @@ class Replicator:
             part.recorder = recorder
 
     # -- lifecycle -------------------------------------------------------------------
-    def request_stop(self, *_args: Any) -> None:
-        """Stop after the batch in flight (signal handler)."""
-        self._stop = True
+    def request_stop(self) -> None:
+        """Stop after the batch in flight (SIGINT, SIGTERM, a stop request, the dashboard);
+        before :meth:`run` has begun, it ends as soon as it has started."""
+        self._stop.set()
 
     def run(self, until_caught_up: bool = False, max_batches: int | None = None) -> None:
-        """Replicate. Returns when stopped, caught up, or after ``max_batches``."""
+        """Replicate. Returns when stopped, caught up, or after ``max_batches``; SIGINT
+        and SIGTERM stop it (in the main thread) from its first moment."""
+        with stop_on_signals(self.request_stop):
+            self._run_locked(until_caught_up, max_batches)
+
+    def _run_locked(self, until_caught_up: bool, max_batches: int | None) -> None:
         locks = self.tables.locks = Locks()
         try:
             try:
@@ -181,12 +190,8 @@ class Replicator:
         self.runner.start()  # the JVM boots while the tables open and Kafka is read
         self._refresh_topics()
         self.offsets.probe_goal(until_caught_up)
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, self.request_stop)
-            signal.signal(signal.SIGTERM, self.request_stop)
         try:
-            while not self._stop:
+            while not self._stop.is_set():
                 try:
                     if not self._turn(max_batches):
                         break
@@ -195,15 +200,13 @@ class Replicator:
                     if cause is None:
                         raise
                     self.recovery.retry(cause)
-            if self.recorder is not None and self._stop:
+            if self.recorder is not None and self._stop.is_set():
                 self.recorder.replicator_state("stopping")
                 self.control.sync(force=True)
             self._settle()  # the batch in flight is finished, never dropped
             if self.recorder is not None:  # the lag as the run ends
                 self.control.sync(self.offsets.lag(), force=True)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
             self.offsets.close()
 
     def _turn(self, max_batches: int | None) -> bool:
@@ -211,7 +214,7 @@ class Replicator:
         False when the run is over."""
         commits = self.committer.commits
         self._control()
-        if self._stop:
+        if self._stop.is_set():
             return False
         if self.runner.pending is None and self.offsets.caught_up():
             return False

@@ -162,7 +162,9 @@ def _gateway_logging_to(conf: Any, log_path: Path) -> Any:
     private_file(log_path)
     with open(log_path, "wb") as log:  # the JVM keeps a descriptor of its own
         try:
-            return launch_gateway(conf, {"stdout": log, "stderr": subprocess.STDOUT})
+            return launch_gateway(
+                conf, {"stdout": log, "stderr": subprocess.STDOUT, "process_group": 0}
+            )
         except Exception as exc:  # noqa: BLE001 - PySpark raises several types here
             reason = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise EnvironmentProblem(

@@ -55,7 +55,9 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     each one's ``topic``, ``kind`` and the records it ``skipped`` in that run.
 
     A replicator recorded as running (or paused, stopping) whose process has ended
-    without stopping cleanly (killed, crashed) is reported ``failed``.
+    without stopping cleanly (killed, crashed) is reported ``failed``. While no replicator
+    runs, each table reads :meth:`~engine.state.model.TableState.at_rest` (STOPPED since
+    the replicator's last update, unless PAUSED or FAILED).
     """
     store = open_store(work_dir)
     if store is None:
@@ -87,7 +89,7 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     )
     return StatusRecord(
         replicator=replicator,
-        tables=[_table(t) for t in tables],
+        tables=[_table(t, is_alive, rep.get("updated_at")) for t in tables],
         control_topics=[
             ControlTopicRecord(c["topic"], c["kind"], c["skipped"], _iso(c["updated_at"]))
             for c in controls
@@ -96,13 +98,17 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     )
 
 
-def _table(row: dict[str, Any]) -> TableRecord:
-    """A table's record from its row in the store."""
+def _table(row: dict[str, Any], running: bool, stopped_at: float | None) -> TableRecord:
+    """A table's record from its row in the store (not ``running``: as it rests, since
+    the replicator's last update ``stopped_at``)."""
+    state, since = TableState(row["state"]), row["state_since"]
+    if not running and state.at_rest() is not state:
+        state, since = state.at_rest(), stopped_at or since
     return TableRecord(
         table=row["name"],
         topic=row["topic"],
-        state=TableState(row["state"]),
-        state_since=_iso(row["state_since"]),
+        state=state,
+        state_since=_iso(since),
         counters=TableCounters(**{c: row[c] for c in COUNTER_NAMES}),
         this_run=TableCounters(**{c: row[f"run_{c}"] for c in COUNTER_NAMES}),
         lag_messages=row["lag_messages"],

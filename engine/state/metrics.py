@@ -23,6 +23,10 @@ from engine.errors import ConfigError
 from engine.state.model import COUNTERS, TableState
 from engine.state.recorder import StateRecorder
 
+#: The table states a running replicator serves (STOPPED is read while none runs, when
+#: there is no endpoint either).
+LIVE_STATES = [s for s in TableState if s is not TableState.STOPPED]
+
 log = logging.getLogger("cdcctl.metrics")
 
 #: ``op`` label of ``cdcctl_events_applied_total`` -> the status counter.
@@ -70,7 +74,7 @@ class StateCollector(Collector):
             "cdcctl_table_state", "Each table's state (1: current)", labels=["table", "state"]
         )
         for name, row in tables:
-            for s in TableState:
+            for s in LIVE_STATES:
                 table_state.add_metric([name, s.value], 1.0 if row["state"] == s.value else 0.0)
         yield table_state
         applied = CounterMetricFamily(

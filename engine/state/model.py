@@ -16,12 +16,21 @@ class TableState(StrEnum):
     PAUSED = "PAUSED"
     FAILING = "FAILING"
     FAILED = "FAILED"
+    #: Read, never recorded: no replicator runs (see :meth:`at_rest`).
+    STOPPED = "STOPPED"
 
     @property
     def stopped(self) -> bool:
         """Whether the table no longer replicates (until it is fixed and restarted):
         FAILED. A FAILING table is retrying a transient failure and keeps its partitions."""
         return self is TableState.FAILED
+
+    def at_rest(self) -> TableState:
+        """What this recorded state reads while no replicator runs: PAUSED and FAILED
+        hold (the next start keeps a pause, and a failure needs the operator), the states
+        only a running replicator can be in (SNAPSHOTTING, REPLICATING, FAILING) read
+        STOPPED."""
+        return self if self in (TableState.PAUSED, TableState.FAILED) else TableState.STOPPED
 
 
 #: Where a counter is shown: a column of ``cdcctl status`` (:data:`STATUS_VIEW`), of the

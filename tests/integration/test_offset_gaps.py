@@ -92,7 +92,7 @@ def test_recreated_topic_stops_the_table_unless_its_gap_is_accepted(
     assert stopped.returncode == 3, stopped.stderr
     status = {s["table"]: s for s in json.loads(stopped.stdout)["tables"]}
     assert status["app_items"]["state"] == "FAILED"
-    assert status["app_other"]["state"] == "REPLICATING"
+    assert status["app_other"]["state"] == "STOPPED"
     error = status["app_items"]["last_error"]
     assert f"{topic}[0]: the partition now ends at offset 50, before the checkpoint 200" in error
     assert "replicator.accept_offset_gaps" in error and "Rebuild the table" in error

@@ -307,7 +307,7 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
     assert status is not None
     row = status.table(name)
     assert row is not None
-    assert row.state == "REPLICATING" and row.counters.commits == 0 and row.counters.inserts == 0
+    assert row.state == "STOPPED" and row.counters.commits == 0 and row.counters.inserts == 0
     assert any(e.kind == "resync" and e.table == name for e in status.events)
 
     second = run_cli("start", "--config", str(config), "--until-caught-up", "--json", env=env)

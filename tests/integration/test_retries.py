@@ -161,7 +161,7 @@ def test_broker_outage_is_retried_and_recovers_exactly_once(
     assert final["replicator"]["state"] == "stopped"
     assert _counters(final["tables"]) == _ops(sent)  # nothing applied twice, nothing lost
     for t in final["tables"]:
-        assert t["state"] == "REPLICATING" and t["retries"] >= 2 and t["lag_messages"] == 0
+        assert t["state"] == "STOPPED" and t["retries"] >= 2 and t["lag_messages"] == 0
     assert_replicas_match(target, fold(sent))
 
 
@@ -242,6 +242,6 @@ def test_storage_and_spark_failures_are_retried_exactly_once(
         assert "Spark job of batch" in run.stderr
     assert "recovered after 1 retry(s)" in run.stderr
     for t in tables:
-        assert t["state"] == "REPLICATING" and t["lag_messages"] == 0
+        assert t["state"] == "STOPPED" and t["lag_messages"] == 0
     assert _counters(tables) == _ops(messages)
     assert_replicas_match(target, fold(messages))

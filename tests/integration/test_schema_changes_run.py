@@ -101,7 +101,7 @@ def test_keep_keeps_dropped_column_and_wider_type(broker, topic_prefix: str, tmp
     assert "column b int64->int32 narrowed in the source" in log
     shown = run_cli("status", "--config", str(config))
     assert "kept in the replica" in shown.stdout and "DEFAULT 42" in shown.stdout, shown.stdout
-    assert status_tables(config)[name]["state"] == "REPLICATING"
+    assert status_tables(config)[name]["state"] == "STOPPED"
     # Noted once: not again with the next batches (of only narrower rows).
     third = []
     for lsn in (320, 330):
@@ -198,7 +198,7 @@ def test_fill_defaults_sets_rows_from_before_the_column(
     assert "rows stored before it are set to it" in (tmp_path / "work" / "cdcctl.log").read_text()
     shown = run_cli("status", "--config", str(config))
     assert "column d added in the source with DEFAULT 42" in shown.stdout, shown.stdout
-    assert status_tables(config)[name]["state"] == "REPLICATING"
+    assert status_tables(config)[name]["state"] == "STOPPED"
 
 
 def test_avro_events_apply_and_fill_defaults(broker, topic_prefix: str, tmp_path) -> None:
@@ -252,7 +252,7 @@ def test_kept_column_added_again_and_late_old_events_get_the_default(
     for key in ("1", "2", "3", "5"):  # rows whose last event predates the ADD: the default
         expected[key]["d"] = 42
     assert read_replica(path) == expected
-    assert status_tables(config)[name]["state"] == "REPLICATING"
+    assert status_tables(config)[name]["state"] == "STOPPED"
     assert (
         "column d added in the source with DEFAULT 42"
         in (tmp_path / "work" / "cdcctl.log").read_text()

@@ -479,7 +479,7 @@ def check_common(run: dict, broker, policy: str) -> dict[str, Any]:
     for t in ("every_type", "items", "scratch", "marker"):
         want = want_counters(run, t)
         assert counters(tables, name[t]) == want, (policy, t, tables[name[t]], want)
-        assert tables[name[t]]["state"] == "REPLICATING", tables[name[t]]
+        assert tables[name[t]]["state"] == "STOPPED", tables[name[t]]
     # new_name: its own topic's events only (the old rows are not copied, docs/guide/formats.md).
     assert counters(tables, name["new_name"]) == want_counters(run, "new_name", rows=2)
     work_dir = target.parent / "work"
@@ -595,7 +595,7 @@ def test_ddl_apply(mariadb_run, kafka_broker) -> None:
     found = check_common(run, kafka_broker, "apply")
     tables, name, reports = found["tables"], found["name"], found["reports"]
     for t in ("dropper", "renamer"):
-        assert tables[name[t]]["state"] == "REPLICATING", tables[name[t]]
+        assert tables[name[t]]["state"] == "STOPPED", tables[name[t]]
         assert counters(tables, name[t]) == want_counters(run, t), tables[name[t]]
         assert tables[name[t]]["ddl"] >= 1
         assert reports[name[t]]["status"] == "equal", reports[name[t]]
@@ -604,7 +604,7 @@ def test_ddl_apply(mariadb_run, kafka_broker) -> None:
         found["direct_sql_rows"] += rows
     assert "gone" not in replica_rows(found, run, "dropper")["1"]
     old = replica_rows(found, run, "old_name")
-    assert tables[name["old_name"]]["state"] == "REPLICATING"
+    assert tables[name["old_name"]]["state"] == "STOPPED"
     assert len(old) == 5 and old["1"]["v"] == "before rename"
     REPORT["apply"] = summary(found)
     print(f"\nDebezium MariaDB, ddl=apply: {REPORT['apply']}")

@@ -156,7 +156,7 @@ def test_policies_with_the_real_connector(schema_run) -> None:
     status = status_tables(config)
     states = {t: status[f"public_{t}"]["state"] for t in TABLES}
     assert states == {
-        **{t: "REPLICATING" for t in TABLES},
+        **{t: "STOPPED" for t in TABLES},
         "t_fail": "FAILED",
         "t_kind": "FAILED",
     }, states

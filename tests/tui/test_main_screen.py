@@ -31,14 +31,11 @@ async def test_every_state_shows_as_words_and_a_stopped_replicator_says_so(recor
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot, app)
         text = screen_text(app)
-        for state in (
-            "▶ REPLICATING",
-            "◆ SNAPSHOTTING 41.7k",
-            "‖ PAUSED",
-            "! FAILING ×3",
-            "✖ FAILED",
-        ):
+        # No replicator runs: PAUSED and FAILED hold, the live states read STOPPED.
+        for state in ("■ STOPPED", "‖ PAUSED", "✖ FAILED"):
             assert state in text
+        for state in ("▶ REPLICATING", "◆ SNAPSHOTTING", "! FAILING"):
+            assert state not in text
         assert "STOPPED (not running)" in text
         assert "The replicator is not running (stopped, last update 28s ago)" in text
         assert "showing its last known state" in text
@@ -52,6 +49,22 @@ async def test_every_state_shows_as_words_and_a_stopped_replicator_says_so(recor
         assert "retry 3" in text and "REPLICATING -> PAUSED" in text
 
 
+async def test_every_live_state_shows_as_words(recorded_running) -> None:
+    app = make_app(recorded_running)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, app)
+        text = screen_text(app)
+        for state in (
+            "▶ REPLICATING",
+            "◆ SNAPSHOTTING 41.7k",
+            "‖ PAUSED",
+            "! FAILING ×3",
+            "✖ FAILED",
+        ):
+            assert state in text
+        assert "STOPPED" not in text
+
+
 async def test_a_live_replicator_shows_its_uptime_and_no_notice(recorded_running) -> None:
     app = make_app(recorded_running)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -62,8 +75,8 @@ async def test_a_live_replicator_shows_its_uptime_and_no_notice(recorded_running
         assert not app.query_one("#notice").display
 
 
-async def test_columns_sort_by_key_and_by_heading_click(recorded) -> None:
-    app = make_app(recorded)
+async def test_columns_sort_by_key_and_by_heading_click(recorded_running) -> None:
+    app = make_app(recorded_running)
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot, app)
         await pilot.press("o")  # table -> state: the most troubled first
@@ -201,7 +214,7 @@ async def test_resync_without_a_replicator_drops_the_table_as_the_cli_does(recor
         app.poll()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert _rows(app)["shop_refunds"].state == "REPLICATING"
+        assert _rows(app)["shop_refunds"].state == "STOPPED"  # no longer FAILED; no replicator runs
         assert _rows(app)["shop_refunds"].counters.inserts == 0
 
 
@@ -241,9 +254,9 @@ async def test_a_missing_or_damaged_store_is_a_message(tmp_path: Path, damage: s
         assert shown_tables(app) == []
 
 
-async def test_no_color_still_reads(recorded, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_color_still_reads(recorded_running, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app(recorded)
+    app = make_app(recorded_running)
     async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot, app)
         assert app.no_color
