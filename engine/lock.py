@@ -55,6 +55,21 @@ def _describe(holder: dict[str, Any]) -> str:
     )
 
 
+def _ended(holder: dict[str, Any]) -> bool:
+    """Whether the holder's process is known to have ended: it ran on this host and no
+    process has its pid now. A pid that runs again (reused, or a holder that let go
+    without saying so) or one of another host is not called ended."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, as another user's process
+        return False
+    return False
+
+
 def held(path: Path) -> bool:
     """Whether a live process holds the lock at ``path`` (the file is left as it is)."""
     try:
@@ -107,7 +122,10 @@ class WriterLock:
         # Only a holder that ended without releasing (killed, crashed) is taken over.
         if previous.get("pid") not in (None, os.getpid()) and not previous.get("released"):
             log.info(
-                "%s: taking over the lock of %s, which has ended", self.what, _describe(previous)
+                "%s: taking over the lock of %s, %s",
+                self.what,
+                _describe(previous),
+                "which has ended" if _ended(previous) else "which no longer holds it",
             )
         me = {
             "pid": os.getpid(),

@@ -113,13 +113,13 @@ def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -
     """The exit summary (as `status`) and exit code of a run that ended."""
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
-        try:
-            print_status(summary, json_out)
+        try:  # each table's error was said as it failed: not again
+            print_status(summary, json_out, after_run=True)
         except BrokenPipeError:  # stdout's reader has gone (Ctrl-C also ended `| tee`)
             drop_output(sys.stdout)
     failing = replicator.failing()
     for s in failing:
-        err.print(f"FAILED {s.table} (topic {s.topic}): {s.error}", style="red", markup=False)
+        err.print(f"FAILED {s.table} (topic {s.topic})", style="red", markup=False)
     return exit_codes.RUNTIME if failing else exit_codes.OK
 
 

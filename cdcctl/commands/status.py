@@ -116,8 +116,10 @@ def _headline(rep: engine.ReplicatorRecord) -> str:
     return line
 
 
-def print_status(status: engine.StatusRecord, json_out: bool) -> None:
-    """Print a :func:`engine.read_status` record: JSON, a Rich table, or plain columns."""
+def print_status(status: engine.StatusRecord, json_out: bool, *, after_run: bool = False) -> None:
+    """Print a :func:`engine.read_status` record: JSON, a Rich table, or plain columns,
+    then each FAILING or FAILED table's error and the newest events (``after_run``:
+    ``start``'s exit summary, which leaves these out: the run said them as they came)."""
     if json_out:
         print_json(status.to_json())
         return
@@ -147,14 +149,14 @@ def print_status(status: engine.StatusRecord, json_out: bool) -> None:
     else:
         for row in [headings, *rows]:
             print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    for t in status.tables:
+    for t in () if after_run else status.tables:
         if t.last_error and t.state in ("FAILING", "FAILED"):
             print(f"{t.table}: {t.state}: {t.last_error}")
     if status.control_topics:
         print("topics that are not tables (records skipped this run):")
         for c in status.control_topics:
             print(f"  {c.topic}: {c.kind}, {c.skipped:,} skipped")
-    if status.events:
+    if status.events and not after_run:
         print("recent events:")
         for e in status.events[-RECENT_EVENTS:]:
             print(f"  {e.at} {e.kind:<6} {e.table or '-'}: {e.message}")

@@ -216,6 +216,8 @@ class Replicator:
         self._control()
         if self._stop.is_set():
             return False
+        if self.runner.pending is None and self._nothing_can_run():
+            return False
         if self.runner.pending is None and self.offsets.caught_up():
             return False
         if max_batches is not None and self.committer.batches >= max_batches:
@@ -230,6 +232,19 @@ class Replicator:
             self.runner.launch(self.committer.plan(prepared), background=True)
         idle = not polled and self.runner.pending is None
         self.recovery.end_turn(self.committer.commits > commits, idle)
+        return True
+
+    def _nothing_can_run(self) -> bool:
+        """Every table is FAILED (each said why as it failed): the run ends (exit 3)
+        instead of idling with nothing it may write."""
+        failed = [rt.name for rt in self.tables if rt.state.stopped]
+        if not failed or len(failed) < sum(1 for _ in self.tables):
+            return False
+        log.error(
+            "no table can replicate: all %d FAILED (each error above); stopping, fix them "
+            "and start again",
+            len(failed),
+        )
         return True
 
     def _control(self, *, merging: bool = False) -> None:

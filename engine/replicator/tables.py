@@ -235,7 +235,7 @@ class Tables:
             )
             rt = TableRuntime(topic, name, path, state=TableState.FAILED, error=error)
             self.by_topic[topic] = rt
-            log.error("%s", error)
+            log.error("%s: FAILED: topic %r: %s", name, topic, error)
             return rt
         self._names[table_key(name)] = topic
         rt = TableRuntime(topic, name, path)

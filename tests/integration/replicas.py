@@ -129,24 +129,48 @@ class CliChild:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
         prefix: list[str] | None = None,
+        tee: Path | None = None,
+        tee_stderr: bool = False,
     ) -> None:
+        """``tee``: the child leads a process group of its own, and its stdout (with
+        ``tee_stderr`` its stderr too) goes through ``tee FILE`` in that group, as in
+        ``cdcctl start | tee FILE`` on a terminal: :meth:`signal_group` then reaches both,
+        as Ctrl-C does, and ``tee``'s output is what :attr:`stdout` reads."""
         self.args = args
         self.proc = subprocess.Popen(
             [*(prefix or []), sys.executable, "-m", "cdcctl", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.STDOUT if tee_stderr else subprocess.PIPE,
             text=True,
             env={**os.environ, **(env or {})},
             cwd=cwd,
+            process_group=0 if tee is not None else None,
         )
+        assert self.proc.stdout is not None
+        out = self.proc.stdout
+        #: The ``tee`` reading the child's stdout (``tee``), in the child's process group.
+        self.tee: subprocess.Popen | None = None
+        if tee is not None:
+            self.tee = subprocess.Popen(
+                ["tee", str(tee)],
+                stdin=self.proc.stdout,
+                stdout=subprocess.PIPE,
+                text=True,
+                process_group=self.proc.pid,
+            )
+            self.proc.stdout.close()  # tee alone reads it: when tee ends, writes fail
+            assert self.tee.stdout is not None
+            out = self.tee.stdout
         self._lock = threading.Lock()
         self._out: list[str] = []
         self._err: list[str] = []
-        assert self.proc.stdout is not None and self.proc.stderr is not None
+        pipes = [(out, self._out)]
+        if self.proc.stderr is not None:
+            pipes.append((self.proc.stderr, self._err))
         self._readers = [
             threading.Thread(target=self._drain, args=(pipe, into), daemon=True)
-            for pipe, into in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))
+            for pipe, into in pipes
         ]
         for reader in self._readers:
             reader.start()
@@ -191,6 +215,12 @@ class CliChild:
             self.proc.send_signal(sig)
         return self.wait(timeout)
 
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the child's process group (made with ``tee``), as a terminal's
+        Ctrl-C, ``timeout -s TERM`` or a service manager do."""
+        assert self.tee is not None, "signal_group needs a CliChild made with tee="
+        os.killpg(self.proc.pid, sig)
+
     def kill(self) -> int:
         return self.stop(signal.SIGKILL)
 
@@ -216,9 +246,12 @@ class CliChild:
         )
 
     def close(self) -> None:
-        """Kill it if it still runs (a test's end)."""
+        """Kill it (and its tee) if it still runs (a test's end)."""
         if self.proc.poll() is None:
             self.kill()
+        if self.tee is not None and self.tee.poll() is None:
+            self.tee.kill()
+            self.tee.wait()
 
 
 def status_tables(config: Path) -> dict[str, dict]:

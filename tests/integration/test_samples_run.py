@@ -68,9 +68,12 @@ def test_every_sample_on_its_own_topic_ends_with_the_failed_tables_named(
         assert collided in ((0,) if count == 1 else (max(keyed - 1, 0), keyed)), name
     for topic in failing:
         table = table_name_for_topic(topic)
-        collision = f"FAILED {table} (topic {topic}): table name '{table}'" in run.stderr
-        refused = f"FAILED {table} (topic {topic}): table {table}: " in run.stderr
+        error = status[topic]["last_error"]
+        collision = error.startswith(f"table name '{table}' is already used by topic")
+        refused = error.startswith(f"table {table}: ")
         assert collision or (refused and topic in keyless), topic
+        assert error in run.stderr  # said as it failed ...
+        assert f"FAILED {table} (topic {topic})\n" in run.stderr  # ... and named at the end
     assert "without a record key" in run.stderr and "key_fields" in run.stderr
 
     # Undecodable samples on tables that did not fail are quarantined with coordinates.
