@@ -203,7 +203,7 @@ class Replicator:
             if self.recorder is not None and self._stop.is_set():
                 self.recorder.replicator_state("stopping")
                 self.control.sync(force=True)
-            self._settle()  # the batch in flight is finished, never dropped
+            self._settle_last()
             if self.recorder is not None:  # the lag as the run ends
                 self.control.sync(self.offsets.lag(), force=True)
         finally:
@@ -246,6 +246,23 @@ class Replicator:
             len(failed),
         )
         return True
+
+    def _settle_last(self) -> None:
+        """The batch in flight as the run ends: finished and committed, never dropped,
+        unless a stop was asked and a transient failure ends it (a service manager that
+        signals every process of the service also stops Spark's Python workers): then it
+        is not retried, and the next start reads it again from the checkpoints."""
+        try:
+            self._settle()
+        except Exception as exc:
+            cause = transient_cause(exc)
+            if cause is None or not self._stop.is_set():
+                raise
+            log.warning(
+                "the batch in flight did not finish as the run stopped (%s); the next start "
+                "reads it again",
+                cause,
+            )
 
     def _control(self, *, merging: bool = False) -> None:
         """Between batches: retry the held tables whose wait is over; always: answer

@@ -65,6 +65,10 @@ class Recovery:
         and after a backoff the replicator starts over from each table's checkpoint, as a
         restart would. Returns once that worked (the incident ends with the next
         successful batch), or when a stop was asked for; raises past the limit."""
+        if self.stopping():  # a service manager's stop also ends Spark's Python workers
+            log.warning("%s; not retried: stopping, the next start reads it again", cause)
+            self._discard()
+            return
         read_ahead = self.runner.pending is not None or self.offsets.read_ahead()
         incident = self.incident
         if incident is None:

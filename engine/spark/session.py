@@ -150,12 +150,29 @@ def _start(
         context = SparkContext(conf=conf)
     else:
         context = SparkContext(conf=conf, gateway=_gateway_logging_to(conf, log_path))
+        _ignore_stop_signals(context)
     context.setLogLevel("ERROR")
     return context
 
 
+def _ignore_stop_signals(context: SparkContext) -> None:
+    """Let the driver stop Spark's JVM in order: it ignores SIGTERM (PySpark has it
+    ignore SIGINT) as a service manager sends it to every process of the service
+    (systemd's KillMode=control-group). It still ends with the driver, whose pipe to it
+    closes however the driver ends (SIGKILL included). A group's signal (Ctrl-C,
+    ``timeout``) does not reach it at all: it runs in a process group of its own."""
+    jvm = context._jvm
+    assert jvm is not None  # a started context has its gateway
+    signals = jvm.sun.misc
+    signals.Signal.handle(signals.Signal("TERM"), signals.SignalHandler.SIG_IGN)
+
+
 def _gateway_logging_to(conf: Any, log_path: Path) -> Any:
-    """Launch Spark's JVM with its stdout and stderr in ``log_path`` (truncated)."""
+    """Launch Spark's JVM with its stdout and stderr in ``log_path`` (truncated), in a
+    process group of its own: a signal to the driver's group (Ctrl-C on a terminal,
+    ``timeout -s TERM``) is the driver's to handle, which then stops the JVM in order
+    (the JVM killed under a merging batch failed it, with an ``EOFError`` traceback from
+    PySpark's accumulator server)."""
     from pyspark.java_gateway import launch_gateway
 
     private_dir(log_path.parent)
