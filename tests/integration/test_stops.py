@@ -72,13 +72,9 @@ def running(
     messages: list[Message] = list(workload.events(2_000))
     broker.create_topics(sorted({t for t, _, _ in messages}))
     produce_messages(broker.bootstrap_servers, messages)
-    target = tmp_path / "lake"
+    target, pattern = tmp_path / "lake", f"^{re.escape(topic_prefix)}\\."
     config = write_config(
-        tmp_path / "cdcctl.toml",
-        broker.bootstrap_servers,
-        f"^{re.escape(topic_prefix)}\\.",
-        target,
-        max_batch_seconds=0.3,
+        tmp_path / "cdcctl.toml", broker.bootstrap_servers, pattern, target, max_batch_seconds=0.3
     )
     trickle = Trickle(broker, workload)
     try:
