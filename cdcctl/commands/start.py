@@ -72,9 +72,20 @@ def start(
     rep = cfg.replicator
     log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
     stop = threading.Event()
-    with engine.stop_on_signals(stop.set):  # a stop while Spark boots ends the run as it begins
+    # Until the exit, SIGINT and SIGTERM ask for a stop (also while Spark boots: the run
+    # then ends as it begins, and during the exit summary: nothing is left to stop).
+    with engine.stop_on_signals(stop.set):
         engine.start_for(cfg)  # the JVM boots while the engine loads and the 1st batch is read
-        replicator = _replicator(cfg, config, stop)
+        return _run_headless(cfg, config, _replicator(cfg, config, stop), until_caught_up, json_out)
+
+
+def _run_headless(
+    cfg: engine.Config,
+    config: Path,
+    replicator: engine.Replicator,
+    until_caught_up: bool,
+    json_out: bool,
+) -> int:
     run_log.info(
         "replicating %s -> %s (config %s, pid %d)",
         cfg.source.kafka.topics,
