@@ -103,7 +103,7 @@ def test_dashboard_shows_a_recorded_store_and_quits(tmp_path: Path) -> None:
     config = build(tmp_path / "recorded")
     term = Terminal(["dashboard", "--config", str(config)])
     try:
-        term.wait_for("FAILING ×3", timeout=60)
+        term.wait_for("■ STOPPED", timeout=60)  # no replicator runs: not FAILING ×3
         term.wait_for("showing its last known state")
         term.type("q")  # no replicator of its own: quits at once
         assert term.wait_exit() == 0
