@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.errors import ConfigError
 from engine.hudi import HudiView
+from engine.naming import unknown_table
 from engine.validate.replica import Replica, lock_holder
 from engine.validate.report import ColumnDiff, Recheck, RowDiff, TableReport
 from engine.validate.source import SourceDB, TableRef, connect, dialect_of, redact
@@ -52,10 +53,7 @@ def _select(target: Path, patterns: list[str] | None) -> list[Path]:
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            raise ConfigError(
-                f"--table {pattern}: no such replica under {target}",
-                hint=f"replicas: {', '.join(names) if names else 'none'}",
-            )
+            raise unknown_table(pattern, names)
         chosen += [h for h in hits if h not in chosen]
     return [target / n for n in chosen]
 
@@ -102,7 +100,8 @@ def validate_replicas(
         work_dir: the replicator's work folder, to tell whether a replicator is running.
 
     Raises:
-        ConfigError: bad DSN scheme, a ``tables`` entry matching no replica.
+        ConfigError: bad DSN scheme.
+        UnknownTableError: a ``tables`` entry matching no replica.
         SourceDatabaseError: the source database cannot be reached.
     """
     dialect_of(source_dsn)  # a bad scheme is a usage error before anything else

@@ -85,13 +85,16 @@ def test_version_prints_the_package_version() -> None:
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
 def test_help_is_plain_text(command: str | None) -> None:
-    r = run_cli(*([command] if command else []), "--help")
+    r = run_cli(*([command] if command else []), "--help", env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "Usage:" in text
-    # No type labels ("<bool>", "TEXT", "INTEGER") and no rich box drawing in plain help.
-    for noise in ("<bool>", "<str>", "<int>", "<path>", " TEXT", " INTEGER", "╭", "│"):
+    # No type labels ("<bool>", "<list[str]>", "TEXT", "INTEGER"), no rich box drawing,
+    # and arguments in the usage line as the README writes them (no {TABLE}, [[TABLE]...]).
+    for noise in ("<bool>", "<str>", "<int>", "<path>", "<list", " TEXT", " INTEGER", "╭", "│"):
         assert noise not in text, f"{noise!r} in help:\n{text}"
+    assert not re.search(r"\{[A-Z]+\}|\[\[", text), f"an odd argument in help:\n{text}"
+    assert all(len(line) <= 80 for line in text.splitlines()), f"wider than 80:\n{text}"
     if command is None:
         for name in COMMANDS:
             assert re.search(rf"^\s+{name}\s+\S", text, re.M), f"{name} missing:\n{text}"
