@@ -78,7 +78,7 @@ if TYPE_CHECKING:
         shown_counters,
         wait_stopped,
     )
-    from engine.validate import TableReport, redact_dsn, validate_replicas
+    from engine.validate import TableReport, parse_database_map, redact_dsn, validate_replicas
 
 #: Where each exported name lives.
 _EXPORTS = {
@@ -154,6 +154,7 @@ _EXPORTS = {
     "TableState": "engine.state",
     "TableStatus": "engine.state",
     "TableReport": "engine.validate",
+    "parse_database_map": "engine.validate",
     "redact_dsn": "engine.validate",
     "validate_replicas": "engine.validate",
 }
