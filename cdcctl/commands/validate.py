@@ -21,8 +21,9 @@ def _dsn(source: str | None, cfg: Any) -> str:
     if not dsn:
         raise engine.ConfigError(
             "no source database to compare with",
-            hint="give --source postgresql://user@host:port/db (or mysql://...), or set "
-            "source.database_dsn in the config",
+            hint="validate compares the replicas with the database Debezium read: give "
+            "--source postgresql://user@host:port/db (or mysql://...), or set "
+            "source.database_dsn in the config (the demo has none: its events are generated)",
         )
     password_env = cfg.source.database.database_password_env
     if cfg.source.database.database_password is not None or (
