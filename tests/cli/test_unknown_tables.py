@@ -8,6 +8,7 @@ recorder (``tests/data/recorded_store.py``: five tables, two dead letters of
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,13 @@ from tests.integration.replicas import run_cli
 
 KNOWN = ", ".join(sorted(TABLES))
 DETAIL_LAKE = Path(__file__).parents[1] / "data" / "detail" / "lake"
+
+
+def _refused(run: subprocess.CompletedProcess, error: str, hint: str) -> None:
+    """``run`` exited 2 with the one unknown-table error (its last two lines)."""
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.splitlines()[-2:] == [f"error: {error}", f"  hint: {hint}"], run.stderr
+    assert run.stdout == "" and "Traceback" not in run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +52,21 @@ def test_an_unknown_table_is_one_usage_error_naming_the_known_ones(
     recorded: Path, args: list[str]
 ) -> None:
     r = run_cli(*args, "--config", str(recorded))
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    lines = r.stderr.splitlines()
-    assert lines[0] == f"error: no table `nosuch`; known tables: app_items, {KNOWN}", r.stderr
-    assert lines[1] == "  hint: `cdcctl status` lists the tables", r.stderr
-    assert r.stdout == "" and "Traceback" not in r.stderr
+    assert len(r.stderr.splitlines()) == 2, r.stderr
+    _refused(
+        r,
+        f"no table `nosuch`; known tables: app_items, {KNOWN}",
+        "`cdcctl status` lists the tables",
+    )
 
 
 def test_a_table_name_one_typo_away_is_named(recorded: Path) -> None:
     r = run_cli("pause", "inventory_ordrs", "--config", str(recorded))
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.splitlines()[1] == "  hint: did you mean `inventory_orders`?", r.stderr
+    _refused(
+        r,
+        f"no table `inventory_ordrs`; known tables: app_items, {KNOWN}",
+        "did you mean `inventory_orders`?",
+    )
 
 
 def test_a_known_table_still_reaches_the_command(recorded: Path) -> None:
@@ -77,17 +89,9 @@ def test_validate_and_query_name_the_replicas(recorded: Path) -> None:
     # Refused before any connection: the DSN's port has nothing listening.
     dsn = "postgresql://nobody@127.0.0.1:1/inventory"
     r = run_cli("validate", "--source", dsn, "--table", "app_itms", "--config", str(recorded))
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.splitlines()[-2:] == [
-        "error: no table `app_itms`; known tables: app_items",
-        "  hint: did you mean `app_items`?",
-    ], r.stderr
+    _refused(r, "no table `app_itms`; known tables: app_items", "did you mean `app_items`?")
     q = run_cli("query", "SELECT count(*) FROM nosuch", "--config", str(recorded))
-    assert q.returncode == 2, q.stderr
-    assert q.stderr.splitlines() == [
-        "error: no table `nosuch`; known tables: app_items",
-        "  hint: `cdcctl status` lists the tables",
-    ], q.stderr
+    _refused(q, "no table `nosuch`; known tables: app_items", "`cdcctl status` lists the tables")
     bad = run_cli("query", "SELEC 1", "--config", str(recorded))
     assert bad.returncode == 1 and bad.stderr.startswith("error: query failed"), bad.stderr
 
@@ -98,8 +102,8 @@ def test_no_table_known_yet_says_how_tables_come(tmp_path: Path) -> None:
         '[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "^x\\\\."\n[target]\npath = "lake"\n'
     )
     r = run_cli("deadletters", "nosuch", "--config", str(config))
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.splitlines() == [
-        "error: no table `nosuch`; no table is known yet",
-        "  hint: `cdcctl start` makes the tables; `cdcctl status` lists them",
-    ], r.stderr
+    _refused(
+        r,
+        "no table `nosuch`; no table is known yet",
+        "`cdcctl start` makes the tables; `cdcctl status` lists them",
+    )
