@@ -97,6 +97,8 @@ def test_help_is_plain_text(command: str | None) -> None:
         assert noise not in text, f"{noise!r} in help:\n{text}"
     assert not re.search(r"\{[A-Z]+\}|\[\[", text), f"an odd argument in help:\n{text}"
     assert all(len(line) <= 80 for line in text.splitlines()), f"wider than 80:\n{text}"
+    # No word cut at its hyphen by the wrapping ("[default: debezium-" / "json]").
+    assert not re.search(r"\w-$", text, re.M), f"a word cut at 80 columns:\n{text}"
     if command is None:
         for name in COMMANDS:
             assert re.search(rf"^\s+{name}\s+\S", text, re.M), f"{name} missing:\n{text}"
