@@ -300,3 +300,17 @@ def test_validate_on_the_demo_says_why_it_cannot(tmp_path: Path) -> None:
         "--source postgresql://user@host:port/db (or mysql://...), or set "
         "source.database_dsn in the config (the demo has none: its events are generated)",
     ], r.stderr
+
+
+def test_hints_say_cdcctl_when_that_name_on_path_is_this_program(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cdcctl.commands.demo import invoked_as
+
+    script = Path(sys.executable).parent / "cdcctl"
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, str(script), "demo"])
+    monkeypatch.setattr(sys, "argv", [str(script), "demo"])
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert invoked_as() == "cdcctl"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert invoked_as() == str(script)  # not on PATH: the path as it was typed
