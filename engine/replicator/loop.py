@@ -183,8 +183,10 @@ class Replicator:
         self.offsets.probe_goal(until_caught_up)
         previous = None
         if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, self.request_stop)
-            signal.signal(signal.SIGTERM, self.request_stop)
+            previous = (
+                signal.signal(signal.SIGINT, self.request_stop),
+                signal.signal(signal.SIGTERM, self.request_stop),
+            )
         try:
             while not self._stop:
                 try:
@@ -202,8 +204,9 @@ class Replicator:
             if self.recorder is not None:  # the lag as the run ends
                 self.control.sync(self.offsets.lag(), force=True)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            if previous is not None:  # a process that goes on (the kept demo) stops again
+                signal.signal(signal.SIGINT, previous[0])
+                signal.signal(signal.SIGTERM, previous[1])
             self.offsets.close()
 
     def _turn(self, max_batches: int | None) -> bool:

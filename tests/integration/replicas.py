@@ -129,10 +129,13 @@ class CliChild:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
         prefix: list[str] | None = None,
+        program: list[str] | None = None,
     ) -> None:
+        """``program``: how cdcctl is run (default: this interpreter with ``-m cdcctl``;
+        e.g. the installed ``cdcctl`` script, as the README runs it)."""
         self.args = args
         self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "cdcctl", *args],
+            [*(prefix or []), *(program or [sys.executable, "-m", "cdcctl"]), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
