@@ -15,8 +15,8 @@ from typing import NoReturn
 import engine
 
 OK = 0
-CHECK_FAILED = 1  # a check found a problem, or the request names what is not there
-USAGE = 2  # bad usage or bad config: nothing was started
+CHECK_FAILED = 1  # a check found a problem, or a request cannot be carried out as asked
+USAGE = 2  # bad usage, bad config or an unknown table name: nothing was started
 RUNTIME = 3  # a runtime failure: broker, Spark, storage, missing Java
 
 
@@ -26,11 +26,13 @@ class UsageError(engine.CdcError):
 
 #: The exit code of each kind of error (the first class it is an instance of); any other
 #: engine error is a runtime failure. A state request that cannot be carried out as asked
-#: (an unknown table, a replicator running where none may) and a name that is no table
-#: name answer like a failed check (docs/guide/commands.md "Commands").
+#: (a replicator running where none may) and a name that is no table name answer like a
+#: failed check; a table name no table of the replicator has is bad usage, on every
+#: command (docs/guide/commands.md "Commands").
 ERROR_CODES: tuple[tuple[type[engine.CdcError], int], ...] = (
     (engine.ConfigError, USAGE),
     (UsageError, USAGE),
+    (engine.UnknownTableError, USAGE),
     (engine.QueryError, CHECK_FAILED),
     (engine.StateError, CHECK_FAILED),
     (engine.TableNameError, CHECK_FAILED),

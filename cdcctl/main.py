@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 import engine
 from cdcctl import exit_codes
@@ -41,6 +42,32 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool>/<str> type labels on every flag
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class _PlainArgument(TyperArgument):
+    """A positional argument shown as its metavar alone: no ``<list[str]>`` type label
+    in the help, ``TABLE`` (not ``{TABLE}``) when required in the usage line, and a
+    metavar that is already a usage phrase (``[TABLE | replay TABLE]``) as it is."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        if name.startswith("["):
+            return name
+        shown = name if self.required else f"[{name}]"
+        return shown + ("..." if self.nargs != 1 else "")
+
+
+class _PlainCommand(TyperCommand):
+    """A command whose positional arguments are :class:`_PlainArgument`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, TyperArgument):
+                param.__class__ = _PlainArgument
 
 
 def _exits(command: Callable[..., int | None]) -> Callable[..., None]:
@@ -71,7 +98,7 @@ for command in (
     test_connection,
     validate,
 ):
-    app.command()(_exits(command))
+    app.command(cls=_PlainCommand)(_exits(command))
 
 
 def _version() -> str:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         SourceError,
         StateError,
         TableNameError,
+        UnknownTableError,
         WriterLockError,
     )
     from engine.files import private_dir, private_file
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from engine.redaction import RedactFilter, redact
     from engine.replicator import BatchReport, Replicator
     from engine.replicator.epochs import accept_epoch
+    from engine.replicator.known import known_tables, require_tables
     from engine.replicator.replay import ReplayResult, list_dead_letters, replay_dead_letters
     from engine.replicator.reset import DeletePlan, delete_state, plan_delete, resync_offline
     from engine.signals import stop_on_signals
@@ -77,7 +79,7 @@ if TYPE_CHECKING:
         shown_counters,
         wait_stopped,
     )
-    from engine.validate import TableReport, redact_dsn, validate_replicas
+    from engine.validate import TableReport, parse_database_map, redact_dsn, validate_replicas
 
 #: Where each exported name lives.
 _EXPORTS = {
@@ -109,6 +111,7 @@ _EXPORTS = {
     "SourceError": "engine.errors",
     "StateError": "engine.errors",
     "TableNameError": "engine.errors",
+    "UnknownTableError": "engine.errors",
     "WriterLockError": "engine.errors",
     "DemoReport": "engine.playground.demo",
     "run_demo": "engine.playground.demo",
@@ -127,6 +130,8 @@ _EXPORTS = {
     "plan_delete": "engine.replicator.reset",
     "resync_offline": "engine.replicator.reset",
     "accept_epoch": "engine.replicator.epochs",
+    "known_tables": "engine.replicator.known",
+    "require_tables": "engine.replicator.known",
     "stop_on_signals": "engine.signals",
     "check_java": "engine.spark",
     "start_for": "engine.spark",
@@ -151,6 +156,7 @@ _EXPORTS = {
     "TableState": "engine.state",
     "TableStatus": "engine.state",
     "TableReport": "engine.validate",
+    "parse_database_map": "engine.validate",
     "redact_dsn": "engine.validate",
     "validate_replicas": "engine.validate",
 }

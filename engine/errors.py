@@ -98,6 +98,11 @@ class TableNameError(TerminalError):
     """A topic cannot be mapped to a safe table name inside the target folder."""
 
 
+class UnknownTableError(TerminalError):
+    """A command names a table this replicator does not know (one message for every
+    command: :func:`engine.naming.unknown_table`)."""
+
+
 class QueryError(TerminalError):
     """A query over the replicas failed (bad SQL, unknown table)."""
 

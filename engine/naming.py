@@ -23,12 +23,41 @@ value is bound as a parameter.
 
 from __future__ import annotations
 
+import difflib
 import re
 import string
 import unicodedata
 from pathlib import Path
 
-from engine.errors import TableNameError
+from engine.errors import TableNameError, UnknownTableError
+
+#: Known table names listed in an unknown-table message before "and N more".
+LISTED_NAMES = 20
+
+
+def close_match(word: str, choices: list[str]) -> str | None:
+    """The choice one typo away from ``word`` (the "did you mean" rule), if any."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def unknown_table(name: str, known: list[str]) -> UnknownTableError:
+    """The one error of every command given a table name it does not know: it names the
+    known tables (and the one ``name`` is a typo of, when one is close)."""
+    if not known:
+        return UnknownTableError(
+            f"no table `{name}`; no table is known yet",
+            hint="`cdcctl start` makes the tables; `cdcctl status` lists them",
+        )
+    shown = ", ".join(known[:LISTED_NAMES])
+    if len(known) > LISTED_NAMES:
+        shown += f" and {len(known) - LISTED_NAMES} more"
+    close = close_match(name, known)
+    return UnknownTableError(
+        f"no table `{name}`; known tables: {shown}",
+        hint=f"did you mean `{close}`?" if close else "`cdcctl status` lists the tables",
+    )
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 MAX_NAME = 120

@@ -18,6 +18,7 @@ retained (planned or done); see :meth:`~engine.hudi.HudiView.oldest_readable`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ import pyarrow as pa
 from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiView, as_instant, conform, instant_at, instant_iso
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
-from engine.naming import table_key
+from engine.naming import table_key, unknown_table
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -290,6 +291,10 @@ def connect(
     return _open(target_or_config, as_of, meta).connection
 
 
+#: DuckDB's words for a table (view) the SQL names that does not exist.
+_MISSING_TABLE = re.compile(r"Table with name (\S+) does not exist")
+
+
 def query(
     target_or_config: str | Path | Config,
     sql: str,
@@ -300,8 +305,8 @@ def query(
     """Run SQL over the replicas (:func:`connect`) and return the result.
 
     Raises:
-        QueryError: the SQL is invalid, names a table that does not exist, or reads a
-            replica ``as_of`` cannot reach.
+        QueryError: the SQL is invalid or reads a replica ``as_of`` cannot reach.
+        UnknownTableError: the SQL names a table that does not exist.
         ConfigError: ``as_of`` is not an instant or ISO time.
     """
     session = _open(target_or_config, as_of, meta)
@@ -314,6 +319,9 @@ def query(
                 raise replica.failure from None
         reason = str(exc).strip().splitlines()[0]
         names = list(session.replicas)
+        missing = _MISSING_TABLE.search(reason)
+        if isinstance(exc, duckdb.CatalogException) and missing:
+            raise unknown_table(missing.group(1), names) from None
         tables = ", ".join(names) if names else f"none: {session.root} holds no replica yet"
         raise QueryError(f"query failed: {reason}", hint=f"replicas: {tables}") from None
     finally:

@@ -29,6 +29,7 @@ def _send(
     wait: float = WAIT_SECONDS,
 ) -> int:
     cfg = engine.load_config(config)
+    engine.require_tables(cfg, tables)
     answers = engine.send_request(cfg.work_path(), kind, tables, wait)
     if answers is None and kind.startswith("resync"):
         return _resync_offline(cfg, tables[0], force=kind == "resync-force")

@@ -20,7 +20,7 @@ ConfigOpt = Annotated[
 ]
 ArgsArg = Annotated[
     list[str] | None,
-    typer.Argument(metavar="[TABLE] | replay TABLE", help="a table to list, or: replay TABLE"),
+    typer.Argument(metavar="[TABLE | replay TABLE]", help="a table to list, or: replay TABLE"),
 ]
 #: Columns of the listing: heading, field.
 _COLUMNS = (
@@ -58,6 +58,7 @@ def _cell(letter: dict[str, Any], field: str) -> str:
 
 
 def _list(cfg: Any, table: str | None, json_out: bool) -> None:
+    engine.require_tables(cfg, [table] if table else [])
     letters = engine.list_dead_letters(cfg, table)
     if json_out:
         print_json({"deadletters": letters})
@@ -79,6 +80,7 @@ def _list(cfg: Any, table: str | None, json_out: bool) -> None:
 
 
 def _replay(cfg: Any, config: Path, table: str) -> int:
+    engine.require_tables(cfg, [table])
     result = engine.replay_dead_letters(cfg, table, config_path=str(config.resolve()))
     where = "by the running replicator" if result.via == "replicator" else "offline"
     print(f"replay {table} ({where}): {result.message}")

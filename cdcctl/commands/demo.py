@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import signal
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,15 +29,42 @@ def _print_results(report: engine.DemoReport) -> None:
     )
 
 
+def invoked_as() -> str:
+    """cdcctl as the user ran it, for commands printed to be copied: ``cdcctl`` when
+    that name on PATH is this program, else the path typed (``.venv/bin/cdcctl``), or
+    the interpreter typed with ``-m cdcctl``."""
+    typed = sys.orig_argv
+    if len(typed) > 2 and typed[1:3] == ["-m", "cdcctl"]:
+        return f"{shlex.quote(typed[0])} -m cdcctl"
+    script = sys.argv[0]
+    on_path = shutil.which(Path(script).name)
+    if on_path and os.path.exists(script) and os.path.samefile(on_path, script):
+        return Path(script).name
+    return shlex.quote(script)
+
+
+def _shown(path: Path) -> str:
+    """A path as short as it is exact: relative to the current folder when inside it."""
+    try:
+        return shlex.quote(str(path.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(path))
+
+
 def _print_next_steps(report: engine.DemoReport) -> None:
     _print_results(report)
-    config = report.config
+    cdcctl = invoked_as()
+    assert report.config is not None  # a kept demo wrote it
+    config = _shown(report.config)
     err.print(
         "\nThe demo keeps running: its broker is at "
         f"{report.bootstrap_servers}, writing a few changes per second.\n"
         "In another terminal, replicate them and query the replicas:\n"
-        f"  cdcctl start --config {config}\n"
-        f"  cdcctl query --config {config} 'SELECT count(*) FROM inventory_orders'\n"
+        f"  {cdcctl} start --config {config}\n"
+        f"  {cdcctl} query --config {config} 'SELECT count(*) FROM inventory_orders'\n"
+        "`validate` needs the database Debezium read, and the demo has none (its events "
+        "are generated): try it on your own source (README, Production walkthrough, "
+        "step 5).\n"
         "Ctrl-C here stops the demo (and its broker).",
         markup=False,
     )
@@ -77,6 +109,8 @@ def demo(
         return
     if keep and target is None:
         target = Path("cdcctl-demo") / "lake"
+    if keep:  # SIGTERM ends a kept demo as Ctrl-C does: broker stopped, exit 0
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     err.print(
         f"demo: embedded broker, {events:,} Debezium events (customers, products, orders)",
         markup=False,

@@ -40,8 +40,8 @@ def init(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help=f"message format: {', '.join(engine.SUPPORTED_FORMATS)} "
-            f"[default: {engine.config_default('source.format')}]",
+            help=f"message format (default {engine.config_default('source.format')}): "
+            f"{', '.join(engine.SUPPORTED_FORMATS)}",
         ),
     ] = None,
     schema_registry_url: Annotated[

@@ -38,7 +38,8 @@ def query(
 
     SQL reads the newest committed state of every replica under target.path (or the
     state at --as-of). Each replica is a view named after it (e.g. inventory_customers),
-    with its real column types. A bad query or an unknown table is one error (exit 1).
+    with its real column types. A bad query is one error (exit 1); a table that is no
+    replica is one error naming the replicas (exit 2).
     """
     if json_out and csv_out:
         raise typer.BadParameter("choose one of --json and --csv")

@@ -21,8 +21,9 @@ def _dsn(source: str | None, cfg: Any) -> str:
     if not dsn:
         raise engine.ConfigError(
             "no source database to compare with",
-            hint="give --source postgresql://user@host:port/db (or mysql://...), or set "
-            "source.database_dsn in the config",
+            hint="validate compares the replicas with the database Debezium read: give "
+            "--source postgresql://user@host:port/db (or mysql://...), or set "
+            "source.database_dsn in the config (the demo has none: its events are generated)",
         )
     password_env = cfg.source.database.database_password_env
     if cfg.source.database.database_password is not None or (
@@ -106,6 +107,15 @@ def validate(
             "--table", "-t", metavar="NAME", help="replica to check (repeatable, globs ok)"
         ),
     ] = None,
+    database_map: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--database-map",
+            metavar="ORIGINAL=COPY",
+            help="compare the replicas of source database ORIGINAL with database COPY "
+            "(a restored copy under another name; repeatable)",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     recheck: Annotated[
         bool,
@@ -124,9 +134,11 @@ def validate(
 
     Compares row counts, then rows by primary key with values normalised the same way on
     both sides; large tables by key ranges with per-range hashes, fetching only the
-    differing ranges row by row.
+    differing ranges row by row. Each replica is compared with the database its
+    changes came from; --database-map names a copy of it under another name.
     """
     cfg = engine.load_config(config)
+    mapping = engine.parse_database_map(database_map or [])
     dsn = _dsn(source, cfg)
     if not json_out:
         err.print(
@@ -140,6 +152,7 @@ def validate(
         recheck=recheck,
         recheck_wait=recheck_wait,
         work_dir=cfg.work_path(),
+        database_map=mapping,
     )
     if json_out:
         print_json([r.to_dict() for r in reports])

@@ -10,7 +10,6 @@ listed together (:func:`config_from_dict`).
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tempfile
@@ -24,6 +23,7 @@ from engine.config.base import FLAT_SECTION, file_keys
 from engine.config.model import Config
 from engine.config.references import absolute_secret_files, secret_problems
 from engine.errors import ConfigError
+from engine.naming import close_match
 
 _FIXES = {
     "missing": "add this key",
@@ -77,10 +77,10 @@ def _did_you_mean(key: str) -> str:
         for k in file_keys(Config)
         if (k.rsplit(".", 1)[0] if "." in k else "") == parent
     }
-    close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.75)
+    close = close_match(leaf, list(siblings))
     if not close:
         return ""
-    shown = key.rsplit(".", 1)[0] + "." + close[0] if "." in key else close[0]
+    shown = key.rsplit(".", 1)[0] + "." + close if "." in key else close
     return f"did you mean `{shown}`?"
 
 

@@ -273,8 +273,8 @@ class TableServices(HudiView):
             content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
             atomic_write(inflight, content, tmp_dir=self._temp)
             self._added(inflight.name)
-        paths = [
-            Path(info["filePath"])
+        paths = [  # Hudi's plans hold full paths; a relative one is under the table
+            self.base_path / info["filePath"]
             for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values()
             for info in infos
         ]

@@ -3,9 +3,14 @@
 The demo starts a Kafka-compatible broker on a free loopback port, writes the inventory
 workload (:mod:`engine.playground.workload`) to it as Debezium's JsonConverter would,
 replicates it into Hudi tables until caught up, and queries the replicas with DuckDB.
-With ``keep`` it then leaves the broker running with a config file next to the
-replicas, and goes on writing a trickle of live changes, so that ``cdcctl start`` and
-``cdcctl query`` can be tried against it until the demo is stopped (Ctrl-C).
+With ``keep`` it then stops its Spark JVM (nothing is replicated in this process any
+more: an idle JVM held ~240 MB), leaves the broker running with a config file next to
+the replicas, and goes on writing a trickle of live changes, so that ``cdcctl start``
+and ``cdcctl query`` can be tried against it until the demo is stopped (Ctrl-C).
+
+The demo has no database: its events are generated (:mod:`engine.playground.workload`),
+so ``cdcctl validate``, which compares replicas with the database Debezium read, has
+nothing to compare them with here.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from engine.playground.broker import EmbeddedBroker, produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.query import list_tables, query
 from engine.replicator import BatchReport, Replicator
+from engine.spark import stop_jvm
 
 SAMPLE_SQL = (
     "SELECT o.status, count(*) AS orders, sum(o.quantity) AS items, "
@@ -99,6 +105,7 @@ def run_demo(
             target, produced, seconds, counts, SAMPLE_SQL, query(target, SAMPLE_SQL)
         )
         if keep:
+            stop_jvm()  # its replication is over: the JVM would only sit idle
             report.bootstrap_servers = broker.bootstrap_servers
             report.config = _write_config(folder, broker.bootstrap_servers, target)
             if on_ready is not None:

@@ -14,6 +14,7 @@ from engine.spark.session import (
     get_spark,
     start_for,
     start_in_background,
+    stop_jvm,
     stop_spark,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "get_spark",
     "start_for",
     "start_in_background",
+    "stop_jvm",
     "stop_spark",
 ]

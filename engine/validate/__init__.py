@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.errors import ConfigError
 from engine.hudi import HudiView
+from engine.naming import unknown_table
 from engine.validate.replica import Replica, lock_holder
 from engine.validate.report import ColumnDiff, Recheck, RowDiff, TableReport
 from engine.validate.source import SourceDB, TableRef, connect, dialect_of, redact
@@ -28,6 +29,7 @@ __all__ = [
     "Recheck",
     "RowDiff",
     "TableReport",
+    "parse_database_map",
     "redact_dsn",
     "validate_replicas",
 ]
@@ -52,15 +54,35 @@ def _select(target: Path, patterns: list[str] | None) -> list[Path]:
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            raise ConfigError(
-                f"--table {pattern}: no such replica under {target}",
-                hint=f"replicas: {', '.join(names) if names else 'none'}",
-            )
+            raise unknown_table(pattern, names)
         chosen += [h for h in hits if h not in chosen]
     return [target / n for n in chosen]
 
 
-def _ref(db: SourceDB, replica: Replica, report: TableReport) -> TableRef | None:
+def parse_database_map(entries: list[str]) -> dict[str, str]:
+    """``--database-map ORIGINAL=COPY`` entries as {original: copy}.
+
+    Raises:
+        ConfigError: an entry is not two names joined by ``=``, or maps one name twice.
+    """
+    mapping: dict[str, str] = {}
+    for entry in entries:
+        original, sep, copy = (part.strip() for part in entry.partition("="))
+        if not (sep and original and copy):
+            raise ConfigError(
+                f"--database-map {entry!r} is not ORIGINAL=COPY",
+                hint="e.g. --database-map inventory=inventory_restored: the replicas of "
+                "database inventory are compared with the database inventory_restored",
+            )
+        if mapping.get(original, copy) != copy:
+            raise ConfigError(f"--database-map maps {original!r} twice")
+        mapping[original] = copy
+    return mapping
+
+
+def _ref(
+    db: SourceDB, replica: Replica, report: TableReport, database_map: dict[str, str]
+) -> TableRef | None:
     src = replica.source_table
     connector = src.get("connector")
     if connector and connector.lower() not in (
@@ -69,16 +91,29 @@ def _ref(db: SourceDB, replica: Replica, report: TableReport) -> TableRef | None
         report.status = "error"
         report.error = f"the replica comes from a {connector} source, --source is {db.dialect}"
         return None
+    # A PostgreSQL replica named by its topic knows its schema, not its database.
+    named_by_topic = db.dialect == "postgresql" and not replica.source_table_recorded
+    original = None if named_by_topic else src.get("db")
+    mapped = database_map.get(original) if original else None
+    if mapped:
+        report.notes.append(
+            f"the replica's source database {original!r} is read as {mapped!r} "
+            f"(--database-map {original}={mapped})"
+        )
     if db.dialect == "postgresql":
         dsn_db = db.database()
-        if replica.source_table_recorded and src.get("db") and dsn_db and src["db"] != dsn_db:
+        wanted = mapped or original
+        if wanted and dsn_db and wanted != dsn_db:
             report.status = "error"
+            said = f" (read as {mapped!r} by --database-map)" if mapped else ""
             report.error = (
-                f"the replica comes from database {src['db']!r}, --source names {dsn_db!r}"
+                f"the replica comes from database {original!r}{said}, --source names "
+                f"{dsn_db!r}; if that database is a copy of it (a restore, a clone), say so: "
+                f"--database-map {original}={dsn_db}"
             )
             return None
         return TableRef(dsn_db, src.get("schema") or "public", src["table"])
-    return TableRef(src.get("db") or db.database(), None, src["table"])
+    return TableRef(mapped or original or db.database(), None, src["table"])
 
 
 def validate_replicas(
@@ -89,6 +124,7 @@ def validate_replicas(
     recheck: bool = False,
     recheck_wait: float = 60.0,
     work_dir: str | Path | None = None,
+    database_map: dict[str, str] | None = None,
 ) -> list[TableReport]:
     """Compare every selected replica under ``target`` with its source table.
 
@@ -100,9 +136,12 @@ def validate_replicas(
             source's current position (waiting at most ``recheck_wait`` seconds, and not
             at all when no replicator is running).
         work_dir: the replicator's work folder, to tell whether a replicator is running.
+        database_map: {database in the replicas' source blocks: database to read instead}
+            (a restored copy under another name; :func:`parse_database_map`).
 
     Raises:
-        ConfigError: bad DSN scheme, a ``tables`` entry matching no replica.
+        ConfigError: bad DSN scheme.
+        UnknownTableError: a ``tables`` entry matching no replica.
         SourceDatabaseError: the source database cannot be reached.
     """
     dialect_of(source_dsn)  # a bad scheme is a usage error before anything else
@@ -112,14 +151,21 @@ def validate_replicas(
     reports: list[TableReport] = []
     try:
         for path in paths:
-            reports.append(_validate_one(db, path, running, recheck, recheck_wait))
+            reports.append(
+                _validate_one(db, path, running, recheck, recheck_wait, database_map or {})
+            )
     finally:
         db.close()
     return reports
 
 
 def _validate_one(
-    db: SourceDB, path: Path, running: str | None, recheck: bool, wait: float
+    db: SourceDB,
+    path: Path,
+    running: str | None,
+    recheck: bool,
+    wait: float,
+    database_map: dict[str, str],
 ) -> TableReport:
     from engine.validate.compare import compare_table, recheck_keys
 
@@ -128,7 +174,7 @@ def _validate_one(
     report.identity = "commit" if replica.source_table_recorded else "topic"
     report.replica_instant = replica.instant
     report.replicator = replica.holder() or running
-    ref = _ref(db, replica, report)
+    ref = _ref(db, replica, report, database_map)
     if ref is None:
         return report
     report.source_table = str(ref)

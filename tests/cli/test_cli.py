@@ -108,6 +108,13 @@ def test_help_answers_h_and_shows_plain_usage() -> None:
         assert r.stdout.startswith("Usage: "), (args, r.stdout)
     usage = run_cli("pause", "-h").stdout.splitlines()[0]
     assert usage.endswith(" pause [OPTIONS] [TABLE]..."), usage
+    for command, arguments in (
+        ("resync", "TABLE"),
+        ("query", "SQL"),
+        ("deadletters", "[TABLE | replay TABLE]"),
+    ):
+        usage = run_cli(command, "-h").stdout.splitlines()[0]
+        assert usage.endswith(f" {command} [OPTIONS] {arguments}"), usage
     assert "quitting asks whether to stop" in " ".join(run_cli("start", "-h").stdout.split())
 
 

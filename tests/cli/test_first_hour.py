@@ -12,10 +12,12 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
 
+import psutil
 import pytest
 
 from engine.hudi.table import HudiTable
@@ -85,13 +87,18 @@ def test_version_prints_the_package_version() -> None:
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
 def test_help_is_plain_text(command: str | None) -> None:
-    r = run_cli(*([command] if command else []), "--help")
+    r = run_cli(*([command] if command else []), "--help", env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "Usage:" in text
-    # No type labels ("<bool>", "TEXT", "INTEGER") and no rich box drawing in plain help.
-    for noise in ("<bool>", "<str>", "<int>", "<path>", " TEXT", " INTEGER", "╭", "│"):
+    # No type labels ("<bool>", "<list[str]>", "TEXT", "INTEGER"), no rich box drawing,
+    # and arguments in the usage line as the README writes them (no {TABLE}, [[TABLE]...]).
+    for noise in ("<bool>", "<str>", "<int>", "<path>", "<list", " TEXT", " INTEGER", "╭", "│"):
         assert noise not in text, f"{noise!r} in help:\n{text}"
+    assert not re.search(r"\{[A-Z]+\}|\[\[", text), f"an odd argument in help:\n{text}"
+    assert all(len(line) <= 80 for line in text.splitlines()), f"wider than 80:\n{text}"
+    # No word cut at its hyphen by the wrapping ("[default: debezium-" / "json]").
+    assert not re.search(r"\w-$", text, re.M), f"a word cut at 80 columns:\n{text}"
     if command is None:
         for name in COMMANDS:
             assert re.search(rf"^\s+{name}\s+\S", text, re.M), f"{name} missing:\n{text}"
@@ -208,12 +215,24 @@ def _live_changes(config: Path, lake: Path) -> int:
         consumer.close()
 
 
+def _processes_under(pid: int) -> list[str]:
+    """Names of the processes a process started (and theirs)."""
+    return [p.name() for p in psutil.Process(pid).children(recursive=True)]
+
+
 def test_kept_demo_then_start_then_query(tmp_path: Path, replicator) -> None:
-    demo = replicator.cli("demo", "--keep", "--events", "3000", cwd=tmp_path)
+    # Run as the README runs it: the installed script by its path from where one stands.
+    script = os.path.relpath(Path(sys.executable).parent / "cdcctl", tmp_path)
+    demo = replicator.cli("demo", "--keep", "--events", "3000", cwd=tmp_path, program=[script])
     told = demo.wait_for_output("Ctrl-C here stops the demo", 300, stream="stderr")
     cfg = tmp_path / "cdcctl-demo" / "cdcctl.toml"
-    assert f"cdcctl start --config {cfg}" in told, told
+    # The hints say the command as it was run, with the config as the README names it.
+    assert f"\n  {script} start --config cdcctl-demo/cdcctl.toml\n" in told, told
+    assert "`validate` needs the database Debezium read, and the demo has none" in told
     assert cfg.is_file()
+    # Its replication is over: no Spark JVM (nor its Python workers) sits idle.
+    children = _processes_under(demo.pid)
+    assert not [n for n in children if n == "java" or n.startswith("python")], children
     wait_until(
         lambda: _live_changes(cfg, tmp_path / "cdcctl-demo" / "lake"),
         "live changes after the demo's own run",
@@ -256,3 +275,42 @@ def test_kept_demo_then_start_then_query(tmp_path: Path, replicator) -> None:
     assert bad.stderr.startswith("error: ") and "nope" in bad.stderr
     assert "Traceback" not in bad.stderr
     assert demo.stop(signal.SIGINT) == 0, demo.describe()
+
+
+def test_a_demo_run_with_python_m_says_so_in_its_hints(tmp_path: Path, replicator) -> None:
+    demo = replicator.cli("demo", "--keep", "--events", "300", cwd=tmp_path)
+    told = demo.wait_for_output("Ctrl-C here stops the demo", 300, stream="stderr")
+    assert f"\n  {sys.executable} -m cdcctl start --config cdcctl-demo/cdcctl.toml\n" in told
+    broker = [p.pid for p in psutil.Process(demo.pid).children()]
+    # SIGTERM (systemd's, timeout's) ends the kept demo as Ctrl-C does, its broker too
+    # (it was ignored: the replicator's handler, which asks a run to stop, stayed).
+    assert demo.stop(signal.SIGTERM) == 0, demo.describe()
+    assert broker and not [p for p in broker if psutil.pid_exists(p)], broker
+
+
+def test_validate_on_the_demo_says_why_it_cannot(tmp_path: Path) -> None:
+    # The kept demo's config names no database: validate says what it needs, at once.
+    cfg = tmp_path / "cdcctl.toml"
+    cfg.write_text(config_text())
+    r = run_cli("validate", "--config", str(cfg))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [
+        "error: no source database to compare with",
+        "  hint: validate compares the replicas with the database Debezium read: give "
+        "--source postgresql://user@host:port/db (or mysql://...), or set "
+        "source.database_dsn in the config (the demo has none: its events are generated)",
+    ], r.stderr
+
+
+def test_hints_say_cdcctl_when_that_name_on_path_is_this_program(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cdcctl.commands.demo import invoked_as
+
+    script = Path(sys.executable).parent / "cdcctl"
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, str(script), "demo"])
+    monkeypatch.setattr(sys, "argv", [str(script), "demo"])
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert invoked_as() == "cdcctl"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert invoked_as() == str(script)  # not on PATH: the path as it was typed

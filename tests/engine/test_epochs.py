@@ -19,6 +19,7 @@ from engine.hudi import HudiWriter
 from engine.replicator import Replicator
 from engine.replicator.epochs import MARK, accept
 from engine.state import TableState
+from engine.state.store import StateStore, store_path
 from tests import oracle
 from tests.engine.test_properties import Msg
 from tests.integration.replicas import read_replica
@@ -291,6 +292,12 @@ def test_new_epoch_is_refused_for_a_table_that_did_not_stop_at_one(tmp_path: Pat
     from tests.integration.replicas import run_cli, write_config
 
     config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "^pg\\.", tmp_path / "lake")
+    # A table the state store knows, replicating (an unknown one is refused before: exit 2,
+    # tests/cli/test_unknown_tables.py).
+    store = StateStore(store_path(tmp_path / "work"))
+    with store.transaction() as db:
+        store.reset_table(db, TABLE, "pg.public.items")
+    store.close()
     done = run_cli("resync", TABLE, "--new-epoch", "--config", str(config))
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"table {TABLE} did not stop at a position epoch change" in done.stderr

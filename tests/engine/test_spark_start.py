@@ -164,3 +164,30 @@ def test_each_spark_install_has_its_own_archive_name(tmp_path, monkeypatch) -> N
     jar = tmp_path / "venv-b" / "jars" / "spark-core.jar"
     os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 10**9))
     assert class_archive() != second  # reinstalled in place
+
+
+def test_stop_jvm_ends_the_jvm_and_a_later_context_starts_a_new_one() -> None:
+    """``stop_jvm`` (the kept demo, once its replication is over) ends the JVM that
+    ``stop_spark`` leaves running, with its Python workers; Spark starts again after."""
+    probe = textwrap.dedent(
+        """
+        import psutil
+        from pyspark import SparkContext
+        from engine.spark import get_spark, stop_jvm
+        spark = get_spark()
+        assert spark.parallelize(range(10), 2).map(lambda x: x * 2).sum() == 90
+        jvm = SparkContext._gateway.proc.pid
+        below = [p.pid for p in psutil.Process(jvm).children(recursive=True)]
+        assert below, "no Python worker under the JVM"
+        stop_jvm()
+        print("jvm alive:", psutil.pid_exists(jvm) and psutil.Process(jvm).status() != "zombie")
+        psutil.wait_procs([psutil.Process(p) for p in below if psutil.pid_exists(p)], 10)
+        print("workers alive:", [p for p in below if psutil.pid_exists(p)])
+        spark = get_spark()
+        assert SparkContext._gateway.proc.pid != jvm
+        print("again:", spark.parallelize(range(4), 2).sum())
+        """
+    )
+    run = _run(dict(os.environ), "-c", probe)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["jvm alive: False", "workers alive: []", "again: 6"]

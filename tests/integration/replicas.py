@@ -129,16 +129,19 @@ class CliChild:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
         prefix: list[str] | None = None,
+        program: list[str] | None = None,
         tee: Path | None = None,
         tee_stderr: bool = False,
     ) -> None:
-        """``tee``: the child leads a process group of its own, and its stdout (with
-        ``tee_stderr`` its stderr too) goes through ``tee FILE`` in that group, as in
-        ``cdcctl start | tee FILE`` on a terminal: :meth:`signal_group` then reaches both,
-        as Ctrl-C does, and ``tee``'s output is what :attr:`stdout` reads."""
+        """``program``: how cdcctl is run (default: this interpreter with ``-m cdcctl``;
+        e.g. the installed ``cdcctl`` script, as the README runs it). ``tee``: the child
+        leads a process group of its own, and its stdout (with ``tee_stderr`` its stderr
+        too) goes through ``tee FILE`` in that group, as in ``cdcctl start | tee FILE`` on
+        a terminal: :meth:`signal_group` then reaches both, as Ctrl-C does, and ``tee``'s
+        output is what :attr:`stdout` reads."""
         self.args = args
         self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "cdcctl", *args],
+            [*(prefix or []), *(program or [sys.executable, "-m", "cdcctl"]), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if tee_stderr else subprocess.PIPE,

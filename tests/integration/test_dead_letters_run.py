@@ -102,8 +102,10 @@ def test_tolerance_all_dead_letters_listed_and_replayed_by_the_running_replicato
     lines = text.stdout.splitlines()
     assert lines[0].split() == ["table", "topic", "partition", "offset", "time", "error", "key"]
     assert [line.split()[3] for line in lines[1:]] == [str(o) for o in bad_offsets]
+    # A table that is no table is the unknown-table error (issue 24: it listed nothing, exit 0).
     none = run_cli("deadletters", "app_other", "--config", str(config), "--json")
-    assert json.loads(none.stdout) == {"deadletters": []}
+    assert none.returncode == 2 and none.stdout == "", none.stderr
+    assert none.stderr.startswith("error: no table `app_other`; known tables: app_items\n")
 
     # The fix: a larger limit. A replicator runs with it; the replay goes through it.
     config = _config(tmp_path, broker.bootstrap_servers, topic_prefix, "all", 100_000)

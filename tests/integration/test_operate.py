@@ -296,7 +296,11 @@ def test_offline_resync_then_delete_and_purge(broker, topic_prefix: str, tmp_pat
     name = table_name_for_topic(customers)
     old = _instants(target, customers)
     unknown = run_cli("resync", "no_such_table", "--config", str(config))
-    assert unknown.returncode == 1 and "no table named 'no_such_table'" in unknown.stderr
+    # Exit 2 naming the known tables (issue 24: exit 1 before, "no table named ...").
+    assert unknown.returncode == 2, unknown.stderr
+    said = unknown.stderr.splitlines()[0]
+    assert said.startswith("error: no table `no_such_table`; known tables: "), unknown.stderr
+    assert all(table_name_for_topic(t) in said for t in topics), unknown.stderr
     # Offline, resync asks the broker where the topic starts: it needs the credentials.
     offline = run_cli("resync", name, "--config", str(config), env=env)
     assert offline.returncode == 0, offline.stderr

@@ -252,18 +252,27 @@ def test_csv_parses_back_to_the_json_rows(lakes) -> None:
 
 
 @pytest.mark.parametrize(
-    ("sql", "needle"),
-    [("SELECT * FROM inventory_nope", "inventory_nope"), ("SELEC 1", "SELEC")],
+    ("sql", "code", "first"),
+    [
+        # An unknown table is the one unknown-table error of every command (issue 24).
+        ("SELECT * FROM inventory_nope", 2, "error: no table `inventory_nope`; known tables: "),
+        ("SELEC 1", 1, "error: query failed: "),
+    ],
 )
-def test_unknown_table_and_bad_sql_are_one_error_line(lakes, sql: str, needle: str) -> None:
+def test_unknown_table_and_bad_sql_are_one_error_line(
+    lakes, sql: str, code: int, first: str
+) -> None:
     _, configs = lakes
     cfg, _ = configs["mor"]
     r = run_cli("query", "--config", str(cfg), sql)
-    assert r.returncode == 1
+    assert r.returncode == code, r.stderr
     assert r.stdout == ""
     errors = [line for line in r.stderr.splitlines() if not line.startswith("  hint: ")]
-    assert len(errors) == 1 and errors[0].startswith("error: query failed: ")
-    assert needle in errors[0]
+    assert len(errors) == 1 and errors[0].startswith(first), r.stderr
+    if code == 1:
+        assert "SELEC" in errors[0], r.stderr
+    else:
+        assert "inventory_customers" in errors[0] and "inventory_orders" in errors[0]
 
 
 @pytest.mark.parametrize("kind", ["mor", "cow"])

@@ -228,13 +228,17 @@ def test_pause_resume_stop_a_live_replicator(
 
 def test_status_of_a_work_folder_without_state_is_a_clear_message(tmp_path: Path) -> None:
     config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "^x\\.", tmp_path / "lake")
-    for command in (["status"], ["status", "--json"], ["stop"], ["pause", "a"], ["resume"]):
+    for command in (["status"], ["status", "--json"], ["stop"], ["pause"], ["resume"]):
         r = run_cli(*command, "--config", str(config))
         assert r.returncode == 1, (command, r.stderr)
         assert "Traceback" not in r.stderr and r.stdout == ""
         assert ("no replicator state in" if command[0] == "status" else "no replicator runs") in (
             r.stderr
         )
+    # A table named where none is known is the unknown-table error (issue 24: exit 2; it
+    # was exit 1, "no replicator runs").
+    r = run_cli("pause", "a", "--config", str(config))
+    assert r.returncode == 2 and "error: no table `a`; no table is known yet" in r.stderr
     # A replicator that started, matched no topic and was killed: said plainly.
     StateRecorder(tmp_path / "work").started()
     r = run_cli("status", "--config", str(config))

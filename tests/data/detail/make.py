@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from engine.hudi import HudiWriter
+from engine.hudi.avro_models import CLEANER_PLAN, deserialize_avro_metadata, serialize_avro_metadata
 from engine.playground.broker import EmbeddedBroker
 from engine.spark import get_spark, stop_spark
 from tests.detail_replica import build_detail_replica
@@ -27,6 +28,25 @@ from tests.detail_replica import build_detail_replica
 HERE = Path(__file__).resolve().parent
 PREFIX = "shop"
 TABLE = "app_items"
+
+
+def relative_clean_plans(table: Path, recorded_at: Path) -> None:
+    """Make the clean plans of ``table`` (recorded at ``recorded_at``) name the files
+    they deleted relative to the table.
+
+    A clean plan holds the full path of each file it deletes, as Hudi's own plans do:
+    here the temporary folder of the recording, a path of that machine. The cleans
+    completed, so no writer runs their plans again; readers take only the instant to
+    retain from them (and a writer resolves a relative path against the table).
+    """
+    for plan_file in sorted((table / ".hoodie").glob("*.clean.*")):
+        plan = deserialize_avro_metadata(plan_file.read_bytes())
+        for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values():
+            for info in infos:
+                path = Path(info["filePath"])
+                if path.is_absolute():
+                    info["filePath"] = str(path.relative_to(recorded_at))
+        plan_file.write_bytes(serialize_avro_metadata(CLEANER_PLAN, plan))
 
 
 def main() -> None:
@@ -40,11 +60,10 @@ def main() -> None:
         for sub in ("lake", "work"):
             shutil.rmtree(HERE / sub, ignore_errors=True)
         # Only the latest slices stay (a base file is ~430 kB: its bloom filter has
-        # Hudi's fixed size): a clean, recorded on the timeline as Hudi records it. It
-        # runs in the temporary folder: a clean plan holds the full paths of the files it
-        # deletes, which must name no folder of this machine's checkout.
+        # Hudi's fixed size): a clean, recorded on the timeline as Hudi records it.
         HudiWriter.open(cfg.target_path() / TABLE).clean(1)
         shutil.copytree(cfg.target_path() / TABLE, HERE / "lake" / TABLE)
+        relative_clean_plans(HERE / "lake" / TABLE, cfg.target_path() / TABLE)
         # The table's writer lock file names this machine; readers never look at it.
         (HERE / "lake" / TABLE / ".hoodie" / ".cdcctl" / "writer.lock").unlink()
         (HERE / "work").mkdir()
