@@ -1,9 +1,10 @@
 """Stop signals: SIGINT (Ctrl-C) and SIGTERM (``kill``, ``timeout``, systemd) ask a run
 to stop after the batch in flight instead of ending the process where it is.
 
-Both usually reach the whole process group (a terminal's Ctrl-C, ``timeout -s TERM``):
-Spark's JVM runs in a process group of its own (:mod:`engine.spark.session`), so it is
-still there to finish the batch in flight when the driver stops.
+Both usually reach the whole process group (a terminal's Ctrl-C, ``timeout -s TERM``),
+or every process of a service (systemd's ``KillMode=control-group``): Spark's JVM runs
+in a process group of its own and ignores SIGTERM (:mod:`engine.spark.session`), so it
+is still there to finish the batch in flight when the driver stops, and ends with it.
 """
 
 from __future__ import annotations
