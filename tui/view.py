@@ -45,28 +45,28 @@ class Column:
     numeric: bool = True
 
 
+#: The columns, most wanted first: an 80-column terminal shows the name, the state, the
+#: lag and the counters of :data:`engine.TABLES_VIEW` (inserts, updates, deletes,
+#: retries); 120 columns add those of :data:`engine.NEXT_VIEW` (late, bad), events/s and
+#: a 10-minute sparkline; the rest follow, reached with ``→`` and ``End`` (the name and
+#: the state stay in view) where the terminal is narrower than all of them.
 COLUMNS = (
     Column("table", "table", numeric=False),
     Column("state", "state", numeric=False),
-    Column("events_per_s", "events/s"),
     Column("lag_messages", "lag"),
-    Column("lag_seconds", "lag s"),
     *(Column(c.name, c.heading) for c in engine.shown_counters(engine.TABLES_VIEW)),
-)
-#: More columns where there is room (wide terminals).
-WIDE_COLUMNS = (
-    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.WIDE_VIEW)),
-    Column("last_commit_at", "last commit"),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.NEXT_VIEW)),
+    Column("events_per_s", "events/s"),
     Column("throughput", "10 min", numeric=False),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.WIDE_VIEW)),
+    Column("lag_seconds", "lag s"),
+    Column("last_commit_at", "last commit"),
 )
+#: Bars of the sparkline column (60 ten-second steps, 6 to a bar).
+SPARK_WIDTH = 10
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 #: Bars of a text sparkline, lowest first.
 BARS = " ▁▂▃▄▅▆▇█"
-
-
-def columns(wide: bool) -> tuple[Column, ...]:
-    """The columns shown: :data:`COLUMNS`, and :data:`WIDE_COLUMNS` when ``wide``."""
-    return COLUMNS + WIDE_COLUMNS if wide else COLUMNS
 
 
 def sparkline(values: Sequence[float], width: int) -> str:
@@ -129,12 +129,12 @@ def count(value: float | None, *, compact: bool = False) -> str:
 
 
 def state_text(table: engine.TableRecord, *, compact: bool = False) -> Text:
-    """A table's state as words (never colour alone): SNAPSHOTTING with its rows so far,
-    FAILING with this run's retries."""
+    """A table's state as words (never colour alone): SNAPSHOTTING with its rows so far
+    (unless ``compact``: the snapshot column has them), FAILING with this run's retries."""
     state = table.state
     style, mark = STATE_STYLES.get(state, ("", "?"))
     label = f"{mark} {state}"
-    if state == "SNAPSHOTTING":
+    if state == "SNAPSHOTTING" and not compact:
         label += f" {count(table.counters.snapshot_rows, compact=True)}"
     elif state == "FAILING":
         label += f" ×{table.this_run.retries}"
@@ -167,12 +167,10 @@ def visible_tables(
     return known + unknown
 
 
-def cells(
-    table: engine.TableRecord, now: float, *, compact: bool, wide: bool = False
-) -> list[str | Text]:
-    """A table's row of cells, in :func:`columns` order."""
+def cells(table: engine.TableRecord, now: float, *, compact: bool) -> list[str | Text]:
+    """A table's row of cells, in :data:`COLUMNS` order."""
     out: list[str | Text] = [table.table, state_text(table, compact=compact)]
-    for column in columns(wide)[2:]:
+    for column in COLUMNS[2:]:
         value = table.figure(column.key)
         if column.key == "lag_seconds":
             text = duration(value)
@@ -180,7 +178,7 @@ def cells(
             at = epoch(value)
             text = "-" if at is None else f"{duration(now - at)} ago"
         elif column.key == "throughput":
-            out.append(Text(sparkline(value or [], 12), style="cyan"))
+            out.append(Text(sparkline(value or [], SPARK_WIDTH), style="cyan"))
             continue
         else:
             text = count(value, compact=compact)
