@@ -342,7 +342,7 @@ def _row_on_screen(app: DashboardApp, name: str) -> list[str]:
     return next(ln.split() for ln in screen_text(app).splitlines() if ln.split()[:1] == [name])
 
 
-#: The headings each width shows whole (README "Quick start", docs/guide/operating.md
+#: The headings each width shows whole (README.md and docs/guide/operating.md
 #: "Dashboard"): 80 columns what the user names first, 120 late, bad, events/s and the
 #: sparkline too, 170 every column.
 AT_80 = ["table", "state", "lag", "inserts", "updates", "deletes", "retries"]
