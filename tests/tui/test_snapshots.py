@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from textual.pilot import Pilot
 
-from tests.tui.conftest import loaded, make_app
-from tests.waiting import await_until
+from tests.tui.conftest import detail_loaded, loaded, make_app
 
 
 async def _loaded(pilot: Pilot) -> None:
@@ -53,19 +52,9 @@ def test_detail_80x24(snap_compare, recorded_running) -> None:
     the same on every run."""
 
     async def detail_shown(pilot: Pilot) -> None:
-        from tui.detail import TableDetailScreen
-
         await _loaded(pilot)
         await pilot.press("down", "enter")
-        screen = pilot.app.screen
-        assert isinstance(screen, TableDetailScreen)
-        await await_until(
-            lambda: screen.detail is not None and screen.offsets is not None,
-            "the detail screen's reads",
-            lambda: pilot.pause(0.05),
-            30,
-        )
-        await pilot.pause()
+        await detail_loaded(pilot)
 
     app = make_app(recorded_running)
     assert snap_compare(app, terminal_size=(80, 24), run_before=detail_shown)
