@@ -152,6 +152,9 @@ class DashboardApp(App[None]):
         self._told_ended = False
         self._stopping = False
         self._compact = True
+        #: The width names are shortened to (None: whole), and the names and rows shown.
+        self._name_cap: int | None = None
+        self._shown: tuple[list[str], list[list[str | Text]]] = ([], [])
         #: Readings shown so far.
         self.reads = 0
 
@@ -288,6 +291,15 @@ class DashboardApp(App[None]):
         names = [t.table for t in shown]
         keys = list(view.COLUMN_KEYS)
         rows = [view.cells(t, self.now(), compact=self._compact) for t in shown]
+        width = self._name_width(names, rows)
+        self._shown = (names, rows)
+        if width is not None:
+            for row, name in zip(rows, view.shortened(names, width), strict=True):
+                row[0] = name
+        if width != self._name_cap:
+            # The name column narrows only when made anew (DataTable widens, never narrows).
+            self._name_cap = width
+            self._add_columns()
         with self.batch_update():
             if names == [str(r.key.value) for r in widget.ordered_rows]:
                 # The same rows in the same order: their cells change in place (the
@@ -303,6 +315,22 @@ class DashboardApp(App[None]):
                     widget.move_cursor(row=names.index(selected), animate=False)
         self._titles(len(shown), len(tables))
 
+    def _name_width(self, names: list[str], rows: list[list[str | Text]]) -> int | None:
+        """On a compact terminal, the width names are shortened to so that the first
+        columns (:data:`tui.view.FIRST`) fit whole; None: every name fits (or the table
+        is not laid out yet: :meth:`_after_layout` looks again)."""
+        widget = self.query_one(TablesTable)
+        if not self._compact or widget.size.width == 0:
+            return None
+        # Without the vertical scrollbar, when the rows outgrow the table's height.
+        room = widget.scrollable_content_region.width
+        padding = 2 * widget.cell_padding
+        for i, column in enumerate(view.COLUMNS[1 : view.FIRST], start=1):
+            cells = [Text(r[i]).cell_len if isinstance(r[i], str) else r[i].cell_len for r in rows]
+            room -= max([self._label(column).cell_len, *cells]) + padding
+        width = max(view.NAME_MIN, room - padding)
+        return width if any(len(n) > width for n in names) else None
+
     def _titles(self, shown: int, total: int) -> None:
         widget = self.query_one(TablesTable)
         title = "replicas"
@@ -312,10 +340,15 @@ class DashboardApp(App[None]):
         widget.border_subtitle = f"sorted by {self._heading(self.sort_key)}" + (
             " (reversed)" if self.sort_reverse else ""
         )
-        self.call_after_refresh(self._scroll_hint)
+        self.call_after_refresh(self._after_layout)
 
-    def _scroll_hint(self) -> None:
-        """Say in the table's bottom border when some columns are out of view."""
+    def _after_layout(self) -> None:
+        """Once the table is laid out: names shortened for its real size (a first
+        reading comes before the layout that follows it), and a word in its bottom
+        border when some columns are out of view."""
+        if self._name_width(*self._shown) != self._name_cap and self.snapshot is not None:
+            self.show(self.snapshot)
+            return
         widget = self.query_one(TablesTable)
         hint = "← → more columns  │  "
         cut = widget.virtual_size.width > widget.scrollable_content_region.width

@@ -65,6 +65,11 @@ COLUMNS = (
 #: Bars of the sparkline column (60 ten-second steps, 6 to a bar).
 SPARK_WIDTH = 10
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+#: The first columns, which an 80-column terminal shows whole (the name, shortened in
+#: its middle where it must, gives way to them).
+FIRST = 3 + len(engine.shown_counters(engine.TABLES_VIEW))
+#: Shortest a shortened name gets.
+NAME_MIN = 12
 #: Bars of a text sparkline, lowest first.
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -167,9 +172,30 @@ def visible_tables(
     return known + unknown
 
 
-def cells(table: engine.TableRecord, now: float, *, compact: bool) -> list[str | Text]:
-    """A table's row of cells, in :data:`COLUMNS` order."""
-    out: list[str | Text] = [table.table, state_text(table, compact=compact)]
+def shortened(names: Sequence[str], width: int) -> list[str]:
+    """``names`` in ``width`` cells at most, the longer ones cut in the middle
+    (``inventory_c…r_2019``): the same cut for all, about two thirds of the name's start
+    and a third of its end, moved where needed so that different names stay apart."""
+    width = max(width, 3)
+    heads = sorted(range(1, width - 1), key=lambda h: abs(h - 2 * (width - 1) // 3))
+    best: list[str] = []
+    for head in heads:
+        cut = [
+            n if len(n) <= width else n[:head] + "…" + n[len(n) - (width - 1 - head) :]
+            for n in names
+        ]
+        if len(set(cut)) > len(set(best)):
+            best = cut
+        if len(set(cut)) == len(set(names)):
+            break
+    return best
+
+
+def cells(
+    table: engine.TableRecord, now: float, *, compact: bool, name: str | None = None
+) -> list[str | Text]:
+    """A table's row of cells, in :data:`COLUMNS` order (``name``: the name shown)."""
+    out: list[str | Text] = [name or table.table, state_text(table, compact=compact)]
     for column in COLUMNS[2:]:
         value = table.figure(column.key)
         if column.key == "lag_seconds":

@@ -22,10 +22,12 @@ import pytest
 import engine
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from tests.data.recorded_store import build
+from tests.data.recorded_store import TABLES, build
 from tests.integration.replicas import write_config
 from tests.waiting import wait_until
 
+#: The recorded store's tables.
+ALL_TABLES = list(TABLES)
 #: Escape sequences of the terminal output (removed before looking for words).
 _ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78MDEc]")
 
@@ -137,7 +139,9 @@ def test_dashboard_at_80x24_shows_what_the_user_names_first(tmp_path: Path) -> N
     term = Terminal(["dashboard", "--config", str(config)], size=(80, 24))
     try:
         lines = term.wait_for_screen(
-            lambda lines: any("shop_refunds" in ln for ln in lines), "the tables", 60
+            lambda lines: all(any(f" {t} " in ln for ln in lines) for t in ALL_TABLES),
+            "every table's name, whole",
+            60,
         )
         text = "\n".join(lines)
         assert "cdcctl: STOPPED (not running)  │  last commit: " in text, text

@@ -3,6 +3,7 @@ store with every state (tests/data/recorded_store.py), a missing and a damaged s
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -369,6 +370,39 @@ async def test_each_width_shows_the_columns_the_guide_says(recorded, size, headi
         assert shown_tables(app) == ALL
         for name in ALL:
             assert _row_on_screen(app, name)[2] in view.STATE_STYLES
+
+
+async def test_long_names_and_many_tables_leave_the_first_columns_whole(recorded) -> None:
+    """Thirty tables (a vertical scrollbar) with names up to 35 characters at 80x24: the
+    names are shortened in their middle (their ends, which tell them apart, stay) and
+    the first columns stay whole."""
+    db = sqlite3.connect(store_path(recorded.work_path()))
+    with db:
+        db.execute("UPDATE tables SET name = name || '_of_the_year_2024'")
+        for year in range(2019, 2024):
+            db.execute("CREATE TEMP TABLE copy AS SELECT * FROM tables WHERE name LIKE '%2024'")
+            db.execute("UPDATE copy SET name = substr(name, 1, length(name) - 4) || ?", (year,))
+            db.execute("INSERT INTO tables SELECT * FROM copy")
+            db.execute("DROP TABLE copy")
+    db.close()
+    app = make_app(recorded)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot, app)
+        assert len(shown_tables(app)) == 30
+        # Once laid out (the names are fitted again to the table's size).
+        await await_until(
+            lambda: _headings(app) == AT_80, "the first columns", lambda: pilot.pause(0.05), 10
+        )
+        lines = screen_text(app).splitlines()
+        shown = [ln.split()[0] for ln in lines if ln.split()[:1] and "…" in ln.split()[0]]
+        assert shown and len(set(shown)) == len(shown), shown  # apart from each other
+        full = shown_tables(app)  # the rows' keys: the whole names, in screen order
+        on_screen = [ln.split()[0] for ln in lines if ln.split()[:1] and ln.split()[0] in shown]
+        for cut, name in zip(on_screen, full, strict=False):
+            head, tail = cut.split("…")
+            assert name.startswith(head) and name.endswith(tail), (cut, name)
+            assert len(head) > len(tail) >= 5 and len(cut) >= view.NAME_MIN  # '_2019' whole
+        assert app.selected_table() == "inventory_customers_of_the_year_2019"  # whole
 
 
 async def test_at_80_columns_the_other_columns_are_a_key_away(recorded) -> None:
