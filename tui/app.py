@@ -336,9 +336,10 @@ class DashboardApp(App[None]):
         title = "replicas"
         if self.filter_text:
             title += f" matching {self.filter_text!r} ({shown} of {total})"
-        widget.border_title = title
-        widget.border_subtitle = f"sorted by {self._heading(self.sort_key)}" + (
-            " (reversed)" if self.sort_reverse else ""
+        # Spaced from the border's line (the table has no corners to do it).
+        widget.border_title = f" {title} "
+        widget.border_subtitle = f" sorted by {self._heading(self.sort_key)}" + (
+            " (reversed) " if self.sort_reverse else " "
         )
         self.call_after_refresh(self._after_layout)
 
@@ -350,7 +351,7 @@ class DashboardApp(App[None]):
             self.show(self.snapshot)
             return
         widget = self.query_one(TablesTable)
-        hint = "← → more columns  │  "
+        hint = " ← → more columns  │ "
         cut = widget.virtual_size.width > widget.scrollable_content_region.width
         subtitle = str(widget.border_subtitle or "").removeprefix(hint)
         widget.border_subtitle = hint + subtitle if cut else subtitle
