@@ -537,7 +537,7 @@ class DashboardApp(App[None]):
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Save the screen as SVG (``w``) and say where."""
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time()))
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         folder = Path(path) if path else (self.screenshot_dir or Path.cwd())
         name = filename or f"cdcctl-dashboard-{stamp}.svg"
         try:

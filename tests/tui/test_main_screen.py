@@ -189,18 +189,12 @@ async def test_w_saves_a_screenshot_and_says_where(recorded, tmp_path: Path) -> 
         assert svg.startswith("<svg") and "inventory_orders" in svg and "retries" in svg
         messages = [n.message for n in app._notifications]
         assert f"screenshot saved: {saved[0].resolve()}" in messages
-        await pilot.press("w")  # a folder that cannot be written: said, no traceback
-        (tmp_path / "shots").chmod(0o500)
-        try:
-            app.screenshot_dir = tmp_path / "gone"
-            await pilot.press("w")
-            await pilot.pause()
-        finally:
-            (tmp_path / "shots").chmod(0o700)
+        app.screenshot_dir = tmp_path / "gone"  # a folder that is not there: said
+        await pilot.press("w")
+        await pilot.pause()
         messages = [n.message for n in app._notifications]
-        assert any(
-            m.startswith(f"cannot save the screenshot in {tmp_path / 'gone'}") for m in messages
-        )
+        gone = f"cannot save the screenshot in {tmp_path / 'gone'}: "
+        assert any(m.startswith(gone) for m in messages), messages
 
 
 async def test_actions_without_a_replicator_say_so_and_file_nothing(recorded) -> None:
