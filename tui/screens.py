@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -117,17 +118,28 @@ class DeadLettersScreen(ModalScreen[None]):
             f"{len(letters):,} not yet replayed; `cdcctl deadletters replay {self.table}` "
             "applies them."
         )
-        view.add_columns("partition", "offset", "time", "error", "key")
+        view.add_columns("partition", "offset", "time (UTC)", "error", "key")
         for d in letters:
             key = d.get("key") if d.get("key") is not None else d.get("key_b64")
             view.add_row(
                 str(d.get("partition", "-")),
                 str(d.get("offset", "-")),
-                str(d.get("time") or "-"),
+                _utc(d.get("time")),
                 _preview(d.get("error")),
                 _preview(key),
             )
         view.focus()
+
+
+def _utc(value: Any) -> str:
+    """A dead letter's time (ISO 8601) as ``2026-11-25 12:02:27`` in UTC, to the second."""
+    if not value:
+        return "-"
+    try:
+        at = dt.datetime.fromisoformat(str(value)).astimezone(dt.UTC)
+    except ValueError:
+        return str(value)
+    return at.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _preview(value: Any) -> str:

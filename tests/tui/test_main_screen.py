@@ -3,6 +3,7 @@ store with every state (tests/data/recorded_store.py), a missing and a damaged s
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -125,7 +126,7 @@ async def test_typing_slash_filters_by_name_or_state_and_escape_clears(recorded)
 
 async def test_dead_letters_of_the_selected_table(recorded) -> None:
     app = make_app(recorded)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await loaded(pilot, app)
         await pilot.press("ctrl+end")  # shop_refunds
         await pilot.press("d")
@@ -140,6 +141,9 @@ async def test_dead_letters_of_the_selected_table(recorded) -> None:
         text = screen_text(app)
         assert "Dead letters of shop_refunds" in text
         assert "2 not yet replayed" in text and "bad JSON" in text and "4199" in text
+        # At 80 columns each letter's line is whole: its time to the second, in UTC.
+        whole = r"0 +4199 +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +bad JSON +\{\"id\":17\} "
+        assert re.search(whole, text), text
         await pilot.press("escape")
         assert not isinstance(app.screen, DeadLettersScreen)
         await pilot.press("ctrl+home", "d")  # a table without any
