@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from engine.state import (
         COUNTERS,
         DETAIL_VIEW,
+        NEXT_VIEW,
         STATUS_FIELDS,
         STATUS_VIEW,
         TABLES_VIEW,
@@ -146,6 +147,7 @@ _EXPORTS = {
     "STATUS_FIELDS": "engine.state",
     "STATUS_VIEW": "engine.state",
     "TABLES_VIEW": "engine.state",
+    "NEXT_VIEW": "engine.state",
     "WIDE_VIEW": "engine.state",
     "shown_counters": "engine.state",
     "Request": "engine.state",

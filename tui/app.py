@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 #: Seconds between two readings of the state store (the replicator writes it at most
 #: twice a second).
 POLL_SECONDS = 1.0
-#: Terminals narrower than this show counts compactly (``12.3k``); as wide or wider,
-#: more columns (commits, last commit, a throughput sparkline).
+#: Terminals narrower than this show counts compactly (``12.3k``) and a snapshotting
+#: table's state without its rows so far; wider terminals also show more of the columns
+#: (:data:`tui.view.COLUMNS`, most wanted first).
 COMPACT_BELOW = 120
 #: Terminals this tall or taller show the newest entries of the event log.
 EVENTS_FROM_HEIGHT = 36
@@ -62,9 +63,34 @@ HELP = {
     "sort": "sort by the next column (a click on a heading sorts by it)",
     "reverse": "reverse the order",
     "filter": "filter the tables by name or state (Enter keeps it, Escape clears it)",
+    "screenshot": "save the screen as an SVG file in the current folder (says where)",
     "help": "this help",
     "quit": "quit (with the replicator in this process: asks whether to stop it)",
 }
+#: Keys of the tables table itself (DataTable's bindings), for the help.
+NAVIGATION = [
+    ("↑ ↓", "select a table (PgUp PgDn: a page at a time)"),
+    ("← →", "scroll the columns sideways (the name and the state stay in view)"),
+    ("Home End", "the first columns, the last columns"),
+]
+#: Actions of the main screen, off (and out of the footer) on the detail screen.
+MAIN_ONLY = {"pause", "pause_all", "stop", "resync", "dead_letters", "sort", "reverse", "filter"}
+
+
+#: Between the header's label-value pairs.
+SEPARATOR = "  │  "
+
+
+def _labelled(*pairs: tuple[str, str]) -> Text:
+    """``label: value  │  label: value``: labels dim, values bold, a colon and spaces
+    between them (readable without colours, and when copied as text)."""
+    text = Text()
+    for i, (label, value) in enumerate(pairs):
+        if i:
+            text.append(SEPARATOR, style="dim")
+        text.append(f"{label}: ", style="dim")
+        text.append(value, style="bold")
+    return text
 
 
 class StatusRead(Message):
@@ -96,6 +122,7 @@ class DashboardApp(App[None]):
         Binding("o", "sort", "Sort", show=False),
         Binding("O", "reverse", "Reverse", show=False),
         Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("w", "screenshot", "Screenshot", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
@@ -108,8 +135,11 @@ class DashboardApp(App[None]):
         interval: float = POLL_SECONDS,
         now: Callable[[], float] = time.time,
         replicator: BackgroundReplicator | None = None,
+        screenshot_dir: Path | None = None,
     ) -> None:
         super().__init__()
+        #: Where ``w`` saves screenshots (None: the current folder).
+        self.screenshot_dir = screenshot_dir
         self.source = StatusSource(work_dir, config, now=now)
         self.interval = interval
         self.now = now
@@ -121,7 +151,10 @@ class DashboardApp(App[None]):
         self._reading = False
         self._told_ended = False
         self._stopping = False
-        self._wide = False
+        self._compact = True
+        #: The width names are shortened to (None: whole), and the names and rows shown.
+        self._name_cap: int | None = None
+        self._shown: tuple[list[str], list[list[str | Text]]] = ([], [])
         #: Readings shown so far.
         self.reads = 0
 
@@ -146,12 +179,11 @@ class DashboardApp(App[None]):
     def on_mount(self) -> None:
         target = self.source.target or "?"
         broker = self.source.broker or "?"
-        self.query_one("#where", Static).update(
-            Text.assemble(("broker ", "dim"), broker, ("  target ", "dim"), target)
-        )
+        where = _labelled(("broker", broker), ("target", target))
+        self.query_one("#where", Static).update(where)
         self.query_one("#notice", Static).display = False
         self.query_one("#filter", Input).display = False
-        self._wide = self.compact is False
+        self._compact = self.compact
         self._add_columns()
         self.query_one(TablesTable).focus()
         self.poll()
@@ -160,7 +192,7 @@ class DashboardApp(App[None]):
     def _add_columns(self) -> None:
         table = self.query_one(TablesTable)
         table.clear(columns=True)
-        for column in view.columns(self._wide):
+        for column in view.COLUMNS:
             table.add_column(self._label(column), key=column.key)
 
     def _label(self, column: view.Column) -> Text:
@@ -172,7 +204,7 @@ class DashboardApp(App[None]):
     def _relabel(self) -> None:
         """Mark the sort column in the headings (the columns stay as they are)."""
         table = self.query_one(TablesTable)
-        for column in view.columns(self._wide):
+        for column in view.COLUMNS:
             table.columns[ColumnKey(column.key)].label = self._label(column)
         table.refresh()
 
@@ -216,7 +248,7 @@ class DashboardApp(App[None]):
         if snapshot.status is None:
             notice.update(Text(snapshot.problem or "", style="bold"))
             notice.display = True
-            self.query_one("#state", Static).update(Text("cdcctl  no state", style="bold"))
+            self.query_one("#state", Static).update(Text("cdcctl: no state", style="bold"))
             self.query_one("#rate", Static).update("")
             self.query_one("#lag", Static).update("")
             self._fill([])
@@ -227,30 +259,28 @@ class DashboardApp(App[None]):
         notice.update(Text(said or "", style="bold"))
         notice.display = said is not None
         self.query_one("#state", Static).update(self._state_line(head))
-        self.query_one("#rate", Static).update(
-            Text.assemble(("events/s ", "dim"), (view.count(round(head.events_per_s, 1)), "bold"))
-        )
+        rate = view.count(round(head.events_per_s, 1))
+        self.query_one("#rate", Static).update(_labelled(("events/s", rate)))
         self.query_one("#spark", Sparkline).data = head.history or [0.0]
-        lag = Text.assemble(("lag ", "dim"), (view.count(head.lag_messages), "bold"), " msgs ")
-        lag.append_text(Text.assemble(("· ", "dim"), (view.duration(head.lag_seconds), "bold")))
-        self.query_one("#lag", Static).update(lag)
+        lag = f"{view.count(head.lag_messages)} msgs · {view.duration(head.lag_seconds)}"
+        self.query_one("#lag", Static).update(_labelled(("lag", lag)))
         self._fill(snapshot.status.tables)
         events = self.query_one("#events", Static)
         events.display = self.size.height >= EVENTS_FROM_HEIGHT
         events.update(view.event_lines(snapshot.status.events, EVENT_LINES))
 
     def _state_line(self, head: view.Headline) -> Text:
-        line = Text.assemble(("cdcctl ", "bold"))
+        line = Text.assemble(("cdcctl: ", "bold"))
         line.append(head.state.upper(), style=view.REPLICATOR_STYLES.get(head.state, "bold"))
         if not head.alive:
             line.append(" (not running)", style="bold")
+        pairs = []
         if head.uptime is not None:
-            line.append_text(Text.assemble(("  up ", "dim"), view.duration(head.uptime)))
-        line.append_text(
-            Text.assemble(("  last commit ", "dim"), view.duration(head.last_commit_ago))
-        )
-        if head.last_commit_ago is not None:
-            line.append(" ago", style="dim")
+            pairs.append(("up", view.duration(head.uptime)))
+        ago = view.duration(head.last_commit_ago)
+        pairs.append(("last commit", ago if head.last_commit_ago is None else f"{ago} ago"))
+        line.append(SEPARATOR, style="dim")
+        line.append_text(_labelled(*pairs))
         return line
 
     def _fill(self, tables: list[engine.TableRecord]) -> None:
@@ -259,8 +289,17 @@ class DashboardApp(App[None]):
         selected = self.selected_table()
         shown = view.visible_tables(tables, self.sort_key, self.sort_reverse, self.filter_text)
         names = [t.table for t in shown]
-        keys = [c.key for c in view.columns(self._wide)]
-        rows = [view.cells(t, self.now(), compact=self.compact, wide=self._wide) for t in shown]
+        keys = list(view.COLUMN_KEYS)
+        rows = [view.cells(t, self.now(), compact=self._compact) for t in shown]
+        width = self._name_width(names, rows)
+        self._shown = (names, rows)
+        if width is not None:
+            for row, name in zip(rows, view.shortened(names, width), strict=True):
+                row[0] = name
+        if width != self._name_cap:
+            # The name column narrows only when made anew (DataTable widens, never narrows).
+            self._name_cap = width
+            self._add_columns()
         with self.batch_update():
             if names == [str(r.key.value) for r in widget.ordered_rows]:
                 # The same rows in the same order: their cells change in place (the
@@ -276,19 +315,50 @@ class DashboardApp(App[None]):
                     widget.move_cursor(row=names.index(selected), animate=False)
         self._titles(len(shown), len(tables))
 
+    def _name_width(self, names: list[str], rows: list[list[str | Text]]) -> int | None:
+        """On a compact terminal, the width names are shortened to so that the first
+        columns (:data:`tui.view.FIRST`) fit whole; None: every name fits (or the table
+        is not laid out yet: :meth:`_after_layout` looks again)."""
+        widget = self.query_one(TablesTable)
+        if not self._compact or widget.size.width == 0:
+            return None
+        # Without the vertical scrollbar, when the rows outgrow the table's height.
+        room = widget.scrollable_content_region.width
+        padding = 2 * widget.cell_padding
+        for i, column in enumerate(view.COLUMNS[1 : view.FIRST], start=1):
+            cells = [Text(r[i]).cell_len if isinstance(r[i], str) else r[i].cell_len for r in rows]
+            room -= max([self._label(column).cell_len, *cells]) + padding
+        width = max(view.NAME_MIN, room - padding)
+        return width if any(len(n) > width for n in names) else None
+
     def _titles(self, shown: int, total: int) -> None:
         widget = self.query_one(TablesTable)
         title = "replicas"
         if self.filter_text:
             title += f" matching {self.filter_text!r} ({shown} of {total})"
-        widget.border_title = title
-        widget.border_subtitle = f"sorted by {self._heading(self.sort_key)}" + (
-            " (reversed)" if self.sort_reverse else ""
+        # Spaced from the border's line (the table has no corners to do it).
+        widget.border_title = f" {title} "
+        widget.border_subtitle = f" sorted by {self._heading(self.sort_key)}" + (
+            " (reversed) " if self.sort_reverse else " "
         )
+        self.call_after_refresh(self._after_layout)
+
+    def _after_layout(self) -> None:
+        """Once the table is laid out: names shortened for its real size (a first
+        reading comes before the layout that follows it), and a word in its bottom
+        border when some columns are out of view."""
+        if self._name_width(*self._shown) != self._name_cap and self.snapshot is not None:
+            self.show(self.snapshot)
+            return
+        widget = self.query_one(TablesTable)
+        hint = " ← → more columns  │ "
+        cut = widget.virtual_size.width > widget.scrollable_content_region.width
+        subtitle = str(widget.border_subtitle or "").removeprefix(hint)
+        widget.border_subtitle = hint + subtitle if cut else subtitle
 
     @staticmethod
     def _heading(key: str) -> str:
-        return next(c.heading for c in view.columns(True) if c.key == key)
+        return next(c.heading for c in view.COLUMNS if c.key == key)
 
     def _redraw(self) -> None:
         self._relabel()
@@ -300,11 +370,10 @@ class DashboardApp(App[None]):
             self.show(self.snapshot)
 
     def _fit(self) -> None:
-        """Columns for the terminal's width (it may have changed since the last reading)."""
-        if self._wide != (not self.compact):
-            self._wide = not self.compact
-            if not self._wide and self.sort_key not in view.COLUMN_KEYS:
-                self.sort_key, self.sort_reverse = "table", False
+        """Counts compact or not for the terminal's width (it may have changed since the
+        last reading): the columns are made anew, as narrow as their new cells."""
+        if self._compact != self.compact:
+            self._compact = self.compact
             self._add_columns()
 
     def selected_table(self) -> str | None:
@@ -324,8 +393,7 @@ class DashboardApp(App[None]):
 
     # -- sorting and filtering -----------------------------------------------------------
     def action_sort(self) -> None:
-        shown = view.columns(self._wide)
-        keys = [c.key for c in shown]
+        keys = list(view.COLUMN_KEYS)
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
         self.sort_reverse = self.sort_key != "table"  # the biggest, the most troubled first
         self._redraw()
@@ -453,12 +521,31 @@ class DashboardApp(App[None]):
             self.push_screen(DeadLettersScreen(self.source, name))
 
     def action_help(self) -> None:
-        keys = [("⏎", HELP["detail"])]
+        keys = [*NAVIGATION, ("⏎", HELP["detail"])]
         for b in self.BINDINGS:
             if isinstance(b, Binding):
                 shown = b.key_display or b.key
                 keys.append((shown, HELP.get(b.action, b.description)))
         self.push_screen(HelpScreen(keys))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The main screen's actions are off elsewhere (the detail screen has its own
+        keys, and its footer room for them)."""
+        if action in MAIN_ONLY and len(self.screen_stack) > 1:
+            return False
+        return True
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save the screen as SVG (``w``) and say where."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        folder = Path(path) if path else (self.screenshot_dir or Path.cwd())
+        name = filename or f"cdcctl-dashboard-{stamp}.svg"
+        try:
+            saved = self.save_screenshot(name, str(folder))
+        except OSError as exc:
+            self.notify(f"cannot save the screenshot in {folder}: {exc}", severity="error")
+            return
+        self.notify(f"screenshot saved: {Path(saved).resolve()}", timeout=10)
 
     @work(thread=True, group="control")
     def control(self, kind: str, tables: list[str], wait: float = WAIT_SECONDS) -> None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+from rich.table import Table
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, Static
 
@@ -52,7 +53,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of the dashboard, from its bindings."""
+    """Every key of the dashboard, from its bindings; it scrolls (``↑`` ``↓``) where the
+    terminal is too short for all of them."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
@@ -61,15 +63,18 @@ class HelpScreen(ModalScreen[None]):
         self.keys = keys
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("Keys", id="question")
-            text = Text()
-            width = max(len(k) for k, _ in self.keys)
+        with Vertical(id="dialog", classes="help"):
+            yield Label("Keys (↑ ↓ scroll this list; Escape closes it)", id="question")
+            table = Table.grid(padding=(0, 2))
+            table.add_column(justify="right", style="bold", no_wrap=True)
+            table.add_column()
             for key, what in self.keys:
-                text.append(f"{key:>{width}}  ", style="bold")
-                text.append(f"{what}\n")
-            text.append("\nEscape closes this help.")
-            yield Static(text, id="detail")
+                table.add_row(key, what)
+            with VerticalScroll(id="keys"):
+                yield Static(table, id="detail")
+
+    def on_mount(self) -> None:
+        self.query_one("#keys", VerticalScroll).focus()
 
 
 class DeadLettersScreen(ModalScreen[None]):
@@ -113,17 +118,28 @@ class DeadLettersScreen(ModalScreen[None]):
             f"{len(letters):,} not yet replayed; `cdcctl deadletters replay {self.table}` "
             "applies them."
         )
-        view.add_columns("partition", "offset", "time", "error", "key")
+        view.add_columns("partition", "offset", "time (UTC)", "error", "key")
         for d in letters:
             key = d.get("key") if d.get("key") is not None else d.get("key_b64")
             view.add_row(
                 str(d.get("partition", "-")),
                 str(d.get("offset", "-")),
-                str(d.get("time") or "-"),
+                _utc(d.get("time")),
                 _preview(d.get("error")),
                 _preview(key),
             )
         view.focus()
+
+
+def _utc(value: Any) -> str:
+    """A dead letter's time (ISO 8601) as ``2026-11-25 12:02:27`` in UTC, to the second."""
+    if not value:
+        return "-"
+    try:
+        at = dt.datetime.fromisoformat(str(value)).astimezone(dt.UTC)
+    except ValueError:
+        return str(value)
+    return at.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _preview(value: Any) -> str:

@@ -46,28 +46,33 @@ class Column:
     numeric: bool = True
 
 
+#: The columns, most wanted first: an 80-column terminal shows the name, the state, the
+#: lag and the counters of :data:`engine.TABLES_VIEW` (inserts, updates, deletes,
+#: retries); 120 columns add those of :data:`engine.NEXT_VIEW` (late, bad), events/s and
+#: a 10-minute sparkline; the rest follow, reached with ``→`` and ``End`` (the name and
+#: the state stay in view) where the terminal is narrower than all of them.
 COLUMNS = (
     Column("table", "table", numeric=False),
     Column("state", "state", numeric=False),
-    Column("events_per_s", "events/s"),
     Column("lag_messages", "lag"),
-    Column("lag_seconds", "lag s"),
     *(Column(c.name, c.heading) for c in engine.shown_counters(engine.TABLES_VIEW)),
-)
-#: More columns where there is room (wide terminals).
-WIDE_COLUMNS = (
-    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.WIDE_VIEW)),
-    Column("last_commit_at", "last commit"),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.NEXT_VIEW)),
+    Column("events_per_s", "events/s"),
     Column("throughput", "10 min", numeric=False),
+    *(Column(c.name, c.heading) for c in engine.shown_counters(engine.WIDE_VIEW)),
+    Column("lag_seconds", "lag s"),
+    Column("last_commit_at", "last commit"),
 )
+#: Bars of the sparkline column (60 ten-second steps, 6 to a bar).
+SPARK_WIDTH = 10
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+#: The first columns, which an 80-column terminal shows whole (the name, shortened in
+#: its middle where it must, gives way to them).
+FIRST = 3 + len(engine.shown_counters(engine.TABLES_VIEW))
+#: Shortest a shortened name gets.
+NAME_MIN = 12
 #: Bars of a text sparkline, lowest first.
 BARS = " ▁▂▃▄▅▆▇█"
-
-
-def columns(wide: bool) -> tuple[Column, ...]:
-    """The columns shown: :data:`COLUMNS`, and :data:`WIDE_COLUMNS` when ``wide``."""
-    return COLUMNS + WIDE_COLUMNS if wide else COLUMNS
 
 
 def sparkline(values: Sequence[float], width: int) -> str:
@@ -130,12 +135,12 @@ def count(value: float | None, *, compact: bool = False) -> str:
 
 
 def state_text(table: engine.TableRecord, *, compact: bool = False) -> Text:
-    """A table's state as words (never colour alone): SNAPSHOTTING with its rows so far,
-    FAILING with this run's retries."""
+    """A table's state as words (never colour alone): SNAPSHOTTING with its rows so far
+    (unless ``compact``: the snapshot column has them), FAILING with this run's retries."""
     state = table.state
     style, mark = STATE_STYLES.get(state, ("", "?"))
     label = f"{mark} {state}"
-    if state == "SNAPSHOTTING":
+    if state == "SNAPSHOTTING" and not compact:
         label += f" {count(table.counters.snapshot_rows, compact=True)}"
     elif state == "FAILING":
         label += f" ×{table.this_run.retries}"
@@ -168,12 +173,31 @@ def visible_tables(
     return known + unknown
 
 
+def shortened(names: Sequence[str], width: int) -> list[str]:
+    """``names`` in ``width`` cells at most, the longer ones cut in the middle
+    (``inventory_c…r_2019``): the same cut for all, about two thirds of the name's start
+    and a third of its end, moved where needed so that different names stay apart."""
+    width = max(width, 3)
+    heads = sorted(range(1, width - 1), key=lambda h: abs(h - 2 * (width - 1) // 3))
+    best: list[str] = []
+    for head in heads:
+        cut = [
+            n if len(n) <= width else n[:head] + "…" + n[len(n) - (width - 1 - head) :]
+            for n in names
+        ]
+        if len(set(cut)) > len(set(best)):
+            best = cut
+        if len(set(cut)) == len(set(names)):
+            break
+    return best
+
+
 def cells(
-    table: engine.TableRecord, now: float, *, compact: bool, wide: bool = False
+    table: engine.TableRecord, now: float, *, compact: bool, name: str | None = None
 ) -> list[str | Text]:
-    """A table's row of cells, in :func:`columns` order."""
-    out: list[str | Text] = [table.table, state_text(table, compact=compact)]
-    for column in columns(wide)[2:]:
+    """A table's row of cells, in :data:`COLUMNS` order (``name``: the name shown)."""
+    out: list[str | Text] = [name or table.table, state_text(table, compact=compact)]
+    for column in COLUMNS[2:]:
         value = table.figure(column.key)
         if column.key == "lag_seconds":
             text = duration(value)
@@ -181,7 +205,7 @@ def cells(
             at = epoch(value)
             text = "-" if at is None else f"{duration(now - at)} ago"
         elif column.key == "throughput":
-            out.append(Text(sparkline(value or [], 12), style="cyan"))
+            out.append(Text(sparkline(value or [], SPARK_WIDTH), style="cyan"))
             continue
         else:
             text = count(value, compact=compact)

@@ -20,7 +20,7 @@ def dashboard(config: ConfigOpt = Path("cdcctl.toml")) -> None:
     Shows the replicator's state and one row per table (state, counters, lag,
     events/s), read from the work folder's state store every second, whether a
     replicator runs or not. Keys: p pause/resume, s stop, r resync, d dead letters,
-    Enter detail, ? help, q quit.
+    Enter detail, arrows/Home/End scroll, w screenshot, ? help, q quit.
     """
     cfg = engine.load_config(config)
     from tui.app import DashboardApp  # Textual loads only for the dashboard

@@ -14,7 +14,24 @@ bookkeeping each commit carries; ``deadletter`` keeps undecodable messages and
 
 from __future__ import annotations
 
-from engine.replicator.batches import BatchReport
-from engine.replicator.loop import Replicator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.replicator.batches import BatchReport
+    from engine.replicator.loop import Replicator
 
 __all__ = ["BatchReport", "Replicator"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: listing dead letters (the dashboard's `d`) imports this package
+    # but needs neither the loop nor the decoders (about a second of imports).
+    if name == "Replicator":
+        from engine.replicator.loop import Replicator
+
+        return Replicator
+    if name == "BatchReport":
+        from engine.replicator.batches import BatchReport
+
+        return BatchReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,10 +28,12 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.decode import BadMessage
 from engine.files import private_dir, private_file
+
+if TYPE_CHECKING:
+    from engine.decode import BadMessage
 
 #: Commit extra metadata: the dead letters a replay commit applied (``topic:partition:offset``).
 REPLAYED_KEY = "cdcctl.replayed"

@@ -13,7 +13,6 @@ from typing import Any
 
 from engine.config import Config
 from engine.replicator.deadletter import DeadLetters
-from engine.replicator.loop import Replicator
 from engine.state.control import send_request
 
 #: Outcomes of a replay request that mean it did not (fully) succeed.
@@ -64,5 +63,8 @@ def replay_dead_letters(
         outcome = answer.outcome or "no answer"
         ok = answer.done_at is not None and not outcome.startswith(_NOT_DONE)
         return ReplayResult("replicator", ok, outcome)
+    # Imported here: listing dead letters needs neither the loop nor the decoders.
+    from engine.replicator.loop import Replicator
+
     outcome_ = Replicator(cfg, config_path=config_path, spark=spark).replay(table)
     return ReplayResult("offline", not outcome_.failed, outcome_.describe())

@@ -9,6 +9,7 @@ from engine.state.control import read_status, send_request, wait_stopped
 from engine.state.model import (
     COUNTERS,
     DETAIL_VIEW,
+    NEXT_VIEW,
     STATUS_VIEW,
     TABLES_VIEW,
     WIDE_VIEW,
@@ -32,6 +33,7 @@ from engine.state.store import Request, StateStore, store_path
 __all__ = [
     "COUNTERS",
     "DETAIL_VIEW",
+    "NEXT_VIEW",
     "STATUS_VIEW",
     "TABLES_VIEW",
     "WIDE_VIEW",

@@ -1,7 +1,7 @@
 """Make the README's screenshot of the dashboard (docs/dashboard.svg) with the app itself.
 
 The recorded store (tests/data/recorded_store.py) as a running replicator leaves it, its
-writer lock held meanwhile so the dashboard sees it alive, shown at 160x40 on a clock
+writer lock held meanwhile so the dashboard sees it alive, shown at 170x40 (every column) on a clock
 frozen half a minute after the recording:
 
     .venv/bin/python -m tests.data.dashboard_screenshot docs/dashboard.svg
@@ -20,7 +20,7 @@ from tests.data.recorded_store import END, build
 from tests.tui.conftest import loaded
 from tui.app import DashboardApp
 
-SIZE = (160, 40)
+SIZE = (170, 40)
 
 
 async def _shoot(cfg: engine.Config, out: Path) -> None:

@@ -64,6 +64,21 @@ async def loaded(pilot: Pilot, app: DashboardApp, timeout: float = 10.0) -> None
     await pilot.pause()
 
 
+async def detail_loaded(pilot: Pilot) -> None:
+    """Wait until the detail screen shows both its reads (store and replica, broker)."""
+    from tui.detail import TableDetailScreen
+
+    screen = pilot.app.screen
+    assert isinstance(screen, TableDetailScreen)
+    await await_until(
+        lambda: screen.detail is not None and screen.offsets is not None,
+        "both reads on the detail screen",
+        lambda: pilot.pause(0.05),
+        30,
+    )
+    await pilot.pause()
+
+
 def screen_text(app: DashboardApp) -> str:
     """What the terminal shows, as text (no colours)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

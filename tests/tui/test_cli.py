@@ -16,15 +16,18 @@ import termios
 import time
 from pathlib import Path
 
+import pyte
 import pytest
 
 import engine
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
-from tests.data.recorded_store import build
+from tests.data.recorded_store import TABLES, build
 from tests.integration.replicas import write_config
 from tests.waiting import wait_until
 
+#: The recorded store's tables.
+ALL_TABLES = list(TABLES)
 #: Escape sequences of the terminal output (removed before looking for words).
 _ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78MDEc]")
 
@@ -48,10 +51,27 @@ class Terminal:
         )
         os.close(slave)
         self.master = master
+        self.size = size
         self.output = b""
 
     def text(self) -> str:
         return _ESCAPES.sub(b"", self.output).decode(errors="replace")
+
+    def screen(self) -> list[str]:
+        """The terminal's lines as a terminal emulator (pyte) shows them now."""
+        screen = pyte.Screen(*self.size)
+        pyte.ByteStream(screen).feed(self.output)
+        return list(screen.display)
+
+    def wait_for_screen(self, check, what: str, timeout: float = 60.0) -> list[str]:
+        """Wait until ``check(lines)`` holds for the screen; the lines."""
+
+        def shown() -> list[str] | None:
+            self.read()
+            lines = self.screen()
+            return lines if check(lines) else None
+
+        return wait_until(shown, what, timeout, child=self)
 
     def read(self, seconds: float = 0.2) -> None:
         deadline = time.monotonic() + seconds
@@ -111,6 +131,48 @@ def test_dashboard_shows_a_recorded_store_and_quits(tmp_path: Path) -> None:
         term.close()
 
 
+def test_dashboard_at_80x24_shows_what_the_user_names_first(tmp_path: Path) -> None:
+    """The real `cdcctl dashboard` on an 80x24 pseudo-terminal, its screen read back by a
+    terminal emulator: the header's labels and values apart, and for every table its
+    name, state, lag, inserts, updates, deletes and retries, whole."""
+    config = build(tmp_path / "recorded", target="/srv/cdc/lake")
+    term = Terminal(["dashboard", "--config", str(config)], size=(80, 24))
+    try:
+        lines = term.wait_for_screen(
+            lambda lines: all(any(f" {t} " in ln for ln in lines) for t in ALL_TABLES),
+            "every table's name, whole",
+            60,
+        )
+        text = "\n".join(lines)
+        assert "cdcctl: STOPPED (not running)  │  last commit: " in text, text
+        assert "broker: kafka-1.internal:9092  │  target: /srv/cdc/lake" in text, text
+        heading = next(ln for ln in lines if ln.split()[:1] == ["table"])
+        # No replicator runs: the live states read STOPPED, whose narrower column leaves
+        # room for one more (late).
+        assert heading.replace("▲", "").split() == [
+            *("table", "state", "lag", "inserts", "updates", "deletes", "retries", "late")
+        ], text
+        rows = {
+            w[0]: w[1:] for w in map(str.split, lines) if w and w[0].startswith(("inv", "shop"))
+        }
+        orders = ["‖", "PAUSED", "1,512", "17.0k", "11.3k", "0", "0", "48"]
+        assert rows["inventory_orders"] == orders
+        assert rows["shop_payments"] == ["■", "STOPPED", "800", "2,532", "216", "0", "3", "0"]
+        for name in ("inventory_customers", "inventory_products", "shop_refunds"):
+            assert len(rows[name]) == 8, rows[name]  # mark, state, six figures: none cut
+        term.type("d")  # the dead letters: at once, and "no dead letters" when none
+        term.wait_for_screen(
+            lambda lines: any("No dead letters for inventory_customers." in ln for ln in lines),
+            "the empty dead-letter list",
+            10,
+        )
+        term.type("q")
+        term.type("q")
+        assert term.wait_exit() == 0
+    finally:
+        term.close()
+
+
 @pytest.mark.parametrize("width", [80, 120])
 def test_status_on_a_terminal_fits_its_width_and_cuts_no_number(tmp_path: Path, width) -> None:
     config = build(tmp_path / "recorded")
@@ -132,6 +194,24 @@ def test_status_on_a_terminal_fits_its_width_and_cuts_no_number(tmp_path: Path, 
     orders = next(line for line in body if line.split()[0] == "inventory_orders")
     assert orders.split()[1:3] == ["PAUSED", "17,010"], orders
     assert f"(not shown at {width} columns: " in " ".join(text.split()), text
+
+
+def test_listing_dead_letters_loads_no_replicator() -> None:
+    """The cause of `d`'s 3-5 s of "reading…": the listing imported the replicator loop,
+    the decoders and polars (about a second of imports, several beside a busy replicator
+    in the same process). The dashboard's process loads none of them for it."""
+    code = (
+        "import sys, engine, tui.app\n"
+        "engine.load_config, engine.read_status\n"  # what the dashboard has loaded
+        "before = set(sys.modules)\n"
+        "engine.list_dead_letters\n"
+        "heavy = ('engine.replicator.loop', 'engine.decode', 'polars', 'pyspark')\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith(heavy)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_dashboard_of_a_folder_without_state_says_so(tmp_path: Path) -> None:
@@ -167,7 +247,7 @@ def test_start_tui_asks_before_stopping_and_stops_cleanly(
     term = Terminal(["start", "--tui", "--config", str(config)])
     try:
         term.wait_for("▶ REPLICATING", timeout=180)
-        term.wait_for("RUNNING  up ")
+        term.wait_for("RUNNING  │  up: ")
         term.type("q")
         term.wait_for("Stop replicating and quit?")
         answered = time.time()

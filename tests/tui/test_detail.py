@@ -28,6 +28,7 @@ from engine.playground.broker import produce_messages
 from engine.replicator import Replicator
 from tests import builders
 from tests.detail_replica import COLS_V1, detail_config
+from tests.tui.conftest import detail_loaded
 from tests.waiting import await_until
 from tui.detail import TableDetailScreen
 
@@ -79,19 +80,6 @@ def _app(cfg: Config | None, work_dir: Path) -> DetailApp:
     return DetailApp(work_dir, cfg, refresh=3600.0, broker_timeout=0.5)
 
 
-async def _loaded(pilot: Pilot) -> None:
-    """Wait until the screen shows both reads (store and replica, broker)."""
-    screen = pilot.app.screen
-    assert isinstance(screen, TableDetailScreen)
-    await await_until(
-        lambda: screen.detail is not None and screen.offsets is not None,
-        "both reads on the screen",
-        lambda: pilot.pause(0.05),
-        30,
-    )
-    await pilot.pause()
-
-
 def _text(screen: TableDetailScreen, selector: str) -> str:
     """What a panel shows, as plain text."""
     widget = screen.query_one(selector, Static)
@@ -106,7 +94,7 @@ async def test_the_screen_shows_the_table_copies_its_error_and_goes_back(
 ) -> None:
     app = _app(recorded_replica, recorded_replica.work_path())
     async with app.run_test(size=(120, 60)) as pilot:
-        await _loaded(pilot)
+        await detail_loaded(pilot)
         screen = app.screen
         assert isinstance(screen, TableDetailScreen)
         detail = screen.detail
@@ -165,7 +153,7 @@ async def test_a_missing_store_and_replica_and_no_config_are_said(tmp_path: Path
     cfg = detail_config(tmp_path, NO_BROKER, "shop")
     app = _app(cfg, cfg.work_path())
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(pilot)
+        await detail_loaded(pilot)
         screen = app.screen
         assert isinstance(screen, TableDetailScreen)
         assert "no state store in" in _text(screen, "#latency")
@@ -175,7 +163,7 @@ async def test_a_missing_store_and_replica_and_no_config_are_said(tmp_path: Path
         assert app.clipboard == ""
     app = _app(None, tmp_path / "nowhere")
     async with app.run_test(size=(80, 24)) as pilot:
-        await _loaded(pilot)
+        await detail_loaded(pilot)
         screen = app.screen
         assert isinstance(screen, TableDetailScreen)
         assert "no config given" in _text(screen, "#hudi-table")
@@ -184,7 +172,9 @@ async def test_a_missing_store_and_replica_and_no_config_are_said(tmp_path: Path
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_snapshot(snap_compare, recorded_replica: Config, size: tuple[int, int]) -> None:
     assert snap_compare(
-        _app(recorded_replica, recorded_replica.work_path()), terminal_size=size, run_before=_loaded
+        _app(recorded_replica, recorded_replica.work_path()),
+        terminal_size=size,
+        run_before=detail_loaded,
     )
 
 
@@ -192,7 +182,7 @@ def test_snapshot_of_the_error(snap_compare, recorded_replica: Config) -> None:
     """At 80x24 `e` scrolls to the last error."""
 
     async def to_error(pilot: Pilot) -> None:
-        await _loaded(pilot)
+        await detail_loaded(pilot)
         await pilot.press("e")
         await pilot.pause()
 

@@ -85,7 +85,7 @@ async def test_keys_reach_a_running_replicator(
                 child=proc,
             )
             text = screen_text(app)
-            assert "RUNNING  up " in text and "not running" not in text
+            assert "cdcctl: RUNNING  │  up: " in text and "not running" not in text
             assert "▶ REPLICATING" in text
             assert str(target) in text and broker.bootstrap_servers in text
 
