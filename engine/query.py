@@ -227,10 +227,7 @@ def _replica(path: Path, meta: bool, as_of: str | None) -> Replica:
 
 def list_tables(target: str | Path) -> list[str]:
     """Names of the Hudi tables under a target folder."""
-    root = Path(target)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if HudiView.exists(p))
+    return HudiView.tables_under(Path(target))
 
 
 @dataclass
@@ -292,7 +289,8 @@ def connect(
 
 
 #: DuckDB's words for a table (view) the SQL names that does not exist.
-_MISSING_TABLE = re.compile(r"Table with name (\S+) does not exist")
+#: DuckDB's error for a missing table: the name as written, unquoted (spaces and all).
+_MISSING_TABLE = re.compile(r"Table with name (.+) does not exist!")
 
 
 def query(

@@ -107,6 +107,14 @@ class HudiView:
         """Return whether ``base_path`` holds a Hudi table (has ``hoodie.properties``)."""
         return (Path(base_path) / HOODIE_DIR / PROPERTIES_FILE).is_file()
 
+    @staticmethod
+    def tables_under(folder: Path) -> list[str]:
+        """Names of the Hudi tables in ``folder`` (a target), sorted; none when it is no folder."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if HudiView.exists(p))
+
     # ----------------------------------------------------------------- config
 
     @property

@@ -25,9 +25,7 @@ def known_tables(cfg: Config) -> list[str]:
             names.update(t["name"] for t in store.tables())
         finally:
             store.close()
-    target = cfg.target_path()
-    if target.is_dir():
-        names.update(p.name for p in target.iterdir() if HudiView.exists(p))
+    names.update(HudiView.tables_under(cfg.target_path()))
     names.update(DeadLetters(cfg.work_path() / "deadletter").tables())
     return sorted(names)
 

@@ -41,9 +41,7 @@ def redact_dsn(dsn: str) -> str:
 
 
 def _select(target: Path, patterns: list[str] | None) -> list[Path]:
-    names = (
-        sorted(p.name for p in target.iterdir() if HudiView.exists(p)) if target.is_dir() else []
-    )
+    names = HudiView.tables_under(target)
     if not patterns:
         if not names:
             raise ConfigError(
