@@ -92,6 +92,11 @@ def test_validate_and_query_name_the_replicas(recorded: Path) -> None:
     _refused(r, "no table `app_itms`; known tables: app_items", "did you mean `app_items`?")
     q = run_cli("query", "SELECT count(*) FROM nosuch", "--config", str(recorded))
     _refused(q, "no table `nosuch`; known tables: app_items", "`cdcctl status` lists the tables")
+    # A quoted name with a space is named whole (not `My`).
+    spaced = run_cli("query", 'SELECT * FROM "My Table"', "--config", str(recorded))
+    _refused(
+        spaced, "no table `My Table`; known tables: app_items", "`cdcctl status` lists the tables"
+    )
     bad = run_cli("query", "SELEC 1", "--config", str(recorded))
     assert bad.returncode == 1 and bad.stderr.startswith("error: query failed"), bad.stderr
 
