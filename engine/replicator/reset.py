@@ -30,6 +30,7 @@ from engine.hudi import HudiView, ownership
 from engine.lock import LOCK_NAME, Locks, table_lock_path
 from engine.naming import table_path
 from engine.replicator import trimmed
+from engine.replicator.known import require_tables
 from engine.replicator.tables import table_selected
 from engine.source.kafka import topic_matches
 from engine.state.control import alive, open_store
@@ -104,12 +105,17 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
     Refused when its topic was trimmed past what rebuilds it whole, unless ``force``
     (:func:`engine.replicator.trimmed.guard`).
 
+    A table known only by its dead letters (no row in the state store, no replica) has
+    nothing to drop: nothing is removed and the list is empty, as it is for a table whose
+    replica is already gone.
+
     Raises:
-        StateError: a replicator runs on the work folder, no such table is known, or the
-            rebuild would be partial.
+        UnknownTableError: no such table is known (:func:`~engine.replicator.known.require_tables`).
+        StateError: a replicator runs on the work folder, or the rebuild would be partial.
         ForeignTableError: another Hudi writer made or changed the table (nothing removed).
         WriterLockError: a replicator took the work folder or the table meanwhile.
     """
+    require_tables(cfg, [table])
     work, target = cfg.work_path(), cfg.target_path()
     if alive(work):
         raise StateError(
@@ -120,10 +126,8 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
         known = {t["name"]: t["topic"] for t in store.tables()} if store is not None else {}
         folder = replica_folder(target, table)
         if table not in known and not HudiView.exists(folder):
-            raise StateError(
-                f"no table named {table!r} in {target} or in the replicator's state",
-                hint="`cdcctl status` lists the tables",
-            )
+            log.info("%s: resync: no replica and no state to drop (dead letters only)", table)
+            return []
         ownership.check(folder, table)  # never removed: another writer's data may be there
         topic = known.get(table) or _checkpoint_topic(folder)
         if topic:  # refused here when the rebuild would be partial (unless forced)

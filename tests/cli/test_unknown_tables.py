@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.decode.result import BadMessage
+from engine.replicator.deadletter import DeadLetters
 from tests.data.recorded_store import TABLES, build
 from tests.integration.replicas import run_cli
 
@@ -112,3 +114,56 @@ def test_no_table_known_yet_says_how_tables_come(tmp_path: Path) -> None:
         "no table `nosuch`; no table is known yet",
         "`cdcctl start` makes the tables; `cdcctl status` lists them",
     )
+
+
+@pytest.fixture(scope="module")
+def three_kinds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded config with a table of each kind a table is known by alone: the
+    replica ``app_items`` (no row in the store), the store's ``inventory_orders`` (no
+    replica) and ``ghost`` (dead letters only)."""
+    folder = tmp_path_factory.mktemp("three_kinds")
+    config = build(folder)
+    shutil.copytree(DETAIL_LAKE, folder / "lake")
+    DeadLetters(folder / "work" / "deadletter").quarantine(
+        "ghost", [BadMessage("cdc.ghost", 0, 3, b'{"id":1}', b"{not json", "bad JSON")]
+    )
+    return config
+
+
+@pytest.fixture
+def kinds(three_kinds: Path, tmp_path: Path) -> Path:
+    """A fresh copy of :func:`three_kinds` (resync changes it)."""
+    shutil.copytree(three_kinds.parent, tmp_path / "c")
+    return tmp_path / "c" / three_kinds.name
+
+
+def test_a_table_known_one_way_only_is_listed(kinds: Path) -> None:
+    r = run_cli("resync", "nosuch", "--config", str(kinds))
+    _refused(
+        r,
+        f"no table `nosuch`; known tables: {', '.join(sorted([*TABLES, 'app_items', 'ghost']))}",
+        "`cdcctl status` lists the tables",
+    )
+
+
+@pytest.mark.parametrize("name", ["app_items", "inventory_orders", "ghost"])
+def test_a_table_known_one_way_only_reaches_every_command(kinds: Path, name: str) -> None:
+    letters = run_cli("deadletters", name, "--config", str(kinds))
+    assert letters.returncode == 0, letters.stderr
+    assert (name == "ghost") == (f"no dead letters for {name}" not in letters.stdout)
+    paused = run_cli("pause", name, "--config", str(kinds))
+    assert paused.returncode == 1 and "no replicator runs" in paused.stderr, paused.stderr
+    lake = kinds.parent / "lake"
+    # --force: no broker runs to check the topic against.
+    resync = run_cli("resync", name, "--force", "--config", str(kinds))
+    assert resync.returncode == 0, resync.stderr
+    if name == "app_items":  # its replica dropped
+        assert f"removed {lake.resolve() / name}" in resync.stdout, resync.stdout
+        assert not (lake / name).exists()
+    else:  # nothing to drop, said plainly; the other tables' replica stays
+        assert f"resync {name}: no replica to drop" in resync.stdout, resync.stdout
+        assert (lake / "app_items" / ".hoodie" / "hoodie.properties").is_file()
+    assert (kinds.parent / "work" / "deadletter" / "ghost.jsonl").is_file()
+    # Still known afterwards (ghost by its dead letters: no store row was made for it).
+    again = run_cli("deadletters", name, "--config", str(kinds))
+    assert again.returncode == 0, again.stderr
