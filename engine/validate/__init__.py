@@ -78,6 +78,40 @@ def parse_database_map(entries: list[str]) -> dict[str, str]:
     return mapping
 
 
+def _source_database(dialect: str, replica: Replica) -> str | None:
+    """The database a replica's rows come from, as its source blocks name it (None:
+    unknown; a PostgreSQL replica named by its topic knows its schema, not its database)."""
+    if dialect == "postgresql" and not replica.source_table_recorded:
+        return None
+    return replica.source_table.get("db")
+
+
+def _check_database_map(dialect: str, paths: list[Path], database_map: dict[str, str]) -> None:
+    """Nothing when every ``--database-map`` original is a database a selected replica
+    comes from.
+
+    Raises:
+        ConfigError: one is not (a typo would otherwise read the original itself, on a
+            server that holds it, and may well find it equal), naming those databases.
+    """
+    if not database_map:
+        return
+    found = {_source_database(dialect, Replica.open(p)) for p in paths}
+    databases = sorted(d for d in found if d)
+    for original, copy in database_map.items():
+        if original not in databases:
+            said = (
+                f"they come from {', '.join(databases)}"
+                if databases
+                else "none records its source database"
+            )
+            raise ConfigError(
+                f"--database-map {original}={copy}: no replica validated comes from "
+                f"database {original!r}; {said}",
+                hint="the name before = is the database in the replicas' source blocks",
+            )
+
+
 def _ref(
     db: SourceDB, replica: Replica, report: TableReport, database_map: dict[str, str]
 ) -> TableRef | None:
@@ -89,9 +123,7 @@ def _ref(
         report.status = "error"
         report.error = f"the replica comes from a {connector} source, --source is {db.dialect}"
         return None
-    # A PostgreSQL replica named by its topic knows its schema, not its database.
-    named_by_topic = db.dialect == "postgresql" and not replica.source_table_recorded
-    original = None if named_by_topic else src.get("db")
+    original = _source_database(db.dialect, replica)
     mapped = database_map.get(original) if original else None
     if mapped:
         report.notes.append(
@@ -138,12 +170,14 @@ def validate_replicas(
             (a restored copy under another name; :func:`parse_database_map`).
 
     Raises:
-        ConfigError: bad DSN scheme.
+        ConfigError: bad DSN scheme; a ``database_map`` original no selected replica
+            comes from.
         UnknownTableError: a ``tables`` entry matching no replica.
         SourceDatabaseError: the source database cannot be reached.
     """
     dialect_of(source_dsn)  # a bad scheme is a usage error before anything else
     paths = _select(Path(target).resolve(), tables)
+    _check_database_map(dialect_of(source_dsn), paths, database_map or {})
     running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
     db = connect(source_dsn)
     reports: list[TableReport] = []

@@ -408,6 +408,16 @@ def test_validate_mariadb(broker, tmp_path: Path, scratch_mariadb) -> None:
         r = reports[name]
         assert code == 1 and r["source_table"] == f"{db}_copy.orders", r
         assert (r["missing"], r["extra"], r["differing"], r["extra_keys"]) == (0, 1, 1, ["1"])
+        # A typo in the original is refused: it used to be ignored, and the original
+        # itself (on the same server) was read instead of the copy.
+        typo = f"{db[:-1]}={db}_copy"
+        refused = run_cli("validate", "--config", str(config), "--source", dsn,
+                          "--database-map", typo)  # fmt: skip
+        assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+        assert (
+            f"error: --database-map {typo}: no replica validated comes from database "
+            f"{db[:-1]!r}; they come from {db}\n"
+        ) in refused.stderr
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{db}_copy`")
@@ -465,6 +475,16 @@ def test_validate_a_restored_copy_under_another_name(
                       "--database-map", original)  # fmt: skip
         assert bad.returncode == 2, bad.stderr
         assert f"error: --database-map {original!r} is not ORIGINAL=COPY" in bad.stderr
+        # An original no replica comes from (a typo) is bad usage, naming the databases
+        # the replicas come from; nothing is compared.
+        typo = run_cli("validate", "--config", str(config), "--source", copy_dsn,
+                       "--database-map", f"{original}x={restored}")  # fmt: skip
+        assert typo.returncode == 2 and typo.stdout == "", typo.stderr
+        assert typo.stderr.splitlines()[-2:] == [
+            f"error: --database-map {original}x={restored}: no replica validated comes from "
+            f"database '{original}x'; they come from {original}",
+            "  hint: the name before = is the database in the replicas' source blocks",
+        ], typo.stderr
     finally:
         with scratch_postgres.connect() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{restored}"')
