@@ -9,6 +9,7 @@ adds the commit protocol. One process writes a table at a time; nothing here loc
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -22,10 +23,13 @@ from engine.hudi import archive as ar
 from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
 from engine.hudi.commit import PARTITION_PATH
+from engine.hudi.file_slice import BASE_FILE_RE
 from engine.hudi.layout import PARTITION_METADATA_FILE, parse_properties
 from engine.hudi.log_file import LogFileName
 from engine.hudi.retention import Retention
 from engine.hudi.view import HudiView
+
+log = logging.getLogger("cdcctl.hudi")
 
 #: Hudi's ``hoodie.compact.inline.max.delta.commits`` default: the archiver keeps that many
 #: delta commits since the last compaction for the compaction trigger to count (MOR).
@@ -252,7 +256,10 @@ class TableServices(HudiView):
             "version": am.CLEAN_VERSION,
             "filePathsToBeDeletedPerPartition": {
                 PARTITION_PATH: [
-                    {"filePath": str(self.base_file_path(n)), "isBootstrapBaseFile": False}
+                    {  # full paths, as Hudi's plans hold: a re-run resolves none
+                        "filePath": str(self.base_file_path(n).absolute()),
+                        "isBootstrapBaseFile": False,
+                    }
                     for n in doomed_names
                 ]
             },
@@ -264,6 +271,29 @@ class TableServices(HudiView):
         self._added(f"{c}.clean.requested")
         return self._execute_clean(c, plan)
 
+    def _own_data_file(self, planned: str) -> Path | None:
+        """The file of this table a clean plan's path names, or None: not one to delete.
+
+        The table is non-partitioned (its one partition is :data:`PARTITION_PATH`, the
+        table's folder), so every data file lies directly in the folder. A full path (what
+        Hudi and this writer plan) counts only when its folder is the table's: the plan of
+        a table copied or moved since names files at the old place, which are another
+        table's (or gone), so they are left. A relative path counts only when it is a bare
+        file name, taken in the table's folder (Hudi's own cleaner would resolve it against
+        its working directory; nothing of ours writes one). Either way the name must be a
+        base or log file's.
+        """
+        path = Path(planned)
+        if path.is_absolute():
+            if path.parent.resolve() != self.base_path.resolve():
+                return None
+        elif len(path.parts) != 1:
+            return None
+        name = path.name
+        if not (BASE_FILE_RE.match(name) or LogFileName.parse(name)):
+            return None
+        return self.base_path / name
+
     def _execute_clean(self, c: str, plan: dict[str, Any]) -> list[Path]:
         """Run the cleaner plan of instant ``c`` (its requested file exists)."""
         started = time.monotonic()
@@ -273,16 +303,34 @@ class TableServices(HudiView):
             content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
             atomic_write(inflight, content, tmp_dir=self._temp)
             self._added(inflight.name)
-        paths = [  # Hudi's plans hold full paths; a relative one is under the table
-            self.base_path / info["filePath"]
+        planned = [
+            info["filePath"]
             for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values()
             for info in infos
         ]
+        paths: list[Path] = []
+        left: list[str] = []
+        for text in planned:
+            path = self._own_data_file(text)
+            if path is None:
+                left.append(text)
+            else:
+                paths.append(path)
+        if left:
+            log.warning(
+                "%s: clean %s: %d file(s) of its plan left in place, not data files in the "
+                "table's folder (the table was copied or moved since it was planned?): %s",
+                self.base_path,
+                c,
+                len(left),
+                ", ".join(left[:5]) + (" ..." if len(left) > 5 else ""),
+            )
         for path in paths:
             path.unlink(missing_ok=True)
         if paths:
             fsync(self.base_path)
         names = [p.name for p in paths]
+        failed = [Path(t).name for t in left]
         ectr = plan.get("earliestInstantToRetain") or {}
         metadata = {
             "startCleanTime": c,
@@ -294,9 +342,9 @@ class TableServices(HudiView):
                 PARTITION_PATH: {
                     "partitionPath": PARTITION_PATH,
                     "policy": plan["policy"],
-                    "deletePathPatterns": names,
+                    "deletePathPatterns": names + failed,
                     "successDeleteFiles": names,
-                    "failedDeleteFiles": [],
+                    "failedDeleteFiles": failed,
                     "isPartitionDeleted": False,
                 }
             },

@@ -333,6 +333,74 @@ def test_clean_is_recorded_and_a_pending_clean_finished(tmp_path: Path) -> None:
     assert hudi_rs(table.base_path) == m.expected()
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_pending_clean_deletes_nothing_outside_the_table(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table copied with a clean pending (its plan names the files at the old place):
+    completing the clean in the copy deletes no file outside the copy's folder, nor any
+    file there that is not a data file; a bare file name is taken in the copy's folder."""
+    m = Model(tmp_path / "old")
+    first = m.base_write({1: ("a", 1), 2: ("b", 1)})
+    m.log_write({1: ("a2", 2)}, [])
+    m.base_write({3: ("c", 3)})
+    m.log_write({3: ("c2", 4)}, [2])
+    old, new, outside = m.table.base_path, tmp_path / "new", tmp_path / "outside"
+    base = base_file_name(m.file_id, "0-1-0", first)
+    log = LogFileName(m.file_id, first, 1, 0).name
+    outside.mkdir()
+    (outside / base).write_bytes(b"someone else's")
+    (old / "notes.txt").write_text("not a data file")
+    planned = [
+        str(old / base),  # the plan's own full path: the old place, not the copy
+        str(outside / base),
+        f"../outside/{base}",
+        str(new / ".." / "outside" / base),
+        str(new / "notes.txt"),
+        log,  # a bare name: the copy's own file
+    ]
+    timeline = tl.scan(old / ".hoodie")
+    last = sorted(timeline.completed)[-1]
+    plan = {
+        "earliestInstantToRetain": {
+            "timestamp": last,
+            "action": timeline.completed[last],
+            "state": "COMPLETED",
+        },
+        "lastCompletedCommitTimestamp": last,
+        "policy": "KEEP_LATEST_COMMITS",
+        "filesToBeDeletedPerPartition": {},
+        "version": 2,
+        "filePathsToBeDeletedPerPartition": {
+            "": [{"filePath": p, "isBootstrapBaseFile": False} for p in planned]
+        },
+        "partitionsToBeDeleted": [],
+    }
+    c = m.table.new_instant_time()
+    (old / ".hoodie" / f"{c}.clean.requested").write_bytes(
+        am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
+    )
+    shutil.copytree(old, new)
+    before_old, before_outside = _files(old), _files(outside)
+
+    with caplog.at_level("WARNING", logger="cdcctl.hudi"):
+        assert HudiTable.open(new).rollback_pending() == []
+    assert tl.scan(new / ".hoodie").completed_services("clean") == [c]
+    assert _files(old) == before_old and _files(outside) == before_outside
+    assert (new / base).is_file() and (new / "notes.txt").is_file()
+    assert not (new / log).exists()
+    _, meta = container(new / ".hoodie" / f"{c}.clean")
+    partition = meta["partitionMetadata"][""]
+    assert partition["successDeleteFiles"] == [log] and meta["totalFilesDeleted"] == 1
+    assert partition["failedDeleteFiles"] == [Path(p).name for p in planned[:-1]]
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "cdcctl.hudi"]
+    assert "5 file(s) of its plan left in place" in warning and str(old / base) in warning
+    assert hudi_rs(new) == m.expected()
+
+
 # ----------------------------------------------------------------- archiving
 
 

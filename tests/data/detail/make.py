@@ -37,7 +37,8 @@ def relative_clean_plans(table: Path, recorded_at: Path) -> None:
     A clean plan holds the full path of each file it deletes, as Hudi's own plans do:
     here the temporary folder of the recording, a path of that machine. The cleans
     completed, so no writer runs their plans again; readers take only the instant to
-    retain from them (and a writer resolves a relative path against the table).
+    retain from them. (A pending plan's bare file name would be taken in the table's
+    folder by cdcctl, but resolved against its working directory by Hudi's own cleaner.)
     """
     for plan_file in sorted((table / ".hoodie").glob("*.clean.*")):
         plan = deserialize_avro_metadata(plan_file.read_bytes())
