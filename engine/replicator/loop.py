@@ -244,8 +244,8 @@ class Replicator:
         if not failed or len(failed) < sum(1 for _ in self.tables):
             return False
         self._ended_by = (
-            f"no table can replicate: all {len(failed)} FAILED (each error above); "
-            "stopping, fix them and start again"
+            f"no table can replicate: all {len(failed)} FAILED (each error is printed with "
+            "its table's name); stopping, fix them and start again"
         )
         log.error("%s", self._ended_by)
         return True
