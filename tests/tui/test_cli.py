@@ -25,7 +25,7 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.data.recorded_store import TABLES, build
-from tests.integration.replicas import write_config
+from tests.integration.replicas import produced_config, write_config
 from tests.waiting import wait_until
 
 #: The recorded store's tables.
@@ -292,14 +292,8 @@ def test_start_tui_says_after_quitting_why_each_table_failed(
     exit summary says each FAILED table's error and the recent events (before, it left
     them out as if the terminal had shown them, so the reasons were never seen)."""
     messages = list(InventoryWorkload(seed=34, prefix=topic_prefix, schemas=True).events(300))
-    topics = sorted({t for t, _, _ in messages})
-    broker.create_topics(topics)
-    produce_messages(broker.bootstrap_servers, messages)
-    target = tmp_path / "lake"
-    config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, f"^{re.escape(topic_prefix)}\\.", target
-    )
-    names = [table_name_for_topic(t) for t in topics]
+    config, target = produced_config(broker, topic_prefix, tmp_path, messages), tmp_path / "lake"
+    names = sorted({table_name_for_topic(t) for t, _, _ in messages})
     # Another writer holds every table: each fails, and with none left the run ends.
     held = [WriterLock(table_lock_path(target / n), f"table {n}").acquire() for n in names]
     term = Terminal(["start", "--tui", "--config", str(config)])
