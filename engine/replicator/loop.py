@@ -132,6 +132,7 @@ class Replicator:
             self._run_locked(until_caught_up, max_batches)
 
     def _run_locked(self, until_caught_up: bool, max_batches: int | None) -> None:
+        self._ended_by = None
         locks = self.tables.locks = Locks()
         try:
             try:
