@@ -86,6 +86,11 @@ class SparkJobError(TransientError):
     """A batch's Spark job failed (a task raised, a Python worker died, the JVM went away)."""
 
 
+class SparkStorageError(SparkJobError):
+    """A batch's Spark job failed as a merge task could not write its file (a full or
+    read-only disk): a storage error, never what a stop makes of the job."""
+
+
 class RetriesExhausted(TerminalError):
     """A transient failure outlasted ``replicator.retry_max_seconds``: the replicator stopped."""
 

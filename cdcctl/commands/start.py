@@ -66,9 +66,8 @@ def start(
     """
     cfg = engine.load_config(config)
     if tui:
-        return _finish(
-            cfg, run_with_dashboard(cfg, config, until_caught_up=until_caught_up), json_out
-        )
+        replicator = run_with_dashboard(cfg, config, until_caught_up=until_caught_up)
+        return _finish(cfg, replicator, json_out, said=False)  # the errors went to the log
     rep = cfg.replicator
     log_to_file(cfg.log_path(), rep.log_format, rep.log_max_bytes, rep.log_backups)
     stop = threading.Event()
@@ -120,12 +119,16 @@ def _replicator(
     )
 
 
-def _finish(cfg: engine.Config, replicator: engine.Replicator, json_out: bool) -> int:
-    """The exit summary (as `status`) and exit code of a run that ended."""
+def _finish(
+    cfg: engine.Config, replicator: engine.Replicator, json_out: bool, *, said: bool = True
+) -> int:
+    """The exit summary (as `status`) and exit code of a run that ended; with each
+    table's error and the recent events unless the terminal showed them as they came
+    (``said``: not so under the dashboard, whose log lines went to the log file only)."""
     summary = engine.read_status(cfg.work_path())
     if summary is not None:
-        try:  # each table's error was said as it failed: not again
-            print_status(summary, json_out, after_run=True)
+        try:
+            print_status(summary, json_out, after_run=said)
         except BrokenPipeError:  # stdout's reader has gone (Ctrl-C also ended `| tee`)
             drop_output(sys.stdout)
     failing = replicator.failing()

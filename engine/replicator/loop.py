@@ -42,7 +42,7 @@ from engine.replicator.deadletter import DeadLetters, ReplayOutcome
 from engine.replicator.intake import Intake
 from engine.replicator.offsets import Offsets
 from engine.replicator.recovery import Recovery
-from engine.replicator.retry import storage_cause, transient_cause
+from engine.replicator.retry import lost_to_a_stop, storage_cause, transient_cause
 from engine.replicator.runner import SparkRunner
 from engine.replicator.tables import Tables
 from engine.signals import stop_on_signals
@@ -105,6 +105,8 @@ class Replicator:
             stop=self.request_stop,
         )
         self._recorder: StateRecorder | None = None
+        #: Why a run ended that did not stop by request (every table FAILED), if one did.
+        self._ended_by: str | None = None
 
     @property
     def recorder(self) -> StateRecorder | None:
@@ -130,6 +132,7 @@ class Replicator:
             self._run_locked(until_caught_up, max_batches)
 
     def _run_locked(self, until_caught_up: bool, max_batches: int | None) -> None:
+        self._ended_by = None
         locks = self.tables.locks = Locks()
         try:
             try:
@@ -158,8 +161,9 @@ class Replicator:
             except BaseException as exc:
                 recorder.replicator_state("failed", str(exc) or type(exc).__name__)
                 raise
-            else:
-                recorder.replicator_state("stopped")
+            else:  # a run that ended as no table could run failed (status says why)
+                ended_by = self._ended_by
+                recorder.replicator_state(*(("failed", ended_by) if ended_by else ("stopped",)))
             finally:
                 self.control.sync(force=True)
                 if metrics is not None:
@@ -199,7 +203,7 @@ class Replicator:
                     cause = transient_cause(exc)
                     if cause is None:
                         raise
-                    self.recovery.retry(cause)
+                    self.recovery.retry(cause, exc)
             if self.recorder is not None and self._stop.is_set():
                 self.recorder.replicator_state("stopping")
                 self.control.sync(force=True)
@@ -240,23 +244,24 @@ class Replicator:
         failed = [rt.name for rt in self.tables if rt.state.stopped]
         if not failed or len(failed) < sum(1 for _ in self.tables):
             return False
-        log.error(
-            "no table can replicate: all %d FAILED (each error above); stopping, fix them "
-            "and start again",
-            len(failed),
+        self._ended_by = (
+            f"no table can replicate: all {len(failed)} FAILED (each error is printed with "
+            "its table's name); stopping, fix them and start again"
         )
+        log.error("%s", self._ended_by)
         return True
 
     def _settle_last(self) -> None:
         """The batch in flight as the run ends: finished and committed, never dropped,
-        unless a stop was asked and a transient failure ends it (a service manager that
-        signals every process of the service also stops Spark's Python workers): then it
-        is not retried, and the next start reads it again from the checkpoints."""
+        unless a stop was asked and its Spark job failed (a service manager that signals
+        every process of the service also stops Spark's Python workers,
+        :func:`lost_to_a_stop`): then it is not retried, and the next start reads it again
+        from the checkpoints. Any other failure fails the run."""
         try:
             self._settle()
         except Exception as exc:
             cause = transient_cause(exc)
-            if cause is None or not self._stop.is_set():
+            if cause is None or not self._stop.is_set() or not lost_to_a_stop(exc):
                 raise
             log.warning(
                 "the batch in flight did not finish as the run stopped (%s); the next start "

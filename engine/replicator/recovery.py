@@ -22,7 +22,7 @@ from engine.config import Config
 from engine.errors import HudiError, RetriesExhausted, WriterLockError
 from engine.replicator.intake import Intake
 from engine.replicator.offsets import Offsets
-from engine.replicator.retry import Incident, storage_cause, transient_cause
+from engine.replicator.retry import Incident, lost_to_a_stop, storage_cause, transient_cause
 from engine.replicator.runner import CONTROL_EVERY_SECONDS, SparkRunner
 from engine.replicator.tables import TableRuntime, Tables
 from engine.state import StateRecorder, TableState
@@ -59,13 +59,16 @@ class Recovery:
             self.recorder.event(table, "retry", message)
 
     # -- the whole replicator ----------------------------------------------------------------
-    def retry(self, cause: str) -> None:
+    def retry(self, cause: str, exc: BaseException) -> None:
         """Retry a failure of the whole replicator (Kafka, Spark, storage outside one
         table's commit): every live table goes FAILING, the batch in flight is dropped,
         and after a backoff the replicator starts over from each table's checkpoint, as a
         restart would. Returns once that worked (the incident ends with the next
-        successful batch), or when a stop was asked for; raises past the limit."""
-        if self.stopping():  # a service manager's stop also ends Spark's Python workers
+        successful batch), or when a stop was asked for; raises past the limit, and
+        when stopping raises ``exc`` unless a stop caused it (:func:`lost_to_a_stop`)."""
+        if self.stopping():
+            if not lost_to_a_stop(exc):
+                raise exc
             log.warning("%s; not retried: stopping, the next start reads it again", cause)
             self._discard()
             return

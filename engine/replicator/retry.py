@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from engine import errors
-from engine.errors import CdcError, SparkJobError, TransientError
+from engine.errors import CdcError, SparkJobError, SparkStorageError, TransientError
 
 #: First wait, and the longest single wait.
 BASE_S = 1.0
@@ -120,7 +120,7 @@ def job_error(exc: BaseException, number: int, spark_log: str) -> BaseException:
     storage = task_storage_error(exc)
     if storage is not None:  # a merge task could not write its file: the batch is
         # dropped whole (its tables' results were one job) and retried
-        return SparkJobError(
+        return SparkStorageError(
             f"the Spark job of batch {number} failed: {storage_cause(storage)}",
             hint="each table resumes from its last commit once the storage is fixed",
         )
@@ -128,6 +128,14 @@ def job_error(exc: BaseException, number: int, spark_log: str) -> BaseException:
         f"the Spark job of batch {number} failed: {spark_reason(exc)}",
         hint=f"Spark's own log is {spark_log}",
     )
+
+
+def lost_to_a_stop(exc: BaseException) -> bool:
+    """Whether a failure is what a stop makes of the batch in flight when a service
+    manager signals every process of the service (Spark's Python workers or JVM ended
+    under the job): a failed Spark job other than a task's storage error. Any other
+    failure during a stop (Kafka, storage) is not the stop's doing and fails the run."""
+    return isinstance(exc, SparkJobError) and not isinstance(exc, SparkStorageError)
 
 
 def spark_reason(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ them: Spark starts in ~1.7 s instead of ~4.5 s, on ~2 CPU-s instead of ~8.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from engine.config import Config
 
 MIN_JAVA = 17
+log = logging.getLogger("cdcctl.spark")
+
 _context: SparkContext | None = None
 _booting: Future[SparkContext] | None = None
 _boot_lock = threading.Lock()
@@ -165,7 +168,21 @@ def _ignore_stop_signals(context: SparkContext) -> None:
     jvm = context._jvm
     assert jvm is not None  # a started context has its gateway
     signals = jvm.sun.misc
-    signals.Signal.handle(signals.Signal("TERM"), signals.SignalHandler.SIG_IGN)
+    try:  # best effort: a JVM run with -Xrs refuses ("Signal already used by VM or OS")
+        signals.Signal.handle(signals.Signal("TERM"), signals.SignalHandler.SIG_IGN)
+    except Exception as exc:  # noqa: BLE001 - any refusal leaves the JVM as it was
+        log.warning(
+            "Spark's JVM does not ignore SIGTERM (%s): a service manager's stop that "
+            "signals every process of the service may fail the batch in flight",
+            _java_reason(exc),
+        )
+
+
+def _java_reason(exc: Exception) -> str:
+    """The Java exception's line of a failed Py4J call (its first line says only which
+    call failed)."""
+    found = re.search(r"[\w.$]+(?:Exception|Error): [^\n]+", str(exc))
+    return found.group(0).strip() if found else (str(exc).strip() or type(exc).__name__)
 
 
 def _gateway_logging_to(conf: Any, log_path: Path) -> Any:

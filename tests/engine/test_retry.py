@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import random
 
+import pytest
+
 from engine.errors import ConfigError, SchemaEvolutionError, SourceError, SparkJobError
 from engine.replicator.retry import BASE_S, CAP_S, Incident, backoff, transient_cause
 
@@ -87,3 +89,43 @@ def test_storage_errors_say_what_to_do_also_from_inside_a_spark_task() -> None:
     assert task_storage_error(RuntimeError("ValueError: [Errno 2] nope")) is None  # ENOENT
     crashed = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
     assert task_storage_error(RuntimeError(crashed)) is None
+
+
+def test_a_stop_forgives_only_a_failed_spark_job_of_the_batch_in_flight(tmp_path) -> None:
+    """As the run stops, the batch in flight whose Spark job failed (a service manager's
+    stop also ended Spark's Python workers) is left to the next start; a Kafka failure or a
+    storage error then is not the stop's doing: it is raised and fails the run."""
+    from engine.config import config_from_dict
+    from engine.replicator.loop import Replicator
+    from engine.replicator.retry import job_error, lost_to_a_stop
+
+    crashed = job_error(RuntimeError("Python worker exited unexpectedly (crashed)"), 4, "log")
+    task_disk = job_error(RuntimeError("OSError: [Errno 5] Input/output error: '/x'"), 4, "log")
+    kafka = SourceError("cannot reach Kafka at h:1")
+    disk = OSError(errno.EIO, "Input/output error", "/lake/t/.hoodie/x.commit")
+    assert lost_to_a_stop(crashed)
+    assert not any(lost_to_a_stop(e) for e in (task_disk, kafka, disk))
+
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": "localhost:9092", "topics": r"^db\."},
+            "target": {"path": str(tmp_path / "lake")},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    replicator = Replicator(cfg)
+    replicator.request_stop()
+    for failure in (crashed, task_disk, kafka, disk):
+
+        def settle(failure: BaseException = failure) -> bool:
+            raise failure
+
+        replicator._settle = settle  # type: ignore[method-assign]
+        if failure is crashed:
+            replicator._settle_last()  # left to the next start
+            replicator.recovery.retry(transient_cause(failure) or "", failure)
+            continue
+        with pytest.raises(type(failure)):
+            replicator._settle_last()
+        with pytest.raises(type(failure)):
+            replicator.recovery.retry(transient_cause(failure) or "", failure)

@@ -191,3 +191,27 @@ def test_stop_jvm_ends_the_jvm_and_a_later_context_starts_a_new_one() -> None:
     run = _run(dict(os.environ), "-c", probe)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["jvm alive: False", "workers alive: []", "again: 6"]
+
+
+def test_a_jvm_run_with_xrs_starts_with_one_warning(tmp_path: Path) -> None:
+    """With ``-Xrs`` (the JVM leaves SIGTERM alone) Spark's JVM refuses to ignore SIGTERM;
+    Spark still starts, with one warning saying so, and runs jobs (before the fix the
+    refusal failed the start with the context already made)."""
+    probe = textwrap.dedent(
+        """
+        import logging, sys
+        from pathlib import Path
+        from engine.spark import get_spark
+        logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
+        spark = get_spark(options={"spark.driver.extraJavaOptions": "-Xrs"},
+                          log_path=Path(sys.argv[1]))
+        print("sum:", spark.parallelize(range(10), 2).map(lambda x: x * 2).sum())
+        """
+    )
+    run = _run(dict(os.environ), "-c", probe, str(tmp_path / "spark.log"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "sum: 90"
+    warned = [line for line in run.stderr.splitlines() if line.startswith("cdcctl.spark ")]
+    assert len(warned) == 1, run.stderr
+    assert "does not ignore SIGTERM" in warned[0] and "IllegalArgumentException" in warned[0]
+    assert "Traceback" not in run.stderr

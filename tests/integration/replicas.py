@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pyarrow as pa
 from engine.hudi.schema import conform
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
+from engine.playground.broker import produce_messages
 
 META = (
     "_hoodie_commit_time",
@@ -89,6 +91,17 @@ def write_config(
     )
     path.write_text(text)
     return path
+
+
+def produced_config(broker, prefix: str, folder: Path, messages: list, **options) -> Path:
+    """Create the topics of ``messages`` (topic, key, value) and produce them, then write
+    ``folder/cdcctl.toml`` replicating the topics of ``prefix`` into ``folder/lake``."""
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+    produce_messages(broker.bootstrap_servers, messages)
+    pattern = f"^{re.escape(prefix)}\\."
+    return write_config(
+        folder / "cdcctl.toml", broker.bootstrap_servers, pattern, folder / "lake", **options
+    )
 
 
 def run_cli(

@@ -7,19 +7,23 @@ next run goes on from there, exactly once.
 A trickle of changes is produced while the signal arrives, so a batch is merging in
 Spark's JVM then (before the fix, SIGTERM killed that JVM under it: an `EOFError`
 traceback from PySpark's accumulator server and the state `failed`).
+
+After each stop Spark's JVM, its Python worker daemon and workers (recorded as the signal
+came; the JVM ignores SIGTERM, checked in /proc) are gone within 20 s; a SIGKILLed driver
+leaves none of them behind either.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import re
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from engine.hudi.table import HudiTable
@@ -83,29 +87,55 @@ def running(
         trickle.stop()
 
 
-def _stop_group_while_merging(child: CliChild, sig: int) -> None:
-    """Once the child has committed batches of the trickle, signal its process group."""
+def _stop_group_while_merging(child: CliChild, sig: int) -> list[psutil.Process]:
+    """Once the child has committed batches of the trickle, signal its process group
+    (``sig`` 0: no signal); the Spark processes under the child then."""
     wait_until(
         lambda: len(re.findall(r"^batch \d+:", child.stderr + child.stdout, re.M)) >= 3,
         "three batches",
         180,
         child=child,
     )
-    child.signal_group(sig)
+    jvm, below = _spark_processes(child)
+    assert _ignores_sigterm(jvm), "Spark's JVM does not ignore SIGTERM"
+    if sig:
+        child.signal_group(sig)
+    return below
 
 
-def _descendants(pid: int) -> list[int]:
-    """``pid``'s children, theirs, and so on (Spark's JVM, its Python worker daemon and
-    workers: each in a process group of its own, but in the same service)."""
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
-    children = [int(p) for p in found.stdout.split()]
-    return [d for c in children for d in (c, *_descendants(c))]
+def _spark_processes(child: CliChild) -> tuple[psutil.Process, list[psutil.Process]]:
+    """The driver's JVM and every process under the driver (the JVM, Spark's Python worker
+    daemon and workers: in process groups of their own, but in the same service)."""
+    below = psutil.Process(child.pid).children(recursive=True)
+    jvms = [p for p in below if p.name() == "java"]
+    assert len(jvms) == 1, [(p.pid, p.name()) for p in below]
+    assert len(below) >= 3, f"no Python worker daemon and worker under the JVM: {below}"
+    return jvms[0], below
+
+
+def _ignores_sigterm(process: psutil.Process) -> bool:
+    """Whether SIGTERM is in the process's ignored signals (``SigIgn`` in /proc)."""
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    ignored = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
+    return bool(ignored & (1 << (signal.SIGTERM - 1)))
+
+
+def _assert_all_ended(processes: list[psutil.Process], what: str) -> None:
+    """Spark's JVM, its Python worker daemon and workers end within 20 s (no orphan)."""
+    _, alive = psutil.wait_procs(processes, timeout=20)
+    assert not alive, f"{what}: still running 20 s later: {[(p.pid, p.name()) for p in alive]}"
 
 
 def _assert_stopped_cleanly(
-    child: CliChild, config: Path, target: Path, *, pending: bool = False
+    child: CliChild,
+    config: Path,
+    target: Path,
+    spark: list[psutil.Process],
+    *,
+    pending: bool = False,
 ) -> None:
     assert child.wait(120) == 0, child.describe()
+    _assert_all_ended(spark, "after a clean stop")
     said = child.stdout + child.stderr
     assert "Traceback" not in said and "EOFError" not in said, child.describe()
     assert not re.search(r"^error", said, re.M), child.describe()
@@ -132,8 +162,8 @@ def _assert_the_next_run_goes_on(
 def test_ctrl_c_with_the_output_piped_stops_cleanly(running, replicator, tmp_path, piped) -> None:
     config, target, messages, trickle = running
     child = replicator(config, tee=tmp_path / "f.txt", tee_stderr=piped != "stdout")
-    _stop_group_while_merging(child, signal.SIGINT)
-    _assert_stopped_cleanly(child, config, target)
+    spark = _stop_group_while_merging(child, signal.SIGINT)
+    _assert_stopped_cleanly(child, config, target, spark)
     assert child.tee is not None and child.tee.wait(10) == -signal.SIGINT  # its reader ended
     sent = messages + trickle.stop()
     _assert_the_next_run_goes_on(config, target, sent)
@@ -142,8 +172,8 @@ def test_ctrl_c_with_the_output_piped_stops_cleanly(running, replicator, tmp_pat
 def test_sigterm_to_the_process_group_stops_cleanly(running, replicator, tmp_path) -> None:
     config, target, messages, trickle = running
     child = replicator(config, tee=tmp_path / "f.txt")
-    _stop_group_while_merging(child, signal.SIGTERM)
-    _assert_stopped_cleanly(child, config, target)
+    spark = _stop_group_while_merging(child, signal.SIGTERM)
+    _assert_stopped_cleanly(child, config, target, spark)
     assert child.tee is not None and child.tee.wait(10) == -signal.SIGTERM
     sent = messages + trickle.stop()
     _assert_the_next_run_goes_on(config, target, sent)
@@ -158,12 +188,25 @@ def test_sigterm_to_every_process_of_the_service_stops_cleanly(
     reads it again (exactly once), and the stop is still clean."""
     config, target, messages, trickle = running
     child = replicator(config, tee=tmp_path / "f.txt")
-    _stop_group_while_merging(child, 0)  # signal 0: no signal, only the wait
-    for pid in [child.pid, *_descendants(child.pid)]:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    _assert_stopped_cleanly(child, config, target, pending=True)
+    spark = _stop_group_while_merging(child, 0)  # no signal, only the wait
+    jvm = next(p for p in spark if p.name() == "java")
+    for process in [psutil.Process(child.pid), *spark]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(signal.SIGTERM)
+    # The JVM ignored it (it dies of SIGTERM in milliseconds): the driver stops it.
+    time.sleep(0.5)
+    assert jvm.is_running() and jvm.status() != psutil.STATUS_ZOMBIE, "the JVM died of SIGTERM"
+    _assert_stopped_cleanly(child, config, target, spark, pending=True)
     sent = messages + trickle.stop()
     _assert_the_next_run_goes_on(config, target, sent, pending=True)
+
+
+def test_a_killed_driver_leaves_no_spark_process_behind(running, replicator) -> None:
+    """SIGKILL to the driver alone (no clean-up of any kind): its JVM (in a process group
+    of its own, ignoring SIGTERM) ends as its gateway's stdin closes, and with it the
+    Python worker daemon and workers, within 20 s: no orphan keeps running."""
+    config, _, _, _ = running
+    child = replicator(config)
+    spark = _stop_group_while_merging(child, 0)  # no signal, only the wait
+    child.kill()
+    _assert_all_ended(spark, "after the driver was SIGKILLed")

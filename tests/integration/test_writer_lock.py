@@ -66,6 +66,9 @@ def test_second_replicator_is_refused_and_a_killed_ones_lock_is_taken_over(
         assert (third.stdout + third.stderr).count(refused) == 1, third.stderr
         assert (third.stdout + third.stderr).count(f"FAILED {name} (topic ") == 1
     assert f"no table can replicate: all {len(tables)} FAILED" in third.stderr
+    ended = run_cli("status", "--config", str(other))  # recorded failed, saying why
+    assert "replicator: failed (not running; " in ended.stdout, ended.stdout
+    assert f"error: no table can replicate: all {len(tables)} FAILED" in ended.stdout
     assert "Traceback" not in third.stderr
     assert not first.exited(), first.describe()
     first.kill()

@@ -20,10 +20,12 @@ import pyte
 import pytest
 
 import engine
+from engine.lock import WriterLock, table_lock_path
+from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.data.recorded_store import TABLES, build
-from tests.integration.replicas import write_config
+from tests.integration.replicas import produced_config, write_config
 from tests.waiting import wait_until
 
 #: The recorded store's tables.
@@ -279,6 +281,37 @@ def test_start_tui_asks_before_stopping_and_stops_cleanly(
     assert status is not None and status.replicator.state == "stopped"
     assert not status.replicator.alive
     assert sum(t.counters.rows for t in status.tables) > 0
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_start_tui_says_after_quitting_why_each_table_failed(
+    broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    """Under the dashboard the log lines go to the log file only: once it has quit, the
+    exit summary says each FAILED table's error and the recent events (before, it left
+    them out as if the terminal had shown them, so the reasons were never seen)."""
+    messages = list(InventoryWorkload(seed=34, prefix=topic_prefix, schemas=True).events(300))
+    config, target = produced_config(broker, topic_prefix, tmp_path, messages), tmp_path / "lake"
+    names = sorted({table_name_for_topic(t) for t, _, _ in messages})
+    # Another writer holds every table: each fails, and with none left the run ends.
+    held = [WriterLock(table_lock_path(target / n), f"table {n}").acquire() for n in names]
+    term = Terminal(["start", "--tui", "--config", str(config)])
+    try:
+        term.wait_for("the replicator has stopped", timeout=180)
+        term.output = b""
+        term.type("q")
+        assert term.wait_exit() == 3, term.text()[-3000:]
+        said = term.text()
+    finally:
+        term.close()
+        for lock in held:
+            lock.release()
+    assert "replicator: failed" in said and f"all {len(names)} FAILED" in said, said
+    for name in names:
+        assert f"{name}: FAILED: table {name} ({target / name}) is being written by" in said
+        assert f"FAILED {name} (topic " in said
+    assert "recent events:" in said, said
 
 
 @pytest.mark.kafka
