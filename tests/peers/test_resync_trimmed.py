@@ -499,11 +499,17 @@ def test_a_running_replicator_refuses_to_resync_a_recreated_topic_without_a_snap
 ) -> None:
     """Live: the table stopped at the recreated topic (its own advice: resync once the
     topic holds a fresh snapshot); the request is refused while the new topic holds only
-    streamed changes, and goes on once it holds a complete snapshot."""
-    topic = f"{topic_prefix}.app.items"
+    streamed changes, and goes on once it holds a complete snapshot. A second table keeps
+    replicating meanwhile (with every table FAILED the replicator would end, exit 3)."""
+    topic, other = f"{topic_prefix}.app.items", f"{topic_prefix}.app.other"
     kafka_broker.create_topic(topic)
+    kafka_broker.create_topic(other)
     old = _snapshot(topic, range(1, 11), 100, {})  # offsets 0..9
-    produce_messages(kafka_broker.bootstrap_servers, old, create_topics=False)
+    produce_messages(
+        kafka_broker.bootstrap_servers,
+        old + _snapshot(other, range(1, 4), 100, {}),
+        create_topics=False,
+    )
     config, lake = _config(kafka_broker, topic_prefix, tmp_path, topic_refresh_seconds=1.0)
 
     proc = replicator(config)
