@@ -2,6 +2,7 @@
 
 Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--schemas] [--repeat N]
         .venv/bin/python bench/catchup.py --events 1000000 --format debezium-avro
+        .venv/bin/python bench/catchup.py --events 1000000 --wide [--schemas | --format ...]
 
 ``--format debezium-avro``: the same workload re-serialized as Confluent's AvroConverter
 writes it (tests/avro_support.py: the first messages of each schema by confluent-kafka's
@@ -11,6 +12,16 @@ against the test schema registry (engine/playground/registry.py) over HTTP.
 Workload per size N (issue 4): the demo inventory tables, 10% snapshot reads, then 60%
 updates, 20% inserts, 10% deletes (each delete followed by its tombstone, counted as a
 message) of N messages in total.
+
+``--wide`` (issue 25's shape): the same mix, but orders (about 80% of the messages) carry
+a ``note`` text column of 200-2,000 characters (InventoryWorkload ``notes``), and half
+the updates and deletes hit a hot set (the newest 1% of each table's rows,
+``hot_fraction`` 0.5).
+
+Profiling: ``--profile FILE`` runs the replicator under ``py-spy record --subprocesses
+--format raw`` (py-spy must be on PATH: ``pip install py-spy``; a dev tool, not a
+dependency); ``--spark-option KEY=VALUE`` (repeatable) adds ``[spark.options]``, e.g.
+``spark.eventLog.enabled=true`` and ``spark.eventLog.dir=file:///tmp/ev`` for task times.
 
 Prints the machine, events/s end to end, seconds per batch, peak RSS of the whole
 replicator process tree (Python driver + Spark JVM + Python workers), and the raw
@@ -26,6 +37,7 @@ import argparse
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -131,6 +143,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100_000, help="replicator.max_batch_events")
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=1, help="runs per size (medians printed)")
+    ap.add_argument("--wide", action="store_true", help="long text column, hot set (issue 25)")
+    ap.add_argument("--profile", metavar="FILE", help="py-spy raw profile of the replicator")
+    ap.add_argument("--spark-option", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
 
     print(f"machine: {machine()}")
@@ -148,6 +163,14 @@ def main() -> None:
             )
 
 
+def _option(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--spark-option``."""
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        sys.exit(f"--spark-option wants KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
     """One run from an empty broker and target; returns (events/s end to end, ratio)."""
     from contextlib import ExitStack
@@ -159,9 +182,15 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         broker = stack.enter_context(EmbeddedBroker())
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         registry = stack.enter_context(SchemaRegistry()) if avro else None
-        workload = InventoryWorkload(seed=1, prefix="bench", schemas=args.schemas or avro)
+        workload = InventoryWorkload(
+            seed=1, prefix="bench", schemas=args.schemas or avro, notes=args.wide
+        )
         t0 = time.perf_counter()
-        messages = list(workload.events(events, snapshot_fraction=0.1, mix=MIX))
+        messages = list(
+            workload.events(
+                events, snapshot_fraction=0.1, mix=MIX, hot_fraction=0.5 if args.wide else None
+            )
+        )
         if registry is not None:
             from tests.avro_support import JsonToAvro
 
@@ -177,7 +206,7 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         del messages
         print(
             f"workload: {produced:,} messages ({payload / 2**20:,.0f} MiB), "
-            f"format {args.format}, schemas.enable={args.schemas}; "
+            f"format {args.format}, schemas.enable={args.schemas}, wide={args.wide}; "
             f"generated in {gen_s:.1f}s, produced in {prod_s:.1f}s"
         )
 
@@ -190,10 +219,18 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             + (f'[source.schema_registry]\nurl = "{registry.url}"\n' if registry else "")
             + f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
             f'[replicator]\nmax_batch_events = {args.batch}\nwork_dir = "{Path(tmp) / "work"}"\n'
+            + "[spark.options]\n"
+            + "".join(f'"{k}" = "{v}"\n' for k, v in map(_option, args.spark_option))
         )
         started = time.perf_counter()
+        command = [sys.executable, "-m", "cdcctl", "start", "--config", str(config)]
+        command.append("--until-caught-up")
+        if args.profile:
+            spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+            record = [spy, "record", "--subprocesses", "--idle", "--threads", "--format", "raw"]
+            command = [*record, "-o", args.profile, "--", *command]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cdcctl", "start", "--config", str(config), "--until-caught-up"],
+            command,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -10,7 +10,9 @@ products      id int32 PK (from 101), name string, description string (nullable)
               weight double (nullable), updated_at ``io.debezium.time.ZonedTimestamp``
 orders        id int64 PK (from 10001), customer_id, product_id, quantity int32,
               order_date ``io.debezium.time.Date``, status ``io.debezium.data.Enum``
-              (NEW, PAID, SHIPPED, CANCELLED)
+              (NEW, PAID, SHIPPED, CANCELLED); with ``notes`` (the wide rows of
+              ``bench/catchup.py --wide``) also note string (nullable, 200-2,000
+              characters)
 ============  =========================================================================
 
 Here: the tables' Connect key and value schemas (:func:`key_schema`,
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import unicodedata
 from array import array
 from collections.abc import Callable
@@ -98,6 +101,8 @@ PRODUCT_NAMES_J: Final = tuple(
     json_str(f"{adjective} {noun}") for adjective in _PRODUCT_ADJECTIVES for noun in _PRODUCT_NOUNS
 )
 DESCRIPTIONS_J: Final = tuple(json_str(d) for d in _DESCRIPTIONS)
+#: Shortest and longest ``orders.note`` of the wide rows (characters).
+NOTE_LENGTHS: Final = (200, 2000)
 STATUS_J: Final = tuple(json_str(s) for s in _ENUM_STATUS)
 
 
@@ -132,6 +137,25 @@ class ZonedFormatter:
             fraction = f".{frac:06d}".rstrip("0")
             return f'"{day}T{hours:02d}:{minutes:02d}:{secs:02d}{fraction}Z"'
         return f'"{day}T{hours:02d}:{minutes:02d}:{secs:02d}Z"'
+
+
+def note_pool(seed: int, size: int = 1024) -> tuple[str, ...]:
+    """``size`` order notes as JSON string literals, 200 to 2,000 characters each (uniform),
+    made of the descriptions' words: escapes, control characters and UTF-8 throughout."""
+    rng = random.Random(seed)
+    words = " ".join(_DESCRIPTIONS + _PRODUCT_NOUNS).split(" ")
+    low, high = NOTE_LENGTHS
+    pool = []
+    for _ in range(size):
+        length = rng.randint(low, high)
+        parts: list[str] = []
+        n = -1
+        while n < length:
+            word = rng.choice(words)
+            parts.append(word)
+            n += len(word) + 1
+        pool.append(json_str(" ".join(parts)[:length]))
+    return tuple(pool)
 
 
 def _field(type_: str, name: str, *, optional: bool = False, **extra: Any) -> dict[str, Any]:
@@ -184,6 +208,7 @@ _ROW_FIELDS: Final[dict[str, list[dict[str, Any]]]] = {
         ),
     ],
 }
+_NOTE_FIELD: Final = _field("string", "note", optional=True)
 
 
 _SOURCE_FIELDS: Final = [
@@ -239,10 +264,12 @@ def key_schema(prefix: str, table: str) -> dict[str, Any]:
     }
 
 
-def value_schema(prefix: str, table: str) -> dict[str, Any]:
-    """The Connect envelope schema of ``table`` (as JSON-ready dict)."""
+def value_schema(prefix: str, table: str, notes: bool = False) -> dict[str, Any]:
+    """The Connect envelope schema of ``table`` (as JSON-ready dict); ``notes``: orders
+    have the wide rows' ``note`` column."""
     row_name = f"{prefix}.{SCHEMA}.{table}.Value"
-    row = {"type": "struct", "fields": _ROW_FIELDS[table], "optional": True, "name": row_name}
+    fields = _ROW_FIELDS[table] + ([_NOTE_FIELD] if notes and table == "orders" else [])
+    row = {"type": "struct", "fields": fields, "optional": True, "name": row_name}
     return {
         "type": "struct",
         "fields": [

@@ -64,6 +64,7 @@ from engine.playground.inventory import (
     decimal_base64,
     json_str,
     key_schema,
+    note_pool,
     value_schema,
 )
 
@@ -90,6 +91,7 @@ _SNAPSHOT_START_US: Final = 1_705_305_600_000_000
 _SNAPSHOT_LSN: Final = 0x2B3_C1F8  # "0/2B3C1F8"
 _SNAPSHOT_TXID: Final = 767
 _NAN: Final = float("nan")
+_NULL_NOTE: Final = ',"note":null'
 
 # Transaction sizes (number of row changes), drawn uniformly from this table: mostly
 # single-statement transactions, some multi-row ones.
@@ -125,6 +127,7 @@ class InventoryWorkload:
         prefix: str = "dbserver1",
         schemas: bool = False,
         clock: Callable[[], float] | None = None,
+        notes: bool = False,
     ) -> None:
         """Create a workload.
 
@@ -134,10 +137,14 @@ class InventoryWorkload:
             schemas: ``True`` for JsonConverter ``schemas.enable=true`` output.
             clock: ``time.time`` for a live database's times (the demo: see
                 :func:`advance`); None: 2024-01-15 on, the same output for a seed.
+            notes: Wide rows: orders get a ``note`` text column of 200 to 2,000
+                characters (5 % null; a third of the order updates rewrite it).
         """
         self.seed = seed
         self.prefix = prefix
         self.schemas = schemas
+        self.notes = notes
+        self._notes_j = note_pool(seed) if notes else ()
         self._rng = random.Random(seed)
         self.topics: dict[str, str] = {t: f"{prefix}.{SCHEMA}.{t}" for t in TABLES}
         self.counts: dict[str, dict[str, int]] = {
@@ -157,7 +164,7 @@ class InventoryWorkload:
                     '{"schema":' + compact(key_schema(prefix, table)) + ',"payload":'
                 )
                 self._value_head[table] = (
-                    '{"schema":' + compact(value_schema(prefix, table)) + ',"payload":'
+                    '{"schema":' + compact(value_schema(prefix, table, notes)) + ',"payload":'
                 )
             else:
                 self._key_head[table] = ""
@@ -197,6 +204,7 @@ class InventoryWorkload:
         self._o_quantity = array("i")
         self._o_date = array("i")
         self._o_status = array("B")
+        self._o_note = array("h")  # -1: NULL
 
     # ------------------------------------------------------------------ public API
 
@@ -377,6 +385,8 @@ class InventoryWorkload:
         self._o_quantity.append(1 + int(rnd() * rnd() * 12))
         self._o_date.append(day)
         self._o_status.append(status)
+        if self.notes:
+            self._o_note.append(-1 if rnd() < 0.05 else int(rnd() * len(self._notes_j)))
         return ident
 
     def _customer_json(self, ident: int) -> str:
@@ -412,13 +422,19 @@ class InventoryWorkload:
         return (
             f'{{"id":{ident},"customer_id":{self._o_customer[i]},'
             f'"product_id":{self._o_product[i]},"quantity":{self._o_quantity[i]},'
-            f'"order_date":{self._o_date[i]},"status":{STATUS_J[self._o_status[i]]}}}'
+            f'"order_date":{self._o_date[i]},"status":{STATUS_J[self._o_status[i]]}'
+            f"{self._note_json(i)}}}"
         )
+
+    def _note_json(self, i: int) -> str:
+        if not self.notes:
+            return ""
+        note = self._o_note[i]
+        return f',"note":{"null" if note < 0 else self._notes_j[note]}'
 
     # With REPLICA IDENTITY DEFAULT a delete's `before` has the key; every other NOT NULL
     # column gets its type's zero value and nullable columns get null.
-    @staticmethod
-    def _deleted_json(table: str, ident: int) -> str:
+    def _deleted_json(self, table: str, ident: int) -> str:
         if table == "customers":
             return (
                 f'{{"id":{ident},"first_name":"","last_name":"","email":"",'
@@ -431,7 +447,7 @@ class InventoryWorkload:
             )
         return (
             f'{{"id":{ident},"customer_id":0,"product_id":0,"quantity":0,'
-            f'"order_date":0,"status":""}}'
+            f'"order_date":0,"status":""{_NULL_NOTE if self.notes else ""}}}'
         )
 
     def _update_row(self, table: str, ident: int, commit_us: int) -> None:
@@ -467,6 +483,8 @@ class InventoryWorkload:
                 self._o_status[i] = 3  # CANCELLED
             else:
                 self._o_quantity[i] = 1 + int(rnd() * 12)  # a correction after the fact
+            if self.notes and rnd() < 0.33:
+                self._o_note[i] = int(rnd() * len(self._notes_j))
 
     # ------------------------------------------------------------------ messages
 

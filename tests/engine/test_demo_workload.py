@@ -391,3 +391,37 @@ def test_an_abandoned_stream_does_not_break_the_lsn_order() -> None:
         lsns = [json.loads(v)["source"]["lsn"] for _, _, v in taken if v is not None]
         streamed = lsns[100:]  # after the 100 snapshot rows
         assert all(a < b for a, b in zip(streamed, streamed[1:], strict=False)), cut
+
+
+def test_notes_make_wide_orders_and_leave_the_rest_alone() -> None:
+    """``notes`` (bench/catchup.py --wide): orders carry a 200-2,000 character note that
+    the schema declares; deletes null it; other tables and the default output unchanged."""
+    mix = {"update": 0.6, "insert": 0.2, "delete": 0.1}
+    wide = list(InventoryWorkload(seed=3, schemas=True, notes=True).events(6_000, mix=mix))
+    narrow = list(InventoryWorkload(seed=3, schemas=True).events(6_000, mix=mix))
+    assert len(wide) == len(narrow) == 6_000
+    lengths, nulls, ops = [], 0, Counter()
+    for topic, _key, value in wide:
+        schema, payload = _parse(value, True)
+        if payload is None:
+            continue
+        row = payload["after"] or payload["before"]
+        if _table(topic) != "orders":
+            assert "note" not in row
+            continue
+        ops[payload["op"]] += 1
+        fields = [f["field"] for f in schema["fields"][1]["fields"]]
+        assert fields == [*ROW_COLUMNS["orders"], "note"]
+        assert list(row) == fields
+        if payload["op"] == "d":
+            assert row["note"] is None
+        elif row["note"] is None:
+            nulls += 1
+        else:
+            lengths.append(len(row["note"]))
+    assert ops["r"] and ops["c"] and ops["u"] and ops["d"]
+    assert 200 <= min(lengths) and max(lengths) <= 2000
+    assert max(lengths) - min(lengths) > 1000  # spread over the range, not one length
+    assert 0 < nulls < len(lengths) / 5
+    assert list(InventoryWorkload(seed=3, schemas=True).events(6_000, mix=mix)) == narrow
+    assert not any(b'"note"' in (v or b"") for _, _, v in narrow)
