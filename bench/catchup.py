@@ -19,7 +19,9 @@ the updates and deletes hit a hot set (the newest 1% of each table's rows,
 ``hot_fraction`` 0.5).
 
 Profiling: ``--profile FILE`` runs the replicator under ``py-spy record --subprocesses
---format raw`` (py-spy must be on PATH: ``pip install py-spy``; a dev tool, not a
+--idle --threads --format raw`` at 100 Hz (about 25% slower; the memory and CPU lines
+then count py-spy as the driver and the driver among the workers; py-spy must be on
+PATH or beside this Python: ``pip install py-spy``, a dev tool, not a
 dependency); ``--spark-option KEY=VALUE`` (repeatable) adds ``[spark.options]``, e.g.
 ``spark.eventLog.enabled=true`` and ``spark.eventLog.dir=file:///tmp/ev`` for task times.
 
