@@ -336,3 +336,23 @@ def advance(now_us: int, step_us: int, clock: Callable[[], float] | None) -> int
     if clock is None:
         return later
     return max(now_us + 1, min(later, int(clock() * 1_000_000)))
+
+
+def deleted_row_json(table: str, ident: int, notes: bool = False) -> str:
+    """A delete's ``before`` row: with REPLICA IDENTITY DEFAULT it has the key; every other
+    NOT NULL column gets its type's zero value and nullable columns get null (``notes``:
+    the wide rows' ``note`` column, null)."""
+    if table == "customers":
+        return (
+            f'{{"id":{ident},"first_name":"","last_name":"","email":"","created_at":0,"vip":false}}'
+        )
+    if table == "products":
+        return (
+            f'{{"id":{ident},"name":"","description":null,"price":"AA==",'
+            f'"weight":null,"updated_at":"1970-01-01T00:00:00Z"}}'
+        )
+    note = ',"note":null' if notes else ""
+    return (
+        f'{{"id":{ident},"customer_id":0,"product_id":0,"quantity":0,'
+        f'"order_date":0,"status":""{note}}}'
+    )

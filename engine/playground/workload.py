@@ -62,6 +62,7 @@ from engine.playground.inventory import (
     advance,
     compact,
     decimal_base64,
+    deleted_row_json,
     json_str,
     key_schema,
     note_pool,
@@ -91,7 +92,6 @@ _SNAPSHOT_START_US: Final = 1_705_305_600_000_000
 _SNAPSHOT_LSN: Final = 0x2B3_C1F8  # "0/2B3C1F8"
 _SNAPSHOT_TXID: Final = 767
 _NAN: Final = float("nan")
-_NULL_NOTE: Final = ',"note":null'
 
 # Transaction sizes (number of row changes), drawn uniformly from this table: mostly
 # single-statement transactions, some multi-row ones.
@@ -432,24 +432,6 @@ class InventoryWorkload:
         note = self._o_note[i]
         return f',"note":{"null" if note < 0 else self._notes_j[note]}'
 
-    # With REPLICA IDENTITY DEFAULT a delete's `before` has the key; every other NOT NULL
-    # column gets its type's zero value and nullable columns get null.
-    def _deleted_json(self, table: str, ident: int) -> str:
-        if table == "customers":
-            return (
-                f'{{"id":{ident},"first_name":"","last_name":"","email":"",'
-                f'"created_at":0,"vip":false}}'
-            )
-        if table == "products":
-            return (
-                f'{{"id":{ident},"name":"","description":null,"price":"AA==",'
-                f'"weight":null,"updated_at":"1970-01-01T00:00:00Z"}}'
-            )
-        return (
-            f'{{"id":{ident},"customer_id":0,"product_id":0,"quantity":0,'
-            f'"order_date":0,"status":""{_NULL_NOTE if self.notes else ""}}}'
-        )
-
     def _update_row(self, table: str, ident: int, commit_us: int) -> None:
         """Apply a plausible UPDATE to the stored row."""
         rnd = self._rng.random
@@ -560,7 +542,7 @@ class InventoryWorkload:
         renders = [self._customer_json, self._product_json, self._order_json]
         tail = self._tail
         source_head = self._source_head
-        deleted_json = self._deleted_json
+        notes = self.notes
         update_row = self._update_row
         tx_sizes = _TX_SIZES
         n_tx_sizes = len(tx_sizes)
@@ -647,7 +629,7 @@ class InventoryWorkload:
                     rows.remove(ident)
                     if t == 0:
                         customers.dead.append(ident)
-                    before = deleted_json(tables[t], ident)
+                    before = deleted_row_json(tables[t], ident, notes)
                     after = "null"
                     code = "d"
                 env_us = str(env_ms * 1000 + int(rnd() * 1000))
