@@ -19,7 +19,8 @@ from engine.hudi import avro_models as am
 from engine.hudi.writer import HudiWriter
 
 DATA = Path(__file__).parent / "data"
-#: An absolute path of one machine: ``/tmp/...`` not preceded by a name (``DIR/work/``).
+#: An absolute path of one machine: a temporary, work, root or home folder at the root of
+#: the file system, not preceded by a name (a placeholder folder such as ``DIR`` is fine).
 MACHINE_PATH = re.compile(rb"(?<![\w.~$-])/(?:tmp|work|root|home)/[\w.-]+")
 
 

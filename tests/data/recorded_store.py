@@ -12,8 +12,9 @@ dashboard derives from it are the same on every run:
   letters written by the engine's DeadLetters.
 
 Used by the dashboard tests (``build``) and for the README's screenshot; run it to look
-at the store: ``python -m tests.data.recorded_store DIR`` writes ``DIR/cdcctl.toml`` and
-``DIR/work/state.db``; then ``cdcctl dashboard --config DIR/cdcctl.toml``.
+at the store: ``python -m tests.data.recorded_store FOLDER`` writes a config file
+(``cdcctl.toml``) and the state store of its work folder into FOLDER; then
+``cdcctl dashboard --config FOLDER/cdcctl.toml``.
 """
 
 from __future__ import annotations
