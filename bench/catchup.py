@@ -23,7 +23,8 @@ Profiling: ``--profile FILE`` runs the replicator under ``py-spy record --subpro
 then count py-spy as the driver and the driver among the workers; py-spy must be on
 PATH or beside this Python: ``pip install py-spy``, a dev tool, not a
 dependency); ``--spark-option KEY=VALUE`` (repeatable) adds ``[spark.options]``, e.g.
-``spark.eventLog.enabled=true`` and ``spark.eventLog.dir=file:$PWD/spark-events`` (an existing folder) for task times.
+``spark.eventLog.enabled=true`` and ``spark.eventLog.dir=file:$PWD/spark-events`` (an
+existing folder) for task times.
 
 Prints the machine, events/s end to end, seconds per batch, peak RSS of the whole
 replicator process tree (Python driver + Spark JVM + Python workers), and the raw
