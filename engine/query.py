@@ -288,7 +288,6 @@ def connect(
     return _open(target_or_config, as_of, meta).connection
 
 
-#: DuckDB's words for a table (view) the SQL names that does not exist.
 #: DuckDB's error for a missing table: the name as written, unquoted (spaces and all).
 _MISSING_TABLE = re.compile(r"Table with name (.+) does not exist!")
 

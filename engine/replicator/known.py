@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from engine.config import Config
 from engine.hudi import HudiView
 from engine.naming import unknown_table
-from engine.replicator.deadletter import DeadLetters
+from engine.replicator.replay import dead_letter_folder
 from engine.state.control import open_store
 
 
@@ -26,7 +26,7 @@ def known_tables(cfg: Config) -> list[str]:
         finally:
             store.close()
     names.update(HudiView.tables_under(cfg.target_path()))
-    names.update(DeadLetters(cfg.work_path() / "deadletter").tables())
+    names.update(dead_letter_folder(cfg).tables())
     return sorted(names)
 
 

@@ -241,11 +241,11 @@ class Replicator:
     def _nothing_can_run(self) -> bool:
         """Every table is FAILED (each said why as it failed): the run ends (exit 3)
         instead of idling with nothing it may write."""
-        failed = [rt.name for rt in self.tables if rt.state.stopped]
-        if not failed or len(failed) < sum(1 for _ in self.tables):
+        tables = list(self.tables)
+        if not tables or not all(rt.state.stopped for rt in tables):
             return False
         self._ended_by = (
-            f"no table can replicate: all {len(failed)} FAILED (each error is printed with "
+            f"no table can replicate: all {len(tables)} FAILED (each error is printed with "
             "its table's name); stopping, fix them and start again"
         )
         log.error("%s", self._ended_by)

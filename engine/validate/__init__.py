@@ -175,17 +175,16 @@ def validate_replicas(
         UnknownTableError: a ``tables`` entry matching no replica.
         SourceDatabaseError: the source database cannot be reached.
     """
-    dialect_of(source_dsn)  # a bad scheme is a usage error before anything else
+    dialect = dialect_of(source_dsn)  # a bad scheme is a usage error before anything else
+    database_map = database_map or {}
     paths = _select(Path(target).resolve(), tables)
-    _check_database_map(dialect_of(source_dsn), paths, database_map or {})
+    _check_database_map(dialect, paths, database_map)
     running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
     db = connect(source_dsn)
     reports: list[TableReport] = []
     try:
         for path in paths:
-            reports.append(
-                _validate_one(db, path, running, recheck, recheck_wait, database_map or {})
-            )
+            reports.append(_validate_one(db, path, running, recheck, recheck_wait, database_map))
     finally:
         db.close()
     return reports
