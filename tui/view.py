@@ -192,11 +192,9 @@ def shortened(names: Sequence[str], width: int) -> list[str]:
     return best
 
 
-def cells(
-    table: engine.TableRecord, now: float, *, compact: bool, name: str | None = None
-) -> list[str | Text]:
-    """A table's row of cells, in :data:`COLUMNS` order (``name``: the name shown)."""
-    out: list[str | Text] = [name or table.table, state_text(table, compact=compact)]
+def cells(table: engine.TableRecord, now: float, *, compact: bool) -> list[str | Text]:
+    """A table's row of cells, in :data:`COLUMNS` order."""
+    out: list[str | Text] = [table.table, state_text(table, compact=compact)]
     for column in COLUMNS[2:]:
         value = table.figure(column.key)
         if column.key == "lag_seconds":

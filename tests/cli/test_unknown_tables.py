@@ -16,7 +16,7 @@ import pytest
 from engine.decode.result import BadMessage
 from engine.replicator.deadletter import DeadLetters
 from tests.data.recorded_store import TABLES, build
-from tests.integration.replicas import run_cli
+from tests.integration.replicas import config_text, run_cli
 
 KNOWN = ", ".join(sorted(TABLES))
 DETAIL_LAKE = Path(__file__).parents[1] / "data" / "detail" / "lake"
@@ -105,9 +105,7 @@ def test_validate_and_query_name_the_replicas(recorded: Path) -> None:
 
 def test_no_table_known_yet_says_how_tables_come(tmp_path: Path) -> None:
     config = tmp_path / "cdcctl.toml"
-    config.write_text(
-        '[source]\nbootstrap_servers = "127.0.0.1:1"\ntopics = "^x\\\\."\n[target]\npath = "lake"\n'
-    )
+    config.write_text(config_text(topics="^x\\."))
     r = run_cli("deadletters", "nosuch", "--config", str(config))
     _refused(
         r,

@@ -16,6 +16,7 @@ leaves none of them behind either.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import signal
 import threading
@@ -32,9 +33,8 @@ from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import (
     CliChild,
     assert_replicas_match,
+    produced_config,
     run_cli,
-    status_tables,
-    write_config,
 )
 from tests.oracle import fold
 from tests.waiting import wait_until
@@ -74,12 +74,8 @@ def running(
     """A config over a produced workload and a trickle of more changes meanwhile."""
     workload = InventoryWorkload(seed=41, prefix=topic_prefix, schemas=True)
     messages: list[Message] = list(workload.events(2_000))
-    broker.create_topics(sorted({t for t, _, _ in messages}))
-    produce_messages(broker.bootstrap_servers, messages)
-    target, pattern = tmp_path / "lake", f"^{re.escape(topic_prefix)}\\."
-    config = write_config(
-        tmp_path / "cdcctl.toml", broker.bootstrap_servers, pattern, target, max_batch_seconds=0.3
-    )
+    config = produced_config(broker, topic_prefix, tmp_path, messages, max_batch_seconds=0.3)
+    target = tmp_path / "lake"
     trickle = Trickle(broker, workload)
     try:
         yield config, target, messages, trickle
@@ -142,7 +138,7 @@ def _assert_stopped_cleanly(
     status = run_cli("status", "--config", str(config), "--json")
     assert status.returncode == 0, status.stderr
     assert '"state": "stopped"' in status.stdout, status.stdout[:600]
-    tables = status_tables(config)
+    tables = {t["table"]: t for t in json.loads(status.stdout)["tables"]}
     assert len(tables) == 3 and all(t["state"] == "STOPPED" for t in tables.values()), tables
     for name in tables if not pending else ():  # the batch in flight was committed
         assert not HudiTable.open(target / name).pending_instants(), name
