@@ -97,6 +97,8 @@ def too_deep(data: bytes, limit: int) -> int | None:
 
 
 _OPENERS = (b"{", b"[")
+#: What ``bytes.isspace`` calls blank, as first bytes.
+_BLANKS = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
 #: JsonConverter's wrapper: records of one table version share the bytes up to here.
 _WRAPPED_HEAD = b'{"schema":'
 _PAYLOAD_SEP = b',"payload":'
@@ -144,8 +146,11 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
     # Only a JSON text that opens with an object or array can nest; anything else (a
     # scalar, invalid JSON, Avro's binary wire format) is left to the decoder.
     nests = np.fromiter(map(bytes.startswith, raw, repeat(_OPENERS)), np.bool_, n)
-    for i in np.flatnonzero(~nests).tolist():
-        if raw[i][:1].isspace() and raw[i].lstrip()[:1] in _OPENERS:
+    # JSON may open with blanks; anything else (Avro's zero byte) is settled without a
+    # Python step per record.
+    blank = np.fromiter(map(bytes.startswith, raw, repeat(_BLANKS)), np.bool_, n)
+    for i in np.flatnonzero(blank).tolist():
+        if raw[i].lstrip()[:1] in _OPENERS:
             nests[i] = True
     wrapped = np.fromiter(map(bytes.startswith, raw, repeat(_WRAPPED_HEAD)), np.bool_, n)
     plain = np.flatnonzero(nests & ~wrapped).tolist()
@@ -196,6 +201,10 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
 DECODER_FAILED = "the decoder failed on this message"
 
 
+def _size(data: bytes | None) -> int:
+    return 0 if data is None else len(data)
+
+
 def _refused(
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
@@ -205,12 +214,13 @@ def _refused(
     """Reasons of the records over a limit, by position."""
     refused: dict[int, str] = {}
     if max_bytes is not None:
-        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-            size = len(k or b"") + len(v or b"")
-            if size > max_bytes:
-                refused[i] = (
-                    f"message of {size} bytes is larger than source.max_message_bytes = {max_bytes}"
-                )
+        n = len(values)
+        sizes = np.fromiter(map(_size, keys), np.int64, n)
+        sizes += np.fromiter(map(_size, values), np.int64, n)
+        for i in np.flatnonzero(sizes > max_bytes).tolist():
+            refused[i] = (
+                f"message of {sizes[i]} bytes is larger than source.max_message_bytes = {max_bytes}"
+            )
     for part, datas in (("value", values), ("key", keys)):
         for i, depth in _too_deep_many(datas, max_depth).items():
             refused.setdefault(

@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -66,6 +67,7 @@ from engine.decode.debezium_json.envelope import decode_values, tombstone_rows
 from engine.decode.debezium_json.hints import apply_hint
 from engine.decode.debezium_json.keys import Keys, decode_keys
 from engine.decode.debezium_json.split import split_records, split_slow
+from engine.decode.interleave import spread
 from engine.decode.positions import MYSQL_HINTS, POSTGRES_HINTS
 from engine.decode.records import RecordBatch
 from engine.decode.result import DecodeResult
@@ -131,21 +133,51 @@ def _key_types(keys: Keys, ctx: Ctx) -> dict[str, ColumnType]:
     return types
 
 
+def _in_order(tables: list[pa.Table], tombstones: list[int], ctx: Ctx) -> pa.Table | None:
+    """The decoded pieces and the tombstone rows as one table in consumption order.
+
+    The pieces of one group come in order; several groups (or pieces a bisection could
+    not rejoin) are sorted by input position. Tombstones have no row image: their rows
+    are put between the others with :func:`spread`, which moves no text.
+    """
+    rows = concat(tables, ctx.notes) if tables else None
+    if rows is not None and (ctx.groups > 1 or len(tables) > 1):
+        rows = rows.take(pc.sort_indices(rows.column(IDX)))
+    if not tombstones:
+        return rows
+    tombs = tombstone_rows(sorted(tombstones))
+    if rows is None:
+        return tombs
+    n, total = rows.num_rows, rows.num_rows + tombs.num_rows
+    at = np.concatenate([rows.column(IDX).to_numpy(), tombs.column(IDX).to_numpy()])
+    order = np.argsort(at, kind="stable")
+    shared = [name for name in rows.column_names if name in tombs.column_names]
+    control = concat([rows.select(shared), tombs], ctx.notes).take(pa.array(order))
+    dest = np.flatnonzero(order < n)
+    columns = []
+    fields = []
+    for name in rows.column_names:
+        if name in tombs.column_names:
+            columns.append(control.column(name))
+            fields.append(control.schema.field(name))
+        else:
+            columns.append(spread(rows.column(name), dest, total))
+            fields.append(rows.schema.field(name))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
 def _assemble(
     tables: list[pa.Table],
+    tombstones: list[int],
     keys: Keys,
     partitions: Sequence[int],
     offsets: Sequence[int],
     ctx: Ctx,
-    *,
-    sort: bool,
 ) -> pa.Table | None:
     """Join the pieces in consumption order and add key, partition and offset columns."""
-    if not tables:
+    batch = _in_order(tables, tombstones, ctx)
+    if batch is None:
         return None
-    batch = concat(tables, ctx.notes)
-    if sort or len(tables) > 1:
-        batch = batch.take(pc.sort_indices(batch.column(IDX)))
     idx = batch.column(IDX)
 
     # Row events and tombstones with an undecodable key cannot be applied: quarantine.
@@ -260,11 +292,8 @@ def finish(records: RecordBatch, keys: Keys, ctx: Ctx) -> DecodeResult:
     """The result of a batch whose values and keys are decoded (the JSON and the Avro
     decoders' common end): tombstone rows added, the pieces joined in consumption order
     with their record keys, partitions and offsets, every bad record reported."""
-    if ctx.tombstones:
-        ctx.tables.append(tombstone_rows(sorted(ctx.tombstones)))
-    sort = ctx.groups > 1 or bool(ctx.tombstones)
     partitions, offsets = records.partitions, records.offsets
-    batch = _assemble(ctx.tables, keys, partitions, offsets, ctx, sort=sort)
+    batch = _assemble(ctx.tables, ctx.tombstones, keys, partitions, offsets, ctx)
     return DecodeResult(
         batch,
         keys.fields,

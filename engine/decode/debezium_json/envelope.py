@@ -255,17 +255,49 @@ def _schemaless_value_build(objs: list[Any]) -> pa.Table:
     )
 
 
-def _value_plan(fp: str | None, schema: dict | None) -> _ValuePlan:
+#: Per topic, the schema inference gave the last schemaless buffer (the next one is
+#: read with it first, a quarter cheaper than inferring again) and how many buffers in a
+#: row it failed to read exactly; bounded like the plan cache.
+_LEARNED: dict[str, tuple[pa.Schema | None, int]] = {}
+_LEARNED_MAX = 1024
+#: Misses in a row after which a topic's buffers are inferred without trying its learned
+#: schema first (members that come and go between batches make every try a wasted read).
+_LEARNED_MISSES = 3
+#: Envelope members read the same way whether inferred as null or as an all-null struct.
+_LEARNED_EXEMPT = frozenset({"before", "transaction"})
+
+
+def _schemaless_reader(topic: str) -> BulkReader:
+    """The reader of a topic's schemaless values: full inference, after the learned
+    schema of the topic's previous buffer where that is certain to read the same."""
+    learned, misses = _LEARNED.get(topic, (None, 0))
+    return BulkReader(
+        [None],
+        infer=True,
+        py_build=_schemaless_value_build,
+        retry_schema=envelope_retry_schema,
+        learned=learned if misses < _LEARNED_MISSES else None,
+        exempt=_LEARNED_EXEMPT,
+    )
+
+
+def _remember(topic: str, reader: BulkReader) -> None:
+    """Keep what a schemaless read learned for the topic's next buffer."""
+    learned, misses = _LEARNED.get(topic, (None, 0))
+    if reader.learned is not None:
+        misses = misses + 1 if reader.learned_missed else 0
+    if reader.inferred is not None and misses < _LEARNED_MISSES:
+        learned = reader.inferred
+    if len(_LEARNED) >= _LEARNED_MAX and topic not in _LEARNED:
+        _LEARNED.clear()
+    _LEARNED[topic] = (learned, misses)
+
+
+def _value_plan(fp: str | None, schema: dict | None, topic: str) -> _ValuePlan:
     if fp is None or schema is None:
         # Full inference: measured faster than an explicit partial schema plus inference,
         # and the envelope members are checked defensively afterwards anyway.
-        reader = BulkReader(
-            [None],
-            infer=True,
-            py_build=_schemaless_value_build,
-            retry_schema=envelope_retry_schema,
-        )
-        return _ValuePlan("envelope", reader=reader, after=None)
+        return _ValuePlan("envelope", reader=_schemaless_reader(topic), after=None)
 
     def build() -> _ValuePlan:
         problem = connect.schema_problem(schema)
@@ -328,22 +360,25 @@ def _avro_rendering_masks(t: pa.Table) -> list[tuple[pa.Array, str]]:
     """
     masks: list[tuple[pa.Array, str]] = []
 
-    def wrapped(arr: pa.Array, record: bool) -> None:
-        if not pa.types.is_struct(arr.type) or arr.type.num_fields != 1:
-            return
-        branch = arr.type.field(0)
+    def suspect(typ: pa.DataType, record: bool) -> bool:
+        if not pa.types.is_struct(typ) or typ.num_fields != 1:
+            return False
+        branch = typ.field(0)
         named_record = record and "." in branch.name and pa.types.is_struct(branch.type)
-        if branch.name in AVRO_BRANCHES or named_record:
-            masks.append((pc.is_valid(arr.flatten()[0]), AVRO_REASON))
+        return branch.name in AVRO_BRANCHES or named_record
 
+    # The types decide; a column is only read (and its chunks joined) when its type is
+    # such a one-member struct: the row images stay untouched on the normal path.
     for name, record in (("op", False), ("ts_ms", False), ("before", True), ("after", True)):
-        col = column(t, name)
-        if col is not None:
-            wrapped(col, record)
-    source = column(t, "source")
-    if source is not None and pa.types.is_struct(source.type):
-        for child in source.flatten():
-            wrapped(child, record=False)
+        if name in t.column_names and suspect(t.schema.field(name).type, record):
+            col = t.column(name).combine_chunks()
+            masks.append((pc.is_valid(col.flatten()[0]), AVRO_REASON))
+    if "source" in t.column_names and pa.types.is_struct(t.schema.field("source").type):
+        members = t.schema.field("source").type
+        if any(suspect(members.field(k).type, False) for k in range(members.num_fields)):
+            for child in t.column("source").combine_chunks().flatten():
+                if suspect(child.type, False):
+                    masks.append((pc.is_valid(child.flatten()[0]), AVRO_REASON))
     return masks
 
 
@@ -414,8 +449,9 @@ def _envelope_piece(
         return None
 
     checks: list[tuple[pa.Array, str]] = []  # (rows, reason); the first match wins
-    src = source_columns(column(t, "source"), n, ctx.hint)
-    ctx.snapshot_ended = ctx.snapshot_ended or ends_snapshot(column(t, "source"))
+    source = column(t, "source")
+    src = source_columns(source, n, ctx.hint)
+    ctx.snapshot_ended = ctx.snapshot_ended or ends_snapshot(source)
     tx_id = _transaction_ids(t, n, checks)
 
     rows: dict[str, pa.Array] = {}
@@ -588,7 +624,7 @@ def decode_values(split: Split, ctx: Ctx) -> None:
     ctx.tombstones.extend(split.nulls)
     for fp, group in split.groups.items():
         ctx.groups += 1
-        plan = _value_plan(fp, group.schema)
+        plan = _value_plan(fp, group.schema, ctx.topic)
         if fp is not None and fp not in ctx.fingerprints:
             ctx.fingerprints.append(fp)
         if plan.kind == "bad":
@@ -598,6 +634,8 @@ def decode_values(split: Split, ctx: Ctx) -> None:
         if plan.reader is None:
             raise RuntimeError(f"value plan of kind {plan.kind!r} has no reader")
         pieces, bad, nulls = plan.reader.decode(group)
+        if plan.reader.infer and plan.after is None:
+            _remember(ctx.topic, plan.reader)
         for p, reason in bad.items():
             ctx.bad[group.indices[p]] = reason
         ctx.tombstones.extend(group.indices[p] for p in nulls)

@@ -24,6 +24,7 @@ from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from engine.decode.debezium_json.connect import FieldError
@@ -103,6 +104,127 @@ def _timestamps_as_strings(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(_timestamps_as_strings(t.value_type))
     return t
+
+
+def _witnessed(arr: pa.Array, typ: pa.DataType) -> bool:
+    """Whether inference over ``arr``'s JSON values gives exactly ``typ``.
+
+    Read with an explicit schema, a value either has the schema's JSON type or fails the
+    read, with one exception: a floating-point member accepts integers too. So the
+    result equals inference when every typed member holds at least one value (an
+    all-null member infers as ``null``) and every floating-point member at least one
+    that is not a whole number (all-integer numbers infer as ``int64``).
+    """
+    if pa.types.is_null(typ):
+        return True
+    if arr.null_count == len(arr):
+        return False
+    if pa.types.is_struct(typ):
+        children = arr.flatten()  # with the struct's own nulls applied
+        return all(_witnessed(c, typ.field(i).type) for i, c in enumerate(children))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _witnessed(arr.flatten(), typ.value_type)
+    if pa.types.is_floating(typ):
+        return bool(pc.any(pc.not_equal(arr, pc.floor(arr))).as_py())
+    return True
+
+
+def _without_nulls(typ: pa.DataType) -> pa.DataType | None:
+    """``typ`` without its null-typed struct members (None: a null member inside a list,
+    which a read could not place)."""
+    if pa.types.is_struct(typ):
+        kept = []
+        for f in typ:
+            if pa.types.is_null(f.type):
+                continue
+            inner = _without_nulls(f.type)
+            if inner is None:
+                return None
+            kept.append(f.with_type(inner))
+        return pa.struct(kept)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        inner = _without_nulls(typ.value_type)
+        return None if inner is None or inner != typ.value_type else typ
+    return typ
+
+
+def explicit_part(learned: pa.Schema) -> pa.Schema | None:
+    """The explicit parse schema of a learned schema: its members that have a type.
+
+    A member inference typed ``null`` (null in every record of the earlier buffer) is
+    left to inference: a buffer without it must not get it.
+    """
+    fields = []
+    for f in learned:
+        if pa.types.is_null(f.type):
+            continue
+        typ = _without_nulls(f.type)
+        if typ is None:
+            return None
+        fields.append(f.with_type(typ))
+    return pa.schema(fields)
+
+
+def _conformed(arr: pa.Array, full: pa.DataType) -> pa.Array | None:
+    """``arr`` with its struct members in the learned order ``full`` (null-typed ones
+    where present), or None when it holds a member the learned schema does not."""
+    if arr.type == full:
+        return arr
+    if not (pa.types.is_struct(arr.type) and pa.types.is_struct(full)):
+        return None
+    got = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}
+    if len(got) != arr.type.num_fields:
+        return None
+    children, fields = [], []
+    for f in full:
+        i = got.pop(f.name, None)
+        if i is None:
+            if pa.types.is_null(f.type):
+                continue  # absent from every record, as inference leaves it out
+            return None
+        child = _conformed(arr.field(i), f.type)
+        if child is None:
+            return None
+        children.append(child)
+        fields.append(f.with_type(child.type))
+    if got:
+        return None
+    mask = arr.is_null() if arr.null_count else None
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+
+
+def as_inferred(table: pa.Table, learned: pa.Schema, exempt: frozenset[str]) -> pa.Table | None:
+    """``table``, read with :func:`explicit_part` of ``learned`` (other members inferred),
+    as the table a full inference of the same buffer gives, or None when that is not
+    certain.
+
+    Certain when no member is new (a new column, or a member of another type: its place
+    and type are inference's to decide), the members the learned schema typed ``null``
+    are null where present, and every typed member is witnessed (:func:`_witnessed`).
+    The ``exempt`` top-level members are not proved: members the caller reads the same
+    way typed or null. Members come in the learned order: inference orders them by first
+    appearance, which differs only where a producer writes members in varying order.
+    """
+    got = {name: i for i, name in enumerate(table.column_names)}
+    if len(got) != table.num_columns:
+        return None
+    columns, fields = [], []
+    for f in learned:
+        i = got.pop(f.name, None)
+        if i is None:
+            if pa.types.is_null(f.type):
+                continue
+            return None
+        col = table.column(i)
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        arr = _conformed(arr, f.type)
+        if arr is None or (f.name not in exempt and not _witnessed(arr, arr.type)):
+            return None
+        columns.append(arr)
+        fields.append(f.with_type(arr.type))
+    if got:
+        return None
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 #: Bytes of a buffer whose inferred types seed :func:`envelope_retry_schema`.
@@ -197,6 +319,14 @@ class BulkReader:
         retry_schema: Inferring readers only: called with the buffer when every variant
             failed; an explicit schema it returns (members not in it are still inferred)
             is tried once before the read is given up.
+        learned: Inferring readers only: the schema inference gave an earlier buffer of
+            the same stream (ISO-looking strings already strings), tried first as an explicit
+            schema and kept only when :func:`as_inferred` proves the result equal to
+            what inference would give; ``exempt`` names the top-level members that proof
+            skips.
+
+    After a read, :attr:`inferred` holds the schema a full inference produced (None when
+    the learned schema served, or no inference ran): the caller's next ``learned``.
     """
 
     def __init__(
@@ -210,6 +340,8 @@ class BulkReader:
         use_threads: bool = True,
         probes: list[tuple[pa.Schema, pa.Schema]] | None = None,
         retry_schema: Callable[[bytes | pa.Buffer], pa.Schema | None] | None = None,
+        learned: pa.Schema | None = None,
+        exempt: frozenset[str] = frozenset(),
     ) -> None:
         self.variants = variants
         self.probes = {id(schema): probe for schema, probe in probes or []}
@@ -221,6 +353,10 @@ class BulkReader:
             self.loads_kwargs["parse_float"] = decimal.Decimal
         self.use_threads = use_threads
         self.retry_schema = retry_schema
+        self.learned = learned if infer else None
+        self.exempt = exempt
+        self.inferred: pa.Schema | None = None
+        self.learned_missed = False
 
     # -- single buffer -------------------------------------------------------------------
 
@@ -265,6 +401,11 @@ class BulkReader:
         block = max(_MIN_BLOCK, 2 * max_len + 64)
         if one_block:
             block = max(block, size + 1)
+        if self.learned is not None:
+            table = self._read_learned(buf, self.learned, rows, block)
+            if table is not None:
+                return table
+            self.learned_missed = True
         problem = "no parse schema"
         error_rows: list[int | None] = []
         for k, schema in enumerate(self._attempts(buf)):
@@ -308,11 +449,30 @@ class BulkReader:
                     continue
             if 0 < k < len(self.variants):
                 self.variants.insert(0, self.variants.pop(k))
+            if self.infer:
+                self.inferred = table.schema
             return table
         # Every variant failed; the furthest error row is the first record none can read.
         rows_known = [r for r in error_rows if r is not None]
         located = max(rows_known) if rows_known and len(rows_known) == len(error_rows) else None
         raise ReadFailed(problem, located)
+
+    def _read_learned(
+        self, buf: bytes | pa.Buffer, learned: pa.Schema, rows: int, block: int
+    ) -> pa.Table | None:
+        """The buffer read with the learned schema, or None unless that is certain to
+        equal a full inference's table (then the usual attempts follow)."""
+        explicit = explicit_part(learned)
+        if explicit is None:
+            return None
+        try:
+            table = self._read_one(buf, explicit, block)
+            if table.num_rows != rows:
+                return None
+            table.validate()
+        except (*_READ_ERRORS, pa.ArrowInvalid):
+            return None
+        return as_inferred(table, learned, self.exempt)
 
     def _attempts(self, buf: bytes | pa.Buffer) -> Iterator[pa.Schema | None]:
         """The parse schemas to try, in order: the variants, then the retry schema."""
