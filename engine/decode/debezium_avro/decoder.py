@@ -18,8 +18,10 @@ cannot be reached raises :class:`engine.errors.SourceError` (transient: retried)
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,34 +84,45 @@ def _group(
 ) -> dict[int, tuple[np.ndarray, pa.Array]]:
     """Records by schema id: (record indices, Avro bodies); nulls and unframed records
     are reported in ``nulls`` and ``bad``. Vectorised: no Python work per good record."""
+    # Nulls (tombstones follow every delete) are left out of the Arrow array rather than
+    # filtered from it: filtering would copy every body once more.
+    is_null = np.fromiter(map(operator.is_, records, repeat(None)), np.bool_, len(records))
+    present: np.ndarray | None = None
+    if is_null.any():
+        nulls.extend(np.flatnonzero(is_null).tolist())
+        present = np.flatnonzero(~is_null)
+        records = list(compress(records, ~is_null))
     arr = pa.array(records, pa.large_binary())  # 64-bit offsets: no 2 GiB limit
     n = len(arr)
-    valid = arr.is_valid()
-    if arr.null_count:
-        nulls.extend(pc.indices_nonzero(arr.is_null()).to_pylist())
     lengths = pc.binary_length(arr)
-    short = pc.and_(valid, pc.less(lengths, pa.scalar(5, pa.int32())))
+    short = pc.less(lengths, pa.scalar(5, pa.int32()))
     magic = pc.equal(pc.binary_slice(arr, 0, 1), _MAGIC_BYTE)
-    wrong = pc.and_(pc.and_(valid, pc.invert(short)), pc.invert(magic))
-    for i in pc.indices_nonzero(pc.fill_null(short, False)).to_pylist():
-        bad[i] = (
-            f"{role} of {len(records[i] or b'')} bytes is too short for the Confluent Avro "
+    wrong = pc.and_(pc.invert(short), pc.invert(magic))
+
+    def at(i: int) -> int:
+        return i if present is None else int(present[i])
+
+    for i in pc.indices_nonzero(short).to_pylist():
+        bad[at(i)] = (
+            f"{role} of {len(records[i])} bytes is too short for the Confluent Avro "
             "wire format (magic byte 0, 4-byte schema id, datum)"
         )
-    for i in pc.indices_nonzero(pc.fill_null(wrong, False)).to_pylist():
-        first = (records[i] or b"?")[0]
-        bad[i] = (
+    for i in pc.indices_nonzero(wrong).to_pylist():
+        first = records[i][0]
+        bad[at(i)] = (
             f"{role} starts with byte 0x{first:02x}, not the Confluent magic byte 0x00: not "
             "Avro from a schema registry (for JsonConverter output use "
             'source.format = "debezium-json")'
         )
-    good = pc.fill_null(pc.and_(pc.and_(valid, pc.invert(short)), magic), False)
+    good = pc.and_(pc.invert(short), magic)
     if pc.all(good).as_py():
         indices = np.arange(n, dtype=np.int64)
         framed = arr
     else:
         indices = pc.indices_nonzero(good).to_numpy().astype(np.int64)
         framed = arr.filter(good)
+    if present is not None:
+        indices = present[indices]
     if not len(framed):
         return {}
     heads = pc.binary_slice(framed, 1, 5).cast(pa.binary(4))
