@@ -136,12 +136,19 @@ def _too_deep_many(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
     """
     raw = [d if type(d) is bytes else b"" if d is None else bytes(d) for d in datas]
     # Nesting needs an opening bracket per level: a record no longer than the limit
-    # cannot exceed it (Debezium keys, most small values), whatever it holds.
+    # cannot exceed it (Debezium keys, most small values, tombstones), whatever it holds.
     lengths = np.fromiter(map(len, raw), np.int64, len(raw))
     longer = np.flatnonzero(lengths > limit).tolist()
-    if len(longer) < len(raw):
-        found = _too_deep_many([raw[i] for i in longer], limit) if longer else {}
-        return {longer[j]: depth for j, depth in found.items()}
+    if len(longer) == len(raw):
+        return _too_deep_long(raw, limit)
+    if not longer:
+        return {}
+    found = _too_deep_long([raw[i] for i in longer], limit)
+    return {longer[j]: depth for j, depth in found.items()}
+
+
+def _too_deep_long(raw: list[bytes], limit: int) -> dict[int, int]:
+    """:func:`_too_deep_many` of records longer than ``limit`` bytes."""
     n = len(raw)
     # Only a JSON text that opens with an object or array can nest; anything else (a
     # scalar, invalid JSON, Avro's binary wire format) is left to the decoder.
