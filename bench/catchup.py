@@ -3,6 +3,7 @@
 Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--schemas] [--repeat N]
         .venv/bin/python bench/catchup.py --events 1000000 --format debezium-avro
         .venv/bin/python bench/catchup.py --events 1000000 --wide [--schemas | --format ...]
+        .venv/bin/python bench/catchup.py --events 1000000 --snapshot [--wide]
 
 ``--format debezium-avro``: the same workload re-serialized as Confluent's AvroConverter
 writes it (tests/avro_support.py: the first messages of each schema by confluent-kafka's
@@ -18,6 +19,8 @@ a ``note`` text column of 200-2,000 characters (InventoryWorkload ``notes``), an
 the updates and deletes hit a hot set (the newest 1% of each table's rows,
 ``hot_fraction`` 0.5).
 
+``--snapshot``: an initial snapshot only (every message a read, ``op = r``, of rows not
+yet in the empty target: the first load of a new replica), with or without ``--wide``.
 Profiling: ``--profile FILE`` runs the replicator under ``py-spy record --subprocesses
 --idle --threads --format raw`` at 100 Hz (about 25% slower; the memory and CPU lines
 then count py-spy as the driver and the driver among the workers; py-spy must be on
@@ -64,9 +67,10 @@ MIX = {"update": 0.6, "insert": 0.2, "delete": 0.1}
 
 def machine() -> str:
     mem = psutil.virtual_memory().total / 2**30
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
         f"{platform.node()} {platform.machine()} {os.cpu_count()} cores {mem:.0f} GiB, "
-        f"Python {platform.python_version()}"
+        f"Python {platform.python_version()}, load average {load}"
     )
 
 
@@ -147,6 +151,7 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=1, help="runs per size (medians printed)")
     ap.add_argument("--wide", action="store_true", help="long text column, hot set (issue 25)")
+    ap.add_argument("--snapshot", action="store_true", help="an initial snapshot only (op r)")
     ap.add_argument("--profile", metavar="FILE", help="py-spy raw profile of the replicator")
     ap.add_argument("--spark-option", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
@@ -191,7 +196,10 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         t0 = time.perf_counter()
         messages = list(
             workload.events(
-                events, snapshot_fraction=0.1, mix=MIX, hot_fraction=0.5 if args.wide else None
+                events,
+                snapshot_fraction=1.0 if args.snapshot else 0.1,
+                mix=MIX,
+                hot_fraction=0.5 if args.wide else None,
             )
         )
         if registry is not None:
@@ -209,7 +217,8 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         del messages
         print(
             f"workload: {produced:,} messages ({payload / 2**20:,.0f} MiB), "
-            f"format {args.format}, schemas.enable={args.schemas}, wide={args.wide}; "
+            f"format {args.format}, schemas.enable={args.schemas}, wide={args.wide}, "
+            f"snapshot only={args.snapshot}; "
             f"generated in {gen_s:.1f}s, produced in {prod_s:.1f}s"
         )
 

@@ -10,11 +10,18 @@ with ``--avro`` the same events re-serialized as Confluent's AvroConverter write
 Usage::
 
     python bench/decode_bench.py [--count N] [--schemas | --avro] [--repeat R] [--hints] [--guarded]
+    python bench/decode_bench.py --wide [--count N] [--schemas] [--repeat R]
 
 ``--hints`` decodes with column type hints (``price = "decimal(10,2)"``, ``updated_at =
 "timestamp"``), as ``[tables.<name>.columns]`` gives them.
 ``--guarded`` decodes through ``engine.decode.decoder_for`` with the default config, as
 the replicator does: behind the size and nesting limits of ``engine.decode.limits``.
+
+``--wide`` decodes issue 25's catch-up workload instead (``bench/catchup.py --wide``: the
+inventory mix, orders with a 200-2,000 character ``note``, a hot set, deletes with
+tombstones) in batches of 100,000 messages split by topic as the replicator does, with and
+without the decode limits, alternately: the limits' cost is the difference (wall and
+process CPU seconds, medians of ``--repeat`` rounds, with the load average).
 
 For a single-core figure pin the process, e.g. ``taskset -c 0 python bench/decode_bench.py``.
 """
@@ -177,7 +184,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hints", action="store_true", help="decode with column type hints")
     parser.add_argument("--guarded", action="store_true", help="with the decode limits")
+    parser.add_argument("--wide", action="store_true", help="issue 25's workload, limits A/B")
     args = parser.parse_args()
+    if args.wide:
+        bench_wide(args.count, args.schemas, args.repeat)
+        return
     if args.avro:
         bench_avro(args.count, args.repeat)
         return
@@ -215,6 +226,62 @@ def main() -> None:
     print(
         f"{mode}: {args.count:,} messages ({size / 1e6:.0f} MB) in {best:.2f} s "
         f"= {args.count / best:,.0f} msgs/s ({size / best / 1e6:.0f} MB/s)"
+    )
+
+
+def bench_wide(count: int, schemas: bool, repeat: int) -> None:
+    """Decode the wide catch-up workload with and without the limits, alternately."""
+    import os
+    import statistics
+
+    from engine.playground.workload import InventoryWorkload
+
+    workload = InventoryWorkload(seed=1, prefix="bench", schemas=schemas, notes=True)
+    mix = {"update": 0.6, "insert": 0.2, "delete": 0.1}
+    messages = list(workload.events(count, snapshot_fraction=0.1, mix=mix, hot_fraction=0.5))
+    size = sum(len(k or b"") + len(v or b"") for _, k, v in messages)
+    batches: list[list[RecordBatch]] = []
+    for start in range(0, len(messages), 100_000):
+        topics: dict[str, tuple[list, list, list]] = {}
+        for offset in range(start, min(start + 100_000, len(messages))):
+            topic, key, value = messages[offset]
+            keys, values, offsets = topics.setdefault(topic, ([], [], []))
+            keys.append(key)
+            values.append(value)
+            offsets.append(offset)
+        batches.append([RecordBatch(t, k, v, [0] * len(o), o) for t, (k, v, o) in topics.items()])
+    del messages
+    cfg = {"source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
+           "target": {"path": "unused"}}  # fmt: skip
+    guarded = decoder_for(config_from_dict(cfg))
+    sides = {"with the limits": guarded, "without": guarded.inner}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+    for _ in range(repeat):
+        for name, decode in sides.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            rows = 0
+            for batch in batches:
+                for records in batch:
+                    result = decode(records)
+                    assert not result.bad, result.bad[:3]
+                    rows += result.batch.num_rows if result.batch is not None else 0
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+            assert rows == count, rows
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"wide workload, schemas.enable={schemas}: {count:,} messages ({size / 2**20:,.0f} MiB), "
+        f"{os.cpu_count()} cores, load average {load}"
+    )
+    median = {
+        name: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t))
+        for name, t in times.items()
+    }
+    for name, (wall, cpu) in median.items():
+        print(f"  {name:16} {count / wall:>9,.0f} msgs/s, {wall:.2f} s wall, {cpu:.2f} CPU-s")
+    (gw, gc), (uw, uc) = median["with the limits"], median["without"]
+    print(
+        f"  cost of the limits: {100 * (gw - uw) / uw:+.1f}% wall, "
+        f"{100 * (gc - uc) / uc:+.1f}% CPU (medians of {repeat} alternating rounds)"
     )
 
 
