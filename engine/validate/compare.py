@@ -7,11 +7,13 @@
    a hash of the key's canonical text. A table of one segment is compared row by row at
    once.
 3. Per segment, the source computes ``count(*)`` and the sum of its rows' hashes in SQL
-   (one grouped query, in the snapshot); the replica the same over its file slices, one
-   at a time. Equal count and sum: the segment is equal.
+   (one grouped query, in the snapshot); the replica the same over its file slices,
+   :data:`READ_THREADS` at a time, while the database works. Equal count and sum: the
+   segment is equal.
 4. Rows of the differing segments are compared by key: the source's rows of a chunk of
    segments are streamed in key order into a dict (bounded by :data:`ROW_BUDGET`), the
-   replica's rows of those segments are matched against it.
+   replica's rows of those segments are matched against it (from the slices kept from
+   step 3 when they fit in :data:`KEEP_BYTES`, else read again).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from engine.validate.source import SourceDB, TableRef
 
 #: Source rows per segment (a differing segment is fetched row by row); the environment
 #: variable ``CDCCTL_VALIDATE_SEGMENT_ROWS`` overrides it (tests use small segments).
-SEGMENT_ROWS = int(os.environ.get("CDCCTL_VALIDATE_SEGMENT_ROWS") or 20_000)
+SEGMENT_ROWS = int(os.environ.get("CDCCTL_VALIDATE_SEGMENT_ROWS") or 5_000)
 #: Most source rows held at once while comparing row by row.
 ROW_BUDGET = 400_000
 #: File slices of the replica read and hashed at once (hudi-rs, Arrow and DuckDB work

@@ -1,10 +1,11 @@
 """The replica side of a validation: what a replica knows of its source, read slice by slice.
 
 A replica is read with hudi-rs as of one completed instant (the newest when validation
-starts), one file slice (base file merged with its logs) at a time, so memory holds one
-file group, never the table. The instant's extra metadata says which source table the
-replica copies (``cdcctl.source_table``; older tables: parsed from the topic name) and,
-with the rows' ``_cdc_pos``, which source position it reflects.
+starts), file slice by file slice (a base file merged with its logs; the comparison reads
+two at once and may keep their rows up to a budget), never as one table. The instant's
+extra metadata says which source table the replica copies (``cdcctl.source_table``; older
+tables: parsed from the topic name) and, with the rows' ``_cdc_pos``, which source
+position it reflects.
 """
 
 from __future__ import annotations
