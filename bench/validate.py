@@ -1,15 +1,20 @@
 """Validate benchmark: `cdcctl validate`'s engine on a large table against PostgreSQL.
 
-Usage:  .venv/bin/python bench/validate.py [--rows 1000000] [--dsn postgresql://user@host:port/db]
+Usage:  .venv/bin/python bench/validate.py [--rows 1000000] [--rounds 3]
+            [--dsn postgresql://user@host:port/db]
 
 Without ``--dsn`` it starts a scratch PostgreSQL cluster (tests/scratch_postgres.py, from
 ``./bootstrap.sh peers``) and removes it at the end. Creates a scratch database on the
 server (dropped at the end), fills a table of
 ``--rows`` rows in SQL, builds its replica with the engine (``Replicator.merge_batch``
-of the same rows, no Kafka), then times :func:`engine.validate_replicas` twice: equal,
-and after 10 differences made in the source (4 updates, 3 deletes, 3 inserts). Prints
-seconds, rows/s, ranges and peak memory. A benchmark, not a test: it asserts only that
-the differences are found.
+of the same rows in four batches, no Kafka: most file slices then have log files), then,
+``--rounds`` times interleaved, times :func:`engine.validate_replicas` on the equal table
+and its two peers, the raw cost of reading each side: the source table through ``COPY
+... TO STDOUT`` (CSV, psycopg) parsed by Arrow, and the replica's columns read by hudi-rs
+(``HudiTable.read``). Then 10 differences are made in the source (4 updates, 3 deletes,
+3 inserts) and validate is timed ``--rounds`` times again. Prints seconds, rows/s, the
+ratio to the peers, ranges, this process's CPU seconds, the load average and peak
+memory. A benchmark, not a test: it asserts only that the differences are found.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -97,8 +104,18 @@ def build_replica(root: Path, rows: int) -> Path:
     return root / "lake"
 
 
-def run(target: Path, dsn: str, label: str) -> None:
-    t0 = time.monotonic()
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run(target: Path, dsn: str, label: str) -> float:
+    """Seconds of one validation."""
+    cpu, t0 = _cpu(), time.monotonic()
     [report] = validate_replicas(target, dsn)
     seconds = time.monotonic() - t0
     print(
@@ -107,16 +124,81 @@ def run(target: Path, dsn: str, label: str) -> None:
         f"{report.source_rows / seconds:,.0f} rows/s; {report.method}, {report.ranges} ranges, "
         f"{report.ranges_differing} differing, {report.rows_compared_row_by_row:,} rows "
         f"compared row by row; missing {report.missing}, extra {report.extra}, "
-        f"differing {report.differing}",
+        f"differing {report.differing}; this process {_cpu() - cpu:.1f} CPU s; {_load()}",
         flush=True,
     )
     if label.startswith("10"):
         assert (report.missing, report.extra, report.differing) == (3, 3, 4), report
+    return seconds
+
+
+class _CopyFile:
+    """A psycopg ``COPY ... TO STDOUT`` as a readable file, for Arrow's CSV reader."""
+
+    closed = False
+
+    def __init__(self, copy: Any) -> None:
+        self._rows = iter(copy)
+        self._pending = b""
+
+    def read(self, size: int = -1) -> bytes:
+        parts, have = [self._pending], len(self._pending)
+        while size < 0 or have < size:
+            row = next(self._rows, None)
+            if row is None:
+                break
+            parts.append(bytes(row))
+            have += len(row)
+        data = b"".join(parts)
+        cut = len(data) if size < 0 else size
+        self._pending = data[cut:]
+        return data[:cut]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def peer_copy(dsn: str) -> float:
+    """Seconds to read the source table: COPY TO STDOUT (CSV) parsed by Arrow."""
+    t0 = time.monotonic()
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        with cur.copy("COPY public.items TO STDOUT (FORMAT csv)") as copy:
+            names = ["id", "name", "qty", "price", "at", "flag"]
+            table = pacsv.read_csv(
+                _CopyFile(copy),
+                read_options=pacsv.ReadOptions(column_names=names, block_size=8 << 20),
+            )
+    seconds = time.monotonic() - t0
+    print(
+        f"  peer, source read (COPY TO STDOUT, CSV, into Arrow): {table.num_rows:,} rows in "
+        f"{seconds:.2f} s = {table.num_rows / seconds:,.0f} rows/s; {_load()}",
+        flush=True,
+    )
+    return seconds
+
+
+def peer_replica(target: Path) -> float:
+    """Seconds for hudi-rs to read the replica's columns (its own snapshot read)."""
+    import hudi
+
+    [path] = [p for p in target.iterdir() if p.is_dir()]
+    t0 = time.monotonic()
+    columns = ["id", "name", "qty", "price", "at", "flag", "_cdc_pos"]
+    batches = hudi.HudiTable(str(path)).read(hudi.HudiReadOptions().with_projection(columns))
+    rows = sum(b.num_rows for b in batches)
+    seconds = time.monotonic() - t0
+    print(
+        f"  peer, replica read (hudi-rs HudiTable.read, {len(columns)} columns): {rows:,} rows "
+        f"in {seconds:.2f} s = {rows / seconds:,.0f} rows/s; {_load()}",
+        flush=True,
+    )
+    return seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--dsn", help="a PostgreSQL superuser DSN (default: a scratch cluster)")
     args = parser.parse_args()
     if args.dsn:
@@ -133,7 +215,7 @@ def main() -> None:
 def bench(args: argparse.Namespace) -> None:
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {args.rows:,} rows",
+        f"Python {platform.python_version()}, {args.rows:,} rows, {_load()}",
         flush=True,
     )
     name = f"cdcctl_bench_validate_{uuid.uuid4().hex[:8]}"
@@ -151,14 +233,23 @@ def bench(args: argparse.Namespace) -> None:
                 t0 = time.monotonic()
                 target = build_replica(Path(tmp), args.rows)
                 print(f"replica built in {time.monotonic() - t0:.1f} s", flush=True)
-                run(target, dsn, "equal")
+                for i in range(args.rounds):
+                    seconds = run(target, dsn, f"equal, round {i + 1}")
+                    copy, read = peer_copy(dsn), peer_replica(target)
+                    print(
+                        f"  validate / source read {seconds / copy:.1f}x, validate / replica "
+                        f"read {seconds / read:.1f}x, validate / both reads "
+                        f"{seconds / (copy + read):.2f}x",
+                        flush=True,
+                    )
                 step = args.rows // 10
                 for i in range(4):
                     conn.execute("UPDATE public.items SET qty = -1 WHERE id = %s", (1 + i * step,))
                 for i in range(3):
                     conn.execute("DELETE FROM public.items WHERE id = %s", (5 + i * step,))
                 conn.execute(FILL, (args.rows + 1, args.rows + 3))
-                run(target, dsn, "10 differences")
+                for i in range(args.rounds):
+                    run(target, dsn, f"10 differences, round {i + 1}")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory of this process (replica build included): {peak:,.0f} MiB")
     finally:

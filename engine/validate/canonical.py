@@ -421,10 +421,17 @@ def replica_text(arr: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
     if kind in (FLOAT64, FLOAT32):
         return _float_hex(arr, kind)
     if kind == DATE:
+        if _in_plain_years(arr.cast(pa.date32()).cast(pa.int32()), _DAYS):
+            return arr.cast(pa.date32()).cast(pa.string())  # the same text, ~40x faster
         return pc.strftime(arr.cast(pa.timestamp("s")), format="%Y-%m-%d")
     if kind in (TS, TSTZ):
         naive = arr.cast(pa.timestamp("us")) if arr.type.tz is not None else arr
-        return pc.strftime(naive.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S")
+        naive = naive.cast(pa.timestamp("us"))
+        if _in_plain_years(naive.cast(pa.int64()), _MICROS):
+            # Arrow's cast writes "YYYY-MM-DD HH:MM:SS.ffffff": strftime's text with a
+            # space for the T, ~40x faster.
+            return pc.replace_substring(naive.cast(pa.string()), " ", "T", max_replacements=1)
+        return pc.strftime(naive, format="%Y-%m-%dT%H:%M:%S")
     if kind == TIME:
         return arr.cast(pa.time64("us")).cast(pa.int64()).cast(pa.string())
     if kind == TEXT:
@@ -436,6 +443,20 @@ def replica_text(arr: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
     if kind == ARRAY:
         return pa.array([array_text(v) for v in arr.to_pylist()], pa.string())
     raise ValueError(f"no canonical text for kind {kind!r}")
+
+
+#: Days and microseconds since the epoch of 0001-01-01 and of 9999-12-31's last moment:
+#: between them Arrow's cast to text and ``strftime`` write the same characters.
+_DAYS = (-719_162, 2_932_896)
+_MICROS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def _in_plain_years(values: pa.Array, bounds: tuple[int, int]) -> bool:
+    """Whether every value (days or microseconds since the epoch) falls in years 1-9999."""
+    low, high = pc.min_max(values).values()
+    if not low.is_valid:
+        return True
+    return bool(bounds[0] <= low.as_py() and high.as_py() <= bounds[1])
 
 
 def row_texts(texts: list[pa.Array]) -> pa.Array:

@@ -7,11 +7,13 @@
    a hash of the key's canonical text. A table of one segment is compared row by row at
    once.
 3. Per segment, the source computes ``count(*)`` and the sum of its rows' hashes in SQL
-   (one grouped query, in the snapshot); the replica the same over its file slices, one
-   at a time. Equal count and sum: the segment is equal.
+   (one grouped query, in the snapshot); the replica the same over its file slices,
+   :data:`READ_THREADS` at a time, while the database works. Equal count and sum: the
+   segment is equal.
 4. Rows of the differing segments are compared by key: the source's rows of a chunk of
    segments are streamed in key order into a dict (bounded by :data:`ROW_BUDGET`), the
-   replica's rows of those segments are matched against it.
+   replica's rows of those segments are matched against it (from the slices kept from
+   step 3 when they fit in :data:`KEEP_BYTES`, else read again).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -39,10 +43,18 @@ from engine.validate.source import SourceDB, TableRef
 
 #: Source rows per segment (a differing segment is fetched row by row); the environment
 #: variable ``CDCCTL_VALIDATE_SEGMENT_ROWS`` overrides it (tests use small segments).
-SEGMENT_ROWS = int(os.environ.get("CDCCTL_VALIDATE_SEGMENT_ROWS") or 20_000)
+SEGMENT_ROWS = int(os.environ.get("CDCCTL_VALIDATE_SEGMENT_ROWS") or 5_000)
 #: Most source rows held at once while comparing row by row.
 ROW_BUDGET = 400_000
+#: File slices of the replica read and hashed at once (hudi-rs, Arrow and DuckDB work
+#: without Python's lock, so two use both cores of a small machine).
+READ_THREADS = 2
+#: Bytes of replica rows kept from the hashing pass, so that the rows of differing
+#: segments are compared without reading the replica again (a larger replica is read
+#: again).
+KEEP_BYTES = 256 << 20
 _MASK64 = (1 << 64) - 1
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -247,33 +259,81 @@ def _replica_segments(con: duckdb.DuckDBPyConnection, table: pa.Table, plan: _Pl
     return seg.to_numpy().astype(np.int64) + 1
 
 
+def _in_threads(
+    work: Callable[[Callable[[], pa.Table], duckdb.DuckDBPyConnection], _T],
+    readers: list[Callable[[], pa.Table]],
+) -> Iterator[_T]:
+    """``work(reader, con)`` of every slice reader, :data:`READ_THREADS` at once (each
+    thread with its own DuckDB connection), in order; at most one result waits unread
+    per thread, so memory holds a few slices, never the table."""
+    local = threading.local()
+    connections: list[duckdb.DuckDBPyConnection] = []
+    lock = threading.Lock()
+
+    def run(reader: Callable[[], pa.Table]) -> _T:
+        con = getattr(local, "con", None)
+        if con is None:
+            con = local.con = duckdb.connect()
+            with lock:
+                connections.append(con)
+        return work(reader, con)
+
+    try:
+        with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="validate-replica") as pool:
+            pending: deque[Future[_T]] = deque()
+            for reader in readers:
+                pending.append(pool.submit(run, reader))
+                if len(pending) >= 2 * READ_THREADS:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+    finally:
+        for con in connections:
+            con.close()
+
+
 def _replica_sums(
-    replica: Replica, plan: _Plan, report: TableReport
+    replica: Replica, plan: _Plan, report: TableReport, kept: list[pa.Table] | None = None
 ) -> tuple[dict[int, tuple[int, int]], int | None]:
     """Per segment (shifted by one) the replica's count and hash sum (mod 2**64), and the
-    newest ``_cdc_pos`` of its rows."""
+    newest ``_cdc_pos`` of its rows. ``kept``: filled with the slices read, unless they
+    are more than :data:`KEEP_BYTES` (then emptied)."""
     n = plan.segments + 2
     counts = np.zeros(n, dtype=np.int64)
     sums = np.zeros(n, dtype=np.uint64)
     newest: int | None = None
     names = [c.name for c in plan.columns] + [ROW_POS]
-    con = duckdb.connect()
-    try:
-        for table in replica.slices(names):
-            if table.num_rows == 0:
-                continue
-            pos = max_position(table)
-            if pos is not None:
-                newest = pos if newest is None else max(newest, pos)
-            report.replica_rows += table.num_rows
-            seg = _replica_segments(con, table, plan)
-            hashes = cn.row_hashes(cn.row_texts(_texts(table, plan.hashed)), con)
-            counts += np.bincount(seg, minlength=n)
-            h = hashes.to_numpy().astype(np.uint64)
-            with np.errstate(over="ignore"):
-                np.add.at(sums, seg, h)
-    finally:
-        con.close()
+
+    def work(
+        read: Callable[[], pa.Table], con: duckdb.DuckDBPyConnection
+    ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        table = read()
+        if table.num_rows == 0:
+            return table, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.uint64)
+        seg = _replica_segments(con, table, plan)
+        hashes = cn.row_hashes(cn.row_texts(_texts(table, plan.hashed)), con)
+        part = np.zeros(n, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            np.add.at(part, seg, hashes.to_numpy().astype(np.uint64))
+        return table, np.bincount(seg, minlength=n), part
+
+    held = 0
+    for table, count, part in _in_threads(work, replica.slice_readers(names)):
+        if table.num_rows == 0:
+            continue
+        pos = max_position(table)
+        if pos is not None:
+            newest = pos if newest is None else max(newest, pos)
+        report.replica_rows += table.num_rows
+        counts += count
+        with np.errstate(over="ignore"):
+            sums += part
+        if kept is not None and held <= KEEP_BYTES:
+            held += table.nbytes
+            if held <= KEEP_BYTES:
+                kept.append(table)
+            else:
+                kept.clear()
     out = {s: (int(counts[s]), int(sums[s])) for s in range(n) if counts[s]}
     return out, newest
 
@@ -284,15 +344,16 @@ def _replica_rows(
     keep: Callable[[duckdb.DuckDBPyConnection, pa.Table], pa.Array | None],
     report: TableReport | None,
     newest: list[int | None],
+    kept: list[pa.Table] | None = None,
 ) -> Iterable[tuple[str, list[Any], list[str | None], list[Any]]]:
     """Replica rows passing ``keep`` (a mask over a slice; None: all), as (key text, raw
-    key, canonical texts, raw row-only values)."""
+    key, canonical texts, raw row-only values); from the slices ``kept`` when given."""
     names = [c.name for c in plan.columns] + [ROW_POS]
     key_idx = [plan.hashed.index(k) for k in plan.keys]
     key_names = [k.name for k in plan.keys]
     con = duckdb.connect()
     try:
-        for table in replica.slices(names):
+        for table in kept if kept else replica.slices(names):
             if table.num_rows == 0:
                 continue
             if report is not None:
@@ -410,9 +471,10 @@ def compare_table(
         else:
             report.ranges = plan.segments
             # The database hashes its side while this process reads the replica's.
+            kept: list[pa.Table] = []
             with ThreadPoolExecutor(1, thread_name_prefix="validate-source") as pool:
                 pending = pool.submit(_source_segment_sums, db, plan)
-                replica_sums, newest[0] = _replica_sums(replica, plan, report)
+                replica_sums, newest[0] = _replica_sums(replica, plan, report, kept)
                 source_sums = {s + 1: v for s, v in pending.result().items()}
             differing = sorted(
                 s
@@ -436,8 +498,9 @@ def compare_table(
                 ) -> pa.Array:
                     return pc.is_in(pa.array(_replica_segments(con, t, plan)), value_set=vs)
 
-                rows = _replica_rows(replica, plan, keep, None, newest)
+                rows = _replica_rows(replica, plan, keep, None, newest, kept)
                 _compare_rows(plan, src, rows, found)
+            kept.clear()
     finally:
         db.end_snapshot()
     known = [p for p in (newest[0], replica.tail_position) if p is not None]

@@ -1,18 +1,21 @@
 """The replica side of a validation: what a replica knows of its source, read slice by slice.
 
 A replica is read with hudi-rs as of one completed instant (the newest when validation
-starts), one file slice (base file merged with its logs) at a time, so memory holds one
-file group, never the table. The instant's extra metadata says which source table the
-replica copies (``cdcctl.source_table``; older tables: parsed from the topic name) and,
-with the rows' ``_cdc_pos``, which source position it reflects.
+starts), file slice by file slice (a base file merged with its logs; the comparison reads
+two at once and may keep their rows up to a budget), never as one table. The instant's
+extra metadata says which source table the replica copies (``cdcctl.source_table``; older
+tables: parsed from the topic name) and, with the rows' ``_cdc_pos``, which source
+position it reflects.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -91,8 +94,14 @@ class Replica:
     def slices(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """The rows of every file slice as of :attr:`instant`, one slice at a time, with
         the replica's exact types (and ``_cdc_pos`` when asked for)."""
+        for read in self.slice_readers(columns):
+            yield read()
+
+    def slice_readers(self, columns: list[str] | None = None) -> list[Callable[[], pa.Table]]:
+        """One function per file slice reading what :meth:`slices` yields for it; they
+        may run in threads at once (hudi-rs reads without Python's lock)."""
         if self.instant is None:
-            return
+            return []
         import hudi
 
         options = hudi.HudiReadOptions().with_as_of_timestamp(self.instant)
@@ -101,13 +110,15 @@ class Replica:
         reader = reader_table.create_file_group_reader_with_options(options)
         stored = HudiView.open(self.path)
         full = stored.schema_at(self.instant) or stored.arrow_schema()
-        for fs in slices:
-            batch = reader.read_file_slice(fs, options)
-            table = pa.Table.from_batches([batch])
+
+        def read(fs: Any) -> pa.Table:
+            table = pa.Table.from_batches([reader.read_file_slice(fs, options)])
             if full is not None:
                 table = conform(table, full)
             keep = [c for c in (columns or table.column_names) if c in table.column_names]
-            yield table.select(keep)
+            return table.select(keep)
+
+        return [functools.partial(read, fs) for fs in slices]
 
     def holder(self) -> str | None:
         """Who holds the table's writer lock (a running replicator), or None."""

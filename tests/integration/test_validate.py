@@ -242,6 +242,55 @@ def test_validate_postgres_end_to_end(pg_replica) -> None:
     assert run.returncode == 2
 
 
+def test_parallel_and_kept_slices_find_what_rows_find(pg_replica, monkeypatch) -> None:
+    """Range hashes over slices read two at a time, with the rows of differing ranges taken
+    from the slices kept from the hashing pass or read again, report exactly what the
+    comparison of every row by key reports (the slow path, one segment)."""
+    from engine.validate import compare
+
+    dsn, conn, config = pg_replica
+    target = config.parent / "lake"
+    old = conn.execute("SELECT note, price FROM public.items WHERE id = 2").fetchone()
+    conn.execute("UPDATE public.items SET note = 'parallel', price = 2.5 WHERE id = 2")
+    conn.execute("INSERT INTO public.items (id, name) VALUES (200000, 'new')")
+    conn.execute("UPDATE public.pairs SET v = 'parallel' WHERE a = 2 AND b = 'k2'")
+
+    def reports(segment_rows: int, threads: int, keep_bytes: int) -> dict:
+        monkeypatch.setattr(compare, "SEGMENT_ROWS", segment_rows)
+        monkeypatch.setattr(compare, "READ_THREADS", threads)
+        monkeypatch.setattr(compare, "KEEP_BYTES", keep_bytes)
+        db = connect(dsn)
+        out = {}
+        try:
+            for name in ("public_items", "public_pairs"):
+                replica = Replica.open(target / name)
+                report = TableReport(name, "", "error")
+                ref = TableRef(db.database(), "public", name.split("_", 1)[1])
+                compare.compare_table(db, replica, ref, report)
+                big = segment_rows > 10_000
+                assert (report.method == "rows") == big, report.method
+                out[name] = (
+                    report.status, report.source_rows, report.replica_rows, report.missing,
+                    report.extra, report.differing, report.missing_keys, report.extra_keys,
+                    report.differing_rows, report.replica_position,
+                )  # fmt: skip
+        finally:
+            db.close()
+        return out
+
+    keep_all = compare.KEEP_BYTES
+    try:
+        slow = reports(10**9, 1, 0)
+        assert slow["public_items"][0] == slow["public_pairs"][0] == "different"
+        assert "200000" in slow["public_items"][6]
+        for threads, keep_bytes in ((2, keep_all), (2, 0), (1, keep_all), (2, 20_000)):
+            assert reports(40, threads, keep_bytes) == slow, (threads, keep_bytes)
+    finally:
+        conn.execute("DELETE FROM public.items WHERE id = 200000")
+        conn.execute("UPDATE public.items SET note = %s, price = %s WHERE id = 2", old)
+        conn.execute("UPDATE public.pairs SET v = 'w2' WHERE a = 2 AND b = 'k2'")
+
+
 # ----------------------------------------------------------------------------- MariaDB
 
 
