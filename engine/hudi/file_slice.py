@@ -145,7 +145,7 @@ class KeyIndex:
         """The rows whose record key is one of ``keys`` (in hash order)."""
         if not self.distinct or not len(self.hashes):
             return only_keys(self.rows, keys)
-        wanted = key_hashes(keys)
+        wanted = np.sort(key_hashes(keys))  # sorted needles: several times faster search
         at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
         candidates = np.unique(at[self.hashes[at] == wanted])
         return only_keys(self.rows.take(pa.array(candidates)), keys)
