@@ -106,13 +106,15 @@ def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return pl.Series(keys).cast(pl.String).hash(seed=0).to_numpy()
 
 
-#: The key index file's column of key hashes (beside the cached columns, in hash order).
+#: The key index file's columns beside the cached ones: the key hashes, sorted, and the
+#: row number of each.
 HASH_COLUMN = "_cdc_key_hash"
+ORDER_COLUMN = "_cdc_key_row"
 
 
 class KeyIndex:
-    """A base file's cached columns in the order of their record keys' 64-bit hashes,
-    with those hashes sorted: the stored rows of a batch's keys are found by binary
+    """A base file's cached columns with their record keys' 64-bit hashes, sorted, and the
+    row number of each: the stored rows of a batch's keys are found by binary
     search, O(k log n) for k keys in a group of n rows, instead of a scan of the group.
 
     A hash only finds candidates; each is kept only if its key equals one of the keys
@@ -123,31 +125,35 @@ class KeyIndex:
     share: mapped into memory, it costs a worker no copy and no build.
     """
 
-    def __init__(self, rows: pa.Table, hashes: np.ndarray, distinct: bool) -> None:
+    def __init__(
+        self, rows: pa.Table, hashes: np.ndarray, order: np.ndarray, distinct: bool
+    ) -> None:
+        #: The rows, in their own order; ``hashes`` sorted, ``order`` their row numbers.
         self.rows = rows
         self.hashes = hashes
+        self.order = order
         self.distinct = distinct
 
     @classmethod
     def build(cls, rows: pa.Table) -> KeyIndex:
         """Index ``rows`` (they must hold ``_hoodie_record_key``)."""
         hashes = key_hashes(rows.column(HOODIE_RECORD_KEY))
-        order = np.argsort(hashes, kind="stable")
+        order = np.argsort(hashes).astype(np.int64 if len(hashes) >> 31 else np.int32)
         hashes = hashes[order]
         distinct = not bool((hashes[1:] == hashes[:-1]).any())
-        return cls(rows.take(pa.array(order)).combine_chunks(), hashes, distinct)
+        return cls(rows, hashes, order, distinct)
 
     @property
     def nbytes(self) -> int:
-        return self.rows.nbytes + self.hashes.nbytes
+        return self.rows.nbytes + self.hashes.nbytes + self.order.nbytes
 
     def find(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
-        """The rows whose record key is one of ``keys`` (in hash order)."""
+        """The rows whose record key is one of ``keys``, in row order."""
         if not self.distinct or not len(self.hashes):
             return only_keys(self.rows, keys)
         wanted = np.sort(key_hashes(keys))  # sorted needles: several times faster search
         at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
-        candidates = np.unique(at[self.hashes[at] == wanted])
+        candidates = np.unique(self.order[at[self.hashes[at] == wanted]])
         return only_keys(self.rows.take(pa.array(candidates)), keys)
 
     def save(self, path: Path, base: str | Path) -> None:
@@ -157,6 +163,7 @@ class KeyIndex:
         removed: a group's later batches read only its newest slice.
         """
         table = self.rows.append_column(HASH_COLUMN, pa.array(self.hashes, pa.uint64()))
+        table = table.append_column(ORDER_COLUMN, pa.array(self.order))
         table = table.replace_schema_metadata(
             {**_stat_tag(base), "distinct": str(int(self.distinct))}
         )
@@ -167,7 +174,8 @@ class KeyIndex:
         os.replace(tmp, path)
         group = Path(base).name.split("_", 1)[0] + "_"
         for entry in os.scandir(path.parent):
-            if entry.name.startswith(group) and entry.name != path.name:
+            name = entry.name
+            if name.startswith(group) and name.endswith(".keys") and name != path.name:
                 Path(entry.path).unlink(missing_ok=True)
 
     @classmethod
@@ -175,17 +183,21 @@ class KeyIndex:
         """The index kept in ``path`` for ``base`` as it is now (None: missing, unreadable
         or of another version of the file)."""
         try:
+            tag = {k.encode(): v.encode() for k, v in _stat_tag(base).items()}
             with pa.memory_map(str(path)) as source:
                 table = pa.ipc.open_file(source).read_all()
         except (OSError, pa.ArrowException):
             return None
         meta = table.schema.metadata or {}
-        tag = {k.encode(): v.encode() for k, v in _stat_tag(base).items()}
-        if any(meta.get(k) != v for k, v in tag.items()) or HASH_COLUMN not in table.column_names:
+        extra = (HASH_COLUMN, ORDER_COLUMN)
+        if any(meta.get(k) != v for k, v in tag.items()) or not all(
+            c in table.column_names for c in extra
+        ):
             return None
         hashes = table.column(HASH_COLUMN).combine_chunks().to_numpy()
-        rows = table.drop_columns([HASH_COLUMN]).replace_schema_metadata(None)
-        return cls(rows, hashes, meta.get(b"distinct") == b"1")
+        order = table.column(ORDER_COLUMN).combine_chunks().to_numpy()
+        rows = table.drop_columns(list(extra)).replace_schema_metadata(None)
+        return cls(rows, hashes, order, meta.get(b"distinct") == b"1")
 
 
 def _stat_tag(base: str | Path) -> dict[str, str]:
@@ -268,10 +280,15 @@ def _nbytes(value: Any) -> int:
         return value.nbytes
     return sum(
         (b.rows.nbytes if b.rows is not None else 0)
-        + (b.index.hashes.nbytes if isinstance(b, IndexedBlock) and b.index is not None else 0)
+        + _index_extra(b)
         + sum(len(k) + 49 for k in (b.deleted_keys or ()))
         for b in value
     )
+
+
+def _index_extra(block: LogBlock) -> int:
+    index = block.index if isinstance(block, IndexedBlock) else None
+    return 0 if index is None else index.hashes.nbytes + index.order.nbytes
 
 
 #: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
@@ -285,19 +302,18 @@ INDEX_MIN_ROWS = 4096
 
 @dataclass
 class IndexedBlock(LogBlock):
-    """A cached log data block whose rows are held in key-hash order with their index."""
+    """A cached log data block with the key index of its rows."""
 
     index: KeyIndex | None = None
 
 
 def index_blocks(blocks: list[LogBlock]) -> list[LogBlock]:
-    """``blocks`` with each large data block indexed (its rows then in hash order; rows
-    of one key keep their order, so the block's last version of a key stays last)."""
+    """``blocks`` with each large data block indexed (its rows keep their order)."""
     out: list[LogBlock] = []
     for block in blocks:
         if block.rows is not None and block.rows.num_rows >= INDEX_MIN_ROWS:
             index = KeyIndex.build(block.rows)
-            out.append(IndexedBlock(block.instant, rows=index.rows, index=index))
+            out.append(IndexedBlock(block.instant, rows=block.rows, index=index))
         else:
             out.append(block)
     return out

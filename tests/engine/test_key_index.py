@@ -155,6 +155,7 @@ def test_kept_index_is_used_only_for_the_file_it_was_built_from(tmp_path: Path) 
     mapped = KeyIndex.open(kept, base)
     assert mapped is not None and mapped.rows.equals(built.rows)
     assert list(mapped.hashes) == list(built.hashes) and mapped.distinct
+    assert list(mapped.order) == list(built.order)
     # The base file replaced (another size and time): the kept index no longer answers.
     pq.write_table(_rows("20260101000000000", {"a": 1, "b": 2, "c": 3}), base)
     assert KeyIndex.open(kept, base) is None
