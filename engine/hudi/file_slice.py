@@ -157,7 +157,8 @@ class KeyIndex:
         return only_keys(self.rows.take(pa.array(candidates)), keys)
 
     def save(self, path: Path, base: str | Path) -> None:
-        """Write the index of ``base`` to ``path`` (replaced whole; a cache, not synced).
+        """Write the index of ``base`` to ``path`` (replaced whole; a cache, not synced:
+        a write that fails is skipped).
 
         Index files of the same file group's earlier base files in that folder are
         removed: a group's later batches read only its newest slice.
@@ -168,10 +169,15 @@ class KeyIndex:
             {**_stat_tag(base), "distinct": str(int(self.distinct))}
         )
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with pa.OSFile(str(tmp), "wb") as sink:
-            with pa.ipc.new_file(sink, table.schema) as ipc:
-                ipc.write_table(table)
-        os.replace(tmp, path)
+        try:
+            with pa.OSFile(str(tmp), "wb") as sink:
+                with pa.ipc.new_file(sink, table.schema) as ipc:
+                    ipc.write_table(table)
+            os.replace(tmp, path)
+        except (OSError, pa.ArrowException):
+            # A cache: a full or read-only work folder leaves the index in memory only.
+            tmp.unlink(missing_ok=True)
+            return
         group = Path(base).name.split("_", 1)[0] + "_"
         for entry in os.scandir(path.parent):
             name = entry.name

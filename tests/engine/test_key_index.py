@@ -169,3 +169,12 @@ def test_kept_index_is_used_only_for_the_file_it_was_built_from(tmp_path: Path) 
     pq.write_table(_rows("20260101000000001", {"d": 4}), newer)
     load_index(newer, COLUMNS, index_dir)
     assert [p.name for p in index_dir.iterdir()] == [index_path(index_dir, newer, COLUMNS).name]
+
+
+def test_an_index_that_cannot_be_kept_is_used_from_memory(tmp_path: Path) -> None:
+    base = tmp_path / "bbbb-0_0-1-0_20260101000000000.parquet"
+    pq.write_table(_rows("20260101000000000", {"a": 1, "b": 2}), base)
+    missing = tmp_path / "no-such-folder"  # the write fails: the index still answers
+    index = load_index(base, COLUMNS, missing)
+    assert _as_dict(index.find(pa.array(["b", "z"]))) == {"b": 2}
+    assert not missing.exists()
