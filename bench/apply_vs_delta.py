@@ -96,7 +96,10 @@ def main() -> None:
     from deltalake import DeltaTable, write_deltalake
 
     rng = np.random.default_rng(1)
-    print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         rep = in_process_replicator(root, args.buckets, table_type=args.table_type)

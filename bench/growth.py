@@ -42,7 +42,10 @@ def main() -> None:
     )
     args = ap.parse_args()
     rng = np.random.default_rng(2)
-    print(f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(
         f"{args.buckets} buckets, {args.table_type}; {args.changes:,} updates per timed batch, "
         f"{args.batches} batches per pattern"
@@ -54,6 +57,7 @@ def main() -> None:
             root, args.buckets, clean_retain_commits=2, table_type=args.table_type
         )
         rows, pos = 0, 0
+        medians: list[tuple[int, float]] = []
         for size in (int(float(x) * 1_000_000) for x in args.sizes.split(",")):
             while rows < size:
                 n = min(1_000_000, size - rows)
@@ -79,10 +83,17 @@ def main() -> None:
                 timings[hot].append(time.perf_counter() - t0)
                 pos += len(ids)
             uni, hot_t = timings[False], timings[True]
+            medians.append((rows, float(np.median(uni))))
             print(
                 f"{rows:>12,} {np.median(uni):>15.2f} / {max(uni):>5.2f}"
                 f" {np.median(hot_t):>11.2f} / {max(hot_t):>5.2f}"
             )
+    if len(medians) > 1:
+        (small, first), (large, last) = medians[0], medians[-1]
+        print(
+            f"uniform median at {large:,} rows / at {small:,} rows: {last / first:.2f}x "
+            f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
+        )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Nothing outside this package builds a file name.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -93,7 +94,141 @@ def only_keys(table: pa.Table, keys: pa.Array | pa.ChunkedArray | None) -> pa.Ta
     """The rows of a stored table whose record key is one of ``keys`` (all for None)."""
     if keys is None:
         return table
-    return table.filter(pc.is_in(table.column(HOODIE_RECORD_KEY), value_set=keys))
+    column = table.column(HOODIE_RECORD_KEY)
+    if keys.type != column.type:
+        keys = keys.cast(column.type)
+    return table.filter(pc.is_in(column, value_set=keys))
+
+
+def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The 64-bit hashes of record keys (Polars' string hash: stable within a process,
+    which is all an in-memory :class:`KeyIndex` needs)."""
+    return pl.Series(keys).cast(pl.String).hash(seed=0).to_numpy()
+
+
+#: The key index file's columns beside the cached ones: the key hashes, sorted, and the
+#: row number of each.
+HASH_COLUMN = "_cdc_key_hash"
+ORDER_COLUMN = "_cdc_key_row"
+
+
+class KeyIndex:
+    """A base file's cached columns with their record keys' 64-bit hashes, sorted, and the
+    row number of each: the stored rows of a batch's keys are found by binary
+    search, O(k log n) for k keys in a group of n rows, instead of a scan of the group.
+
+    A hash only finds candidates; each is kept only if its key equals one of the keys
+    asked for. A base file whose keys do not all have distinct hashes (a collision, or a
+    repeated key) is searched by scanning its key column instead: never a wrong answer.
+
+    An index can be kept as a file (:meth:`save`, :meth:`open`) that the merge workers
+    share: mapped into memory, it costs a worker no copy and no build.
+    """
+
+    def __init__(
+        self, rows: pa.Table, hashes: np.ndarray, order: np.ndarray, distinct: bool
+    ) -> None:
+        #: The rows, in their own order; ``hashes`` sorted, ``order`` their row numbers.
+        self.rows = rows
+        self.hashes = hashes
+        self.order = order
+        self.distinct = distinct
+
+    @classmethod
+    def build(cls, rows: pa.Table) -> KeyIndex:
+        """Index ``rows`` (they must hold ``_hoodie_record_key``)."""
+        hashes = key_hashes(rows.column(HOODIE_RECORD_KEY))
+        order = np.argsort(hashes).astype(np.int64 if len(hashes) >> 31 else np.int32)
+        hashes = hashes[order]
+        distinct = not bool((hashes[1:] == hashes[:-1]).any())
+        return cls(rows, hashes, order, distinct)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.nbytes + self.hashes.nbytes + self.order.nbytes
+
+    def find(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
+        """The rows whose record key is one of ``keys``, in row order."""
+        if not self.distinct or not len(self.hashes):
+            return only_keys(self.rows, keys)
+        wanted = np.sort(key_hashes(keys))  # sorted needles: several times faster search
+        at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
+        candidates = np.unique(self.order[at[self.hashes[at] == wanted]])
+        return only_keys(self.rows.take(pa.array(candidates)), keys)
+
+    def save(self, path: Path, base: str | Path) -> None:
+        """Write the index of ``base`` to ``path`` (replaced whole; a cache, not synced:
+        a write that fails is skipped).
+
+        Index files of the same file group's earlier base files in that folder are
+        removed: a group's later batches read only its newest slice.
+        """
+        table = self.rows.append_column(HASH_COLUMN, pa.array(self.hashes, pa.uint64()))
+        table = table.append_column(ORDER_COLUMN, pa.array(self.order))
+        table = table.replace_schema_metadata(
+            {**_stat_tag(base), "distinct": str(int(self.distinct))}
+        )
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with pa.OSFile(str(tmp), "wb") as sink:
+                with pa.ipc.new_file(sink, table.schema) as ipc:
+                    ipc.write_table(table)
+            os.replace(tmp, path)
+        except (OSError, pa.ArrowException):
+            # A cache: a full or read-only work folder leaves the index in memory only.
+            tmp.unlink(missing_ok=True)
+            return
+        group = Path(base).name.split("_", 1)[0] + "_"
+        for entry in os.scandir(path.parent):
+            name = entry.name
+            if name.startswith(group) and name.endswith(".keys") and name != path.name:
+                Path(entry.path).unlink(missing_ok=True)
+
+    @classmethod
+    def open(cls, path: Path, base: str | Path) -> KeyIndex | None:
+        """The index kept in ``path`` for ``base`` as it is now (None: missing, unreadable
+        or of another version of the file)."""
+        try:
+            tag = {k.encode(): v.encode() for k, v in _stat_tag(base).items()}
+            with pa.memory_map(str(path)) as source:
+                table = pa.ipc.open_file(source).read_all()
+        except (OSError, pa.ArrowException):
+            return None
+        meta = table.schema.metadata or {}
+        extra = (HASH_COLUMN, ORDER_COLUMN)
+        if any(meta.get(k) != v for k, v in tag.items()) or not all(
+            c in table.column_names for c in extra
+        ):
+            return None
+        hashes = table.column(HASH_COLUMN).combine_chunks().to_numpy()
+        order = table.column(ORDER_COLUMN).combine_chunks().to_numpy()
+        rows = table.drop_columns(list(extra)).replace_schema_metadata(None)
+        return cls(rows, hashes, order, meta.get(b"distinct") == b"1")
+
+
+def _stat_tag(base: str | Path) -> dict[str, str]:
+    st = os.stat(base)
+    return {"base_size": str(st.st_size), "base_mtime_ns": str(st.st_mtime_ns)}
+
+
+def index_path(index_dir: str | Path, base: str | Path, columns: Sequence[str]) -> Path:
+    """Where the key index of these columns of ``base`` is kept in ``index_dir``."""
+    digest = hashlib.sha1("\0".join(columns).encode()).hexdigest()[:12]
+    return Path(index_dir) / f"{Path(base).name}.{digest}.keys"
+
+
+def load_index(base: str | Path, columns: list[str], index_dir: str | Path | None) -> KeyIndex:
+    """The key index of ``columns`` of ``base``: from ``index_dir`` when kept there, else
+    built from the file (and kept there for the other workers)."""
+    path = None if index_dir is None else index_path(index_dir, base, columns)
+    if path is not None:
+        kept = KeyIndex.open(path, base)
+        if kept is not None:
+            return kept
+    index = KeyIndex.build(parquet.read_table(base, columns))
+    if path is not None:
+        index.save(path, base)
+    return index
 
 
 class ColumnCache:
@@ -147,21 +282,52 @@ class ColumnCache:
 
 
 def _nbytes(value: Any) -> int:
-    if isinstance(value, pa.Table):
+    if isinstance(value, (pa.Table, KeyIndex)):
         return value.nbytes
     return sum(
         (b.rows.nbytes if b.rows is not None else 0)
+        + _index_extra(b)
         + sum(len(k) + 49 for k in (b.deleted_keys or ()))
         for b in value
     )
+
+
+def _index_extra(block: LogBlock) -> int:
+    index = block.index if isinstance(block, IndexedBlock) else None
+    return 0 if index is None else index.hashes.nbytes + index.order.nbytes
 
 
 #: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
 FILE_CACHE = ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
 
 
+#: Log data blocks of at least this many rows are kept with a key index (smaller ones
+#: are scanned: a bulk insert's log block may hold a large share of a group).
+INDEX_MIN_ROWS = 4096
+
+
+@dataclass
+class IndexedBlock(LogBlock):
+    """A cached log data block with the key index of its rows."""
+
+    index: KeyIndex | None = None
+
+
+def index_blocks(blocks: list[LogBlock]) -> list[LogBlock]:
+    """``blocks`` with each large data block indexed (its rows keep their order)."""
+    out: list[LogBlock] = []
+    for block in blocks:
+        if block.rows is not None and block.rows.num_rows >= INDEX_MIN_ROWS:
+            index = KeyIndex.build(block.rows)
+            out.append(IndexedBlock(block.instant, rows=block.rows, index=index))
+        else:
+            out.append(block)
+    return out
+
+
 def _read_blocks(path: str, columns: list[str] | None) -> list[LogBlock]:
-    return list(read_log_file(Path(path), columns=columns))
+    blocks = list(read_log_file(Path(path), columns=columns))
+    return index_blocks(blocks) if columns is not None else blocks
 
 
 def read_slice(
@@ -170,6 +336,7 @@ def read_slice(
     *,
     keys: pa.Array | pa.ChunkedArray | None = None,
     columns: list[str] | None = None,
+    index_dir: str | Path | None = None,
 ) -> pa.Table | None:
     """The live rows of a file slice: its base file with its log files applied in order.
 
@@ -178,30 +345,50 @@ def read_slice(
         log_files: Paths of its committed log files, oldest first.
         keys: Only rows with these record keys (None: all rows).
         columns: Only these columns (None: all); must include ``_hoodie_record_key``.
+        index_dir: Where the merge workers keep key indexes of base files (None: in
+            memory only).
     """
     if base_file is None:
         return None
     base = base_file
-    rows = FILE_CACHE.get(base, columns, lambda: parquet.read_table(base, columns))
-    # Every version of a key, in write order: base rows, then each log's data rows and
-    # delete markers. The live rows are the keys' last versions that are not deletes:
-    # one pass over all of them instead of one filter of the whole slice per log block.
+    if keys is not None:
+        keys = pa.chunked_array([keys]) if isinstance(keys, pa.Array) else keys
+        keys = keys.cast(pa.string())
+    if columns is None or FILE_CACHE.limit <= 0:
+        rows = only_keys(parquet.read_table(base, columns), keys)
+    else:
+        # Cached with its key index: a batch finds its keys' rows without a scan.
+        cached = FILE_CACHE.get(base, columns, partial(load_index, base, columns, index_dir))
+        rows = cached.rows if keys is None else cached.find(keys)
+    # Every version of the keys, in write order: base rows, then each log's data rows and
+    # delete markers (each part cut to ``keys`` first). The live rows are the keys' last
+    # versions that are not deletes: one pass over all of them instead of one filter per
+    # log block.
     parts = [rows]
-    deletes: list[tuple[int, list[str]]] = []  # (versions before the marker, keys)
+    deletes: list[tuple[int, pa.Array]] = []  # (versions before the marker, keys)
     written = rows.num_rows
     for log in log_files:
         blocks = FILE_CACHE.get(log, columns, partial(_read_blocks, log, columns))
         for block in blocks:
             if block.rows is not None and block.rows.num_rows:
-                fresh = block.rows
+                found = block.index if isinstance(block, IndexedBlock) else None
+                if found is not None and keys is not None:
+                    fresh = found.find(keys)
+                else:
+                    fresh = only_keys(block.rows, keys)
                 if fresh.schema != rows.schema:
                     fresh = fresh.cast(rows.schema)  # log blocks hold hudi-rs's types
-                parts.append(fresh)
-                written += fresh.num_rows
+                if fresh.num_rows:
+                    parts.append(fresh)
+                    written += fresh.num_rows
             elif block.rows is None and block.deleted_keys:
-                deletes.append((written, block.deleted_keys))
+                marked = pa.array(block.deleted_keys, pa.string())
+                if keys is not None:
+                    marked = marked.filter(pc.is_in(marked, value_set=keys))
+                if len(marked):
+                    deletes.append((written, marked))
     if len(parts) == 1 and not deletes:
-        return only_keys(rows, keys)
+        return rows
     every = pa.concat_tables(parts) if len(parts) > 1 else rows
     index = np.arange(every.num_rows, dtype=np.int64)
     key = "_key"
@@ -220,17 +407,13 @@ def read_slice(
         frames.append(
             pl.DataFrame(
                 {
-                    key: pa.array(marked, pa.string()),
+                    key: marked,
                     "_v": pa.array(np.full(len(marked), -1, np.int64)),
                     "_order": pa.array(np.full(len(marked), 2 * at - 1, np.int64)),
                 }
             )
         )
     versions = pl.concat(frames) if len(frames) > 1 else frames[0]
-    if keys is not None:
-        versions = versions.filter(
-            pl.col(key).is_in(pl.Series(pa.chunked_array(keys).cast(pa.string())).implode())
-        )
     last = versions.sort("_order").unique(subset=[key], keep="last")
     take = np.sort(last.filter(pl.col("_v") >= 0)["_v"].to_numpy())
     return every.take(pa.array(take))
@@ -411,12 +594,15 @@ class SliceWrite:
         return bool(self.avro_schema)
 
     def read(
-        self, keys: pa.Array | pa.ChunkedArray | None = None, columns: list[str] | None = None
+        self,
+        keys: pa.Array | pa.ChunkedArray | None = None,
+        columns: list[str] | None = None,
+        index_dir: str | None = None,
     ) -> pa.Table | None:
         """The group's current live rows (None for a new group); see :func:`read_slice`."""
         table = Path(self.table_path)
         logs = [str(table / name) for name in self.log_files]
-        return read_slice(self.base_file, logs, keys=keys, columns=columns)
+        return read_slice(self.base_file, logs, keys=keys, columns=columns, index_dir=index_dir)
 
     def read_tombstones(self) -> pa.Table | None:
         """The group's current delete tombstones (None when it has none)."""
@@ -443,6 +629,7 @@ class SliceWrite:
         data_schema: pa.Schema,
         counts: RowCounts,
         cache_columns: list[str] | None = None,
+        index_dir: str | None = None,
     ) -> SliceResult:
         """Write the group's new file and tombstone sidecar; return what was written.
 
@@ -456,6 +643,8 @@ class SliceWrite:
             counts: Inserts, updates and deletes, for the write stats.
             cache_columns: Columns the next batches will read of the new file: kept in
                 this worker's cache (Merge-on-Read only; files are immutable).
+            index_dir: Where a new base file's key index is kept for every worker
+                (:func:`load_index`; None: only in this worker's cache).
         """
         table = Path(self.table_path)
         if self.ordering_field:
@@ -486,7 +675,7 @@ class SliceWrite:
                 FILE_CACHE.put(
                     path,
                     cache_columns,
-                    written_blocks(self.instant, rows, deleted_keys, cache_columns),
+                    index_blocks(written_blocks(self.instant, rows, deleted_keys, cache_columns)),
                 )
             num_writes = rows.num_rows if rows is not None else 0
             base_file: str | None = Path(self.base_file).name
@@ -502,7 +691,10 @@ class SliceWrite:
             )
             size = write_base_file(rows, path)
             if cache_columns and self.is_mor:
-                FILE_CACHE.put(path, cache_columns, rows.select(cache_columns).combine_chunks())
+                index = KeyIndex.build(rows.select(cache_columns))
+                if index_dir is not None:
+                    index.save(index_path(index_dir, path, cache_columns), path)
+                FILE_CACHE.put(path, cache_columns, index)
             num_writes = rows.num_rows
             base_file = None
         return SliceResult(

@@ -39,6 +39,9 @@ class MergeTask:
     driver_pid: int = 0
     #: Estimated cost (bytes to read and write), for packing tasks into Spark partitions.
     weight: int = 0
+    #: The table's folder of base-file key indexes, shared by the merge workers (None:
+    #: each worker keeps its own in memory).
+    index_dir: str | None = None
 
 
 @dataclass
@@ -70,7 +73,7 @@ def execute_task(task: MergeTask) -> TaskResult:
             events is None or not has_toast(events, task.options.toast_placeholder)
         ):
             columns = light
-        old = plan.read(keys=keys, columns=columns)
+        old = plan.read(keys=keys, columns=columns, index_dir=task.index_dir)
     else:
         old = plan.read()
     old_tombs = plan.read_tombstones()
@@ -96,6 +99,7 @@ def execute_task(task: MergeTask) -> TaskResult:
         data_schema=data_schema,
         counts=RowCounts(counts.inserts, counts.updates, counts.deletes + counts.truncated),
         cache_columns=light,
+        index_dir=task.index_dir,
     )
     faults.point("task_written", pid=task.driver_pid or None)
     return TaskResult(written, counts)

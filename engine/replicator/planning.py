@@ -44,6 +44,9 @@ from engine.replicator.tables import TableRuntime
 
 #: The table's ordering (precombine) field: the source position of each row.
 ORDERING_FIELD = POS
+#: The folder, in a table's staging folder, of its base files' key indexes (shared by
+#: the merge workers; removed with the staging folder on reset and resync).
+KEY_INDEX_DIR = "key-index"
 
 
 @dataclass
@@ -315,7 +318,8 @@ def plan_table(
     if not touched:
         return plan
     stage = staging / rt.name / instant
-    for folder in (staging, staging / rt.name, stage):  # message contents: owner-only
+    index_dir = staging / rt.name / KEY_INDEX_DIR
+    for folder in (staging, staging / rt.name, stage, index_dir):  # message contents: owner-only
         private_dir(folder)
     schema_ipc = schema.serialize().to_pybytes()
     rewrite = choose_rewrites(writer, groups, touched, schema, everything, cfg.hudi)
@@ -336,6 +340,7 @@ def plan_table(
                 options=options,
                 driver_pid=os.getpid(),
                 weight=_task_weight(groups.get(write.bucket), chunk, write.append),
+                index_dir=str(index_dir) if writer.is_mor else None,
             )
         )
     return plan

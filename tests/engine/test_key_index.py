@@ -1,0 +1,180 @@
+"""The merge workers' key index (``engine.hudi.file_slice.KeyIndex``): an append finds
+the stored rows of its keys by binary search over hashes instead of scanning the group.
+
+Each case compares the cached, indexed read of a slice (``read_slice`` with keys and
+columns: what a Merge-on-Read append does) with the plain read of the same files (every
+row, every column, no cache) cut to the same keys, on real base and log files; once with
+the real hash and once with a hash that makes most keys collide, so that the fallback and
+the check that a found key is the key asked for are exercised too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.hudi import file_slice
+from engine.hudi.file_slice import ColumnCache, KeyIndex, index_path, load_index, read_slice
+from engine.hudi.log_file import encode_log_file
+from engine.hudi.schema import avro_schema_json, file_schema
+
+SCHEMA = pa.schema([("id", pa.string()), ("_cdc_pos", pa.int64())])
+FILE_SCHEMA = file_schema(SCHEMA)
+COLUMNS = ["_hoodie_record_key", "_cdc_pos"]
+
+key_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
+
+
+def _rows(instant: str, items: dict[str, int]) -> pa.Table:
+    keys = list(items)
+    return pa.table(
+        {
+            "_hoodie_commit_time": [instant] * len(keys),
+            "_hoodie_commit_seqno": [f"{instant}_0_{i}" for i in range(len(keys))],
+            "_hoodie_record_key": keys,
+            "_hoodie_partition_path": [""] * len(keys),
+            "_hoodie_file_name": ["f"] * len(keys),
+            "id": keys,
+            "_cdc_pos": [items[k] for k in keys],
+        },
+        schema=FILE_SCHEMA,
+    )
+
+
+def _slice(folder: Path, base: dict[str, int], logs: list[tuple[dict[str, int], list[str]]]):
+    base_path = folder / "base.parquet"
+    pq.write_table(_rows("20260101000000000", base), base_path)
+    paths = []
+    for i, (upserts, deletes) in enumerate(logs):
+        instant = f"2026010100000{i + 1:04d}"
+        path = folder / f".log.{i + 1}"
+        path.write_bytes(
+            encode_log_file(
+                instant,
+                avro_schema_json(FILE_SCHEMA, "t"),
+                _rows(instant, upserts) if upserts else None,
+                deletes,
+            )
+        )
+        paths.append(str(path))
+    return base_path, paths
+
+
+def _as_dict(table: pa.Table | None) -> dict[str, int]:
+    assert table is not None
+    rows = table.select(COLUMNS).to_pylist()
+    found = {r["_hoodie_record_key"]: r["_cdc_pos"] for r in rows}
+    assert len(found) == len(rows), "a key came back twice"
+    return found
+
+
+def _weak_hash(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Most keys share a hash: collisions inside the base file and with absent keys."""
+    return np.array([len(k.encode()) % 3 for k in pa.chunked_array([keys]).to_pylist()], np.uint64)
+
+
+@pytest.mark.parametrize("weak", [False, True], ids=["real-hash", "colliding-hash"])
+@pytest.mark.parametrize("log_index_rows", [1, 4096], ids=["logs-indexed", "logs-scanned"])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_indexed_read_equals_plain_read(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    weak: bool,
+    log_index_rows: int,
+    data: st.DataObject,
+) -> None:
+    monkeypatch.setattr(file_slice, "INDEX_MIN_ROWS", log_index_rows)
+    if weak:
+        monkeypatch.setattr(file_slice, "key_hashes", _weak_hash)
+    monkeypatch.setattr(file_slice, "FILE_CACHE", ColumnCache(64 << 20))
+    universe = data.draw(st.lists(key_text, min_size=1, max_size=30, unique=True))
+    pos = st.integers(0, 1000)
+    base = data.draw(st.dictionaries(st.sampled_from(universe), pos))
+    logs = data.draw(
+        st.lists(
+            st.tuples(
+                st.dictionaries(st.sampled_from(universe), pos, max_size=8),
+                st.lists(st.sampled_from(universe), max_size=5, unique=True),
+            ),
+            max_size=4,
+        )
+    )
+    # Keys asked for: stored, deleted and never stored ones, possibly repeated.
+    asked = data.draw(st.lists(st.sampled_from(universe + ["\x00absent", ""]), max_size=20))
+    folder = tmp_path_factory.mktemp("slice")
+    base_path, log_paths = _slice(folder, base, logs)
+    everything = _as_dict(read_slice(base_path, log_paths))
+    expected = {k: v for k, v in everything.items() if k in set(asked)}
+    keys = pa.array(asked, pa.string())
+    index_dir = folder / "key-index"
+    index_dir.mkdir()
+    for _ in range(2):  # the second read is served by the cached index
+        got = read_slice(base_path, log_paths, keys=keys, columns=COLUMNS, index_dir=index_dir)
+        assert _as_dict(got) == expected
+    # Another worker (an empty cache) maps the index the first one kept.
+    monkeypatch.setattr(file_slice, "FILE_CACHE", ColumnCache(64 << 20))
+    assert [p.name for p in index_dir.iterdir()] == [index_path(index_dir, base_path, COLUMNS).name]
+    got = read_slice(base_path, log_paths, keys=keys, columns=COLUMNS, index_dir=index_dir)
+    assert _as_dict(got) == expected
+    # The same files with the cache switched off take the scanning path: same answer.
+    monkeypatch.setattr(file_slice, "FILE_CACHE", ColumnCache(0))
+    assert _as_dict(read_slice(base_path, log_paths, keys=keys, columns=COLUMNS)) == expected
+
+
+def test_index_finds_every_stored_key_and_nothing_else() -> None:
+    stored = [f"k{i}" for i in range(50_000)]
+    rows = pa.table({"_hoodie_record_key": stored, "_cdc_pos": list(range(50_000))})
+    index = KeyIndex.build(rows)
+    assert index.distinct and index.rows.num_rows == 50_000
+    asked = pa.array([f"k{i}" for i in range(0, 60_000, 7)] + ["k7", "nope"])
+    found = index.find(asked)
+    assert sorted(found.column("_hoodie_record_key").to_pylist(), key=lambda k: int(k[1:])) == [
+        f"k{i}" for i in range(0, 50_000, 7)
+    ]
+    assert all(r["_cdc_pos"] == int(r["_hoodie_record_key"][1:]) for r in found.to_pylist())
+    assert index.find(pa.array([], pa.string())).num_rows == 0
+
+
+def test_kept_index_is_used_only_for_the_file_it_was_built_from(tmp_path: Path) -> None:
+    index_dir = tmp_path / "key-index"
+    index_dir.mkdir()
+    base = tmp_path / "aaaa-0_0-1-0_20260101000000000.parquet"
+    pq.write_table(_rows("20260101000000000", {"a": 1, "b": 2}), base)
+    built = load_index(base, COLUMNS, index_dir)
+    kept = index_path(index_dir, base, COLUMNS)
+    assert kept.exists()
+    mapped = KeyIndex.open(kept, base)
+    assert mapped is not None and mapped.rows.equals(built.rows)
+    assert list(mapped.hashes) == list(built.hashes) and mapped.distinct
+    assert list(mapped.order) == list(built.order)
+    # The base file replaced (another size and time): the kept index no longer answers.
+    pq.write_table(_rows("20260101000000000", {"a": 1, "b": 2, "c": 3}), base)
+    assert KeyIndex.open(kept, base) is None
+    assert _as_dict(load_index(base, COLUMNS, index_dir).rows) == {"a": 1, "b": 2, "c": 3}
+    # A damaged index file is rebuilt from the base file, never trusted.
+    kept.write_bytes(kept.read_bytes()[:100])
+    assert KeyIndex.open(kept, base) is None
+    assert _as_dict(load_index(base, COLUMNS, index_dir).rows) == {"a": 1, "b": 2, "c": 3}
+    # The group's next base file replaces the index of the one before.
+    newer = tmp_path / "aaaa-0_0-1-0_20260101000000001.parquet"
+    pq.write_table(_rows("20260101000000001", {"d": 4}), newer)
+    load_index(newer, COLUMNS, index_dir)
+    assert [p.name for p in index_dir.iterdir()] == [index_path(index_dir, newer, COLUMNS).name]
+
+
+def test_an_index_that_cannot_be_kept_is_used_from_memory(tmp_path: Path) -> None:
+    base = tmp_path / "bbbb-0_0-1-0_20260101000000000.parquet"
+    pq.write_table(_rows("20260101000000000", {"a": 1, "b": 2}), base)
+    missing = tmp_path / "no-such-folder"  # the write fails: the index still answers
+    index = load_index(base, COLUMNS, missing)
+    assert _as_dict(index.find(pa.array(["b", "z"]))) == {"b": 2}
+    assert not missing.exists()
