@@ -167,7 +167,8 @@ class Committer:
     def finish(self, pending: PendingBatch) -> BatchReport:
         """Commit every table of a batch whose merge job ended well."""
         phases = pending.prepared.phases
-        phases["merge"] = time.monotonic() - pending.merge_started
+        # The Spark job's own time (a batch without tasks: until now).
+        phases["merge"] = (pending.merge_ended or time.monotonic()) - pending.merge_started
         faults.point("files_written")
         t0 = time.monotonic()
         results = iter(pending.results)
