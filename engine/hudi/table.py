@@ -192,7 +192,9 @@ class HudiTable(TableServices):
         inflight_name = tl.inflight_name(instant, action)
         # An empty requested file is what Spark writes for commits, and Java accepts it
         # for replacecommits of non-clustering operations.
-        atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp)
+        # One folder fsync for both renames (no data file is written before they are
+        # durable, so a crash between them loses nothing a rollback would need).
+        atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp, sync_dir=False)
         atomic_write(self._hoodie / inflight_name, to_json_bytes(inflight), tmp_dir=self._temp)
         self._added(requested, inflight_name)
         self._last_instant = max(self._last_instant, instant)
