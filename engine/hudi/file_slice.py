@@ -651,7 +651,8 @@ class SliceWrite:
             carried = fill_ordering(carried, self.ordering_field)
             upserts = fill_ordering(upserts, self.ordering_field) if upserts is not None else None
         if tombs is not None:
-            tombstones.write(tombs, tombstones.sidecar_path(table, self.file_id, self.instant))
+            sidecar = tombstones.sidecar_path(table, self.file_id, self.instant)
+            tombstones.write(tombs, sidecar, durable=False)  # the commit syncs it
         path = table / self.file_name
         if self.append:
             if self.base_file is None:
@@ -670,7 +671,7 @@ class SliceWrite:
                 )
                 rows = rows.cast(reader_schema(rows.schema))
             data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
-            size = atomic_write(path, data)
+            size = atomic_write(path, data, durable=False)  # the commit syncs it
             if cache_columns:
                 FILE_CACHE.put(
                     path,
@@ -689,7 +690,7 @@ class SliceWrite:
                 file_name=self.file_name,
                 data_schema=data_schema,
             )
-            size = write_base_file(rows, path)
+            size = write_base_file(rows, path, durable=False)  # the commit syncs it
             if cache_columns and self.is_mor:
                 index = KeyIndex.build(rows.select(cache_columns))
                 if index_dir is not None:
@@ -727,8 +728,9 @@ def fill_ordering(rows: pa.Table, field: str) -> pa.Table:
 FOOTER_THREAD_ROWS = 50_000
 
 
-def write_base_file(rows: pa.Table, path: Path) -> int:
-    """Write a base file atomically and durably; return its size.
+def write_base_file(rows: pa.Table, path: Path, *, durable: bool = True) -> int:
+    """Write a base file atomically and durably (``durable`` false: its commit makes it
+    durable); return its size.
 
     Its footer carries what Hudi's writers put there (``engine.hudi.bloom``): the bloom
     filter of the record keys in row order and the least and greatest key.
@@ -741,6 +743,7 @@ def write_base_file(rows: pa.Table, path: Path) -> int:
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=footer
             ),
+            durable=durable,
         )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
         pending = pool.submit(bloom.footer_metadata, keys)
@@ -749,4 +752,5 @@ def write_base_file(rows: pa.Table, path: Path) -> int:
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=pending.result
             ),
+            durable=durable,
         )

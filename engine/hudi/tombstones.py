@@ -78,10 +78,11 @@ def missing(path: Path, instant: str) -> HudiError:
     )
 
 
-def write(table: pa.Table, path: Path) -> None:
-    """Write a sidecar atomically and durably (staged under a name readers never pick up)."""
+def write(table: pa.Table, path: Path, *, durable: bool = True) -> None:
+    """Write a sidecar atomically (staged under a name readers never pick up) and
+    durably, unless ``durable`` is false: then its commit makes it so."""
     rows = table.cast(SCHEMA)
-    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp))
+    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp), durable=durable)
 
 
 def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:
