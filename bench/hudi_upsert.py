@@ -30,9 +30,12 @@ tables back and compares them (record key and every stored column): the benchmar
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +97,34 @@ def fail(message: str) -> None:
     raise SystemExit(1)
 
 
-def start_hudi(version: str) -> object:
+def hudi_jobs(folder: Path, windows: list[tuple[str, float, float]]) -> list[str]:
+    """Where each timed Hudi write went: its Spark jobs by description (Hudi names them,
+    e.g. "Doing partition and writing data"), from the event log in ``folder``."""
+    jobs: dict[int, list] = {}
+    for log in folder.iterdir():
+        for line in log.open():
+            event = json.loads(line)
+            if event["Event"] == "SparkListenerJobStart":
+                props = event.get("Properties") or {}
+                what = props.get("spark.job.description") or props.get("callSite.short", "?")
+                jobs[event["Job ID"]] = [event["Submission Time"], None, what]
+            elif event["Event"] == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+                jobs[event["Job ID"]][1] = event["Completion Time"]
+    lines = []
+    for label, start, end in windows:
+        spent: dict[str, float] = defaultdict(float)
+        for begun, ended, what in jobs.values():
+            if ended is not None and start <= begun <= end:
+                spent[what] += (ended - begun) / 1000
+        top = sorted(spent.items(), key=lambda kv: -kv[1])[:5]
+        lines.append(
+            f"  {label}: {(end - start) / 1000:.2f}s, {len(spent)} kinds of Spark job "
+            f"{sum(spent.values()):.2f}s: " + "; ".join(f"{w} {s:.2f}s" for w, s in top)
+        )
+    return lines
+
+
+def start_hudi(version: str, event_log: Path | None) -> object:
     """Hudi's writer process (warm after its first write); fails loudly without peers."""
     from tests.peers.hudi_reader import VERSIONS, HudiReader
     from tests.peers.jars import INTEROP, PeerMissing
@@ -102,16 +132,23 @@ def start_hudi(version: str) -> object:
     if version not in VERSIONS:
         fail(f"--hudi must be one of {', '.join(VERSIONS)}")
     try:
-        return HudiReader(version, INTEROP / "spark3.5" / "hudi_upsert.py", ("local[2]", "2g"))
+        extra = (str(event_log),) if event_log else ()
+        script = INTEROP / "spark3.5" / "hudi_upsert.py"
+        return HudiReader(version, script, ("local[2]", "2g", *extra))
     except PeerMissing as exc:
         fail(f"the peers tier is not set up: {exc}")
     raise AssertionError("unreachable")
 
 
-def run_type(args: argparse.Namespace, hudi, table_type: str, root: Path) -> list[str]:
-    """Both sides over one table type; returns the result lines."""
+def run_type(
+    args: argparse.Namespace, hudi, table_type: str, root: Path, windows: list
+) -> list[str]:
+    """Both sides over one table type; returns the result lines (``windows`` gets each
+    timed Hudi write's wall-clock window)."""
     changes = ChangeSets(args.rows)
     rep = in_process_replicator(root, args.buckets, table_type=table_type)
+    phases: list[dict[str, float]] = []
+    rep.on_batch = lambda report: phases.append(report.phases)
     hudi_path = root / "hudi" / "app_items"
     options = hudi_options("app_items", table_type, args.buckets)
     live = np.zeros(args.rows + WARMUP + args.repeat * sum(args.sizes), bool)
@@ -129,9 +166,10 @@ def run_type(args: argparse.Namespace, hudi, table_type: str, root: Path) -> lis
                 timings[side] = time.perf_counter() - t0
             else:
                 req = {"op": "write", "path": str(hudi_path), "parquet": str(staged)}
-                timings[side] = hudi.request({**req, "operation": operation, "options": options})[
-                    "seconds"
-                ]
+                got = hudi.request({**req, "operation": operation, "options": options})
+                timings[side] = got["seconds"]
+                label = f"{table_type} {len(batch):,} changes"
+                windows.append((label, *got["window_ms"]))
         staged.unlink()
         return timings["engine"], timings["hudi"]
 
@@ -149,8 +187,9 @@ def run_type(args: argparse.Namespace, hudi, table_type: str, root: Path) -> lis
             e, h = both(changes.next(size), "upsert", i % 2 == 0)
             engine_times.append(e)
             hudi_times.append(h)
+            where = ", ".join(f"{k} {v:.2f}" for k, v in phases[-1].items())
             print(
-                f"  {size:,} changes, round {i + 1}: engine {e:.2f}s, Hudi {h:.2f}s "
+                f"  {size:,} changes, round {i + 1}: engine {e:.2f}s ({where}), Hudi {h:.2f}s "
                 f"(load average {load_average()})",
                 flush=True,
             )
@@ -191,11 +230,18 @@ def main() -> None:
         "--table-type", default="both", choices=["both", "MERGE_ON_READ", "COPY_ON_WRITE"]
     )
     ap.add_argument("--hudi", default="0.15.0", help="Hudi version (0.15.0 or 1.0.2)")
+    ap.add_argument(
+        "--hudi-jobs",
+        action="store_true",
+        help="print where each Hudi write went, by Spark job (from Spark's event log)",
+    )
     args = ap.parse_args()
     args.sizes = [int(x) for x in args.changes.split(",")]
     types = ["MERGE_ON_READ", "COPY_ON_WRITE"] if args.table_type == "both" else [args.table_type]
     print(machine(), flush=True)
-    hudi = start_hudi(args.hudi)
+    events = Path(tempfile.mkdtemp(prefix="hudi-events-")) if args.hudi_jobs else None
+    windows: list[tuple[str, float, float]] = []
+    hudi = start_hudi(args.hudi, events)
     try:
         print(
             f"Hudi {hudi.hudi_version} on Spark {hudi.spark_version} (local[2], own process); "
@@ -205,9 +251,13 @@ def main() -> None:
         lines = []
         for table_type in types:
             with tempfile.TemporaryDirectory() as tmp:
-                lines += run_type(args, hudi, table_type, Path(tmp))
+                lines += run_type(args, hudi, table_type, Path(tmp), windows)
     finally:
         hudi.close()
+    if events is not None:
+        print("Hudi's writes by Spark job (the rest of each write is its driver's own work):")
+        print("\n".join(hudi_jobs(events, windows)))
+        shutil.rmtree(events)
     print(f"{machine()}")
     print(
         f"{'table type':>14} {'changes':>9} {'engine s (range)':>17} {'Hudi s (range)':>18} "

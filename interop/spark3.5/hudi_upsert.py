@@ -1,18 +1,20 @@
 """Apache Hudi's own Spark datasource writer, timed, as a long-lived child process of
 ``bench/hudi_upsert.py``.
 
-Run with the spark3.5 virtualenv's Python (pyspark 3.5) and two arguments: the folder of a
-resolved Hudi bundle set (``tests.peers.jars.lib_dir("hudi-0.15")``) and the Spark master
-(``local[2]``, as cdcctl's merge runs). One SparkSession is started with the settings of
-Hudi's quick start; then each line of stdin is one JSON request and gets one JSON line on
-stdout:
+Run with the spark3.5 virtualenv's Python (pyspark 3.5) and three arguments: the folder
+of a resolved Hudi bundle set (``tests.peers.jars.lib_dir("hudi-0.15")``), the Spark
+master (``local[2]``, as cdcctl's merge runs) and the driver memory; a fourth, optional,
+is a folder for Spark's event log (where Hudi's time goes, by job and stage). One
+SparkSession is started with the settings of Hudi's quick start; then each line of stdin
+is one JSON request and gets one JSON line on stdout:
 
 ``{"op": "write", "path": P, "parquet": F, "operation": O, "options": {...}}``
   Reads the Parquet file ``F`` (the rows to write), caches and counts it (not timed), then
   writes it to the Hudi table at ``P`` with ``hoodie.datasource.write.operation`` ``O``
   and the given writer options, mode ``overwrite`` for ``bulk_insert``, else ``append``.
   Only the write (the upsert and its commit, with whatever Hudi runs inline after it) is
-  timed: -> ``{"ok": true, "seconds": S, "rows": N}``
+  timed: -> ``{"ok": true, "seconds": S, "rows": N, "window_ms": [start, end]}`` (the
+  write's wall-clock window, epoch milliseconds, to find its jobs in the event log)
 ``{"op": "compare", "a": P, "b": Q, "columns": [...]}``
   Reads both tables with Hudi's snapshot query and compares the named columns as
   multisets (``exceptAll`` both ways): -> ``{"ok": true, "rows_a": N, "rows_b": M,
@@ -33,14 +35,19 @@ import time
 import traceback
 
 
-def _session(lib: str, master: str, memory: str):
+def _session(lib: str, master: str, memory: str, event_log: str):
     from pyspark.sql import SparkSession
 
     jars = sorted(glob.glob(os.path.join(lib, "*.jar")))
     if not any("hudi-spark" in os.path.basename(j) for j in jars):
         sys.exit(f"hudi_upsert: no Hudi Spark bundle in {lib}")
+    builder = SparkSession.builder
+    if event_log:  # where Hudi's time goes: its Spark jobs and stages, for profiling
+        builder = builder.config("spark.eventLog.enabled", "true").config(
+            "spark.eventLog.dir", event_log
+        )
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName("hudi-peer-upsert")
         .config("spark.jars", ",".join(jars))
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
@@ -68,11 +75,13 @@ def _write(spark, req):
         .option("hoodie.datasource.write.operation", operation)
         .mode(mode)
     )
+    started_ms = time.time() * 1000
     t0 = time.perf_counter()
     writer.save(req["path"])
     seconds = time.perf_counter() - t0
+    ended_ms = time.time() * 1000
     frame.unpersist()
-    return {"ok": True, "seconds": seconds, "rows": rows}
+    return {"ok": True, "seconds": seconds, "rows": rows, "window_ms": [started_ms, ended_ms]}
 
 
 def _compare(spark, req):
@@ -110,13 +119,13 @@ def _version(spark, lib):
 
 
 def main() -> int:
-    lib, master = sys.argv[1], sys.argv[2]
-    memory = sys.argv[3] if len(sys.argv) > 3 else "2g"
+    lib, master, memory = sys.argv[1], sys.argv[2], sys.argv[3]
+    event_log = sys.argv[4] if len(sys.argv) > 4 else ""
     # Answers go to the original stdout; the JVM's and Spark's chatter to stderr.
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    spark = _session(lib, master, memory)
+    spark = _session(lib, master, memory, event_log)
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps({"ok": True, "ready": True}), file=out, flush=True)
     for line in sys.stdin:
