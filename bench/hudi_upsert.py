@@ -22,9 +22,10 @@ both, ``--repeat`` times per size, the side going first alternating. Timed: the 
 ``merge_batch`` (plan, merge, commit) and Hudi's ``save`` (index, merge, commit and what
 Hudi runs inline after it: clean, archive); not timed: Spark start-up, decoding, and Hudi
 reading its Parquet input (cached before the clock starts). Medians are printed with the
-range, and the ratio Hudi / engine. At the end Hudi's own snapshot reader reads both
-tables back and compares them (record key and every stored column): the benchmark prints
-"equal" or exits 1.
+range, and the ratio Hudi / engine (of the medians, and the median of each round's own
+ratio). At the end Hudi's own snapshot reader reads both tables back and compares them
+(record key and every stored column): the benchmark prints "equal" or exits 1.
+``--hudi-jobs`` prints where each Hudi write went by Spark job (Spark's event log).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def hudi_jobs(folder: Path, windows: list[tuple[str, float, float]]) -> list[str
             if event["Event"] == "SparkListenerJobStart":
                 props = event.get("Properties") or {}
                 what = props.get("spark.job.description") or props.get("callSite.short", "?")
+                what = what.split(" file:")[0][:60]  # listing jobs name every path
                 jobs[event["Job ID"]] = [event["Submission Time"], None, what]
             elif event["Event"] == "SparkListenerJobEnd" and event["Job ID"] in jobs:
                 jobs[event["Job ID"]][1] = event["Completion Time"]
@@ -148,7 +150,14 @@ def run_type(
     changes = ChangeSets(args.rows)
     rep = in_process_replicator(root, args.buckets, table_type=table_type)
     phases: list[dict[str, float]] = []
-    rep.on_batch = lambda report: phases.append(report.phases)
+    finish = rep.committer.finish
+
+    def finish_recorded(pending):  # merge_batch drops its report; keep the phases
+        report = finish(pending)
+        phases.append(report.phases)
+        return report
+
+    rep.committer.finish = finish_recorded  # type: ignore[method-assign]
     hudi_path = root / "hudi" / "app_items"
     options = hudi_options("app_items", table_type, args.buckets)
     live = np.zeros(args.rows + WARMUP + args.repeat * sum(args.sizes), bool)
@@ -168,7 +177,7 @@ def run_type(
                 req = {"op": "write", "path": str(hudi_path), "parquet": str(staged)}
                 got = hudi.request({**req, "operation": operation, "options": options})
                 timings[side] = got["seconds"]
-                label = f"{table_type} {len(batch):,} changes"
+                label = f"{table_type} {operation} of {len(batch):,} rows"
                 windows.append((label, *got["window_ms"]))
         staged.unlink()
         return timings["engine"], timings["hudi"]
@@ -194,10 +203,13 @@ def run_type(
                 flush=True,
             )
         e, h = float(np.median(engine_times)), float(np.median(hudi_times))
+        # Each round's own ratio (both sides under the same load), then their median.
+        paired = float(np.median(np.array(hudi_times) / np.array(engine_times)))
         e_range = f"({min(engine_times):.2f}-{max(engine_times):.2f})"
         h_range = f"({min(hudi_times):.2f}-{max(hudi_times):.2f})"
         lines.append(
             f"{table_type:>14} {size:>9,} {e:>6.2f} {e_range} {h:>7.2f} {h_range} {h / e:>9.2f}x"
+            f" {paired:>8.2f}x"
         )
     rt = rep.tables.get(TOPIC)
     assert rt is not None
@@ -261,7 +273,7 @@ def main() -> None:
     print(f"{machine()}")
     print(
         f"{'table type':>14} {'changes':>9} {'engine s (range)':>17} {'Hudi s (range)':>18} "
-        f"{'Hudi/engine':>10}"
+        f"{'Hudi/engine':>10} {'(by round)':>9}"
     )
     for line in lines:
         print(line)
