@@ -14,8 +14,6 @@ A benchmark, not a test: it asserts nothing.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -27,54 +25,15 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.config import config_from_dict  # noqa: E402
-from engine.model import STREAMED_BIT  # noqa: E402
-from engine.replicator import Replicator  # noqa: E402
-from engine.spark import get_spark  # noqa: E402
+from applying import (  # noqa: E402
+    TOPIC,
+    ChangeSets,
+    change_batch,
+    in_process_replicator,
+    machine,
+)
 
-TOPIC = "bench.app.items"
-
-
-def change_batch(ids: np.ndarray, ops: np.ndarray, pos0: int, rng: np.random.Generator) -> pa.Table:
-    """A decoded change batch (control columns + row image), as the decoder emits it."""
-    n = len(ids)
-    deleted = ops == "d"
-    return pa.table(
-        {
-            "_cdc_key": pa.array(ids.astype(str)),
-            "_cdc_op": pa.array(ops),
-            "_cdc_pos": pa.array(STREAMED_BIT + pos0 + np.arange(n), pa.int64()),
-            "_cdc_pos_sub": pa.array(pos0 + np.arange(n), pa.int64()),
-            "_cdc_source_ts_ms": pa.array(np.full(n, 1_700_000_000_000), pa.int64()),
-            "_cdc_partition": pa.array(np.zeros(n, np.int32)),
-            "_cdc_offset": pa.array(pos0 + np.arange(n), pa.int64()),
-            "_cdc_tx_id": pa.nulls(n, pa.string()),
-            "id": pa.array(ids, pa.int64()),
-            "name": pa.array(np.char.add("name-", rng.integers(0, 10**9, n).astype(str))),
-            "qty": pa.array(np.where(deleted, 0, rng.integers(0, 1000, n)), pa.int32()),
-            "price": pa.array(rng.random(n) * 100),
-            "status": pa.array(rng.choice(["NEW", "PAID", "SHIPPED"], n)),
-        }
-    )
-
-
-def in_process_replicator(
-    root: Path, buckets: int, clean_retain_commits: int = 10, table_type: str = "MERGE_ON_READ"
-) -> Replicator:
-    """A replicator writing under ``root``, merging with a local Spark session (no Kafka)."""
-    cfg = config_from_dict(
-        {
-            "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
-            "target": {"path": str(root / "lake")},
-            "hudi": {
-                "num_buckets": buckets,
-                "clean_retain_commits": clean_retain_commits,
-                "table_type": table_type,
-            },
-            "replicator": {"work_dir": str(root / "work")},
-        }
-    )
-    return Replicator(cfg, spark=get_spark("local[2]", "1g"))
+__all__ = ["TOPIC", "change_batch", "in_process_replicator"]  # bench/growth.py imports them
 
 
 def delta_rows(batch: pa.Table) -> pa.Table:
@@ -95,15 +54,12 @@ def main() -> None:
     args = ap.parse_args()
     from deltalake import DeltaTable, write_deltalake
 
-    rng = np.random.default_rng(1)
-    print(
-        f"machine: {platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    changes = ChangeSets(args.rows)
+    print(machine())
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         rep = in_process_replicator(root, args.buckets, table_type=args.table_type)
-        base = change_batch(np.arange(args.rows), np.full(args.rows, "r"), 0, rng)
+        base = changes.base()
         t0 = time.perf_counter()
         rep.merge_batch(TOPIC, base, ["id"], {0: args.rows})
         hudi_load = time.perf_counter() - t0
@@ -115,7 +71,6 @@ def main() -> None:
             f"table: {args.rows:,} rows; initial load: engine {hudi_load:.2f}s, "
             f"delta-rs {delta_load:.2f}s ({args.buckets} buckets, {args.table_type})"
         )
-        next_id, pos = args.rows, args.rows
         print(
             f"{'changes':>9} {'engine s (range)':>20} {'delta-rs s (range)':>20} "
             f"{'delta/engine':>13}"
@@ -123,14 +78,9 @@ def main() -> None:
         for size in (int(x) for x in args.changes.split(",")):
             engine_times, delta_times = [], []
             for _ in range(args.repeat):
-                kinds = rng.choice(["u", "c", "d"], size, p=[0.8, 0.1, 0.1])
-                existing = rng.choice(next_id, size, replace=False)
-                ids = np.where(kinds == "c", np.arange(next_id, next_id + size), existing)
-                next_id += size
-                batch = change_batch(ids, kinds, pos, rng)
-                pos += size
+                batch = changes.next(size)
                 t0 = time.perf_counter()
-                rep.merge_batch(TOPIC, batch, ["id"], {0: pos})
+                rep.merge_batch(TOPIC, batch, ["id"], {0: changes.pos})
                 engine_times.append(time.perf_counter() - t0)
                 source = delta_rows(batch)
                 t0 = time.perf_counter()

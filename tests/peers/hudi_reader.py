@@ -36,17 +36,19 @@ class ReaderError(RuntimeError):
 class HudiReader:
     """One long-lived Spark 3.5 session with one Hudi bundle on its class path."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, script: Path = SCRIPT, args: tuple[str, ...] = ()) -> None:
+        """``script``/``args``: another JSON-line script of the set run the same way
+        (``interop/spark3.5/hudi_upsert.py``, the upsert benchmark's writer)."""
         self.version = version
         python = venv_python("spark3.5")
         lib = lib_dir(VERSIONS[version])
         env = {**os.environ, "TZ": "UTC", "PYSPARK_PYTHON": str(python)}
         env.pop("SPARK_HOME", None)  # the venv's pyspark, not the engine's
         env.pop("PYTHONPATH", None)
-        self._log = Path(tempfile.gettempdir()) / f"hudi-peer-{version}-{os.getpid()}.log"
+        self._log = Path(tempfile.gettempdir()) / f"{script.stem}-{version}-{os.getpid()}.log"
         self._stderr = open(self._log, "wb")  # noqa: SIM115 - lives as long as the process
         self._proc = subprocess.Popen(
-            [str(python), str(SCRIPT), str(lib)],
+            [str(python), str(script), str(lib), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
