@@ -263,8 +263,19 @@ _LEARNED_MAX = 1024
 #: Misses in a row after which a topic's buffers are inferred without trying its learned
 #: schema first (members that come and go between batches make every try a wasted read).
 _LEARNED_MISSES = 3
-#: Envelope members read the same way whether inferred as null or as an all-null struct.
+#: Envelope members read the same way whatever their type: ``before`` only for the
+#: Avro-rendering check (a one-member struct), ``transaction`` only for its string ``id``.
 _LEARNED_EXEMPT = frozenset({"before", "transaction"})
+
+
+def _before_as_after(explicit: pa.Schema) -> pa.Schema:
+    """The learned parse schema with ``before`` typed as ``after`` (Debezium gives both
+    one row type): inference cannot type a ``before`` that is null in a buffer's first
+    blocks and an object later (see :func:`envelope_retry_schema`)."""
+    if "after" not in explicit.names or not pa.types.is_struct(explicit.field("after").type):
+        return explicit
+    row = explicit.field("after").type
+    return pa.schema([pa.field("before", row), *(f for f in explicit if f.name != "before")])
 
 
 def _schemaless_reader(topic: str) -> BulkReader:
@@ -278,6 +289,7 @@ def _schemaless_reader(topic: str) -> BulkReader:
         retry_schema=envelope_retry_schema,
         learned=learned if misses < _LEARNED_MISSES else None,
         exempt=_LEARNED_EXEMPT,
+        explicit_hook=_before_as_after,
     )
 
 

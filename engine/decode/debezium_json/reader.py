@@ -201,9 +201,10 @@ def as_inferred(table: pa.Table, learned: pa.Schema, exempt: frozenset[str]) -> 
     Certain when no member is new (a new column, or a member of another type: its place
     and type are inference's to decide), the members the learned schema typed ``null``
     are null where present, and every typed member is witnessed (:func:`_witnessed`).
-    The ``exempt`` top-level members are not proved: members the caller reads the same
-    way typed or null. Members come in the learned order: inference orders them by first
-    appearance, which differs only where a producer writes members in varying order.
+    The ``exempt`` top-level members are not proved and taken as read: members the caller
+    reads the same way whatever their type. Members come in the learned order: inference
+    orders them by first appearance, which differs only where a producer writes members
+    in varying order.
     """
     got = {name: i for i, name in enumerate(table.column_names)}
     if len(got) != table.num_columns:
@@ -212,18 +213,21 @@ def as_inferred(table: pa.Table, learned: pa.Schema, exempt: frozenset[str]) -> 
     for f in learned:
         i = got.pop(f.name, None)
         if i is None:
-            if pa.types.is_null(f.type):
+            if pa.types.is_null(f.type) or f.name in exempt:
                 continue
             return None
         col = table.column(i)
         arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        arr = _conformed(arr, f.type)
-        if arr is None or (f.name not in exempt and not _witnessed(arr, arr.type)):
-            return None
+        if f.name not in exempt:  # an exempt member is taken as read, whatever its type
+            arr = _conformed(arr, f.type)
+            if arr is None or not _witnessed(arr, arr.type):
+                return None
         columns.append(arr)
         fields.append(f.with_type(arr.type))
     if got:
         return None
+    if not columns:  # no member at all: keep the rows (a table of no columns has none)
+        return table.select([])
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
@@ -323,7 +327,7 @@ class BulkReader:
             the same stream (ISO-looking strings already strings), tried first as an explicit
             schema and kept only when :func:`as_inferred` proves the result equal to
             what inference would give; ``exempt`` names the top-level members that proof
-            skips.
+            skips, ``explicit_hook`` may type them in the explicit schema.
 
     After a read, :attr:`inferred` holds the schema a full inference produced (None when
     the learned schema served, or no inference ran): the caller's next ``learned``.
@@ -342,6 +346,7 @@ class BulkReader:
         retry_schema: Callable[[bytes | pa.Buffer], pa.Schema | None] | None = None,
         learned: pa.Schema | None = None,
         exempt: frozenset[str] = frozenset(),
+        explicit_hook: Callable[[pa.Schema], pa.Schema] | None = None,
     ) -> None:
         self.variants = variants
         self.probes = {id(schema): probe for schema, probe in probes or []}
@@ -355,6 +360,7 @@ class BulkReader:
         self.retry_schema = retry_schema
         self.learned = learned if infer else None
         self.exempt = exempt
+        self.explicit_hook = explicit_hook
         self.inferred: pa.Schema | None = None
         self.learned_missed = False
 
@@ -465,6 +471,8 @@ class BulkReader:
         explicit = explicit_part(learned)
         if explicit is None:
             return None
+        if self.explicit_hook is not None:
+            explicit = self.explicit_hook(explicit)
         try:
             table = self._read_one(buf, explicit, block)
             if table.num_rows != rows:
