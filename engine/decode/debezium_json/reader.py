@@ -480,7 +480,8 @@ class BulkReader:
             table.validate()
         except (*_READ_ERRORS, pa.ArrowInvalid):
             return None
-        return as_inferred(table, learned, self.exempt)
+        out = as_inferred(table, learned, self.exempt)
+        return out if out is not None and out.num_rows == rows else None
 
     def _attempts(self, buf: bytes | pa.Buffer) -> Iterator[pa.Schema | None]:
         """The parse schemas to try, in order: the variants, then the retry schema."""
