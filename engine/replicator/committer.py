@@ -240,10 +240,7 @@ class Committer:
         rt, writer = plan.rt, plan.rt.writer
         if writer is None:
             raise RuntimeError(f"{rt.name}: a planned table has no writer")
-        total = MergeCounts()
-        for r in results:
-            total.add(r.counts)
-        applied = applied_counts(total, plan, rt, bad)
+        applied = applied_counts(_total(results), plan, rt, bad)
         faults.point("before_commit")
         writer.commit(
             plan.instant,
@@ -268,9 +265,7 @@ class Committer:
         rt, writer = plan.rt, plan.rt.writer
         if writer is None:
             raise RuntimeError(f"{rt.name}: a planned table has no writer")
-        total = MergeCounts()
-        for r in results:
-            total.add(r.counts)
+        total = _total(results)
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
         rt.progress.committed = plan.offsets
         if plan.ddl_items:
@@ -299,3 +294,11 @@ class Committer:
             h.archive_retention_hours,
         )  # fmt: skip
         return applied
+
+
+def _total(results: list[TaskResult]) -> MergeCounts:
+    """The merge counts of a table's tasks, added up."""
+    total = MergeCounts()
+    for r in results:
+        total.add(r.counts)
+    return total

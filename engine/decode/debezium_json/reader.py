@@ -154,15 +154,8 @@ def explicit_part(learned: pa.Schema) -> pa.Schema | None:
     A member inference typed ``null`` (null in every record of the earlier buffer) is
     left to inference: a buffer without it must not get it.
     """
-    fields = []
-    for f in learned:
-        if pa.types.is_null(f.type):
-            continue
-        typ = _without_nulls(f.type)
-        if typ is None:
-            return None
-        fields.append(f.with_type(typ))
-    return pa.schema(fields)
+    row = _without_nulls(pa.struct(list(learned)))
+    return None if row is None else pa.schema(list(row))
 
 
 def _conformed(arr: pa.Array, full: pa.DataType) -> pa.Array | None:
