@@ -39,12 +39,26 @@ if TYPE_CHECKING:
 DecoderFactory = Callable[["Config"], Decoder]
 
 
-def _typed_debezium_json(cfg: Config) -> Decoder:
+class _NestingByParse:
+    """A Debezium JSON decoder that refuses values nested too deep by its parse
+    (``checks_nesting``: :class:`engine.decode.limits.Guarded` scans only long values)."""
+
+    checks_nesting = True
+
+    def __init__(self, decode: Decoder) -> None:
+        self.decode = decode
+
+    def __call__(self, records: RecordBatch) -> DecodeResult:
+        return self.decode(records)
+
+
+def _typed_debezium_json(cfg: Config, max_nesting_depth: int | None = None) -> Decoder:
     """The Debezium JSON decoder with the config's column types.
 
     ``[tables.<name>.columns]`` hints (parsed once per table) and, with
     ``source.catalog_types``, the source database's catalog (read now: a catalog that
-    cannot be read stops the start with the reason).
+    cannot be read stops the start with the reason). With ``max_nesting_depth`` it
+    refuses values nested deeper by its parse.
     """
     catalog = None
     if cfg.source.database.catalog_types:
@@ -56,8 +70,10 @@ def _typed_debezium_json(cfg: Config) -> Decoder:
     def decode(records: RecordBatch) -> DecodeResult:
         hints = hints_of(records.topic)
         if not hints and catalog is None:
-            return decode_debezium_json(records)
-        return decode_debezium_json(records, column_types=hints, catalog=catalog)
+            return decode_debezium_json(records, max_nesting_depth=max_nesting_depth)
+        return decode_debezium_json(
+            records, column_types=hints, catalog=catalog, max_nesting_depth=max_nesting_depth
+        )
 
     return decode
 
@@ -83,10 +99,10 @@ def _cdc_json(cfg: Config) -> Decoder:
 
 def _debezium_json(cfg: Config) -> Decoder:
     """Debezium envelopes; record keys rewritten where ``[tables.<name>]`` says so."""
-    typed = _typed_debezium_json(cfg)
     if not any(tc.key_fields or tc.keyless for tc in cfg.tables.values()):
-        return typed
-    return rewriting_decoder(typed, None, identities_for(cfg))
+        depth = cfg.source.limits.max_nesting_depth
+        return _NestingByParse(_typed_debezium_json(cfg, depth))
+    return rewriting_decoder(_typed_debezium_json(cfg), None, identities_for(cfg))
 
 
 def _debezium_flat(cfg: Config) -> Decoder:

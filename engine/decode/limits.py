@@ -37,11 +37,14 @@ from engine.errors import CdcError
 
 __all__ = [
     "DECODER_FAILED",
+    "PARSE_SAFE_BYTES",
     "DEFAULT_MAX_NESTING_DEPTH",
     "Guarded",
     "guarded",
     "nesting_depth",
+    "nesting_reason",
     "too_deep",
+    "too_deep_records",
 ]
 
 #: Default of ``source.max_nesting_depth``: a Debezium envelope with its Connect schema
@@ -204,8 +207,28 @@ def _too_deep_long(raw: list[bytes], limit: int) -> dict[int, int]:
     return found
 
 
+#: Values at most this long skip the scan before a decoder that checks nesting by its
+#: parse (``checks_nesting``): none can nest deeper than its length, and Arrow's JSON
+#: reader handles such depths (it errs at 600-4,000 levels; it crashed the process only
+#: at some 8,000, in a multi-block read with threads). Longer values are scanned first.
+PARSE_SAFE_BYTES = 4096
+
 #: Start of the reason given to a record the decoder raised on (a decoder bug).
 DECODER_FAILED = "the decoder failed on this message"
+
+
+def nesting_reason(part: str, depth: int, limit: int) -> str:
+    """The reason given to a key or value nested deeper than ``limit``."""
+    return (
+        f"{part} nested {depth} levels deep, deeper than source.max_nesting_depth = "
+        f"{limit}; raise it (at most {MAX_NESTING_DEPTH_CEILING}) and "
+        "`cdcctl deadletters replay` if the message is genuine"
+    )
+
+
+def too_deep_records(datas: Sequence[bytes | None], limit: int) -> dict[int, int]:
+    """Positions (and depths) of the records of ``datas`` nested deeper than ``limit``."""
+    return _too_deep_many(datas, limit)
 
 
 def _size(data: bytes | None) -> int:
@@ -217,25 +240,32 @@ def _refused(
     values: Sequence[bytes | None],
     max_bytes: int | None,
     max_depth: int,
+    *,
+    values_parsed: bool = False,
 ) -> dict[int, str]:
-    """Reasons of the records over a limit, by position."""
+    """Reasons of the records over a limit, by position. With ``values_parsed`` only the
+    values longer than :data:`PARSE_SAFE_BYTES` are scanned for nesting (the decoder
+    checks the others by its parse)."""
     refused: dict[int, str] = {}
+    n = len(values)
+    value_sizes = np.fromiter(map(_size, values), np.int64, n)
     if max_bytes is not None:
-        n = len(values)
-        sizes = np.fromiter(map(_size, keys), np.int64, n)
-        sizes += np.fromiter(map(_size, values), np.int64, n)
+        sizes = np.fromiter(map(_size, keys), np.int64, n) + value_sizes
         for i in np.flatnonzero(sizes > max_bytes).tolist():
             refused[i] = (
                 f"message of {sizes[i]} bytes is larger than source.max_message_bytes = {max_bytes}"
             )
-    for part, datas in (("value", values), ("key", keys)):
-        for i, depth in _too_deep_many(datas, max_depth).items():
-            refused.setdefault(
-                i,
-                f"{part} nested {depth} levels deep, deeper than source.max_nesting_depth = "
-                f"{max_depth}; raise it (at most {MAX_NESTING_DEPTH_CEILING}) and "
-                "`cdcctl deadletters replay` if the message is genuine",
-            )
+    deep: dict[str, dict[int, int]] = {"value": {}, "key": _too_deep_many(keys, max_depth)}
+    if values_parsed:
+        long = np.flatnonzero(value_sizes > PARSE_SAFE_BYTES).tolist()
+        if long:
+            found = _too_deep_many([values[i] for i in long], max_depth)
+            deep["value"] = {long[j]: d for j, d in found.items()}
+    else:
+        deep["value"] = _too_deep_many(values, max_depth)
+    for part in ("value", "key"):
+        for i, depth in deep[part].items():
+            refused.setdefault(i, nesting_reason(part, depth, max_depth))
     return refused
 
 
@@ -259,6 +289,9 @@ class Guarded:
         self.documents: Callable[[Sequence[bytes | None]], list[Any]] | None = getattr(
             decode, "documents", None
         )
+        #: The wrapped decoder refuses values nested too deep by its own parse (it says
+        #: so with a true ``checks_nesting``): only long values are scanned before it.
+        self.values_parsed = bool(getattr(decode, "checks_nesting", False))
 
     def refused(
         self, keys: Sequence[bytes | None], values: Sequence[bytes | None]
@@ -267,7 +300,13 @@ class Guarded:
         return _refused(keys, values, self.max_message_bytes, self.max_nesting_depth)
 
     def __call__(self, records: RecordBatch) -> DecodeResult:
-        refused = self.refused(records.keys, records.values)
+        refused = _refused(
+            records.keys,
+            records.values,
+            self.max_message_bytes,
+            self.max_nesting_depth,
+            values_parsed=self.values_parsed,
+        )
         if not refused:
             return _isolating(self.inner, records)
         result = _isolating(

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.decode import RecordBatch, decode_debezium_json
-from engine.decode.debezium_json import envelope, reader
+from engine.decode.debezium_json import learned as learned_mod
+from engine.decode.debezium_json import reader
 
 _VALUES = {
     "int": st.integers(-(2**40), 2**40),
@@ -93,23 +94,23 @@ def _same(a, b) -> None:  # noqa: ANN001
 @given(st.data())
 def test_learned_schema_reads_exactly_like_inference(data: st.DataObject) -> None:
     topic = "learned.public.t"
-    envelope._LEARNED.pop(topic, None)
+    learned_mod.LEARNED.pop(topic, None)
     start = 0
     for _ in range(data.draw(st.integers(2, 5))):
         records = data.draw(_buffer(start))
         start += 100
         warm = _decode(topic, records)
-        saved = envelope._LEARNED.pop(topic, None)
+        saved = learned_mod.LEARNED.pop(topic, None)
         cold = _decode(topic, records)
         if saved is not None:
-            envelope._LEARNED[topic] = saved
+            learned_mod.LEARNED[topic] = saved
         _same(warm, cold)
 
 
 def test_a_stable_topic_is_read_with_its_learned_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     """The point of it: the second buffer of a stable topic takes no inference."""
     topic = "learned.public.stable"
-    envelope._LEARNED.pop(topic, None)
+    learned_mod.LEARNED.pop(topic, None)
 
     def buffer(start: int) -> list[tuple[bytes, bytes | None]]:
         return [
@@ -129,27 +130,27 @@ def test_a_stable_topic_is_read_with_its_learned_schema(monkeypatch: pytest.Monk
         ]
 
     _decode(topic, buffer(0))
-    learned, misses = envelope._LEARNED[topic]
+    learned, misses = learned_mod.LEARNED[topic]
     assert learned is not None and misses == 0
     schemas: list[pa.Schema | None] = []
-    real = envelope.BulkReader._read_one
+    real = reader.BulkReader._read_one
 
     def spy(self, buf, schema, block):  # noqa: ANN001, ANN202
         schemas.append(schema)
         return real(self, buf, schema, block)
 
-    monkeypatch.setattr(envelope.BulkReader, "_read_one", spy)
+    monkeypatch.setattr(reader.BulkReader, "_read_one", spy)
     result = _decode(topic, buffer(20))
     assert result.batch is not None and result.batch.num_rows == 20
     # The values: one read, with the learned schema's typed members.
-    assert schemas[0] == envelope._before_as_after(reader.explicit_part(learned))
+    assert schemas[0] == learned_mod.before_as_after(reader.explicit_part(learned))
     assert None not in schemas  # no full inference
     # A buffer whose float member holds whole numbers only infers it as int64: the
     # learned (double) read is not kept.
     whole = [(k, v.replace(b".5", b"")) for k, v in buffer(40) if v is not None]
     got = _decode(topic, whole)
     assert got.batch is not None and got.batch.schema.field("price").type == pa.int64()
-    assert envelope._LEARNED[topic][1] == 1  # one miss counted
+    assert learned_mod.LEARNED[topic][1] == 1  # one miss counted
 
 
 def test_a_learned_schema_without_members_keeps_every_record() -> None:
@@ -157,9 +158,9 @@ def test_a_learned_schema_without_members_keeps_every_record() -> None:
     it (in parts, after a failed whole read) must still account for every record (a
     table of no columns has no rows: found by the fuzz tests)."""
     topic = "learned.public.empty"
-    envelope._LEARNED.pop(topic, None)
+    learned_mod.LEARNED.pop(topic, None)
     _decode(topic, [(b'{"id": 1}', b"{}"), (b'{"id": 2}', b"{}")])
-    assert envelope._LEARNED[topic][0] == pa.schema([])
+    assert learned_mod.LEARNED[topic][0] == pa.schema([])
     records = [
         (b'{"id": 1}', b'{"ts_ms": {"a": 1}}'),
         (b'{"id": 2}', b'{"op": }'),  # invalid: the group is read in parts
@@ -167,5 +168,5 @@ def test_a_learned_schema_without_members_keeps_every_record() -> None:
     ]
     warm = _decode(topic, records)
     assert len(warm.bad) + warm.ignored + (warm.batch.num_rows if warm.batch else 0) == 3
-    envelope._LEARNED.pop(topic)
+    learned_mod.LEARNED.pop(topic)
     _same(warm, _decode(topic, records))

@@ -3,7 +3,7 @@ state, plan cache, and small Arrow helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,10 @@ class Ctx:
     snapshot_ended: bool = False
     #: Record indices of the row events of each value schema (see DecodeResult.row_schemas).
     row_schemas: RowSchemaLog = field(default_factory=RowSchemaLog)
+    #: The batch's raw values, and the nesting limit the parse enforces (None: the
+    #: caller checked every value before; see ``decode_debezium_json``).
+    values: Sequence[bytes | None] = ()
+    max_depth: int | None = None
 
 
 def index_array(group: Group, positions: list[int] | range) -> pa.Array:

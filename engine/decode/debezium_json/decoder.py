@@ -66,8 +66,9 @@ from engine.decode.debezium_json.common import (
 from engine.decode.debezium_json.envelope import decode_values, tombstone_rows
 from engine.decode.debezium_json.hints import apply_hint
 from engine.decode.debezium_json.keys import Keys, decode_keys
-from engine.decode.debezium_json.split import split_records, split_slow
+from engine.decode.debezium_json.split import split_fast, split_records, split_slow
 from engine.decode.interleave import spread
+from engine.decode.limits import nesting_reason, too_deep_records
 from engine.decode.positions import MYSQL_HINTS, POSTGRES_HINTS
 from engine.decode.records import RecordBatch
 from engine.decode.result import DecodeResult
@@ -247,6 +248,7 @@ def decode_debezium_json(
     connector_hint: str | None = None,
     column_types: Mapping[str, ColumnType] | None = None,
     catalog: Any = None,
+    max_nesting_depth: int | None = None,
 ) -> DecodeResult:
     """Decode the JsonConverter records of one topic from one micro-batch.
 
@@ -267,6 +269,11 @@ def decode_debezium_json(
             ``types_for(source_table, topic, columns) -> (types, problem)`` (see
             :mod:`engine.decode.catalog`); hints win over it, and messages with a Connect
             schema do not use it.
+        max_nesting_depth: Refuse values nested deeper (``source.max_nesting_depth``) by
+            the parse: a parsed buffer whose type nests deeper has its records measured;
+            records parsed one by one are measured before. Values longer than
+            :data:`engine.decode.limits.PARSE_SAFE_BYTES` must have been measured by the
+            caller (see :class:`engine.decode.limits.Guarded`). None: not checked here.
 
     Returns:
         The change batch, the key fields, the bad records and the ignored count.
@@ -280,7 +287,19 @@ def decode_debezium_json(
     if not len(records):
         return DecodeResult(None, [], [], 0)
     values = records.values
-    decode_values(split_records(values, "value"), ctx)
+    ctx.values = values
+    ctx.max_depth = max_nesting_depth
+    split = split_fast(values, "value")
+    if split is None:
+        keep: Sequence[int] = range(len(values))
+        if max_nesting_depth is not None:
+            # The per-record path parses in Python: the records nested too deep go first.
+            deep = too_deep_records(values, max_nesting_depth)
+            for i, depth in deep.items():
+                ctx.bad[i] = nesting_reason("value", depth, max_nesting_depth)
+            keep = [i for i in range(len(values)) if i not in deep]
+        split = split_slow(values, keep, "value")
+    decode_values(split, ctx)
     if ctx.reroute:
         ctx.rerouting = True
         decode_values(split_slow(values, sorted(ctx.reroute), "value"), ctx)

@@ -11,13 +11,14 @@ a group is settled record by record: ignored, a tombstone, or bad with its reaso
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.decode.debezium_json import connect, hints
+from engine.decode.debezium_json import connect, hints, learned
 from engine.decode.debezium_json.common import (
     IDX,
     RESERVED,
@@ -36,10 +37,11 @@ from engine.decode.debezium_json.reader import (
     BulkReader,
     Piece,
     avro_rendering_hint,
-    envelope_retry_schema,
     merge_pieces,
+    type_depth,
 )
 from engine.decode.debezium_json.split import Group, Split
+from engine.decode.limits import nesting_reason, too_deep_records
 from engine.decode.positions import SourceColumns, ends_snapshot, source_columns
 from engine.decode.row_schemas import connect_defaults
 from engine.model import GTID, OP, OP_TOMBSTONE, POS, POS_SUB, SOURCE_TS, TX_ID
@@ -255,61 +257,12 @@ def _schemaless_value_build(objs: list[Any]) -> pa.Table:
     )
 
 
-#: Per topic, the schema inference gave the last schemaless buffer (the next one is
-#: read with it first, a quarter cheaper than inferring again) and how many buffers in a
-#: row it failed to read exactly; bounded like the plan cache.
-_LEARNED: dict[str, tuple[pa.Schema | None, int]] = {}
-_LEARNED_MAX = 1024
-#: Misses in a row after which a topic's buffers are inferred without trying its learned
-#: schema first (members that come and go between batches make every try a wasted read).
-_LEARNED_MISSES = 3
-#: Envelope members read the same way whatever their type: ``before`` only for the
-#: Avro-rendering check (a one-member struct), ``transaction`` only for its string ``id``.
-_LEARNED_EXEMPT = frozenset({"before", "transaction"})
-
-
-def _before_as_after(explicit: pa.Schema) -> pa.Schema:
-    """The learned parse schema with ``before`` typed as ``after`` (Debezium gives both
-    one row type): inference cannot type a ``before`` that is null in a buffer's first
-    blocks and an object later (see :func:`envelope_retry_schema`)."""
-    if "after" not in explicit.names or not pa.types.is_struct(explicit.field("after").type):
-        return explicit
-    row = explicit.field("after").type
-    return pa.schema([pa.field("before", row), *(f for f in explicit if f.name != "before")])
-
-
-def _schemaless_reader(topic: str) -> BulkReader:
-    """The reader of a topic's schemaless values: full inference, after the learned
-    schema of the topic's previous buffer where that is certain to read the same."""
-    learned, misses = _LEARNED.get(topic, (None, 0))
-    return BulkReader(
-        [None],
-        infer=True,
-        py_build=_schemaless_value_build,
-        retry_schema=envelope_retry_schema,
-        learned=learned if misses < _LEARNED_MISSES else None,
-        exempt=_LEARNED_EXEMPT,
-        explicit_hook=_before_as_after,
-    )
-
-
-def _remember(topic: str, reader: BulkReader) -> None:
-    """Keep what a schemaless read learned for the topic's next buffer."""
-    learned, misses = _LEARNED.get(topic, (None, 0))
-    if reader.learned is not None:
-        misses = misses + 1 if reader.learned_missed else 0
-    if reader.inferred is not None and misses < _LEARNED_MISSES:
-        learned = reader.inferred
-    if len(_LEARNED) >= _LEARNED_MAX and topic not in _LEARNED:
-        _LEARNED.clear()
-    _LEARNED[topic] = (learned, misses)
-
-
 def _value_plan(fp: str | None, schema: dict | None, topic: str) -> _ValuePlan:
     if fp is None or schema is None:
         # Full inference: measured faster than an explicit partial schema plus inference,
         # and the envelope members are checked defensively afterwards anyway.
-        return _ValuePlan("envelope", reader=_schemaless_reader(topic), after=None)
+        reader = learned.schemaless_reader(topic, _schemaless_value_build)
+        return _ValuePlan("envelope", reader=reader, after=None)
 
     def build() -> _ValuePlan:
         problem = connect.schema_problem(schema)
@@ -341,6 +294,8 @@ def _classify_other(payload: bytes, topic: str) -> str | None:
         obj = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as exc:
         return f"invalid JSON: {exc}"
+    except RecursionError:  # members a Connect schema skipped can nest without bound
+        return "not a Debezium envelope (nested too deep to read)"
     if obj is None:
         return _TOMBSTONE
     if not isinstance(obj, dict):
@@ -622,7 +577,7 @@ def _source_table(group: Group, position: int) -> dict[str, str] | None:
         return None
     try:
         source = json.loads(payload).get("source")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     if not isinstance(source, dict):
         return None
@@ -645,13 +600,18 @@ def decode_values(split: Split, ctx: Ctx) -> None:
             continue
         if plan.reader is None:
             raise RuntimeError(f"value plan of kind {plan.kind!r} has no reader")
-        pieces, bad, nulls = plan.reader.decode(group)
+        refuse = _refuser(group, ctx)
+        pieces, bad, nulls = plan.reader.decode(group, refuse)
         if plan.reader.infer and plan.after is None:
-            _remember(ctx.topic, plan.reader)
+            learned.remember(ctx.topic, plan.reader)
         for p, reason in bad.items():
             ctx.bad[group.indices[p]] = reason
         ctx.tombstones.extend(group.indices[p] for p in nulls)
         for piece in merge_pieces(pieces):
+            if refuse is not None and type_depth(piece.table.schema) > (ctx.max_depth or 0):
+                piece = _without(piece, refuse(list(piece.positions)))
+                if not len(piece.positions):
+                    continue
             if plan.kind == "ignore":
                 # Counted by record, not by table rows: pieces read with the empty parse
                 # schema have no columns, and pyarrow concatenates such tables to 0 rows.
@@ -660,6 +620,34 @@ def decode_values(split: Split, ctx: Ctx) -> None:
             out = _envelope_piece(piece, index_array(group, piece.positions), group, plan, ctx)
             if out is not None and out.num_rows:
                 ctx.tables.append(out)
+
+
+def _refuser(group: Group, ctx: Ctx) -> Callable[[list[int]], set[int]] | None:
+    """The nesting check of a group's records by position (None without a limit): the
+    positions whose record nests deeper than the limit, each made bad with its depth."""
+    limit = ctx.max_depth
+    if limit is None:
+        return None
+
+    def refuse(positions: list[int]) -> set[int]:
+        records = [ctx.values[group.indices[p]] for p in positions]
+        deep = too_deep_records(records, limit)
+        for j, depth in deep.items():
+            ctx.bad[group.indices[positions[j]]] = nesting_reason("value", depth, limit)
+        return {positions[j] for j in deep}
+
+    return refuse
+
+
+def _without(piece: Piece, refused: set[int]) -> Piece:
+    """The piece without the rows of the refused positions."""
+    if not refused:
+        return piece
+    keep = [p not in refused for p in piece.positions]
+    return Piece(
+        [p for p in piece.positions if p not in refused],
+        piece.table.filter(pa.array(keep, pa.bool_())),
+    )
 
 
 def tombstone_rows(indices: list[int]) -> pa.Table:

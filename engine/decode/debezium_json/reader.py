@@ -106,6 +106,23 @@ def _timestamps_as_strings(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _depth(typ: pa.DataType) -> int:
+    if pa.types.is_struct(typ):
+        return 1 + max((_depth(f.type) for f in typ), default=0)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        return 1 + _depth(typ.value_type)
+    if pa.types.is_map(typ):
+        return 1 + max(_depth(typ.key_type), _depth(typ.item_type))
+    return 0
+
+
+def type_depth(schema: pa.Schema) -> int:
+    """How deep the JSON objects and arrays of a parsed buffer nest at most: the record
+    object plus its members' nesting. No record of the buffer nests deeper, except in
+    members the parse schema skipped (read with ``ignore``), which were not materialised."""
+    return 1 + max((_depth(f.type) for f in schema), default=0)
+
+
 def _witnessed(arr: pa.Array, typ: pa.DataType) -> bool:
     """Whether inference over ``arr``'s JSON values gives exactly ``typ``.
 
@@ -486,8 +503,14 @@ class BulkReader:
 
     # -- a whole group -------------------------------------------------------------------
 
-    def decode(self, group: Group) -> tuple[list[Piece], dict[int, str], list[int]]:
+    def decode(
+        self, group: Group, refuse: Callable[[list[int]], set[int]] | None = None
+    ) -> tuple[list[Piece], dict[int, str], list[int]]:
         """Parse a group.
+
+        ``refuse`` (the caller's nesting limit): called with the positions about to be
+        parsed one by one or in parts (the bulk read failed); the positions it returns
+        (made bad by it) are left out.
 
         Returns:
             The parsed pieces, the bad positions with reasons, and the positions whose
@@ -496,15 +519,20 @@ class BulkReader:
         pieces: list[Piece] = []
         bad: dict[int, str] = {}
         n = len(group.indices)
-        if not self.arrow_readable:
-            self._python(group.payload_list(), list(range(n)), pieces, bad)
-        else:
+        if self.arrow_readable:
             try:
                 pieces.append(Piece(range(n), self.read(group.joined_bytes(), n, group.max_len)))
                 return pieces, bad, []
             except ReadFailed:
                 pass
-            self._scan(group.payload_list(), 0, n, group.max_len, pieces, bad)
+        positions = list(range(n))
+        if refuse is not None:
+            refused = refuse(positions)
+            positions = [p for p in positions if p not in refused]
+        if not self.arrow_readable:
+            self._python(group.payload_list(), positions, pieces, bad)
+        elif positions:
+            self._scan(group.payload_list(), positions, group.max_len, pieces, bad)
         nulls = [p for p, reason in bad.items() if reason is _JSON_NULL]
         for p in nulls:
             del bad[p]
@@ -513,21 +541,19 @@ class BulkReader:
     def _scan(
         self,
         payloads: list[bytes],
-        lo: int,
-        hi: int,
+        positions: list[int],
         max_len: int,
         pieces: list[Piece],
         bad: dict[int, str],
     ) -> None:
         """Locate bad records from the reader's error row; bisect when it gives none.
 
-        The range is joined once; each round parses the rest of it as one block (a
+        The positions are joined once; each round parses the rest of them as one block (a
         zero-copy slice). On an error at row ``r`` the good prefix is kept, the record at
         ``r`` is examined alone and the scan resumes after it, so a few bad records cost
         about two passes over the data instead of one pass per bisection level.
         """
-        positions = list(range(lo, hi))
-        buf = b"\n".join(payloads[lo:hi])
+        buf = b"\n".join(payloads[p] for p in positions)
         if not _valid_utf8(buf):
             # Rare: drop the records that are not UTF-8 (one cheap decode each).
             kept = []

@@ -117,7 +117,7 @@ def _find_prefix(message: bytes) -> tuple[bytes, str | None, dict | None] | None
     try:
         text = message.decode("utf-8")
         schema, end = _DECODER.raw_decode(text, len(_WRAPPED_HEAD))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not text.startswith(_PAYLOAD_SEP, end):
         return None
@@ -360,13 +360,10 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
     return Split(groups={None: Group(None, None, range(n), None, joined, max_len, (messages, 0))})
 
 
-def split_records(messages: Sequence[Any], role: str) -> Split:
-    """Unwrap and group the records of one side of a batch.
-
-    Args:
-        messages: Raw record bytes (None for null records), in consumption order.
-        role: ``"key"`` or ``"value"`` (keys may be JSON scalars, values may not).
-    """
+def split_fast(messages: Sequence[Any], role: str) -> Split | None:
+    """:func:`split_records` when the batch (or all of it but its nulls) has the fast
+    shape (see :func:`_fast`: one group of one-line objects, nothing parsed in Python),
+    else None."""
     fast = _fast(messages, role)
     if fast is not None:
         return fast
@@ -379,7 +376,18 @@ def split_records(messages: Sequence[Any], role: str) -> Split:
                 group.indices = present  # payload k of the group is record present[k]
             fast.nulls = [i for i, m in enumerate(messages) if m is None]
             return fast
-    return _Splitter(role).run(messages)
+    return None
+
+
+def split_records(messages: Sequence[Any], role: str) -> Split:
+    """Unwrap and group the records of one side of a batch.
+
+    Args:
+        messages: Raw record bytes (None for null records), in consumption order.
+        role: ``"key"`` or ``"value"`` (keys may be JSON scalars, values may not).
+    """
+    fast = split_fast(messages, role)
+    return fast if fast is not None else _Splitter(role).run(messages)
 
 
 def split_slow(messages: Sequence[Any], indices: Sequence[int], role: str) -> Split:
