@@ -170,3 +170,20 @@ def test_a_learned_schema_without_members_keeps_every_record() -> None:
     assert len(warm.bad) + warm.ignored + (warm.batch.num_rows if warm.batch else 0) == 3
     learned_mod.LEARNED.pop(topic)
     _same(warm, _decode(topic, records))
+
+
+def test_an_avro_rendered_before_is_judged_as_inference_would() -> None:
+    """Review finding: ``before`` is taken as read, but a member inferred inside it (the
+    Avro rendering's record wrapper) must send the buffer to inference."""
+    topic = "learned.public.avro_before"
+    learned_mod.LEARNED.pop(topic, None)
+    _decode(topic, [(b'{"id": 1}', b'{"before":null,"after":{"id":1},"op":"c","ts_ms":1}')])
+    records = [
+        (b'{"id": 2}', b'{"before":null,"after":{"id":2},"op":"c","ts_ms":2}'),
+        (b'{"id": 1}', b'{"before":{"t.Value":{"id":1}},"after":null,"op":"d","ts_ms":3}'),
+    ]
+    warm = _decode(topic, records)
+    learned_mod.LEARNED.pop(topic)
+    cold = _decode(topic, records)
+    _same(warm, cold)
+    assert [b.offset for b in cold.bad] == [1] and "Avro" in cold.bad[0].reason

@@ -79,3 +79,63 @@ def test_a_long_deep_value_is_still_scanned_first() -> None:
     deep = b'{"op": "c", "pad": "' + b"x" * PARSE_SAFE_BYTES + b'", "after": ' + b"[" * 50_000
     _, reasons = _decode(_decoder(max_nesting_depth=16), [_envelope({"id": 0}), deep])
     assert reasons[1].startswith("value nested 50001 levels deep")
+
+
+@pytest.mark.parametrize(
+    "deep",
+    [
+        b'{"op":"c","after":{"id":1,"deep":' + b"[" * 990 + b"1" + b"]" * 990 + b"}}",
+        b'{"op":"c","after":{"id":1,"deep":' + b'{"a":' * 500 + b"1" + b"}" * 500 + b"}}",
+    ],
+    ids=["lists", "objects"],
+)
+def test_deeper_than_python_recursion_within_the_safe_length(deep: bytes) -> None:
+    """Review finding: Arrow parses these, and the reader's type walks would recurse past
+    Python's limit; the buffer is read in parts after the exact measure instead."""
+    assert len(deep) <= PARSE_SAFE_BYTES
+    result, reasons = _decode(_decoder(max_nesting_depth=16), [_envelope({"id": 0}), deep])
+    assert reasons[1].startswith("value nested")
+    assert "deeper than source.max_nesting_depth = 16" in reasons[1]
+    assert result.batch is not None and result.batch.num_rows == 1
+
+
+def _wrapped(payload: dict) -> bytes:
+    schema = {
+        "type": "struct",
+        "name": "srv.app.t.Envelope",
+        "optional": False,
+        "fields": [
+            {"field": "op", "type": "string", "optional": False},
+            {
+                "field": "after",
+                "type": "struct",
+                "optional": True,
+                "fields": [{"field": "id", "type": "int64", "optional": False}],
+            },
+            {
+                "field": "source",
+                "type": "struct",
+                "optional": False,
+                "fields": [
+                    {"field": "connector", "type": "string", "optional": False},
+                    {"field": "lsn", "type": "int64", "optional": True},
+                ],
+            },
+        ],
+    }
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def test_jsonconverter_records_are_measured_whole() -> None:
+    """Review finding: the wrapper, its schema and members the schema does not name count,
+    as they did when every value was scanned before the decoder."""
+    payload = {"op": "c", "after": {"id": 1}, "source": {"connector": "postgresql", "lsn": 1}}
+    plain = _wrapped(payload)
+    extra = _wrapped({**payload, "x": [[[[[[[[0]]]]]]]]})  # wrapper 1, payload 2, lists 8
+    result, reasons = _decode(_decoder(max_nesting_depth=8), [plain, extra])
+    assert set(reasons) == {1} and reasons[1].startswith("value nested 10 levels deep")
+    assert result.batch is not None and result.batch.num_rows == 1
+    # A deep schema alone, as the only record of its batch.
+    deep_schema = b'{"schema":' + b'{"a":' * 600 + b"1" + b"}" * 600 + b',"payload":{}}'
+    _, reasons = _decode(_decoder(max_nesting_depth=16), [deep_schema])
+    assert reasons[0].startswith("value nested 601 levels deep")

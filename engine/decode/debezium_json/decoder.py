@@ -270,8 +270,9 @@ def decode_debezium_json(
             :mod:`engine.decode.catalog`); hints win over it, and messages with a Connect
             schema do not use it.
         max_nesting_depth: Refuse values nested deeper (``source.max_nesting_depth``) by
-            the parse: a parsed buffer whose type nests deeper has its records measured;
-            records parsed one by one are measured before. Values longer than
+            the parse: a parsed schemaless buffer whose type nests deeper has its records
+            measured; JsonConverter records and records parsed one by one are measured
+            before. Values longer than
             :data:`engine.decode.limits.PARSE_SAFE_BYTES` must have been measured by the
             caller (see :class:`engine.decode.limits.Guarded`). None: not checked here.
 
@@ -290,15 +291,18 @@ def decode_debezium_json(
     ctx.values = values
     ctx.max_depth = max_nesting_depth
     split = split_fast(values, "value")
+    # The per-record path parses in Python, and a JsonConverter record nests in its
+    # schema and wrapper too, beyond what its payload's parse shows: those are measured
+    # here first (the schema part once per schema), as the scan before the decoder did.
+    wrapped = split is not None and any(fp is not None for fp in split.groups)
+    if max_nesting_depth is not None and (split is None or wrapped):
+        deep = too_deep_records(values, max_nesting_depth)
+        for i, depth in deep.items():
+            ctx.bad[i] = nesting_reason("value", depth, max_nesting_depth)
+        if deep:
+            split = split_slow(values, [i for i in range(len(values)) if i not in deep], "value")
     if split is None:
-        keep: Sequence[int] = range(len(values))
-        if max_nesting_depth is not None:
-            # The per-record path parses in Python: the records nested too deep go first.
-            deep = too_deep_records(values, max_nesting_depth)
-            for i, depth in deep.items():
-                ctx.bad[i] = nesting_reason("value", depth, max_nesting_depth)
-            keep = [i for i in range(len(values)) if i not in deep]
-        split = split_slow(values, keep, "value")
+        split = split_slow(values, range(len(values)), "value")
     decode_values(split, ctx)
     if ctx.reroute:
         ctx.rerouting = True

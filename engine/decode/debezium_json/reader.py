@@ -29,6 +29,7 @@ import pyarrow.json as pj
 
 from engine.decode.debezium_json.connect import FieldError
 from engine.decode.debezium_json.split import Group
+from engine.decode.limits import MAX_NESTING_DEPTH_CEILING
 from engine.decode.text import LONE_SURROGATE, holds_lone_surrogate
 
 #: Ranges at most this long are examined record by record.
@@ -107,13 +108,22 @@ def _timestamps_as_strings(t: pa.DataType) -> pa.DataType:
 
 
 def _depth(typ: pa.DataType) -> int:
-    if pa.types.is_struct(typ):
-        return 1 + max((_depth(f.type) for f in typ), default=0)
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
-        return 1 + _depth(typ.value_type)
-    if pa.types.is_map(typ):
-        return 1 + max(_depth(typ.key_type), _depth(typ.item_type))
-    return 0
+    """Nesting of a type's structs, lists and maps (iterative: a type may nest thousands
+    of levels deep, past Python's recursion limit)."""
+    deepest, stack = 0, [(typ, 0)]
+    while stack:
+        t, above = stack.pop()
+        if pa.types.is_struct(t):
+            stack.extend((f.type, above + 1) for f in t)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            stack.append((t.value_type, above + 1))
+        elif pa.types.is_map(t):
+            stack.extend([(t.key_type, above + 1), (t.item_type, above + 1)])
+        else:
+            deepest = max(deepest, above)
+            continue
+        deepest = max(deepest, above + 1)
+    return deepest
 
 
 def type_depth(schema: pa.Schema) -> int:
@@ -121,6 +131,20 @@ def type_depth(schema: pa.Schema) -> int:
     object plus its members' nesting. No record of the buffer nests deeper, except in
     members the parse schema skipped (read with ``ignore``), which were not materialised."""
     return 1 + max((_depth(f.type) for f in schema), default=0)
+
+
+class _TooDeep(Exception):
+    """A parsed buffer nests deeper than any nesting limit allows."""
+
+
+def _not_too_deep(table: pa.Table) -> None:
+    """Raise :class:`_TooDeep` for a buffer deeper than ``source.max_nesting_depth`` can
+    ever be: such a buffer holds a record the caller's limit refuses, and the type walkers
+    here recurse (its records are then read in parts, after the caller's nesting check).
+    """
+    depth = type_depth(table.schema)
+    if depth > MAX_NESTING_DEPTH_CEILING:
+        raise _TooDeep(f"records nested {depth} levels deep")
 
 
 def _witnessed(arr: pa.Array, typ: pa.DataType) -> bool:
@@ -203,7 +227,9 @@ def _conformed(arr: pa.Array, full: pa.DataType) -> pa.Array | None:
     return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
-def as_inferred(table: pa.Table, learned: pa.Schema, exempt: frozenset[str]) -> pa.Table | None:
+def as_inferred(
+    table: pa.Table, learned: pa.Schema, exempt: frozenset[str], explicit: pa.Schema | None = None
+) -> pa.Table | None:
     """``table``, read with :func:`explicit_part` of ``learned`` (other members inferred),
     as the table a full inference of the same buffer gives, or None when that is not
     certain.
@@ -212,7 +238,8 @@ def as_inferred(table: pa.Table, learned: pa.Schema, exempt: frozenset[str]) -> 
     and type are inference's to decide), the members the learned schema typed ``null``
     are null where present, and every typed member is witnessed (:func:`_witnessed`).
     The ``exempt`` top-level members are not proved and taken as read: members the caller
-    reads the same way whatever their type. Members come in the learned order: inference
+    reads the same way typed or null; where ``explicit`` (the parse schema) types one,
+    the read must have kept that type. Members come in the learned order: inference
     orders them by first appearance, which differs only where a producer writes members
     in varying order.
     """
@@ -228,9 +255,14 @@ def as_inferred(table: pa.Table, learned: pa.Schema, exempt: frozenset[str]) -> 
             return None
         col = table.column(i)
         arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        if f.name not in exempt:  # an exempt member is taken as read, whatever its type
+        if f.name not in exempt:
             arr = _conformed(arr, f.type)
             if arr is None or not _witnessed(arr, arr.type):
+                return None
+        elif explicit is not None and f.name in explicit.names:
+            # Taken as read, but as typed: a member inferred inside it (an Avro-rendered
+            # ``before``, say) is for inference to place and judge.
+            if arr.type != explicit.field(f.name).type:
                 return None
         columns.append(arr)
         fields.append(f.with_type(arr.type))
@@ -269,6 +301,8 @@ def envelope_retry_schema(buf: bytes | pa.Buffer) -> pa.Schema | None:
         return None
     if "after" not in inferred.names or not pa.types.is_struct(inferred.field("after").type):
         return None
+    if type_depth(inferred) > MAX_NESTING_DEPTH_CEILING:
+        return None  # too deep for any limit (and for the recursive type walk below)
     row = _timestamps_as_strings(inferred.field("after").type)
     return pa.schema([pa.field("before", row), pa.field("after", row)])
 
@@ -427,6 +461,7 @@ class BulkReader:
         for k, schema in enumerate(self._attempts(buf)):
             try:
                 table = self._read_one(buf, schema, block)
+                _not_too_deep(table)
                 if self.infer and any(_has_timestamp(f.type) for f in table.schema):
                     # Arrow infers ISO-looking strings as timestamp[s]; without a schema we
                     # must not guess logical types, so read those members as strings.
@@ -434,6 +469,10 @@ class BulkReader:
                         [f.with_type(_timestamps_as_strings(f.type)) for f in table.schema]
                     )
                     table = self._read_one(buf, fixed, block)
+            except _TooDeep as exc:
+                problem = str(exc)
+                error_rows.append(None)
+                continue
             except _READ_ERRORS as exc:
                 problem = str(exc)
                 match = _ERROR_ROW.search(problem)
@@ -487,10 +526,11 @@ class BulkReader:
             table = self._read_one(buf, explicit, block)
             if table.num_rows != rows:
                 return None
+            _not_too_deep(table)
             table.validate()
-        except (*_READ_ERRORS, pa.ArrowInvalid):
+        except (*_READ_ERRORS, pa.ArrowInvalid, _TooDeep):
             return None
-        out = as_inferred(table, learned, self.exempt)
+        out = as_inferred(table, learned, self.exempt, explicit)
         return out if out is not None and out.num_rows == rows else None
 
     def _attempts(self, buf: bytes | pa.Buffer) -> Iterator[pa.Schema | None]:
