@@ -6,29 +6,18 @@ exist in full. So every write goes to a temporary name in the same folder, is fl
 and fsynced, renamed into place, and the folder is fsynced so the rename itself is
 durable. Temporary names start with ``.`` and end with ``.tmp``: Hudi readers skip
 hidden files, and never mistake a half-written ``.parquet`` for a data file.
-
-A file that only becomes visible through a later step (a Hudi data file through its
-commit) may be written ``durable=False``: renamed into place unsynced, and that step
-makes it durable first (:func:`fsync_all`: many files at once, which costs one device
-flush where one after another each costs its own).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 #: What :func:`atomic_write` writes: the bytes, or a function that writes the file at the
 #: (temporary) path it is given, e.g. a Parquet writer.
 Content = bytes | Callable[[Path], None]
-
-#: Threads of :func:`fsync_all`: concurrent fsyncs share the file system's journal
-#: commits and the device's cache flushes (24 files: ~5 ms, against ~40 ms in turn).
-FSYNC_THREADS = 8
-_fsync_pool: ThreadPoolExecutor | None = None
 
 
 def private_dir(path: Path) -> Path:
@@ -73,31 +62,8 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_all(paths: Iterable[Path]) -> None:
-    """:func:`fsync` every file or folder of ``paths``, concurrently (the first error is
-    raised once all have been tried)."""
-    global _fsync_pool
-    todo = list(paths)
-    if len(todo) <= 1:
-        for path in todo:
-            fsync(path)
-        return
-    if _fsync_pool is None:
-        _fsync_pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-    futures = [_fsync_pool.submit(fsync, path) for path in todo]
-    errors = [f.exception() for f in futures]
-    for error in errors:
-        if error is not None:
-            raise error
-
-
 def atomic_write(
-    path: Path,
-    content: Content,
-    *,
-    tmp_dir: Path | None = None,
-    sync_dir: bool = True,
-    durable: bool = True,
+    path: Path, content: Content, *, tmp_dir: Path | None = None, sync_dir: bool = True
 ) -> int:
     """Replace ``path`` with ``content`` so that readers see all of it or none of it.
 
@@ -108,8 +74,6 @@ def atomic_write(
             on the same file system. Created if missing.
         sync_dir: Also fsync ``path``'s folder (skip only when the caller syncs the
             folder once after several writes).
-        durable: False: neither the file nor its folder is fsynced; the caller makes
-            both durable before anything names the file (:func:`fsync_all`).
 
     Returns:
         The size of the written file in bytes.
@@ -123,18 +87,16 @@ def atomic_write(
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
                 fh.flush()
-                if durable:
-                    os.fsync(fh.fileno())
+                os.fsync(fh.fileno())
         else:
             os.close(fd)
             content(Path(tmp))
-            if durable:
-                fsync(Path(tmp))
+            fsync(Path(tmp))
         size = os.stat(tmp).st_size
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if sync_dir and durable:
+    if sync_dir:
         fsync(path.parent)
     return size

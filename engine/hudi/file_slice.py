@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import HudiError
-from engine.files import atomic_write
+from engine.files import atomic_write, private_file
 from engine.hudi import bloom, parquet, tombstones
 from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
 from engine.hudi.schema import (
@@ -170,6 +170,8 @@ class KeyIndex:
         )
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
+            # In the work folder: owner-only, like everything there (message contents).
+            private_file(tmp)
             with pa.OSFile(str(tmp), "wb") as sink:
                 with pa.ipc.new_file(sink, table.schema) as ipc:
                     ipc.write_table(table)
@@ -651,8 +653,7 @@ class SliceWrite:
             carried = fill_ordering(carried, self.ordering_field)
             upserts = fill_ordering(upserts, self.ordering_field) if upserts is not None else None
         if tombs is not None:
-            sidecar = tombstones.sidecar_path(table, self.file_id, self.instant)
-            tombstones.write(tombs, sidecar, durable=False)  # the commit syncs it
+            tombstones.write(tombs, tombstones.sidecar_path(table, self.file_id, self.instant))
         path = table / self.file_name
         if self.append:
             if self.base_file is None:
@@ -671,7 +672,7 @@ class SliceWrite:
                 )
                 rows = rows.cast(reader_schema(rows.schema))
             data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
-            size = atomic_write(path, data, durable=False)  # the commit syncs it
+            size = atomic_write(path, data)
             if cache_columns:
                 FILE_CACHE.put(
                     path,
@@ -690,7 +691,7 @@ class SliceWrite:
                 file_name=self.file_name,
                 data_schema=data_schema,
             )
-            size = write_base_file(rows, path, durable=False)  # the commit syncs it
+            size = write_base_file(rows, path)
             if cache_columns and self.is_mor:
                 index = KeyIndex.build(rows.select(cache_columns))
                 if index_dir is not None:
@@ -728,9 +729,8 @@ def fill_ordering(rows: pa.Table, field: str) -> pa.Table:
 FOOTER_THREAD_ROWS = 50_000
 
 
-def write_base_file(rows: pa.Table, path: Path, *, durable: bool = True) -> int:
-    """Write a base file atomically and durably (``durable`` false: its commit makes it
-    durable); return its size.
+def write_base_file(rows: pa.Table, path: Path) -> int:
+    """Write a base file atomically and durably; return its size.
 
     Its footer carries what Hudi's writers put there (``engine.hudi.bloom``): the bloom
     filter of the record keys in row order and the least and greatest key.
@@ -743,7 +743,6 @@ def write_base_file(rows: pa.Table, path: Path, *, durable: bool = True) -> int:
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=footer
             ),
-            durable=durable,
         )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
         pending = pool.submit(bloom.footer_metadata, keys)
@@ -752,5 +751,4 @@ def write_base_file(rows: pa.Table, path: Path, *, durable: bool = True) -> int:
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=pending.result
             ),
-            durable=durable,
         )

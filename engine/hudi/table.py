@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import shutil
 import zlib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync_all
+from engine.files import atomic_write, fsync
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import RULE_JAVA
@@ -192,9 +191,7 @@ class HudiTable(TableServices):
         inflight_name = tl.inflight_name(instant, action)
         # An empty requested file is what Spark writes for commits, and Java accepts it
         # for replacecommits of non-clustering operations.
-        # One folder fsync for both renames (no data file is written before they are
-        # durable, so a crash between them loses nothing a rollback would need).
-        atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp, sync_dir=False)
+        atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp)
         atomic_write(self._hoodie / inflight_name, to_json_bytes(inflight), tmp_dir=self._temp)
         self._added(requested, inflight_name)
         self._last_instant = max(self._last_instant, instant)
@@ -207,12 +204,10 @@ class HudiTable(TableServices):
         extra_metadata: dict[str, str],
         operation_type: str = "UPSERT",
         replaced_file_ids: list[str] | None = None,
-        other_files: Sequence[Path] = (),
     ) -> None:
         """Complete ``instant``: its files become visible to every reader at once.
 
-        The data files of ``write_stats`` (and ``other_files``, e.g. tombstone sidecars,
-        with their folders) are fsynced, all at once, the partition marker is written
+        The data files of ``write_stats`` are fsynced, the partition marker is written
         on the first commit, then ``<T>.commit`` (or ``<T>.replacecommit``) appears by
         an atomic rename: the single visibility point. Finally ``.hoodie/.temp/<T>/`` is
         removed.
@@ -269,23 +264,18 @@ class HudiTable(TableServices):
                 {PARTITION_PATH: list(replaced_file_ids)} if replaced_file_ids else {}
             )
 
-        # Data must be durable before the commit that makes it visible (the writers
-        # leave that to here: one concurrent round of fsyncs for the whole instant).
-        durable: list[Path] = []
+        # Data must be durable before the commit that makes it visible.
         for stat in write_stats:
             path = self.base_path / stat.path
             if not path.is_file():
                 raise HudiError(f"write stat names a missing data file {path}")
-            durable.append(path)
-        durable.extend(other_files)
-        durable.extend({Path(p).parent for p in other_files})
-        if write_stats:
-            durable.append(self.base_path)  # their renames
+            fsync(path)
         marker = self.base_path / PARTITION_METADATA_FILE
         if not marker.exists():
             text = f"#partition metadata\ncommitTime={instant}\npartitionDepth=0\n"
             atomic_write(marker, text.encode("ascii"))
-        fsync_all(durable)
+        if write_stats:
+            fsync(self.base_path)
 
         tmp_dir = self._temp / instant
         atomic_write(self._hoodie / f"{instant}.{action}", to_json_bytes(metadata), tmp_dir=tmp_dir)

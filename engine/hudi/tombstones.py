@@ -78,11 +78,10 @@ def missing(path: Path, instant: str) -> HudiError:
     )
 
 
-def write(table: pa.Table, path: Path, *, durable: bool = True) -> None:
-    """Write a sidecar atomically (staged under a name readers never pick up) and
-    durably, unless ``durable`` is false: then its commit makes it so."""
+def write(table: pa.Table, path: Path) -> None:
+    """Write a sidecar atomically and durably (staged under a name readers never pick up)."""
     rows = table.cast(SCHEMA)
-    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp), durable=durable)
+    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp))
 
 
 def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:

@@ -167,13 +167,7 @@ class HudiWriter:
         extra[o.TOMBSTONES_KEY] = ",".join(sorted(r.file_id for r in results if r.tombstones))
         extra[o.COUNTS_KEY] = "{}"
         extra[UPGRADE_KEY] = ",".join(str(b) for b in buckets)
-        self._table.commit(
-            instant,
-            self._stats(results),
-            schema,
-            extra,
-            other_files=self._sidecars(instant, results),
-        )
+        self._table.commit(instant, self._stats(results), schema, extra)
 
     # ----------------------------------------------------------------- what it holds
 
@@ -341,20 +335,7 @@ class HudiWriter:
             o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
             **extra,
         }
-        self._table.commit(
-            instant,
-            self._stats(results),
-            schema,
-            metadata,
-            other_files=self._sidecars(instant, results),
-        )
-
-    def _sidecars(self, instant: str, results: list[SliceResult]) -> list[Path]:
-        """The tombstone sidecars the writes of ``results`` made in ``instant``
-        (unsynced, like their data files: the commit syncs them)."""
-        return [
-            tombstones.sidecar_path(self.path, r.file_id, instant) for r in results if r.tombstones
-        ]
+        self._table.commit(instant, self._stats(results), schema, metadata)
 
     @staticmethod
     def _stats(results: list[SliceResult]) -> list[WriteStat]:

@@ -16,7 +16,6 @@ import json
 import logging
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -42,9 +41,6 @@ log = logging.getLogger("cdcctl.replicator")
 
 #: Source times of a table's batch sampled for the latency percentiles.
 LATENCY_SAMPLE = 256
-
-#: Tables of a batch whose Hudi commits are written at the same time.
-COMMIT_THREADS = 8
 
 
 def commit_extra(writer: Any, instant: str) -> dict[str, str]:
@@ -86,7 +82,6 @@ class Committer:
         #: Batches planned, and commits made (a turn that made one ends an incident).
         self.batches = 0
         self.commits = 0
-        self._pool: ThreadPoolExecutor | None = None
 
     # -- planning ------------------------------------------------------------------------
     def plan(self, prepared: PreparedBatch) -> PendingBatch:
@@ -172,22 +167,18 @@ class Committer:
     def finish(self, pending: PendingBatch) -> BatchReport:
         """Commit every table of a batch whose merge job ended well."""
         phases = pending.prepared.phases
-        # The Spark job's own time (a batch without tasks: until now).
-        phases["merge"] = (pending.merge_ended or time.monotonic()) - pending.merge_started
+        phases["merge"] = time.monotonic() - pending.merge_started
         faults.point("files_written")
         t0 = time.monotonic()
         results = iter(pending.results)
-        owned = [(plan, [next(results) for _ in plan.tasks]) for plan in pending.plans]
-        written = self._write(owned, pending.bad)
         tables = {}
-        for (plan, own), outcome in zip(owned, written, strict=True):
+        for plan in pending.plans:
+            own = [next(results) for _ in plan.tasks]
             try:
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                tables[plan.rt.name] = self.committed(
+                tables[plan.rt.name] = self.commit(
                     plan,
                     own,
-                    outcome,
+                    pending.bad.get(plan.rt.name, 0),
                     pending.source_ts.get(plan.rt.name, np.empty(0, np.int64)),
                 )
             except HudiError as exc:
@@ -213,34 +204,21 @@ class Committer:
             rewind=pending.prepared.rewind,
         )
 
-    def _write(
-        self, owned: list[tuple[TablePlan, list[TaskResult]]], bad: dict[str, int]
-    ) -> list[dict[str, int] | Exception]:
-        """Each table's Hudi commit (:meth:`write`), the tables' side by side: most of a
-        commit is waiting for fsyncs, which overlap (one table's commit costs about what
-        many cost). Per table, what it applied or why it failed."""
-
-        def one(item: tuple[TablePlan, list[TaskResult]]) -> dict[str, int] | Exception:
-            plan, own = item
-            try:
-                return self.write(plan, own, bad.get(plan.rt.name, 0))
-            except Exception as exc:  # noqa: BLE001 - raised again by finish, per table
-                return exc
-
-        if len(owned) <= 1:
-            return [one(item) for item in owned]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="commit")
-        return list(self._pool.map(one, owned))
-
-    def write(self, plan: TablePlan, results: list[TaskResult], bad: int = 0) -> dict[str, int]:
-        """Complete one table's instant on disk (its checkpoint and what it applied, which
-        is returned); nothing of the replicator's own state changes here (that is
-        :meth:`committed`'s, in the loop's thread)."""
+    def commit(
+        self,
+        plan: TablePlan,
+        results: list[TaskResult],
+        bad: int = 0,
+        source_ts: np.ndarray | None = None,
+    ) -> dict[str, int]:
+        """Commit one table's instant; what it applied."""
         rt, writer = plan.rt, plan.rt.writer
         if writer is None:
             raise RuntimeError(f"{rt.name}: a planned table has no writer")
-        applied = applied_counts(_total(results), plan, rt, bad)
+        total = MergeCounts()
+        for r in results:
+            total.add(r.counts)
+        applied = applied_counts(total, plan, rt, bad)
         faults.point("before_commit")
         writer.commit(
             plan.instant,
@@ -251,21 +229,6 @@ class Committer:
             {**plan.extra, COUNTS_KEY: json.dumps(applied, separators=(",", ":"))},
         )
         faults.point("after_commit")
-        return applied
-
-    def committed(
-        self,
-        plan: TablePlan,
-        results: list[TaskResult],
-        applied: dict[str, int],
-        source_ts: np.ndarray | None = None,
-    ) -> dict[str, int]:
-        """After a table's commit landed (:meth:`write`): its progress, counters, state
-        and the state store; then its cleaning and archiving when due. What it applied."""
-        rt, writer = plan.rt, plan.rt.writer
-        if writer is None:
-            raise RuntimeError(f"{rt.name}: a planned table has no writer")
-        total = _total(results)
         shutil.rmtree(self.staging / rt.name / plan.instant, ignore_errors=True)
         rt.progress.committed = plan.offsets
         if plan.ddl_items:
@@ -294,11 +257,3 @@ class Committer:
             h.archive_retention_hours,
         )  # fmt: skip
         return applied
-
-
-def _total(results: list[TaskResult]) -> MergeCounts:
-    """The merge counts of a table's tasks, added up."""
-    total = MergeCounts()
-    for r in results:
-        total.add(r.counts)
-    return total

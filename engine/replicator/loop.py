@@ -52,10 +52,6 @@ from engine.state.metrics import MetricsServer, serve_metrics
 
 log = logging.getLogger("cdcctl.replicator")
 
-#: While a batch merges, a poll that has read ``max_batch_events // OVERLAP_SHARE``
-#: messages ends, so that their decode overlaps the merge (see ``_poll_until``).
-OVERLAP_SHARE = 20
-
 
 class Replicator:
     """Runs micro-batches until stopped or, with ``until_caught_up``, caught up."""
@@ -232,13 +228,8 @@ class Replicator:
             return False
         if self.offsets.refresh_due():
             self._refresh_topics()
-        consumed = self.intake.consume(self._poll_until())
-        report = None
-        if self.runner.merged():  # committed at once: the decode has nothing to overlap
-            report = self._commit_previous()
-        polled, prepared = self.intake.decode_polled(consumed)
-        if report is None:
-            report = self._commit_previous()
+        polled, prepared = self.intake.poll()
+        report = self._commit_previous()
         if report is not None:  # before the next is planned: its lag and group offsets
             self._report(report)  # are the committed batch's own
         if prepared is not None:
@@ -246,20 +237,6 @@ class Replicator:
         idle = not polled and self.runner.pending is None
         self.recovery.end_turn(self.committer.commits > commits, idle)
         return True
-
-    def _poll_until(self) -> Callable[[int], bool]:
-        """When a poll ends (adaptive batching): with a batch in flight, as soon as its
-        merge has ended (it is committed right away, and what was read so far is the next
-        batch: small batches while caught up), or once a twentieth of ``max_batch_events``
-        was read (behind: that is decoded while the merge goes on, and the next poll
-        takes every message waiting by then, up to ``max_batch_events``);
-        with none in flight, as soon as something was read; ``max_batch_seconds`` at the
-        latest."""
-        pending = self.runner.pending
-        if pending is None:
-            return lambda read: read > 0
-        overlap = max(1, self.cfg.replicator.max_batch_events // OVERLAP_SHARE)
-        return lambda read: read >= overlap or pending.merged()
 
     def _nothing_can_run(self) -> bool:
         """Every table is FAILED (each said why as it failed): the run ends (exit 3)

@@ -7,7 +7,6 @@ tombstones" (which would let a late event resurrect a deleted row).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -80,49 +79,3 @@ def test_groups_without_tombstones_record_none(tmp_path: Path, spark) -> None:
     table = HudiTable.open(tmp_path / "lake" / "app_t")
     newest = table.completed_instants()[-1]
     assert table.commit_metadata(newest)["extraMetadata"][o.TOMBSTONES_KEY] == ""
-
-
-def test_a_commit_makes_its_files_durable_before_it_appears(
-    tmp_path: Path, spark, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The merge tasks write data files and sidecars unsynced; the commit fsyncs each of
-    them, their folders and the table folder in one round before its instant appears."""
-    import engine.hudi.table as table_module
-
-    rounds: list[tuple[set[Path], set[str]]] = []
-    real = table_module.fsync_all
-
-    def recording(paths):
-        paths = [Path(p) for p in paths]
-        hoodie = tmp_path / "lake" / "app_t" / ".hoodie"
-        rounds.append((set(paths), {n for n in os.listdir(hoodie) if n.endswith("commit")}))
-        real(paths)
-
-    replicator = _replicator(tmp_path, spark)
-    replicator.apply([_msg(i, "c", i, 10 + i) for i in range(3)])
-    rounds.clear()
-    monkeypatch.setattr(table_module, "fsync_all", recording)
-    replicator.apply([_msg(3, "d", 0, 20), _msg(4, "c", 9, 21)])
-    table = HudiTable.open(tmp_path / "lake" / "app_t")
-    first, newest = table.completed_instants()
-    stats = table.commit_metadata(newest)["partitionToWriteStats"]
-    written = {table.base_path / s["path"] for group in stats.values() for s in group}
-    (group,) = table.file_groups().values()
-    sidecar = tombstones.sidecar_path(table.base_path, group.file_id, newest)
-    assert written and sidecar.is_file()
-    assert len(rounds) == 1
-    ((synced, commits_then),) = rounds
-    assert written | {sidecar, sidecar.parent, table.base_path} <= synced
-    # Synced while only the first commit had appeared.
-    assert {n.split(".")[0] for n in commits_then} == {first}
-
-
-def test_fsync_all_tries_every_path_and_raises_the_first_error(tmp_path: Path) -> None:
-    from engine.files import fsync_all
-
-    files = [tmp_path / f"f{i}" for i in range(5)]
-    for f in files:
-        f.write_bytes(b"x")
-    fsync_all([*files, tmp_path])
-    with pytest.raises(FileNotFoundError):
-        fsync_all([*files, tmp_path / "missing"])
