@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.decode import RecordBatch, decode_debezium_json
+from engine.decode.debezium_json import inferred, reader
 from engine.decode.debezium_json import learned as learned_mod
-from engine.decode.debezium_json import reader
 
 _VALUES = {
     "int": st.integers(-(2**40), 2**40),
@@ -143,7 +143,7 @@ def test_a_stable_topic_is_read_with_its_learned_schema(monkeypatch: pytest.Monk
     result = _decode(topic, buffer(20))
     assert result.batch is not None and result.batch.num_rows == 20
     # The values: one read, with the learned schema's typed members.
-    assert schemas[0] == learned_mod.before_as_after(reader.explicit_part(learned))
+    assert schemas[0] == learned_mod.before_as_after(inferred.explicit_part(learned))
     assert None not in schemas  # no full inference
     # A buffer whose float member holds whole numbers only infers it as int64: the
     # learned (double) read is not kept.

@@ -31,6 +31,7 @@ from engine.decode.debezium_json.common import (
     struct_normalizer,
 )
 from engine.decode.debezium_json.connect import FieldError, SchemaError, TypePlan
+from engine.decode.debezium_json.inferred import type_depth
 from engine.decode.debezium_json.reader import (
     AVRO_BRANCHES,
     AVRO_REASON,
@@ -38,7 +39,6 @@ from engine.decode.debezium_json.reader import (
     Piece,
     avro_rendering_hint,
     merge_pieces,
-    type_depth,
 )
 from engine.decode.debezium_json.split import Group, Split
 from engine.decode.limits import nesting_reason, too_deep_records

@@ -3,7 +3,7 @@
 A topic's schemaless buffers are read with the schema inference gave its previous one
 (one explicit-schema read, about a quarter cheaper than inferring again, and one read
 where inference fails on a ``before`` that is null first and an object later), kept only
-where :func:`engine.decode.debezium_json.reader.as_inferred` proves the read equal to a
+where :func:`engine.decode.debezium_json.inferred.as_inferred` proves the read equal to a
 full inference.
 """
 
