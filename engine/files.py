@@ -4,8 +4,10 @@ Readers (hudi-rs, Java Hudi, the merge of the next batch) must see either the ol
 or the whole new one, and after a crash or power loss a file that a commit names must
 exist in full. So every write goes to a temporary name in the same folder, is flushed
 and fsynced, renamed into place, and the folder is fsynced so the rename itself is
-durable. Temporary names start with ``.`` and end with ``.tmp``: Hudi readers skip
-hidden files, and never mistake a half-written ``.parquet`` for a data file.
+durable. Temporary names start with ``.`` and end with ``.tmp``, so no reader mistakes
+a half-written ``.parquet`` for a data file; a Hudi table's data files are staged under
+``.hoodie/.temp`` instead (``tmp_dir``), since its log files are hidden names too and
+hudi-rs would list a staged one.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from engine.errors import HudiError
 from engine.files import atomic_write, private_file
-from engine.hudi import bloom, parquet, tombstones
+from engine.hudi import bloom, layout, parquet, tombstones
 from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
 from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
@@ -672,7 +672,7 @@ class SliceWrite:
                 )
                 rows = rows.cast(reader_schema(rows.schema))
             data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
-            size = atomic_write(path, data)
+            size = atomic_write(path, data, tmp_dir=layout.temp_dir(table))
             if cache_columns:
                 FILE_CACHE.put(
                     path,
@@ -691,7 +691,7 @@ class SliceWrite:
                 file_name=self.file_name,
                 data_schema=data_schema,
             )
-            size = write_base_file(rows, path)
+            size = write_base_file(rows, path, layout.temp_dir(table))
             if cache_columns and self.is_mor:
                 index = KeyIndex.build(rows.select(cache_columns))
                 if index_dir is not None:
@@ -729,11 +729,12 @@ def fill_ordering(rows: pa.Table, field: str) -> pa.Table:
 FOOTER_THREAD_ROWS = 50_000
 
 
-def write_base_file(rows: pa.Table, path: Path) -> int:
+def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> int:
     """Write a base file atomically and durably; return its size.
 
     Its footer carries what Hudi's writers put there (``engine.hudi.bloom``): the bloom
-    filter of the record keys in row order and the least and greatest key.
+    filter of the record keys in row order and the least and greatest key. ``tmp_dir``:
+    where it is staged (:func:`engine.hudi.layout.temp_dir` for a table's files).
     """
     keys = rows.column(HOODIE_RECORD_KEY)
     if rows.num_rows < FOOTER_THREAD_ROWS:
@@ -743,6 +744,7 @@ def write_base_file(rows: pa.Table, path: Path) -> int:
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=footer
             ),
+            tmp_dir=tmp_dir,
         )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
         pending = pool.submit(bloom.footer_metadata, keys)
@@ -751,4 +753,5 @@ def write_base_file(rows: pa.Table, path: Path) -> int:
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=pending.result
             ),
+            tmp_dir=tmp_dir,
         )

@@ -30,6 +30,16 @@ def own_dir(table: Path) -> Path:
     return meta_dir(table) / OWN_DIR
 
 
+def temp_dir(table: Path) -> Path:
+    """Where a table's files are staged before their atomic rename (``.hoodie/.temp``).
+
+    Not beside the data files: a log file's name starts with ``.`` as a temporary name
+    does, so hudi-rs lists a staged ``..<log name>.<random>.tmp`` as a log file and fails
+    when the rename takes it away under the reader.
+    """
+    return meta_dir(table) / ".temp"
+
+
 def has_meta_dir(path: Path) -> bool:
     """Whether ``path`` has a ``.hoodie`` folder: a table, or what is left of one."""
     return meta_dir(path).is_dir()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import zipfile
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from engine.errors import HudiError
 from engine.hudi import bloom
 from engine.hudi.bloom import DynamicBloomFilter, footer_metadata, min_max_keys
 from engine.hudi.file_slice import RowCounts, SliceWrite, base_rows, write_base_file
+from engine.hudi.log_file import LogFileName
 from engine.hudi.parquet import read_table
 from engine.hudi.schema import HOODIE_RECORD_KEY
 from tests.hudi_rs_data import table_zip
@@ -373,3 +375,54 @@ def test_rewrites_and_compactions_carry_the_footer(tmp_path: Path) -> None:
         assert (written[bloom.MIN_RECORD_KEY], written[bloom.MAX_RECORD_KEY]) == ("2", "4")
         flt = DynamicBloomFilter.from_footer(written[bloom.BLOOM_FILTER_KEY])
         assert flt.might_contain(keys).all() and not flt.might_contain(pa.array(["1"])).any()
+
+
+def test_data_files_are_staged_outside_the_table_folder(tmp_path: Path, monkeypatch) -> None:
+    """A staged file beside the data files is seen by readers: a log file's name is hidden
+    like a temporary name, and hudi-rs listed ``..<log>.<random>.tmp`` as a log file, then
+    failed when the rename took it away. Base and log files are staged in ``.hoodie/.temp``."""
+    table = tmp_path / "t"
+    table.mkdir()
+    seen: list[tuple[Path, list[str]]] = []
+    rename = os.replace
+
+    def spy(src, dst) -> None:
+        seen.append((Path(src).parent, sorted(os.listdir(table))))
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    instants = ["20261125120000000", "20261125120000100"]
+    base = SliceWrite(
+        str(table),
+        instants[0],
+        0,
+        "g-0",
+        f"g-0_0-1-0_{instants[0]}.parquet",
+        0,
+        avro_schema='{"type":"record"}',
+    )
+    write = {
+        "carried": pa.table({}),
+        "deleted_keys": pa.array([], pa.string()),
+        "tombs": None,
+        "key_column": "id",
+        "data_schema": DATA_SCHEMA,
+    }
+    base.write(upserts=upserts(["1", "2"]), counts=RowCounts(inserts=2), **write)
+    log = SliceWrite(
+        str(table),
+        instants[1],
+        0,
+        "g-0",
+        LogFileName("g-0", instants[0], 1, 0).name,
+        0,
+        base_file=str(table / base.file_name),
+        base_instant=instants[0],
+        append=True,
+        avro_schema=base.avro_schema,
+    )
+    log.write(upserts=upserts(["2"]), counts=RowCounts(updates=1), **write)
+    assert [folder for folder, _ in seen] == [table / ".hoodie" / ".temp"] * 2
+    assert [names for _, names in seen] == [[".hoodie"], [".hoodie", base.file_name]]
+    assert sorted(os.listdir(table / ".hoodie" / ".temp")) == []
+    assert sorted(os.listdir(table)) == sorted([".hoodie", base.file_name, log.file_name])
