@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -24,6 +25,7 @@ from engine.decode import BadMessage, DecodeResult, RecordBatch, control
 from engine.decode.gtid import gtid_positions
 from engine.decode.limits import guarded
 from engine.decode.messages import decode_messages
+from engine.errors import SourceError
 from engine.model import TX_ID
 from engine.replicator import epochs
 from engine.replicator.batches import PreparedBatch, TableShare
@@ -41,10 +43,22 @@ from engine.source import (
     group_by_topic,
     transaction_topic,
 )
-from engine.source.records import next_offsets
+from engine.source.records import first_offsets, next_offsets
 from engine.state import StateRecorder
 
 log = logging.getLogger("cdcctl.replicator")
+
+#: How long rows wait for a schema change topic whose unread gap does not move.
+SCHEMA_WAIT_SECONDS = 5.0
+
+
+@dataclass
+class Polled:
+    """A polled batch's records, not decoded yet."""
+
+    count: int
+    grouped: dict[str, TopicRecords]
+    started: float
 
 
 class Intake:
@@ -78,6 +92,8 @@ class Intake:
         self._row_topics: set[str] = set()
         self._message_topics: set[str] = set()
         self.recorder: StateRecorder | None = None
+        #: Per schema change partition: its last (read, end) gap and since when.
+        self._gaps: dict[tuple[str, int], tuple[tuple[int, int], float]] = {}
 
     def reset_transactions(self) -> None:
         """A new consumer reads the transaction topics from their start."""
@@ -86,26 +102,40 @@ class Intake:
     def poll(self) -> tuple[int, PreparedBatch | None]:
         """Poll the next batch (none once the goal is read) and decode it; how many
         messages were polled, and the batch (None: nothing polled)."""
+        return self.decode_polled(self.consume())
+
+    def consume(self, until: Callable[[int], bool] | None = None) -> Polled:
+        """Poll the next batch's records (none once the goal is read), grouped per topic;
+        ``until``: end the poll early (see :meth:`engine.source.KafkaSource.poll`)."""
         source = self.offsets.running()
         started = time.monotonic()
         count, grouped = 0, {}
         if not self.offsets.caught_up(read=True):
             with collector_paused():
                 messages = source.poll(
-                    self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
+                    self.cfg.replicator.max_batch_events,
+                    self.cfg.replicator.max_batch_seconds,
+                    until,
                 )
                 count = len(messages)
                 grouped = group_by_topic(messages)
                 del messages  # the raw messages (and librdkafka's buffers) are freed here
         self.offsets.check_out_of_range()
-        if not count:
+        return Polled(count, grouped, started)
+
+    def decode_polled(self, polled: Polled) -> tuple[int, PreparedBatch | None]:
+        """Decode what :meth:`consume` read; how many messages, and the batch (None:
+        nothing polled)."""
+        if not polled.count:
             return 0, None
+        source = self.offsets.running()
         faults.point("consumed")
         self.transactions.observe(source.poll_transactions())
-        prepared = self.prepare(grouped, count, started)
+        prepared = self.prepare(polled.grouped, polled.count, polled.started)
+        polled.grouped = {}
         if prepared.rewind:
             source.seek(prepared.rewind)
-        return count, prepared
+        return polled.count, prepared
 
     def prepare(
         self, grouped: dict[str, TopicRecords], count: int, started: float
@@ -118,6 +148,19 @@ class Intake:
             self.offsets.tx_topics.add(topic)
             self.transactions.observe(grouped.pop(topic)[1])
         schema_changes: list[tuple[TableRuntime, TopicRecords]] = []
+        for topic, (_, values, _, _) in grouped.items():
+            rt = self.tables.get(topic)
+            if (
+                rt is not None
+                and rt.live
+                and not rt.stopping
+                and rt.control is None
+                and topic not in self._row_topics
+                and topic not in self._message_topics
+                and (rt.writer is None or self.cfg.source.logical_messages == "table")
+            ):
+                self._recognise(rt, values)
+        waiting = self._waiting_for_schema_changes(grouped)
         for topic in list(grouped):
             # Popped so each topic's raw bytes are freed as soon as it is decoded.
             keys, values, parts, offs = grouped.pop(topic)
@@ -126,14 +169,12 @@ class Intake:
                 continue  # a paused or held table's records are read again from its checkpoint
             if rt.stopping:
                 continue  # it stops at a bad message of the batch in flight
+            if topic in waiting:
+                for p, first in first_offsets(parts, offs).items():
+                    prepared.rewind[(topic, p)] = first  # read again by the next poll
+                log.debug("%s: its rows wait for the schema change topic", rt.name)
+                continue
             read_to = next_offsets(parts, offs)
-            if (
-                rt.control is None
-                and topic not in self._row_topics
-                and topic not in self._message_topics
-                and (rt.writer is None or self.cfg.source.logical_messages == "table")
-            ):
-                self._recognise(rt, values)
             if rt.control is not None:
                 # Not a table: read, never written; its position is kept in memory only.
                 rt.progress.committed = {**rt.progress.committed, **read_to}
@@ -207,6 +248,79 @@ class Intake:
         for p, o in read_to.items():
             self.offsets.consumed[(topic, p)] = o
         return share
+
+    # -- the schema change barrier ---------------------------------------------------------
+    def _waiting_for_schema_changes(self, grouped: dict[str, TopicRecords]) -> set[str]:
+        """The table topics of this batch whose rows wait until their schema change topic
+        is read to its end (they are read again by the next poll).
+
+        The connector writes a schema change to its topic before the rows that follow it,
+        but a consumer may read the rows first (two topics: no order between them). A
+        change is placed among a table's rows by position only when it is known no later
+        than the first row after it (a rename read after such rows would find their new
+        column taken for an added one, a ``fail`` stop after them). So while a schema
+        change topic has records not read yet (below its high watermark, which the rows
+        of this batch were written under), the rows of the tables it covers
+        (``<topic>.<database>.<table>``) are not applied. Only in a live run (the
+        watermark is the broker's); a broker that does not answer holds nothing back.
+        """
+        source = self.offsets.source
+        if source is None:
+            return set()
+        assigned = source.assigned
+        behind = []
+        for rt in self.tables.by_topic.values():
+            if not self._may_hold_schema_changes(rt, grouped):
+                continue
+            parts = [(rt.topic, p) for p in rt.partitions if (rt.topic, p) in assigned]
+            if not parts:
+                continue
+            read = {tp: self.offsets.consumed.get(tp, 0) for tp in parts}
+            if rt.topic in grouped:
+                _, _, p_read, o_read = grouped[rt.topic]
+                read.update({(rt.topic, p): o for p, o in next_offsets(p_read, o_read).items()})
+            try:
+                ends = source.end_offsets(parts, cached=True)
+                unknown = [tp for tp, end in ends.items() if end < 0]
+                if unknown:
+                    ends.update(source.end_offsets(unknown))
+            except SourceError as exc:
+                log.debug("schema change topic %s: end offsets not known: %s", rt.topic, exc)
+                continue
+            gaps = {tp: (read[tp], end) for tp, end in ends.items() if read[tp] < end}
+            if any(self._readable_gap(tp, gap) for tp, gap in gaps.items()):
+                behind.append(rt.topic + ".")
+        if not behind:
+            return set()
+        return {
+            t
+            for t in grouped
+            if t.startswith(tuple(behind))
+            and (table := self.tables.by_topic.get(t)) is not None
+            and table.control is None
+        }
+
+    def _may_hold_schema_changes(self, rt: TableRuntime, grouped: dict[str, TopicRecords]) -> bool:
+        """Whether a topic is (or, not read yet, may be) the schema change topic of table
+        topics of this batch: recognised as one, or named as their prefix (Debezium's
+        ``topic.prefix``) and not yet known to hold rows."""
+        if rt.control == control.SCHEMA_CHANGE:
+            return True
+        if rt.control is not None or rt.writer is not None or rt.topic in self._row_topics:
+            return False
+        prefix = rt.topic + "."
+        return any(t.startswith(prefix) for t in grouped)
+
+    def _readable_gap(self, tp: tuple[str, int], gap: tuple[int, int]) -> bool:
+        """Whether a schema change partition's (read, end) gap still holds rows back: a
+        gap that stays as it is for :data:`SCHEMA_WAIT_SECONDS` holds nothing readable (a
+        transaction's commit marker takes an offset) and stops holding."""
+        now = time.monotonic()
+        seen = self._gaps.get(tp)
+        if seen is None or seen[0] != gap:
+            self._gaps[tp] = (gap, now)
+            return True
+        return now - seen[1] < SCHEMA_WAIT_SECONDS
 
     # -- topics that are not tables ------------------------------------------------------
     def _recognise(self, rt: TableRuntime, values: Sequence[bytes | None]) -> None:

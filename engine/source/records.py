@@ -67,6 +67,15 @@ def next_offsets(parts: list[int], offs: list[int]) -> dict[int, int]:
     return {p: int(off_array[part_array == p].max()) + 1 for p in sorted(distinct)}
 
 
+def first_offsets(parts: list[int], offs: list[int]) -> dict[int, int]:
+    """Per partition, the first offset read."""
+    distinct = set(parts)
+    if len(distinct) == 1:
+        return {parts[0]: min(offs)}
+    part_array, off_array = np.asarray(parts), np.asarray(offs, dtype=np.int64)
+    return {p: int(off_array[part_array == p].min()) for p in sorted(distinct)}
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while a batch is consumed and grouped.

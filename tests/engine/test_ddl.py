@@ -577,3 +577,111 @@ def test_a_ddl_truncate_is_placed_by_position_however_the_topics_interleave(
         path = Path(tmp) / "lake" / "inventory_customers"
         got = {k: r["first_name"] for k, r in read_replica(path).items()} if path.exists() else {}
     assert got == expected
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("policy", ["apply", "ignore", "fail"])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(
+        st.tuples(st.integers(1, 4), st.text("abc", min_size=1, max_size=3)),
+        min_size=2,
+        max_size=10,
+    ),
+    rename_after=st.integers(1, 9),
+    data=st.data(),
+)
+def test_a_column_rename_is_placed_by_position_when_it_comes_first(
+    spark, policy, events, rename_after, data
+) -> None:
+    """A column rename (email -> mail) on the schema change topic and its table's rows,
+    cut into batches at random, the rename read no later than the first row written
+    after it (what the replicator's schema-change barrier guarantees in a live run) and
+    any earlier rows before or after it: the replica equals a plain fold of the rows in
+    binlog order under each policy (apply: one column of both; ignore: the old column
+    keeps what was written before, the new one what came after; fail: the rows before the
+    rename up to its batch, and the table stops)."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.cases.mysql.make_cases import customer, ddl, row
+    from tests.integration.replicas import read_replica
+
+    cut = min(rename_after, len(events) - 1)
+    positions = [1000 + 10 * i for i in range(len(events))]
+    r_pos = 1000 + 10 * cut - 5
+    rows, seen = [], set()
+    for (key, value), pos in zip(events, positions, strict=True):
+        op = "u" if key in seen else "c"
+        seen.add(key)
+        if pos < r_pos:
+            after = customer(key, "f", value)
+        else:
+            after = {"id": key, "first_name": "f", "last_name": "Thomas", "mail": value}
+        rows.append(row(op, after, pos))
+    expected: dict[str, dict] = {}
+    for (key, value), pos in zip(events, positions, strict=True):
+        before = pos < r_pos
+        if policy == "apply":
+            expected[str(key)] = {"mail": value}
+        elif policy == "ignore":
+            expected[str(key)] = {
+                "email": value if before else None,
+                "mail": None if before else value,
+            }
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=3)))
+    chunks = [rows[a:b] for a, b in zip([0, *bounds], [*bounds, len(rows)], strict=True)]
+    # The rename comes in a batch with or after the table's first rows (a topic is known
+    # from its first message here) and no later than the batch of the first row after it.
+    first = next(i for i, c in enumerate(chunks) if c)
+    first_after = next(
+        i for i, c in enumerate(chunks) if any(m["value"]["source"]["pos"] > r_pos for m in c)
+    )
+    ddl_batch = data.draw(st.integers(first, max(first, first_after)))
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config_from_dict(
+            {
+                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", "ddl": policy},
+                "target": {"path": f"{tmp}/lake"},
+                "hudi": {"num_buckets": 2},
+                "replicator": {"work_dir": f"{tmp}/work"},
+            }
+        )
+        replicator = Replicator(cfg, spark=spark)
+        offset = 0
+        for i, chunk in enumerate(chunks):
+            msgs = []
+            if i == ddl_batch:
+                rename = ddl(
+                    "ALTER TABLE customers RENAME COLUMN email TO mail",
+                    r_pos,
+                    columns=["id", "first_name", "last_name", "mail"],
+                    renamed={"mail": "email"},
+                )
+                msgs.append(Msg("mysql", b"{}", json.dumps(rename["value"]).encode(), 0))
+            for m in chunk:
+                value = json.dumps(m["value"]).encode()
+                msgs.append(Msg(m["topic"], json.dumps(m["key"]).encode(), value, offset))
+                offset += 1
+            rt = replicator.tables.get("mysql.inventory.customers")
+            if rt is not None and rt.state.stopped:
+                break
+            if msgs:
+                replicator.apply(msgs)
+        path = Path(tmp) / "lake" / "inventory_customers"
+        got = read_replica(path) if path.exists() else {}
+        stopped = rt is not None and rt.state.stopped
+    if policy == "fail":
+        # The table stops with the batch of the rename: its rows before it up to there
+        # are applied; the rest is read again from the checkpoint after a restart.
+        applied = sum(len(c) for c in chunks[: ddl_batch + 1])
+        for (key, value), pos in list(zip(events, positions, strict=True))[:applied]:
+            if pos < r_pos:
+                expected[str(key)] = {"email": value}
+        assert stopped
+    columns = {"apply": ["mail"], "ignore": ["email", "mail"], "fail": ["email"]}[policy]
+    assert {k: {c: r.get(c) for c in columns} for k, r in got.items()} == expected
+    if policy == "apply":
+        assert all("email" not in r for r in got.values())
