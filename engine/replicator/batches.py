@@ -110,17 +110,11 @@ class PendingBatch:
     thread: threading.Thread | None = None
     error: BaseException | None = None
     merge_started: float = 0.0
-    #: When its merge job ended (0: not yet, or it had none).
-    merge_ended: float = 0.0
     #: Per table: undecodable messages, and a sample of its events' source times.
     bad: dict[str, int] = field(default_factory=dict)
     source_ts: dict[str, np.ndarray] = field(default_factory=dict)
     #: Per table: why it stops once this batch is committed (``errors.tolerance``).
     fail: dict[str, str] = field(default_factory=dict)
-
-    def merged(self) -> bool:
-        """Its merge job has ended (or it had none)."""
-        return self.thread is None or not self.thread.is_alive()
 
     @property
     def tasks(self) -> list[MergeTask]:

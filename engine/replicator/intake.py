@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -50,15 +49,6 @@ log = logging.getLogger("cdcctl.replicator")
 
 #: How long rows wait for a schema change topic whose unread gap does not move.
 SCHEMA_WAIT_SECONDS = 5.0
-
-
-@dataclass
-class Polled:
-    """A polled batch's records, not decoded yet."""
-
-    count: int
-    grouped: dict[str, TopicRecords]
-    started: float
 
 
 class Intake:
@@ -102,40 +92,26 @@ class Intake:
     def poll(self) -> tuple[int, PreparedBatch | None]:
         """Poll the next batch (none once the goal is read) and decode it; how many
         messages were polled, and the batch (None: nothing polled)."""
-        return self.decode_polled(self.consume())
-
-    def consume(self, until: Callable[[int], bool] | None = None) -> Polled:
-        """Poll the next batch's records (none once the goal is read), grouped per topic;
-        ``until``: end the poll early (see :meth:`engine.source.KafkaSource.poll`)."""
         source = self.offsets.running()
         started = time.monotonic()
         count, grouped = 0, {}
         if not self.offsets.caught_up(read=True):
             with collector_paused():
                 messages = source.poll(
-                    self.cfg.replicator.max_batch_events,
-                    self.cfg.replicator.max_batch_seconds,
-                    until,
+                    self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
                 )
                 count = len(messages)
                 grouped = group_by_topic(messages)
                 del messages  # the raw messages (and librdkafka's buffers) are freed here
         self.offsets.check_out_of_range()
-        return Polled(count, grouped, started)
-
-    def decode_polled(self, polled: Polled) -> tuple[int, PreparedBatch | None]:
-        """Decode what :meth:`consume` read; how many messages, and the batch (None:
-        nothing polled)."""
-        if not polled.count:
+        if not count:
             return 0, None
-        source = self.offsets.running()
         faults.point("consumed")
         self.transactions.observe(source.poll_transactions())
-        prepared = self.prepare(polled.grouped, polled.count, polled.started)
-        polled.grouped = {}
+        prepared = self.prepare(grouped, count, started)
         if prepared.rewind:
             source.seek(prepared.rewind)
-        return polled.count, prepared
+        return count, prepared
 
     def prepare(
         self, grouped: dict[str, TopicRecords], count: int, started: float

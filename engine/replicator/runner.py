@@ -95,12 +95,6 @@ class SparkRunner:
             pending.results = run_merge_job(self.context(), pending.tasks)
         except BaseException as exc:  # noqa: BLE001 - re-raised by wait in the main thread
             pending.error = exc
-        finally:
-            pending.merge_ended = time.monotonic()
-
-    def merged(self) -> bool:
-        """A batch is in flight and its merge job has ended."""
-        return self.pending is not None and self.pending.merged()
 
     def take(self) -> PendingBatch | None:
         """The batch in flight, which the caller now finishes (None: there is none)."""

@@ -19,7 +19,7 @@ import re
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import (
@@ -41,9 +41,6 @@ from engine.source.transactions import transaction_topic
 TIMEOUT_S = 15.0
 #: The first contact gives up sooner: an unreachable broker is reported within seconds.
 FIRST_CONTACT_S = 6.0
-#: The longest single wait of an adaptive poll (``KafkaSource.poll`` with ``until``):
-#: how late a poll notices that the batch in flight has merged.
-POLL_SLICE_SECONDS = 0.01
 
 log = logging.getLogger("cdcctl.source")
 
@@ -229,9 +226,36 @@ def admin_settings(cfg: SourceConfig) -> dict[str, Any]:
     }
 
 
+#: The timestamps that ask Kafka's ListOffsets for a partition's end and its start.
+_LATEST, _EARLIEST = -1, -2
+
+
+def _listed_offsets(
+    consumer: Consumer, partitions: list[tuple[str, int]], which: int
+) -> dict[tuple[str, int], int] | None:
+    """Every partition's end (``_LATEST``: the high watermark, or for a read-committed
+    consumer the last stable offset) or start (``_EARLIEST``) in one ListOffsets request
+    per broker, where asking each partition's watermarks is a request each (100 idle
+    tables cost ~0.6 s per topic refresh that way). None when any partition has no
+    answer: the caller asks them one by one, whose error names the partition."""
+    asked = [TopicPartition(topic, part, which) for topic, part in partitions]
+    try:
+        found = consumer.offsets_for_times(asked, timeout=TIMEOUT_S)
+    except KafkaException:
+        return None
+    if len(found) != len(asked) or any(tp.error is not None or tp.offset < 0 for tp in found):
+        return None
+    return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+
 def _watermarks(
     consumer: Consumer, partitions: Iterable[tuple[str, int]], cached: bool = False
 ) -> dict[tuple[str, int], int]:
+    partitions = list(partitions)
+    if not cached and len(partitions) > 1:
+        listed = _listed_offsets(consumer, partitions, _LATEST)
+        if listed is not None:
+            return listed
     out = {}
     for topic, part in partitions:
         try:
@@ -545,26 +569,15 @@ class KafkaSource:
         """High watermark (next offset to be written) per partition, as the broker says."""
         return _watermarks(self._consumer, partitions, cached)
 
-    def poll(
-        self,
-        max_events: int,
-        max_seconds: float,
-        until: Callable[[int], bool] | None = None,
-    ) -> list[Message]:
-        """Up to ``max_events`` messages, waiting at most ``max_seconds`` in total.
-
-        ``until`` (adaptive batching): the wait is cut into :data:`POLL_SLICE_SECONDS`
-        slices and the poll ends after the first slice at whose end ``until(read so
-        far)`` is true, however few messages it read.
-        """
+    def poll(self, max_events: int, max_seconds: float) -> list[Message]:
+        """Up to ``max_events`` messages, waiting at most ``max_seconds`` in total."""
         out: list[Message] = []
         deadline = time.monotonic() + max_seconds
         while len(out) < max_events:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            wait = remaining if until is None else min(remaining, POLL_SLICE_SECONDS)
-            msgs = self._consumer.consume(min(max_events - len(out), 500_000), wait)
+            msgs = self._consumer.consume(min(max_events - len(out), 500_000), remaining)
             errors = list(map(Message.error, msgs))  # C-level: errors are rare
             if not any(errors):
                 out.extend(msgs)
@@ -586,9 +599,7 @@ class KafkaSource:
                     f"{reason}",
                     hint="check that the broker is running and reachable",
                 )
-            if until is not None and until(len(out)):
-                break
-            if until is None and not msgs and out:
+            if not msgs and out:
                 break
         return out
 
@@ -611,6 +622,11 @@ class KafkaSource:
 
     def log_start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict:
         """The first offset still in each partition's log (low watermark)."""
+        partitions = list(partitions)
+        if len(partitions) > 1:
+            listed = _listed_offsets(self._consumer, partitions, _EARLIEST)
+            if listed is not None:
+                return listed
         out = {}
         for topic, part in partitions:
             try:

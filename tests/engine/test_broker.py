@@ -274,3 +274,34 @@ def test_produce_without_topic_creation_and_empty_input(
     )
     assert count == 2
     assert broker.topic_partitions(topic) == 2
+
+
+def test_end_and_start_offsets_of_many_partitions_in_one_ask(
+    broker: EmbeddedBroker, topic_prefix: str
+) -> None:
+    """The replicator's end and start offsets of many partitions (one ListOffsets request)
+    equal each partition's watermarks asked one by one; a partition the broker does not
+    have is named in the error (asked one by one then)."""
+    from engine.config import SourceConfig
+    from engine.errors import SourceError
+    from engine.source.kafka import KafkaSource
+
+    topics = [f"{topic_prefix}.t{i}" for i in range(12)]
+    broker.create_topics(topics)
+    produce_messages(
+        broker.bootstrap_servers, [(t, b"k", b"v") for i, t in enumerate(topics) for _ in range(i)]
+    )
+    source = KafkaSource(SourceConfig(bootstrap_servers=broker.bootstrap_servers, topics="."), 10)
+    try:
+        parts = [(t, 0) for t in topics]
+        one_by_one = {}
+        for tp in parts:
+            low, high = source._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+            one_by_one[tp] = (low, high)
+        assert source.end_offsets(parts) == {tp: high for tp, (_, high) in one_by_one.items()}
+        assert source.log_start_offsets(parts) == {tp: low for tp, (low, _) in one_by_one.items()}
+        assert any(high > 0 for _, high in one_by_one.values())
+        with pytest.raises(SourceError, match=rf"{topic_prefix}\.missing\[0\]"):
+            source.end_offsets([*parts, (f"{topic_prefix}.missing", 0)])
+    finally:
+        source.close()

@@ -145,8 +145,8 @@ def test_rows_read_before_their_schema_change_wait_for_it(
     real_poll = KafkaSource.poll
     withheld: list[int] = []
 
-    def poll(self, max_events: int, max_seconds: float, until=None) -> list:
-        msgs = real_poll(self, max_events, max_seconds, until)
+    def poll(self, max_events: int, max_seconds: float) -> list:
+        msgs = real_poll(self, max_events, max_seconds)
         schema = [m for m in msgs if m.topic() == p]
         if not withheld and schema and len(schema) < len(msgs):
             withheld.append(len(msgs) - len(schema))
