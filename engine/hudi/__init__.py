@@ -35,9 +35,9 @@ from engine.hudi.file_slice import (
     RowCounts,
     SliceResult,
     SliceWrite,
-    only_keys,
     read_slice,
 )
+from engine.hudi.key_index import only_keys
 from engine.hudi.layout import has_meta_dir, own_dir
 from engine.hudi.schema import (
     HOODIE_META_COLUMNS,

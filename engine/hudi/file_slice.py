@@ -14,15 +14,12 @@ Nothing outside this package builds a file name.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -30,9 +27,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import HudiError
-from engine.files import atomic_write, private_file
-from engine.hudi import bloom, layout, parquet, tombstones
-from engine.hudi.log_file import LogBlock, encode_log_file, read_log_file
+from engine.files import atomic_write
+from engine.hudi import bloom, key_index, layout, parquet, tombstones
+from engine.hudi.key_index import (
+    KeyIndex,
+    index_blocks,
+    index_path,
+    load_index,
+    only_keys,
+    read_blocks,
+)
+from engine.hudi.log_file import LogBlock, encode_log_file
 from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
     HOODIE_COMMIT_TIME,
@@ -90,248 +95,6 @@ class FileSlice:
 # --------------------------------------------------------------------------- reading
 
 
-def only_keys(table: pa.Table, keys: pa.Array | pa.ChunkedArray | None) -> pa.Table:
-    """The rows of a stored table whose record key is one of ``keys`` (all for None)."""
-    if keys is None:
-        return table
-    column = table.column(HOODIE_RECORD_KEY)
-    if keys.type != column.type:
-        keys = keys.cast(column.type)
-    return table.filter(pc.is_in(column, value_set=keys))
-
-
-def key_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """The 64-bit hashes of record keys (Polars' string hash: stable within a process,
-    which is all an in-memory :class:`KeyIndex` needs)."""
-    return pl.Series(keys).cast(pl.String).hash(seed=0).to_numpy()
-
-
-#: The key index file's columns beside the cached ones: the key hashes, sorted, and the
-#: row number of each.
-HASH_COLUMN = "_cdc_key_hash"
-ORDER_COLUMN = "_cdc_key_row"
-
-
-class KeyIndex:
-    """A base file's cached columns with their record keys' 64-bit hashes, sorted, and the
-    row number of each: the stored rows of a batch's keys are found by binary
-    search, O(k log n) for k keys in a group of n rows, instead of a scan of the group.
-
-    A hash only finds candidates; each is kept only if its key equals one of the keys
-    asked for. A base file whose keys do not all have distinct hashes (a collision, or a
-    repeated key) is searched by scanning its key column instead: never a wrong answer.
-
-    An index can be kept as a file (:meth:`save`, :meth:`open`) that the merge workers
-    share: mapped into memory, it costs a worker no copy and no build.
-    """
-
-    def __init__(
-        self, rows: pa.Table, hashes: np.ndarray, order: np.ndarray, distinct: bool
-    ) -> None:
-        #: The rows, in their own order; ``hashes`` sorted, ``order`` their row numbers.
-        self.rows = rows
-        self.hashes = hashes
-        self.order = order
-        self.distinct = distinct
-
-    @classmethod
-    def build(cls, rows: pa.Table) -> KeyIndex:
-        """Index ``rows`` (they must hold ``_hoodie_record_key``)."""
-        hashes = key_hashes(rows.column(HOODIE_RECORD_KEY))
-        order = np.argsort(hashes).astype(np.int64 if len(hashes) >> 31 else np.int32)
-        hashes = hashes[order]
-        distinct = not bool((hashes[1:] == hashes[:-1]).any())
-        return cls(rows, hashes, order, distinct)
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows.nbytes + self.hashes.nbytes + self.order.nbytes
-
-    def find(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
-        """The rows whose record key is one of ``keys``, in row order."""
-        if not self.distinct or not len(self.hashes):
-            return only_keys(self.rows, keys)
-        wanted = np.sort(key_hashes(keys))  # sorted needles: several times faster search
-        at = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
-        candidates = np.unique(self.order[at[self.hashes[at] == wanted]])
-        return only_keys(self.rows.take(pa.array(candidates)), keys)
-
-    def save(self, path: Path, base: str | Path) -> None:
-        """Write the index of ``base`` to ``path`` (replaced whole; a cache, not synced:
-        a write that fails is skipped).
-
-        Index files of the same file group's earlier base files in that folder are
-        removed: a group's later batches read only its newest slice.
-        """
-        table = self.rows.append_column(HASH_COLUMN, pa.array(self.hashes, pa.uint64()))
-        table = table.append_column(ORDER_COLUMN, pa.array(self.order))
-        table = table.replace_schema_metadata(
-            {**_stat_tag(base), "distinct": str(int(self.distinct))}
-        )
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            # In the work folder: owner-only, like everything there (message contents).
-            private_file(tmp)
-            with pa.OSFile(str(tmp), "wb") as sink:
-                with pa.ipc.new_file(sink, table.schema) as ipc:
-                    ipc.write_table(table)
-            os.replace(tmp, path)
-        except (OSError, pa.ArrowException):
-            # A cache: a full or read-only work folder leaves the index in memory only.
-            tmp.unlink(missing_ok=True)
-            return
-        group = Path(base).name.split("_", 1)[0] + "_"
-        for entry in os.scandir(path.parent):
-            name = entry.name
-            if name.startswith(group) and name.endswith(".keys") and name != path.name:
-                Path(entry.path).unlink(missing_ok=True)
-
-    @classmethod
-    def open(cls, path: Path, base: str | Path) -> KeyIndex | None:
-        """The index kept in ``path`` for ``base`` as it is now (None: missing, unreadable
-        or of another version of the file)."""
-        try:
-            tag = {k.encode(): v.encode() for k, v in _stat_tag(base).items()}
-            with pa.memory_map(str(path)) as source:
-                table = pa.ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowException):
-            return None
-        meta = table.schema.metadata or {}
-        extra = (HASH_COLUMN, ORDER_COLUMN)
-        if any(meta.get(k) != v for k, v in tag.items()) or not all(
-            c in table.column_names for c in extra
-        ):
-            return None
-        hashes = table.column(HASH_COLUMN).combine_chunks().to_numpy()
-        order = table.column(ORDER_COLUMN).combine_chunks().to_numpy()
-        rows = table.drop_columns(list(extra)).replace_schema_metadata(None)
-        return cls(rows, hashes, order, meta.get(b"distinct") == b"1")
-
-
-def _stat_tag(base: str | Path) -> dict[str, str]:
-    st = os.stat(base)
-    return {"base_size": str(st.st_size), "base_mtime_ns": str(st.st_mtime_ns)}
-
-
-def index_path(index_dir: str | Path, base: str | Path, columns: Sequence[str]) -> Path:
-    """Where the key index of these columns of ``base`` is kept in ``index_dir``."""
-    digest = hashlib.sha1("\0".join(columns).encode()).hexdigest()[:12]
-    return Path(index_dir) / f"{Path(base).name}.{digest}.keys"
-
-
-def load_index(base: str | Path, columns: list[str], index_dir: str | Path | None) -> KeyIndex:
-    """The key index of ``columns`` of ``base``: from ``index_dir`` when kept there, else
-    built from the file (and kept there for the other workers)."""
-    path = None if index_dir is None else index_path(index_dir, base, columns)
-    if path is not None:
-        kept = KeyIndex.open(path, base)
-        if kept is not None:
-            return kept
-    index = KeyIndex.build(parquet.read_table(base, columns))
-    if path is not None:
-        index.save(path, base)
-    return index
-
-
-class ColumnCache:
-    """Columns of data files already read by this (reused Spark worker) process.
-
-    Base and log files are immutable: a name is never written twice, since it carries
-    the instant that wrote it and instants only grow. So an append's reads of a slice's
-    key and position columns can be served from memory in later batches. Entries are
-    keyed by path, size and mtime and evicted oldest first beyond ``limit`` bytes; only
-    column subsets are cached (full reads are compactions, which replace the slice).
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
-
-    def get(self, path: str | Path, columns: list[str] | None, load: Callable[[], Any]) -> Any:
-        """The cached value for these columns of ``path``, else ``load()`` (then cached)."""
-        if columns is None or self.limit <= 0:
-            return load()
-        key = self._key(path, columns)
-        hit = self.entries.pop(key, None)
-        if hit is not None:
-            self.entries[key] = hit  # most recently used last
-            return hit[0]
-        value = load()
-        self._insert(key, value)
-        return value
-
-    def put(self, path: str | Path, columns: list[str], value: Any) -> None:
-        """Remember what reading ``columns`` of the just-written ``path`` would return."""
-        if self.limit > 0:
-            self._insert(self._key(path, columns), value)
-
-    @staticmethod
-    def _key(path: str | Path, columns: list[str]) -> tuple[Any, ...]:
-        st = os.stat(path)
-        return (str(path), st.st_size, st.st_mtime_ns, tuple(columns))
-
-    def _insert(self, key: tuple[Any, ...], value: Any) -> None:
-        old = self.entries.pop(key, None)
-        if old is not None:
-            self.used -= old[1]
-        size = _nbytes(value)
-        self.entries[key] = (value, size)
-        self.used += size
-        while self.used > self.limit and len(self.entries) > 1:
-            oldest = next(iter(self.entries))
-            self.used -= self.entries.pop(oldest)[1]
-
-
-def _nbytes(value: Any) -> int:
-    if isinstance(value, (pa.Table, KeyIndex)):
-        return value.nbytes
-    return sum(
-        (b.rows.nbytes if b.rows is not None else 0)
-        + _index_extra(b)
-        + sum(len(k) + 49 for k in (b.deleted_keys or ()))
-        for b in value
-    )
-
-
-def _index_extra(block: LogBlock) -> int:
-    index = block.index if isinstance(block, IndexedBlock) else None
-    return 0 if index is None else index.hashes.nbytes + index.order.nbytes
-
-
-#: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
-FILE_CACHE = ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
-
-
-#: Log data blocks of at least this many rows are kept with a key index (smaller ones
-#: are scanned: a bulk insert's log block may hold a large share of a group).
-INDEX_MIN_ROWS = 4096
-
-
-@dataclass
-class IndexedBlock(LogBlock):
-    """A cached log data block with the key index of its rows."""
-
-    index: KeyIndex | None = None
-
-
-def index_blocks(blocks: list[LogBlock]) -> list[LogBlock]:
-    """``blocks`` with each large data block indexed (its rows keep their order)."""
-    out: list[LogBlock] = []
-    for block in blocks:
-        if block.rows is not None and block.rows.num_rows >= INDEX_MIN_ROWS:
-            index = KeyIndex.build(block.rows)
-            out.append(IndexedBlock(block.instant, rows=block.rows, index=index))
-        else:
-            out.append(block)
-    return out
-
-
-def _read_blocks(path: str, columns: list[str] | None) -> list[LogBlock]:
-    blocks = list(read_log_file(Path(path), columns=columns))
-    return index_blocks(blocks) if columns is not None else blocks
-
-
 def read_slice(
     base_file: str | Path | None,
     log_files: Sequence[str] = (),
@@ -356,11 +119,13 @@ def read_slice(
     if keys is not None:
         keys = pa.chunked_array([keys]) if isinstance(keys, pa.Array) else keys
         keys = keys.cast(pa.string())
-    if columns is None or FILE_CACHE.limit <= 0:
+    if columns is None or key_index.FILE_CACHE.limit <= 0:
         rows = only_keys(parquet.read_table(base, columns), keys)
     else:
         # Cached with its key index: a batch finds its keys' rows without a scan.
-        cached = FILE_CACHE.get(base, columns, partial(load_index, base, columns, index_dir))
+        cached = key_index.FILE_CACHE.get(
+            base, columns, partial(load_index, base, columns, index_dir)
+        )
         rows = cached.rows if keys is None else cached.find(keys)
     # Every version of the keys, in write order: base rows, then each log's data rows and
     # delete markers (each part cut to ``keys`` first). The live rows are the keys' last
@@ -370,10 +135,10 @@ def read_slice(
     deletes: list[tuple[int, pa.Array]] = []  # (versions before the marker, keys)
     written = rows.num_rows
     for log in log_files:
-        blocks = FILE_CACHE.get(log, columns, partial(_read_blocks, log, columns))
+        blocks = key_index.FILE_CACHE.get(log, columns, partial(read_blocks, log, columns))
         for block in blocks:
             if block.rows is not None and block.rows.num_rows:
-                found = block.index if isinstance(block, IndexedBlock) else None
+                found = block.index if isinstance(block, key_index.IndexedBlock) else None
                 if found is not None and keys is not None:
                     fresh = found.find(keys)
                 else:
@@ -674,7 +439,7 @@ class SliceWrite:
             data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
             size = atomic_write(path, data, tmp_dir=layout.temp_dir(table))
             if cache_columns:
-                FILE_CACHE.put(
+                key_index.FILE_CACHE.put(
                     path,
                     cache_columns,
                     index_blocks(written_blocks(self.instant, rows, deleted_keys, cache_columns)),
@@ -696,7 +461,7 @@ class SliceWrite:
                 index = KeyIndex.build(rows.select(cache_columns))
                 if index_dir is not None:
                     index.save(index_path(index_dir, path, cache_columns), path)
-                FILE_CACHE.put(path, cache_columns, index)
+                key_index.FILE_CACHE.put(path, cache_columns, index)
             num_writes = rows.num_rows
             base_file = None
         return SliceResult(

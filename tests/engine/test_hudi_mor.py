@@ -297,7 +297,7 @@ def _replica(path: Path) -> dict[str, dict]:
 
 
 def test_column_cache_serves_immutable_files_and_evicts(tmp_path: Path) -> None:
-    from engine.hudi.file_slice import ColumnCache
+    from engine.hudi.key_index import ColumnCache
 
     paths = []
     for i in range(3):

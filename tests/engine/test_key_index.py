@@ -1,4 +1,4 @@
-"""The merge workers' key index (``engine.hudi.file_slice.KeyIndex``): an append finds
+"""The merge workers' key index (``engine.hudi.key_index.KeyIndex``): an append finds
 the stored rows of its keys by binary search over hashes instead of scanning the group.
 
 Each case compares the cached, indexed read of a slice (``read_slice`` with keys and
@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.hudi import file_slice
-from engine.hudi.file_slice import ColumnCache, KeyIndex, index_path, load_index, read_slice
+from engine.hudi import key_index
+from engine.hudi.file_slice import read_slice
+from engine.hudi.key_index import ColumnCache, KeyIndex, index_path, load_index
 from engine.hudi.log_file import encode_log_file
 from engine.hudi.schema import avro_schema_json, file_schema
 
@@ -92,10 +93,10 @@ def test_indexed_read_equals_plain_read(
     log_index_rows: int,
     data: st.DataObject,
 ) -> None:
-    monkeypatch.setattr(file_slice, "INDEX_MIN_ROWS", log_index_rows)
+    monkeypatch.setattr(key_index, "INDEX_MIN_ROWS", log_index_rows)
     if weak:
-        monkeypatch.setattr(file_slice, "key_hashes", _weak_hash)
-    monkeypatch.setattr(file_slice, "FILE_CACHE", ColumnCache(64 << 20))
+        monkeypatch.setattr(key_index, "key_hashes", _weak_hash)
+    monkeypatch.setattr(key_index, "FILE_CACHE", ColumnCache(64 << 20))
     universe = data.draw(st.lists(key_text, min_size=1, max_size=30, unique=True))
     pos = st.integers(0, 1000)
     base = data.draw(st.dictionaries(st.sampled_from(universe), pos))
@@ -121,12 +122,12 @@ def test_indexed_read_equals_plain_read(
         got = read_slice(base_path, log_paths, keys=keys, columns=COLUMNS, index_dir=index_dir)
         assert _as_dict(got) == expected
     # Another worker (an empty cache) maps the index the first one kept.
-    monkeypatch.setattr(file_slice, "FILE_CACHE", ColumnCache(64 << 20))
+    monkeypatch.setattr(key_index, "FILE_CACHE", ColumnCache(64 << 20))
     assert [p.name for p in index_dir.iterdir()] == [index_path(index_dir, base_path, COLUMNS).name]
     got = read_slice(base_path, log_paths, keys=keys, columns=COLUMNS, index_dir=index_dir)
     assert _as_dict(got) == expected
     # The same files with the cache switched off take the scanning path: same answer.
-    monkeypatch.setattr(file_slice, "FILE_CACHE", ColumnCache(0))
+    monkeypatch.setattr(key_index, "FILE_CACHE", ColumnCache(0))
     assert _as_dict(read_slice(base_path, log_paths, keys=keys, columns=COLUMNS)) == expected
 
 
