@@ -523,13 +523,8 @@ def test_a_ddl_truncate_is_placed_by_position_however_the_topics_interleave(
     """A DDL TRUNCATE on the schema change topic against its table's rows, both cut into
     batches at random (the DDL in any batch): the replica equals a plain fold of the
     rows in binlog order, emptied at the truncate's position."""
-    import tempfile
-    from pathlib import Path
 
-    from engine.config import config_from_dict
-    from engine.replicator import Replicator
     from tests.cases.mysql.make_cases import customer, ddl, row
-    from tests.integration.replicas import read_replica
 
     positions = [1000 + 10 * i for i in range(len(events))]
     cut = min(truncate_after, len(events))
@@ -552,30 +547,9 @@ def test_a_ddl_truncate_is_placed_by_position_however_the_topics_interleave(
     # limits.md): the DDL comes with or after the table's first rows.
     first = next(i for i, c in enumerate(chunks) if c)
     ddl_batch = data.draw(st.integers(first, len(chunks) - 1))
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = config_from_dict(
-            {
-                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
-                "target": {"path": f"{tmp}/lake"},
-                "hudi": {"num_buckets": 2},
-                "replicator": {"work_dir": f"{tmp}/work"},
-            }
-        )
-        replicator = Replicator(cfg, spark=spark)
-        offset = 0
-        for i, chunk in enumerate(chunks):
-            msgs = []
-            for m in chunk:
-                value = json.dumps(m["value"]).encode()
-                msgs.append(Msg(m["topic"], json.dumps(m["key"]).encode(), value, offset))
-                offset += 1
-            if i == ddl_batch:
-                trunc = ddl("TRUNCATE TABLE customers", t_pos, changes=False)
-                msgs.append(Msg("mysql", b"{}", json.dumps(trunc["value"]).encode(), 0))
-            if msgs:
-                replicator.apply(msgs)
-        path = Path(tmp) / "lake" / "inventory_customers"
-        got = {k: r["first_name"] for k, r in read_replica(path).items()} if path.exists() else {}
+    trunc = ddl("TRUNCATE TABLE customers", t_pos, changes=False)
+    replica, _ = _replicate_chunks(spark, chunks, ddl_batch, trunc)
+    got = {k: r["first_name"] for k, r in replica.items()}
     assert got == expected
 
 
@@ -601,13 +575,8 @@ def test_a_column_rename_is_placed_by_position_when_it_comes_first(
     binlog order under each policy (apply: one column of both; ignore: the old column
     keeps what was written before, the new one what came after; fail: the rows before the
     rename up to its batch, and the table stops)."""
-    import tempfile
-    from pathlib import Path
 
-    from engine.config import config_from_dict
-    from engine.replicator import Replicator
     from tests.cases.mysql.make_cases import customer, ddl, row
-    from tests.integration.replicas import read_replica
 
     cut = min(rename_after, len(events) - 1)
     positions = [1000 + 10 * i for i in range(len(events))]
@@ -640,39 +609,13 @@ def test_a_column_rename_is_placed_by_position_when_it_comes_first(
         i for i, c in enumerate(chunks) if any(m["value"]["source"]["pos"] > r_pos for m in c)
     )
     ddl_batch = data.draw(st.integers(first, max(first, first_after)))
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = config_from_dict(
-            {
-                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", "ddl": policy},
-                "target": {"path": f"{tmp}/lake"},
-                "hudi": {"num_buckets": 2},
-                "replicator": {"work_dir": f"{tmp}/work"},
-            }
-        )
-        replicator = Replicator(cfg, spark=spark)
-        offset = 0
-        for i, chunk in enumerate(chunks):
-            msgs = []
-            if i == ddl_batch:
-                rename = ddl(
-                    "ALTER TABLE customers RENAME COLUMN email TO mail",
-                    r_pos,
-                    columns=["id", "first_name", "last_name", "mail"],
-                    renamed={"mail": "email"},
-                )
-                msgs.append(Msg("mysql", b"{}", json.dumps(rename["value"]).encode(), 0))
-            for m in chunk:
-                value = json.dumps(m["value"]).encode()
-                msgs.append(Msg(m["topic"], json.dumps(m["key"]).encode(), value, offset))
-                offset += 1
-            rt = replicator.tables.get("mysql.inventory.customers")
-            if rt is not None and rt.state.stopped:
-                break
-            if msgs:
-                replicator.apply(msgs)
-        path = Path(tmp) / "lake" / "inventory_customers"
-        got = read_replica(path) if path.exists() else {}
-        stopped = rt is not None and rt.state.stopped
+    rename = ddl(
+        "ALTER TABLE customers RENAME COLUMN email TO mail",
+        r_pos,
+        columns=["id", "first_name", "last_name", "mail"],
+        renamed={"mail": "email"},
+    )
+    got, stopped = _replicate_chunks(spark, chunks, ddl_batch, rename, ddl=policy)
     if policy == "fail":
         # The table stops with the batch of the rename: its rows before it up to there
         # are applied; the rest is read again from the checkpoint after a restart.
@@ -685,3 +628,44 @@ def test_a_column_rename_is_placed_by_position_when_it_comes_first(
     assert {k: {c: r.get(c) for c in columns} for k, r in got.items()} == expected
     if policy == "apply":
         assert all("email" not in r for r in got.values())
+
+
+def _replicate_chunks(
+    spark, chunks: list[list[dict]], ddl_batch: int, change: dict, **source
+) -> tuple[dict[str, dict], bool]:
+    """Apply MySQL row events (``tests.cases.mysql.make_cases.row``) batch by batch, the
+    schema change ``change`` with batch ``ddl_batch``, into a fresh replica (stopping
+    when its table stops); the replica as hudi-rs reads it and whether the table stopped."""
+    import tempfile
+    from pathlib import Path
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from tests.integration.replicas import read_replica
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config_from_dict(
+            {
+                "source": {"bootstrap_servers": "127.0.0.1:1", "topics": ".", **source},
+                "target": {"path": f"{tmp}/lake"},
+                "hudi": {"num_buckets": 2},
+                "replicator": {"work_dir": f"{tmp}/work"},
+            }
+        )
+        replicator = Replicator(cfg, spark=spark)
+        offset, rt = 0, None
+        for i, chunk in enumerate(chunks):
+            msgs = []
+            for m in chunk:
+                value = json.dumps(m["value"]).encode()
+                msgs.append(Msg(m["topic"], json.dumps(m["key"]).encode(), value, offset))
+                offset += 1
+            if i == ddl_batch:
+                msgs.append(Msg("mysql", b"{}", json.dumps(change["value"]).encode(), 0))
+            rt = replicator.tables.get("mysql.inventory.customers")
+            if rt is not None and rt.state.stopped:
+                break
+            if msgs:
+                replicator.apply(msgs)
+        path = Path(tmp) / "lake" / "inventory_customers"
+        return (read_replica(path) if path.exists() else {}), bool(rt and rt.state.stopped)
