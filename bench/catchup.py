@@ -27,7 +27,8 @@ then count py-spy as the driver and the driver among the workers; py-spy must be
 PATH or beside this Python: ``pip install py-spy``, a dev tool, not a
 dependency); ``--spark-option KEY=VALUE`` (repeatable) adds ``[spark.options]``, e.g.
 ``spark.eventLog.enabled=true`` and ``spark.eventLog.dir=file:$PWD/spark-events`` (an
-existing folder) for task times.
+existing folder) for task times; ``--kafka-option KEY=VALUE`` (repeatable) adds a
+``source.kafka_options`` entry (librdkafka), e.g. ``queued.max.messages.kbytes=65536``.
 
 Prints the machine, events/s end to end, seconds per batch, peak RSS of the whole
 replicator process tree (Python driver + Spark JVM + Python workers), and the raw
@@ -154,6 +155,13 @@ def main() -> None:
     ap.add_argument("--snapshot", action="store_true", help="an initial snapshot only (op r)")
     ap.add_argument("--profile", metavar="FILE", help="py-spy raw profile of the replicator")
     ap.add_argument("--spark-option", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="source.kafka_options entry (librdkafka), e.g. queued.max.messages.kbytes=65536",
+    )
     args = ap.parse_args()
 
     print(f"machine: {machine()}")
@@ -228,6 +236,9 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         config.write_text(
             f'[source]\nbootstrap_servers = "{broker.bootstrap_servers}"\ntopics = "^bench\\\\."\n'
             f'format = "{args.format}"\n'
+            + "kafka_options = {"
+            + ", ".join(f'"{k}" = "{v}"' for k, v in map(_option, args.kafka_option))
+            + "}\n"
             + (f'[source.schema_registry]\nurl = "{registry.url}"\n' if registry else "")
             + f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
             f'[replicator]\nmax_batch_events = {args.batch}\nwork_dir = "{Path(tmp) / "work"}"\n'

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.arrow_memory import use_jemalloc
 from engine.errors import EnvironmentProblem
 from engine.files import private_dir, private_file
 
@@ -130,6 +131,8 @@ def _start(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Local mode talks over loopback only; this also avoids Spark's hostname warning.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Before the JVM starts: its Python workers inherit the pool's setting.
+    use_jemalloc()
     from pyspark import SparkConf, SparkContext
 
     settings = {

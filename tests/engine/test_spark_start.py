@@ -215,3 +215,32 @@ def test_a_jvm_run_with_xrs_starts_with_one_warning(tmp_path: Path) -> None:
     assert len(warned) == 1, run.stderr
     assert "does not ignore SIGTERM" in warned[0] and "IllegalArgumentException" in warned[0]
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.spark
+def test_the_driver_and_spark_workers_allocate_arrow_memory_with_jemalloc(spark) -> None:
+    """The session's start makes jemalloc Arrow's pool in the driver and, through the
+    inherited environment, in Spark's Python workers (faster and leaner than pyarrow's
+    default mimalloc on the catch-up benchmark): asked of a real worker by a job."""
+    import pyarrow as pa
+
+    def pool(_: object) -> str:
+        import pyarrow as worker_pa
+
+        return worker_pa.default_memory_pool().backend_name
+
+    assert pa.default_memory_pool().backend_name == "jemalloc"
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
+    assert set(spark.parallelize(range(2), 2).map(pool).collect()) == {"jemalloc"}
+
+
+def test_a_chosen_arrow_pool_is_kept() -> None:
+    """A user's ARROW_DEFAULT_MEMORY_POOL wins (a fresh interpreter: the pool is chosen
+    once per process)."""
+    code = "from engine.arrow_memory import use_jemalloc; print(use_jemalloc())"
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "system"
