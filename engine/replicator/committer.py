@@ -106,6 +106,9 @@ class Committer:
                     times = times[np.linspace(0, times.size - 1, LATENCY_SAMPLE).astype(int)]
                 pending.source_ts[rt.name] = times
             first_task += len(plan.tasks)
+            # Staged for the merge: the decoded rows need not live while it runs (the
+            # next batch is polled and decoded meanwhile: two batches' rows at once).
+            share.batch = None
         return pending
 
     def _plan_table(
