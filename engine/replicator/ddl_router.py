@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -52,16 +53,24 @@ class SchemaChangeRouter:
     recorder: StateRecorder | None = None
 
     def route(
-        self, prepared: PreparedBatch, topics: list[tuple[TableRuntime, TopicRecords]]
+        self,
+        prepared: PreparedBatch,
+        topics: list[tuple[TableRuntime, TopicRecords]],
+        waiting: Collection[str] = (),
     ) -> None:
         """Carry out the changes waiting for their tables, then those of the schema
-        change topics read in this batch."""
-        self._pending(prepared)
+        change topics read in this batch. The changes of tables whose rows ``waiting``
+        (topics) holds back wait with them: a change is decided with its table's rows."""
+        self._pending(prepared, waiting)
         for ddl_rt, records in topics:
-            self._schema_changes(prepared, ddl_rt, records)
+            self._schema_changes(prepared, ddl_rt, records, waiting)
 
     def _schema_changes(
-        self, prepared: PreparedBatch, ddl_rt: TableRuntime, records: TopicRecords
+        self,
+        prepared: PreparedBatch,
+        ddl_rt: TableRuntime,
+        records: TopicRecords,
+        waiting: Collection[str],
     ) -> None:
         """Route the schema change topic's records to the tables they name."""
         keys, values, parts, offs = records
@@ -101,7 +110,7 @@ class SchemaChangeRouter:
                     log.info("schema change of %s skipped: no such table topic", target)
                     continue
                 item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off))
-                if not rt.live or rt.stopping:
+                if not rt.live or rt.stopping or rt.topic in waiting:
                     rt.pending_ddl.append(item)
                     continue
                 self._apply(prepared, rt, item)
@@ -124,10 +133,11 @@ class SchemaChangeRouter:
         rt = self.tables.by_topic.get(topic)
         return None if rt is None or rt.control is not None else rt
 
-    def _pending(self, prepared: PreparedBatch) -> None:
-        """Schema changes read while their table was paused or held, now it is live."""
+    def _pending(self, prepared: PreparedBatch, waiting: Collection[str]) -> None:
+        """Schema changes read while their table was paused, held or waiting for them,
+        now it is live and its rows come with this batch."""
         for rt in list(self.tables):
-            if rt.pending_ddl and rt.live and not rt.stopping:
+            if rt.pending_ddl and rt.live and not rt.stopping and rt.topic not in waiting:
                 items, rt.pending_ddl = rt.pending_ddl, []
                 for item in items:
                     if rt.live:

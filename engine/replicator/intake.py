@@ -109,8 +109,11 @@ class Intake:
         faults.point("consumed")
         self.transactions.observe(source.poll_transactions())
         prepared = self.prepare(grouped, count, started)
-        if prepared.rewind:
-            source.seek(prepared.rewind)
+        # Not a partition that left the consumer meanwhile (its table failed in this
+        # batch): it is read again from its checkpoint when it joins again.
+        rewind = {tp: o for tp, o in prepared.rewind.items() if tp in source.assigned}
+        if rewind:
+            source.seek(rewind)
         return count, prepared
 
     def prepare(
@@ -175,7 +178,7 @@ class Intake:
             prepared.timed("decode", time.monotonic() - t0)
             prepared.tables.append(self._share(rt, result, read_to, prepared))
         # Schema changes last, so that each lands in its table's share of this batch.
-        self.router.route(prepared, schema_changes)
+        self.router.route(prepared, schema_changes, waiting)
         return prepared
 
     def _share(
@@ -230,8 +233,8 @@ class Intake:
         """The table topics of this batch whose rows wait until their schema change topic
         is read to its end (they are read again by the next poll).
 
-        The connector writes a schema change to its topic before the rows that follow it,
-        but a consumer may read the rows first (two topics: no order between them). A
+        The connector hands a schema change to its producer before the rows that follow
+        it, but a consumer may read the rows first (two topics: no order between them). A
         change is placed among a table's rows by position only when it is known no later
         than the first row after it (a rename read after such rows would find their new
         column taken for an added one, a ``fail`` stop after them). So while a schema
@@ -239,6 +242,11 @@ class Intake:
         of this batch were written under), the rows of the tables it covers
         (``<topic>.<database>.<table>``) are not applied. Only in a live run (the
         watermark is the broker's); a broker that does not answer holds nothing back.
+        A topic named as the tables' prefix holds them back before its first records are
+        read (at a start: which kind of topic it is is known from its records). The
+        changes of a waiting table wait with its rows (:meth:`SchemaChangeRouter.route`).
+        This closes the consumer's side; what the connector's producer wrote out of order
+        (separate partitions, a retried batch) it cannot order, which is rare.
         """
         source = self.offsets.source
         if source is None:
@@ -251,15 +259,18 @@ class Intake:
             parts = [(rt.topic, p) for p in rt.partitions if (rt.topic, p) in assigned]
             if not parts:
                 continue
-            read = {tp: self.offsets.consumed.get(tp, 0) for tp in parts}
+            consumed = self.offsets.consumed
+            read = {tp: consumed[tp] for tp in parts if tp in consumed}
             if rt.topic in grouped:
                 _, _, p_read, o_read = grouped[rt.topic]
                 read.update({(rt.topic, p): o for p, o in next_offsets(p_read, o_read).items()})
             try:
-                ends = source.end_offsets(parts, cached=True)
-                unknown = [tp for tp, end in ends.items() if end < 0]
-                if unknown:
-                    ends.update(source.end_offsets(unknown))
+                # Asked now (one ListOffsets), not the value of an earlier fetch: the end
+                # as it is after this batch's rows were fetched.
+                ends = source.end_offsets(parts)
+                unread = [tp for tp in parts if tp not in read]
+                if unread:  # nothing read yet: from where its log starts
+                    read.update(source.log_start_offsets(unread))
             except SourceError as exc:
                 log.debug("schema change topic %s: end offsets not known: %s", rt.topic, exc)
                 continue
