@@ -482,6 +482,8 @@ class TableServices(HudiView):
         holds that still have files in ``.hoodie/`` lose them (Hudi's order). Returns the
         file names deleted."""
         archived = self._hoodie / ar.ARCHIVE_DIR
+        # Every file staged in .hoodie/.temp (archive files, instant files, data files:
+        # engine.hudi.layout.temp_dir) that a crash left unrenamed.
         for stale in self._temp.glob(".*.tmp") if self._temp.is_dir() else []:
             stale.unlink(missing_ok=True)
         versions = ar.list_archives(archived)

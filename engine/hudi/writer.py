@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from engine.hudi import consistency, layout, tombstones, upgrade
+from engine.hudi import consistency, tombstones, upgrade
 from engine.hudi import options as o
 from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
@@ -102,12 +102,12 @@ class HudiWriter:
     def recover(self) -> list[str]:
         """Undo what a crashed writer left: unfinished instants (with their files), their
         tombstone sidecars and staged temporary files. Returns the rolled-back instants."""
+        # Files staged in .hoodie/.temp go with the rollback (``repair_archive``); these
+        # are those staged beside the data files by earlier versions.
         rolled = self._table.rollback_pending()
-        staged = layout.temp_dir(self.path)  # data files are staged there; before, beside
-        for folder in (self.path, staged) if staged.is_dir() else (self.path,):
-            for entry in os.scandir(folder):
-                if entry.name.startswith(".") and entry.name.endswith(".tmp"):
-                    Path(entry.path).unlink(missing_ok=True)
+        for entry in os.scandir(self.path):
+            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                Path(entry.path).unlink(missing_ok=True)
         self._sweep_tombstones()
         self.upgrade()
         return rolled

@@ -289,12 +289,13 @@ class Intake:
 
     def _may_hold_schema_changes(self, rt: TableRuntime, grouped: dict[str, TopicRecords]) -> bool:
         """Whether a topic is (or, not read yet, may be) the schema change topic of table
-        topics of this batch: recognised as one, or named as their prefix (Debezium's
-        ``topic.prefix``) and not yet known to hold rows."""
-        if rt.control == control.SCHEMA_CHANGE:
-            return True
-        if rt.control is not None or rt.writer is not None or rt.topic in self._row_topics:
+        topics of this batch: recognised as one, or not yet known to hold rows; either
+        named as their prefix (Debezium's ``topic.prefix``)."""
+        if rt.control != control.SCHEMA_CHANGE and (
+            rt.control is not None or rt.writer is not None or rt.topic in self._row_topics
+        ):
             return False
+        # Only when this batch has rows it may hold: no request to the broker otherwise.
         prefix = rt.topic + "."
         return any(t.startswith(prefix) for t in grouped)
 
