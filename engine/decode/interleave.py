@@ -44,14 +44,37 @@ def _spread_variable(arr: pa.Array, dest: np.ndarray, total: int, width: int) ->
     )
 
 
-def spread(column: pa.Array | pa.ChunkedArray, dest: np.ndarray, total: int) -> pa.Array:
+def spread(column: pa.Array | pa.ChunkedArray, dest: np.ndarray, total: int) -> pa.ChunkedArray:
     """The values of ``column`` at output rows ``dest`` (ascending, one per value) of
-    ``total`` rows; the other rows are null. Equal to a ``take`` with null indices."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(dest) != len(arr):
-        raise ValueError(f"{len(dest)} destinations for {len(arr)} values")
+    ``total`` rows; the other rows are null. Equal to a ``take`` with null indices.
+
+    A chunked column is spread chunk by chunk (each chunk gets the run of output rows
+    from its first value to the next chunk's first), so its chunks are never joined: the
+    reader gives a chunk per block, and joining them would copy all the text."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    count = sum(len(c) for c in chunks)
+    if len(dest) != count:
+        raise ValueError(f"{len(dest)} destinations for {count} values")
+    chunks = [c for c in chunks if len(c)]
+    if not chunks:
+        return pa.chunked_array([_spread_array(column.type, None, dest, total)], column.type)
+    out = []
+    first = 0
+    for k, chunk in enumerate(chunks):
+        last = first + len(chunk)
+        lo = 0 if k == 0 else int(dest[first])
+        hi = total if k == len(chunks) - 1 else int(dest[last])
+        out.append(_spread_array(chunk.type, chunk, dest[first:last] - lo, hi - lo))
+        first = last
+    return pa.chunked_array(out, column.type)
+
+
+def _spread_array(typ: pa.DataType, arr: pa.Array | None, dest: np.ndarray, total: int) -> pa.Array:
+    """One chunk's values at rows ``dest`` of ``total`` (``arr`` None: all null)."""
+    if arr is None:
+        return pa.nulls(total, typ)
     width = _VARIABLE.get(arr.type)
-    if width is not None and len(arr):
+    if width is not None:
         return _spread_variable(arr, dest, total, width)
     source = np.zeros(total, np.int64)
     source[dest] = np.arange(len(arr))

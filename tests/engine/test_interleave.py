@@ -22,7 +22,7 @@ _TYPES = {
 
 
 @st.composite
-def _case(draw: st.DrawFn) -> tuple[pa.Array, np.ndarray, int]:
+def _case(draw: st.DrawFn) -> tuple[pa.Array, np.ndarray, int, list[int]]:
     typ, values = _TYPES[draw(st.sampled_from(sorted(_TYPES)))]
     items = draw(st.lists(st.one_of(st.none(), values), max_size=40))
     arr = pa.array(items, typ)
@@ -31,7 +31,9 @@ def _case(draw: st.DrawFn) -> tuple[pa.Array, np.ndarray, int]:
     arr = arr.slice(start)
     total = len(arr) + draw(st.integers(0, 20))
     dest = np.sort(np.array(draw(st.permutations(range(total)))[: len(arr)], np.int64))
-    return arr, dest, total
+    # Where a chunked copy of ``arr`` is cut (empty chunks included, as readers give).
+    cuts = sorted(draw(st.lists(st.integers(0, len(arr)), max_size=4)))
+    return arr, dest, total, cuts
 
 
 def _taken(arr: pa.Array, dest: np.ndarray, total: int) -> pa.Array:
@@ -44,21 +46,36 @@ def _taken(arr: pa.Array, dest: np.ndarray, total: int) -> pa.Array:
 
 @settings(max_examples=300, deadline=None)
 @given(_case())
-def test_spread_equals_take_with_null_indices(case: tuple[pa.Array, np.ndarray, int]) -> None:
-    arr, dest, total = case
+def test_spread_equals_take_with_null_indices(
+    case: tuple[pa.Array, np.ndarray, int, list[int]],
+) -> None:
+    arr, dest, total, cuts = case
     got = spread(arr, dest, total)
     got.validate(full=True)
     assert got.type == arr.type
+    assert len(got) == total
     assert got.to_pylist() == _taken(arr, dest, total).to_pylist()
-    # Chunked input gives the same.
-    assert spread(pa.chunked_array([arr], arr.type), dest, total).to_pylist() == got.to_pylist()
+    # Chunked input gives the same, chunk by chunk.
+    bounds = [0, *cuts, len(arr)]
+    chunked = pa.chunked_array([arr[a:b] for a, b in zip(bounds, bounds[1:])], arr.type)
+    spread_chunked = spread(chunked, dest, total)
+    spread_chunked.validate(full=True)
+    assert spread_chunked.to_pylist() == got.to_pylist()
 
 
 def test_spread_shares_the_text() -> None:
     """The point of it: the data buffer of a string column is not copied."""
     arr = pa.array(["x" * 1000, None, "y" * 1000])
     got = spread(arr, np.array([1, 4, 5]), 7)
-    assert got.buffers()[2].address == arr.buffers()[2].address
+    assert got.chunk(0).buffers()[2].address == arr.buffers()[2].address
+    assert got.to_pylist() == [None, "x" * 1000, None, None, None, "y" * 1000, None]
+    # Chunks (a reader's blocks) are not joined either: each keeps its own text.
+    first, second = pa.array(["x" * 1000, None]), pa.array(["y" * 1000])
+    got = spread(pa.chunked_array([first, second]), np.array([1, 4, 5]), 7)
+    assert [c.buffers()[2].address for c in got.chunks] == [
+        first.buffers()[2].address,
+        second.buffers()[2].address,
+    ]
     assert got.to_pylist() == [None, "x" * 1000, None, None, None, "y" * 1000, None]
 
 

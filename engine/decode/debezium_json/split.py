@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import itemgetter
+from operator import contains, itemgetter
 from typing import Any
 
 _WRAPPED_HEAD = b'{"schema":'
@@ -311,8 +311,8 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
 
     Applies when no record is null, every payload is a one-line JSON object text (starts
     with ``{``, no raw newline) and either every record carries the same compact wrapper
-    prefix or none is wrapped at the start. All checks are C-level ``map``/``count``
-    calls over unbound ``bytes`` methods. The payloads are not proven well-formed here:
+    prefix or none is wrapped at the start. All checks are C-level ``map`` calls over unbound
+    ``bytes`` methods and ``operator.contains``. The payloads are not proven well-formed here:
     the bulk reader is the check, and :meth:`Group.payload_list` rebuilds exact
     per-record payloads for the fallback. (Wrapped records hiding in a schemaless batch
     surface as records without ``op`` and are rerouted by the decoder.)
@@ -341,18 +341,19 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
                 return None  # null (tombstone) or scalar payloads
             if not all(map(bytes.endswith, messages, repeat(b"}"))):
                 return None
-            body = b"\n".join(map(itemgetter(slice(cut, -1)), messages))
-            if body.count(b"\n") != n - 1:
+            if any(map(contains, messages, repeat(b"\n"))):
                 return None
+            body = b"\n".join(map(itemgetter(slice(cut, -1)), messages))
             max_len = max(map(len, messages)) - cut
             group = Group(fp, schema, range(n), None, body, max_len, (messages, cut))
             return Split(groups={fp: group})
         if not all(map(bytes.startswith, messages, repeat(b"{"))):
             return None
+        # A raw newline (memchr per record) would split a record in two.
+        if any(map(contains, messages, repeat(b"\n"))):
+            return None
         joined = b"\n".join(messages)
     except TypeError:
-        return None
-    if joined.count(b"\n") != n - 1:
         return None
     if role == "key" and b'"payload"' in joined:
         return None  # keys are small: check exactly for wrapped keys
