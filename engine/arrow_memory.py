@@ -3,8 +3,10 @@
 pyarrow's default pool is mimalloc. On the catch-up benchmark (1M wide events, 2 cores,
 six runs interleaved, docs/performance.md) jemalloc was 5-9% faster end to end and the
 two merge workers' peak memory 230-320 MiB lower: the workers free a slice's buffers
-after each file group, and jemalloc (pyarrow sets its decay to 0) gives those pages back
-at once. The system allocator was as fast and saved less.
+after each file group, and jemalloc gives those pages back within its decay time (about a
+second; ``JE_ARROW_MALLOC_CONF`` with ``dirty_decay_ms:0,muzzy_decay_ms:0`` gives them back
+at once, about 0.25 GiB less at peak for some 10% of speed, docs/guide/configuration.md).
+The system allocator was as fast and saved less.
 
 A user's own ``ARROW_DEFAULT_MEMORY_POOL`` is left as it is.
 """
