@@ -60,20 +60,22 @@ def group_by_topic(messages: Sequence[Record]) -> dict[str, TopicRecords]:
 
 def next_offsets(parts: list[int], offs: list[int]) -> dict[int, int]:
     """Per partition, the offset after the last message read."""
-    distinct = set(parts)
-    if len(distinct) == 1:
-        return {parts[0]: max(offs) + 1}
-    part_array, off_array = np.asarray(parts), np.asarray(offs, dtype=np.int64)
-    return {p: int(off_array[part_array == p].max()) + 1 for p in sorted(distinct)}
+    return {p: o + 1 for p, o in _per_partition(parts, offs, max, np.max).items()}
 
 
 def first_offsets(parts: list[int], offs: list[int]) -> dict[int, int]:
     """Per partition, the first offset read."""
+    return _per_partition(parts, offs, min, np.min)
+
+
+def _per_partition(parts: list[int], offs: list[int], one: Any, many: Any) -> dict[int, int]:
+    """Per partition (ascending), ``one`` of its offsets (``many``: the same over a NumPy
+    array, for batches of several partitions)."""
     distinct = set(parts)
     if len(distinct) == 1:
-        return {parts[0]: min(offs)}
+        return {parts[0]: one(offs)}
     part_array, off_array = np.asarray(parts), np.asarray(offs, dtype=np.int64)
-    return {p: int(off_array[part_array == p].min()) for p in sorted(distinct)}
+    return {p: int(many(off_array[part_array == p])) for p in sorted(distinct)}
 
 
 @contextmanager

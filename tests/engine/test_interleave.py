@@ -57,7 +57,8 @@ def test_spread_equals_take_with_null_indices(
     assert got.to_pylist() == _taken(arr, dest, total).to_pylist()
     # Chunked input gives the same, chunk by chunk.
     bounds = [0, *cuts, len(arr)]
-    chunked = pa.chunked_array([arr[a:b] for a, b in zip(bounds, bounds[1:])], arr.type)
+    pieces = [arr[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    chunked = pa.chunked_array(pieces, arr.type)
     spread_chunked = spread(chunked, dest, total)
     spread_chunked.validate(full=True)
     assert spread_chunked.to_pylist() == got.to_pylist()
