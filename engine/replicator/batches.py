@@ -33,7 +33,8 @@ class BatchReport:
     seconds: float
     tables: dict[str, dict[str, int]]
     lag_messages: int = 0
-    #: seconds spent per phase: poll, decode, stage, merge (Spark job), commit
+    #: seconds spent per phase: poll, decode, stage, merge (the Spark job's own time),
+    #: waited (merged, until the main thread took the batch up), commit
     phases: dict[str, float] = field(default_factory=dict)
     #: partitions to re-read from an offset (events held back to keep transactions whole)
     rewind: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -110,6 +111,8 @@ class PendingBatch:
     thread: threading.Thread | None = None
     error: BaseException | None = None
     merge_started: float = 0.0
+    #: When the Spark job ended (None: it has not, or the batch had no tasks).
+    merge_ended: float | None = None
     #: Per table: undecodable messages, and a sample of its events' source times.
     bad: dict[str, int] = field(default_factory=dict)
     source_ts: dict[str, np.ndarray] = field(default_factory=dict)

@@ -170,7 +170,10 @@ class Committer:
     def finish(self, pending: PendingBatch) -> BatchReport:
         """Commit every table of a batch whose merge job ended well."""
         phases = pending.prepared.phases
-        phases["merge"] = time.monotonic() - pending.merge_started
+        now = time.monotonic()
+        ended = pending.merge_ended if pending.merge_ended is not None else now
+        phases["merge"] = ended - pending.merge_started
+        phases["waited"] = now - ended
         faults.point("files_written")
         t0 = time.monotonic()
         results = iter(pending.results)

@@ -95,6 +95,8 @@ class SparkRunner:
             pending.results = run_merge_job(self.context(), pending.tasks)
         except BaseException as exc:  # noqa: BLE001 - re-raised by wait in the main thread
             pending.error = exc
+        finally:
+            pending.merge_ended = time.monotonic()
 
     def take(self) -> PendingBatch | None:
         """The batch in flight, which the caller now finishes (None: there is none)."""
