@@ -51,6 +51,10 @@ class DdlItem:
     table_change: TableChange
     partition: int
     offset: int
+    #: Read while the table's rows waited for it: per partition, how far they had been
+    #: read (then sought back); it is carried out once they are read again (see
+    #: :meth:`engine.replicator.ddl_router.SchemaChangeRouter.route`).
+    rows_to: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +122,10 @@ class PendingBatch:
     source_ts: dict[str, np.ndarray] = field(default_factory=dict)
     #: Per table: why it stops once this batch is committed (``errors.tolerance``).
     fail: dict[str, str] = field(default_factory=dict)
+
+    def merged(self) -> bool:
+        """Its merge job has ended (or it had none)."""
+        return self.thread is None or not self.thread.is_alive()
 
     @property
     def tasks(self) -> list[MergeTask]:

@@ -336,13 +336,17 @@ def apply_column_ops(batch: pa.Table | None, state: DdlState) -> pa.Table | None
     return batch.drop_columns(drop) if drop else batch
 
 
-def drop_unseen_columns(batch: pa.Table, replica: pa.Schema | None, state: DdlState) -> pa.Table:
-    """A batch cut at a failing change, without the columns only its rows past the cut
-    had (all null now, in neither the replica nor the definition the schema change topic
-    gave before the change): the replica must not take the new shape of a change that
-    stopped the table (say a renamed column), which a later ``apply`` of that change
-    would then meet twice. Without a known definition nothing is dropped."""
-    if not state.columns:
+def drop_unseen_columns(
+    batch: pa.Table, replica: pa.Schema | None, state: DdlState, *, needs_definition: bool = True
+) -> pa.Table:
+    """A batch cut at a change, without the columns only its rows past the cut had (all
+    null now, in neither the replica nor the definition the schema change topic gave
+    before the change): the replica must not take the new shape of a change not carried
+    out yet (say a renamed column), which the change would then meet twice. Without a
+    known definition nothing is dropped, unless not ``needs_definition`` (a change that
+    waits: an all-null column the replica lacks is dropped, losing no value; a later row
+    that has one adds it)."""
+    if needs_definition and not state.columns:
         return batch
     known = set(state.columns) | (set(replica.names) if replica is not None else set())
     drop = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -56,21 +56,28 @@ class SchemaChangeRouter:
         self,
         prepared: PreparedBatch,
         topics: list[tuple[TableRuntime, TopicRecords]],
-        waiting: Collection[str] = (),
+        waiting: Mapping[str, dict[int, int]] | None = None,
     ) -> None:
         """Carry out the changes waiting for their tables, then those of the schema
-        change topics read in this batch. The changes of tables whose rows ``waiting``
-        (topics) holds back wait with them: a change is decided with its table's rows."""
-        self._pending(prepared, waiting)
+        change topics read in this batch, each table's in the order read.
+
+        ``waiting``: the table topics whose rows were read and sought back to wait for
+        their schema change topic, with how far they were read (per partition). A
+        change of such a table waits with its rows and is decided with them: it waits
+        until they are read again that far, or until this batch holds a row of that
+        partition at or after the change's position (offset order is source order:
+        every row before it was read then). Until then the rows after it wait too."""
+        waiting = waiting or {}
         for ddl_rt, records in topics:
             self._schema_changes(prepared, ddl_rt, records, waiting)
+        self._pending(prepared, waiting)
 
     def _schema_changes(
         self,
         prepared: PreparedBatch,
         ddl_rt: TableRuntime,
         records: TopicRecords,
-        waiting: Collection[str],
+        waiting: Mapping[str, dict[int, int]],
     ) -> None:
         """Route the schema change topic's records to the tables they name."""
         keys, values, parts, offs = records
@@ -109,9 +116,10 @@ class SchemaChangeRouter:
                     ddl_rt.counters.ignored += 1
                     log.info("schema change of %s skipped: no such table topic", target)
                     continue
-                item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off))
-                if not rt.live or rt.stopping or rt.topic in waiting:
-                    rt.pending_ddl.append(item)
+                rows_to = dict(waiting.get(rt.topic, {}))
+                item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off), rows_to)
+                if rt.pending_ddl or not rt.live or rt.stopping or rows_to:
+                    rt.pending_ddl.append(item)  # after the ones before it (_pending)
                     continue
                 self._apply(prepared, rt, item)
         if bad:
@@ -133,15 +141,55 @@ class SchemaChangeRouter:
         rt = self.tables.by_topic.get(topic)
         return None if rt is None or rt.control is not None else rt
 
-    def _pending(self, prepared: PreparedBatch, waiting: Collection[str]) -> None:
-        """Schema changes read while their table was paused, held or waiting for them,
-        now it is live and its rows come with this batch."""
+    def _pending(self, prepared: PreparedBatch, waiting: Mapping[str, dict[int, int]]) -> None:
+        """Schema changes read while their table was paused, held or waiting for them
+        (or behind such a change), in order, once it is live and their rows are read
+        (see :meth:`route`)."""
         for rt in list(self.tables):
-            if rt.pending_ddl and rt.live and not rt.stopping and rt.topic not in waiting:
-                items, rt.pending_ddl = rt.pending_ddl, []
-                for item in items:
-                    if rt.live:
-                        self._apply(prepared, rt, item)
+            if not rt.pending_ddl or not rt.live or rt.stopping:
+                continue
+            items, rt.pending_ddl = rt.pending_ddl, []
+            for k, item in enumerate(items):
+                if not rt.live or rt.stopping:
+                    rt.pending_ddl = items[k:]
+                    break
+                if self._rows_unread(prepared, rt, item, waiting):
+                    rt.pending_ddl = items[k:]
+                    break
+                self._apply(prepared, rt, item)
+
+    def _rows_unread(
+        self,
+        prepared: PreparedBatch,
+        rt: TableRuntime,
+        item: DdlItem,
+        waiting: Mapping[str, dict[int, int]],
+    ) -> bool:
+        """Whether rows of the table from before a change may not be read yet: then the
+        change waits, and this batch's rows of the table at or after its position are
+        cut and read again (they must follow it)."""
+        share = prepared.share(rt)
+        batch = share.batch if share is not None else None
+        position = item.change.position
+        after = cut_at_position(batch, position) if batch is not None and position else {}
+        consumed = self.offsets.consumed
+        unread = [
+            p
+            for p, o in {**item.rows_to, **waiting.get(rt.topic, {})}.items()
+            if p not in after and consumed.get((rt.topic, p), -1) < o
+        ]
+        if not unread:
+            return False
+        if share is not None and batch is not None and after:
+            replica = rt.writer.schema() if rt.writer is not None else None
+            share.batch = drop_unseen_columns(
+                apply_cuts(batch, after), replica, rt.progress.ddl, needs_definition=False
+            )
+            share.read_to.update(after)
+            for p, cut in after.items():
+                consumed[(rt.topic, p)] = cut
+                prepared.rewind[(rt.topic, p)] = cut
+        return True
 
     def _apply(self, prepared: PreparedBatch, rt: TableRuntime, item: DdlItem) -> None:
         """Decide and carry out one table change on one table (see

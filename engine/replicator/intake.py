@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -51,6 +52,17 @@ log = logging.getLogger("cdcctl.replicator")
 SCHEMA_WAIT_SECONDS = 5.0
 
 
+@dataclass
+class Polled:
+    """A polled batch's records, not decoded yet."""
+
+    count: int
+    grouped: dict[str, TopicRecords]
+    started: float
+    #: How long the poll took.
+    seconds: float
+
+
 class Intake:
     """Polls and decodes batches for the tables of one replicator."""
 
@@ -82,6 +94,10 @@ class Intake:
         self._row_topics: set[str] = set()
         self._message_topics: set[str] = set()
         self.recorder: StateRecorder | None = None
+        #: Per table topic whose rows waited for a schema change topic (sought back):
+        #: per partition, how far they were read; until they are read that far again,
+        #: the schema changes of the table wait too.
+        self._held: dict[str, dict[int, int]] = {}
         #: Per schema change partition: its last (read, end) gap and since when.
         self._gaps: dict[tuple[str, int], tuple[tuple[int, int], float]] = {}
 
@@ -92,29 +108,44 @@ class Intake:
     def poll(self) -> tuple[int, PreparedBatch | None]:
         """Poll the next batch (none once the goal is read) and decode it; how many
         messages were polled, and the batch (None: nothing polled)."""
+        return self.decode_polled(self.consume())
+
+    def consume(self, until: Callable[[int], bool] | None = None) -> Polled:
+        """Poll the next batch's records (none once the goal is read), grouped per topic;
+        ``until``: end the poll early (see :meth:`engine.source.KafkaSource.poll`)."""
         source = self.offsets.running()
         started = time.monotonic()
         count, grouped = 0, {}
         if not self.offsets.caught_up(read=True):
             with collector_paused():
                 messages = source.poll(
-                    self.cfg.replicator.max_batch_events, self.cfg.replicator.max_batch_seconds
+                    self.cfg.replicator.max_batch_events,
+                    self.cfg.replicator.max_batch_seconds,
+                    until,
                 )
                 count = len(messages)
                 grouped = group_by_topic(messages)
                 del messages  # the raw messages (and librdkafka's buffers) are freed here
         self.offsets.check_out_of_range()
-        if not count:
+        return Polled(count, grouped, started, time.monotonic() - started)
+
+    def decode_polled(self, polled: Polled) -> tuple[int, PreparedBatch | None]:
+        """Decode what :meth:`consume` read; how many messages, and the batch (None:
+        nothing polled)."""
+        if not polled.count:
             return 0, None
+        source = self.offsets.running()
         faults.point("consumed")
         self.transactions.observe(source.poll_transactions())
-        prepared = self.prepare(grouped, count, started)
+        prepared = self.prepare(polled.grouped, polled.count, polled.started)
+        prepared.phases["poll"] = polled.seconds  # not the commit that may follow the poll
+        polled.grouped = {}
         # Not a partition that left the consumer meanwhile (its table failed in this
         # batch): it is read again from its checkpoint when it joins again.
         rewind = {tp: o for tp, o in prepared.rewind.items() if tp in source.assigned}
         if rewind:
             source.seek(rewind)
-        return count, prepared
+        return polled.count, prepared
 
     def prepare(
         self, grouped: dict[str, TopicRecords], count: int, started: float
@@ -151,6 +182,9 @@ class Intake:
             if topic in waiting:
                 for p, first in first_offsets(parts, offs).items():
                     prepared.rewind[(topic, p)] = first  # read again by the next poll
+                held = self._held.setdefault(topic, {})
+                for p, o in next_offsets(parts, offs).items():
+                    held[p] = max(held.get(p, o), o)
                 log.debug("%s: its rows wait for the schema change topic", rt.name)
                 continue
             read_to = next_offsets(parts, offs)
@@ -178,7 +212,15 @@ class Intake:
             prepared.timed("decode", time.monotonic() - t0)
             prepared.tables.append(self._share(rt, result, read_to, prepared))
         # Schema changes last, so that each lands in its table's share of this batch.
-        self.router.route(prepared, schema_changes, waiting)
+        # Schema changes wait with their table's rows until those are read again (a
+        # poll may bring the rest of the schema change topic without them).
+        consumed = self.offsets.consumed
+        self._held = {
+            t: held
+            for t, held in self._held.items()
+            if any(consumed.get((t, p), -1) < o for p, o in held.items())
+        }
+        self.router.route(prepared, schema_changes, self._held)
         return prepared
 
     def _share(

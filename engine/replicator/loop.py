@@ -228,8 +228,13 @@ class Replicator:
             return False
         if self.offsets.refresh_due():
             self._refresh_topics()
-        polled, prepared = self.intake.poll()
-        report = self._commit_previous()
+        consumed = self.intake.consume(self._poll_until())
+        report = None
+        if self.runner.merged():  # committed at once: the decode has nothing to overlap
+            report = self._commit_previous()
+        polled, prepared = self.intake.decode_polled(consumed)
+        if report is None:
+            report = self._commit_previous()
         if report is not None:  # before the next is planned: its lag and group offsets
             self._report(report)  # are the committed batch's own
         if prepared is not None:
@@ -237,6 +242,17 @@ class Replicator:
         idle = not polled and self.runner.pending is None
         self.recovery.end_turn(self.committer.commits > commits, idle)
         return True
+
+    def _poll_until(self) -> Callable[[int], bool]:
+        """When a poll ends (adaptive batching), besides ``max_batch_events`` read or
+        ``max_batch_seconds`` gone: with a batch in flight, as soon as its merge has ended
+        (it is committed right away; what was read meanwhile is the next batch, so a
+        batch holds what arrived during the previous one's merge: small while caught up,
+        full while behind); with none in flight, as soon as something was read."""
+        pending = self.runner.pending
+        if pending is None:
+            return lambda read: read > 0
+        return lambda read: pending.merged()
 
     def _nothing_can_run(self) -> bool:
         """Every table is FAILED (each said why as it failed): the run ends (exit 3)

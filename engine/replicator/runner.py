@@ -98,6 +98,10 @@ class SparkRunner:
         finally:
             pending.merge_ended = time.monotonic()
 
+    def merged(self) -> bool:
+        """A batch is in flight and its merge job has ended."""
+        return self.pending is not None and self.pending.merged()
+
     def take(self) -> PendingBatch | None:
         """The batch in flight, which the caller now finishes (None: there is none)."""
         pending, self.pending = self.pending, None

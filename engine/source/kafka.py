@@ -19,7 +19,7 @@ import re
 import socket
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import (
@@ -41,6 +41,11 @@ from engine.source.transactions import transaction_topic
 TIMEOUT_S = 15.0
 #: The first contact gives up sooner: an unreachable broker is reported within seconds.
 FIRST_CONTACT_S = 6.0
+#: The longest single wait of an adaptive poll (``KafkaSource.poll`` with ``until``):
+#: how late a poll notices that the batch in flight has merged. (librdkafka's
+#: ``consume`` returns only once it has read as many messages as asked or its timeout
+#: has passed, however many it could hand over before.)
+POLL_SLICE_SECONDS = 0.01
 
 log = logging.getLogger("cdcctl.source")
 
@@ -569,15 +574,26 @@ class KafkaSource:
         """High watermark (next offset to be written) per partition, as the broker says."""
         return _watermarks(self._consumer, partitions, cached)
 
-    def poll(self, max_events: int, max_seconds: float) -> list[Message]:
-        """Up to ``max_events`` messages, waiting at most ``max_seconds`` in total."""
+    def poll(
+        self,
+        max_events: int,
+        max_seconds: float,
+        until: Callable[[int], bool] | None = None,
+    ) -> list[Message]:
+        """Up to ``max_events`` messages, waiting at most ``max_seconds`` in total.
+
+        ``until`` (adaptive batching): the wait is cut into :data:`POLL_SLICE_SECONDS`
+        slices and the poll ends after the first slice at whose end ``until(read so
+        far)`` is true, however few messages it read.
+        """
         out: list[Message] = []
         deadline = time.monotonic() + max_seconds
         while len(out) < max_events:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            msgs = self._consumer.consume(min(max_events - len(out), 500_000), remaining)
+            wait = remaining if until is None else min(remaining, POLL_SLICE_SECONDS)
+            msgs = self._consumer.consume(min(max_events - len(out), 500_000), wait)
             errors = list(map(Message.error, msgs))  # C-level: errors are rare
             if not any(errors):
                 out.extend(msgs)
@@ -599,7 +615,9 @@ class KafkaSource:
                     f"{reason}",
                     hint="check that the broker is running and reachable",
                 )
-            if not msgs and out:
+            if until is not None and until(len(out)):
+                break
+            if until is None and not msgs and out:
                 break
         return out
 

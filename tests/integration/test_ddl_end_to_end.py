@@ -161,8 +161,8 @@ def test_rows_read_before_their_schema_change_wait_for_it(
     real_poll = KafkaSource.poll
     withheld: list[int] = []
 
-    def poll(self, max_events: int, max_seconds: float) -> list:
-        msgs = real_poll(self, max_events, max_seconds)
+    def poll(self, max_events: int, max_seconds: float, until=None) -> list:
+        msgs = real_poll(self, max_events, max_seconds, until)
         schema = sorted((m for m in msgs if m.topic() == p), key=lambda m: m.offset())
         rows = len(msgs) - len(schema)
         if not withheld and len(schema) == 2 and rows:
@@ -195,4 +195,98 @@ def test_rows_read_before_their_schema_change_wait_for_it(
     else:
         assert {k: r["email"] for k, r in got.items()} == {"1": "a2@x", "2": "b@x"}
         rt = replicator.tables.get(f"{p}.inventory.customers")
+        assert rt is not None and rt.state.stopped
+
+
+@pytest.mark.parametrize(
+    ("policy", "third"),
+    [("apply", 2), ("apply", 4), ("fail", 2), ("fail", 4)],
+    ids=["apply-before-only", "apply-across", "fail-before-only", "fail-across"],
+)
+def test_a_schema_change_waits_for_the_rows_read_before_it(
+    broker, spark, topic_prefix: str, tmp_path: Path, monkeypatch, policy: str, third: int
+) -> None:
+    """Polls that split the two topics (as a short poll may): the table's rows first
+    (they wait: the schema change topic is unread), then the schema change topic alone,
+    then the rows again, only the first ``third`` of them, then the rest. The rename read
+    in the second poll must wait for the rows read in the first (decided without them,
+    it found no replica and no rows: the rows' old column was lost); rows of the third
+    poll from after it (``third`` = 4 holds one) must follow it, not come before it
+    (under ``fail`` such a row would be committed past the stop). Checked against a
+    fold of the rows in binlog order. The one stand-in: the poll's split, made by
+    seeking the real consumer back (its order cannot be chosen)."""
+    from confluent_kafka import Message
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+    from engine.source import KafkaSource
+
+    p = topic_prefix
+    rows_topic = f"{p}.inventory.customers"
+    before = [
+        row("c", customer(1, "a", "a@x"), 154, prefix=p),
+        row("c", customer(2, "b", "b@x"), 160, prefix=p),
+        row("u", customer(1, "a", "a2@x"), 170, prefix=p),
+    ]
+    rename = ddl(
+        "ALTER TABLE customers RENAME COLUMN email TO mail",
+        500,
+        columns=["id", "first_name", "last_name", "mail"],
+        renamed={"mail": "email"},
+        prefix=p,
+    )
+    after = [
+        row("u", {"id": 2, "first_name": "b", "last_name": "T", "mail": "b2@x"}, 600, prefix=p),
+        row("c", {"id": 3, "first_name": "c", "last_name": "T", "mail": "c@x"}, 610, prefix=p),
+    ]
+    wire = _wire([*before, rename, *after])
+    broker.create_topics(sorted({t for t, _, _ in wire}))
+    produce_messages(broker.bootstrap_servers, wire)
+    # Each step: the topic a poll may hand over, and at most how many of its records.
+    script = [(rows_topic, 5), (p, 1), (rows_topic, third)]
+    steps: list[int] = []
+    real_poll = KafkaSource.poll
+
+    def poll(self, max_events: int, max_seconds: float, until=None) -> list:
+        msgs = real_poll(self, max_events, max_seconds, until)
+        if len(steps) == len(script) or not msgs:
+            return msgs
+        topic, most = script[len(steps)]
+        mine = sorted((m for m in msgs if m.topic() == topic), key=Message.offset)
+        # Nothing until the step can be given whole: everything is read again.
+        keep = mine[:most] if len(mine) >= most else []
+        back: dict[tuple[str, int], int] = {}
+        for m in msgs:
+            if m not in keep:
+                tp = (m.topic(), m.partition())
+                back[tp] = min(back.get(tp, m.offset()), m.offset())
+        if back:
+            self.seek(back)
+        if keep:
+            steps.append(len(keep))
+        return keep
+
+    monkeypatch.setattr(KafkaSource, "poll", poll)
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": broker.bootstrap_servers,
+                "topics": f"^{re.escape(p)}",
+                "ddl": policy,
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    replicator = Replicator(cfg, spark=spark)
+    replicator.run(until_caught_up=True)
+    assert steps == [5, 1, third]  # the rows, the schema change topic, some rows again
+    got = read_replica(tmp_path / "lake" / "inventory_customers")
+    if policy == "apply":
+        assert {k: r["mail"] for k, r in got.items()} == {"1": "a2@x", "2": "b2@x", "3": "c@x"}
+        assert all("email" not in r for r in got.values())
+    else:
+        assert {k: r["email"] for k, r in got.items()} == {"1": "a2@x", "2": "b@x"}
+        rt = replicator.tables.get(rows_topic)
         assert rt is not None and rt.state.stopped
