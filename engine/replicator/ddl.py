@@ -58,6 +58,7 @@ from engine.model import (
     SOURCE_TS,
     TX_ID,
 )
+from engine.source import apply_cuts
 
 DDL_KEY = "cdcctl.ddl.state"
 
@@ -336,17 +337,34 @@ def apply_column_ops(batch: pa.Table | None, state: DdlState) -> pa.Table | None
     return batch.drop_columns(drop) if drop else batch
 
 
-def drop_unseen_columns(
-    batch: pa.Table, replica: pa.Schema | None, state: DdlState, *, needs_definition: bool = True
-) -> pa.Table:
-    """A batch cut at a change, without the columns only its rows past the cut had (all
-    null now, in neither the replica nor the definition the schema change topic gave
-    before the change): the replica must not take the new shape of a change not carried
-    out yet (say a renamed column), which the change would then meet twice. Without a
-    known definition nothing is dropped, unless not ``needs_definition`` (a change that
-    waits: an all-null column the replica lacks is dropped, losing no value; a later row
-    that has one adds it)."""
-    if needs_definition and not state.columns:
+def cut_batch(batch: pa.Table, cuts: dict[int, int], replica: pa.Schema | None) -> pa.Table:
+    """The rows of a batch before the cuts (read again later), without the columns that
+    only the rows past the cuts gave a value and the replica lacks: those rows bring them
+    when they come. (A schemaless batch has one schema for all its rows: kept, such a
+    column would reach the replica all null ahead of its rows, and a rename to its name
+    arriving with them would then find it taken.)"""
+    kept = apply_cuts(batch, cuts)
+    if kept.num_rows == batch.num_rows:
+        return kept
+    known = set(replica.names) if replica is not None else set()
+    drop = [
+        f.name
+        for f in kept.schema
+        if not f.name.startswith("_cdc_")
+        and f.name not in known
+        and kept.column(f.name).null_count == kept.num_rows
+        and batch.column(f.name).null_count < batch.num_rows
+    ]
+    return kept.drop_columns(drop) if drop else kept
+
+
+def drop_unseen_columns(batch: pa.Table, replica: pa.Schema | None, state: DdlState) -> pa.Table:
+    """A batch cut at a failing change, without the columns only its rows past the cut
+    had (all null now, in neither the replica nor the definition the schema change topic
+    gave before the change): the replica must not take the new shape of a change that
+    stopped the table (say a renamed column), which a later ``apply`` of that change
+    would then meet twice. Without a known definition nothing is dropped."""
+    if not state.columns:
         return batch
     known = set(state.columns) | (set(replica.names) if replica is not None else set())
     drop = [

@@ -21,11 +21,12 @@ from engine.decode import BadMessage
 from engine.decode.ddl import parse_schema_change
 from engine.decode.gtid import gtid_positions
 from engine.decode.limits import DECODER_FAILED, Guarded
-from engine.errors import TableNameError
+from engine.errors import SourceError, TableNameError
 from engine.replicator.batches import DdlItem, PreparedBatch, TableShare
 from engine.replicator.ddl import (
     apply_column_ops,
     cut_at_position,
+    cut_batch,
     decide,
     drop_unseen_columns,
     record,
@@ -82,6 +83,7 @@ class SchemaChangeRouter:
         """Route the schema change topic's records to the tables they name."""
         keys, values, parts, offs = records
         bad = []
+        ends: dict[str, dict[int, int]] = {}  # per table topic, asked once per batch
         # The limits first: nothing over them is parsed (as for row topics).
         refused = self.decode.refused(keys, values)
         documents = self.decode.documents
@@ -116,7 +118,7 @@ class SchemaChangeRouter:
                     ddl_rt.counters.ignored += 1
                     log.info("schema change of %s skipped: no such table topic", target)
                     continue
-                rows_to = dict(waiting.get(rt.topic, {}))
+                rows_to = self._rows_to(rt, waiting, ends)
                 item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off), rows_to)
                 if rt.pending_ddl or not rt.live or rt.stopping or rows_to:
                     rt.pending_ddl.append(item)  # after the ones before it (_pending)
@@ -133,6 +135,37 @@ class SchemaChangeRouter:
                     b.reason,
                     self.dead_letters.path(ddl_rt.name),
                 )
+
+    def _rows_to(
+        self,
+        rt: TableRuntime,
+        waiting: Mapping[str, dict[int, int]],
+        ends: dict[str, dict[int, int]],
+    ) -> dict[int, int]:
+        """How far a table's rows must be read before a schema change just read for it
+        is decided (per partition; empty: now). The rows written before the change were
+        written before it, so they are below the table topic's end as it is now; the ones
+        not read yet (a short poll may bring the schema change topic first) would land
+        after the change, or under ``fail`` never. Its rows that waited for the schema
+        change topic (``waiting``) count as not read. Only in a live run; a broker that
+        does not answer holds nothing back."""
+        rows_to = dict(waiting.get(rt.topic, {}))
+        source = self.offsets.source
+        if source is None or not rt.live or rt.stopping:
+            return rows_to
+        if rt.topic not in ends:
+            parts = [(rt.topic, p) for p in rt.partitions if (rt.topic, p) in source.assigned]
+            try:
+                ends[rt.topic] = {p: o for (_, p), o in source.end_offsets(parts).items()}
+            except SourceError as exc:
+                log.debug("%s: end offsets not known: %s", rt.topic, exc)
+                ends[rt.topic] = {}
+        consumed = self.offsets.consumed
+        for p, end in ends[rt.topic].items():
+            read = consumed.get((rt.topic, p), rt.progress.committed.get(p, 0))
+            if read < end:
+                rows_to[p] = max(rows_to.get(p, end), end)
+        return rows_to
 
     def _target(self, topic: str) -> TableRuntime | None:
         """The table of a topic a schema change names: only a topic found in Kafka (or,
@@ -176,15 +209,12 @@ class SchemaChangeRouter:
         unread = [
             p
             for p, o in {**item.rows_to, **waiting.get(rt.topic, {})}.items()
-            if p not in after and consumed.get((rt.topic, p), -1) < o
+            if p not in after and consumed.get((rt.topic, p), rt.progress.committed.get(p, 0)) < o
         ]
         if not unread:
             return False
         if share is not None and batch is not None and after:
-            replica = rt.writer.schema() if rt.writer is not None else None
-            share.batch = drop_unseen_columns(
-                apply_cuts(batch, after), replica, rt.progress.ddl, needs_definition=False
-            )
+            share.batch = cut_batch(batch, after, rt.writer.schema() if rt.writer else None)
             share.read_to.update(after)
             for p, cut in after.items():
                 consumed[(rt.topic, p)] = cut

@@ -29,7 +29,7 @@ from engine.errors import SourceError
 from engine.model import TX_ID
 from engine.replicator import epochs
 from engine.replicator.batches import PreparedBatch, TableShare
-from engine.replicator.ddl import apply_column_ops
+from engine.replicator.ddl import apply_column_ops, cut_batch
 from engine.replicator.ddl_router import SchemaChangeRouter
 from engine.replicator.deadletter import DeadLetters
 from engine.replicator.offsets import Offsets
@@ -252,7 +252,7 @@ class Intake:
             for warning in warnings:
                 log.warning("%s: %s", rt.name, warning)
             if cuts:
-                batch = apply_cuts(batch, cuts)
+                batch = cut_batch(batch, cuts, rt.writer.schema() if rt.writer else None)
                 for p, cut in cuts.items():
                     read_to[p] = cut
                     prepared.rewind[(topic, p)] = cut
