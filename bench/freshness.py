@@ -210,6 +210,9 @@ def run_rate(args: argparse.Namespace, rate: int, active: int, bootstrap: str, r
         stderr=log,
         text=True,
         env=env,
+        # `python -m` puts the working folder first on sys.path, before PYTHONPATH (and
+        # Spark's Python workers start there too): without it this checkout ran.
+        cwd=args.engine,
     )
     deadline = time.monotonic() + 180
     while any(watcher.applied(t) < warm[t] for t in topics):
