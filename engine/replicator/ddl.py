@@ -347,15 +347,8 @@ def cut_batch(batch: pa.Table, cuts: dict[int, int], replica: pa.Schema | None) 
     if kept.num_rows == batch.num_rows:
         return kept
     known = set(replica.names) if replica is not None else set()
-    drop = [
-        f.name
-        for f in kept.schema
-        if not f.name.startswith("_cdc_")
-        and f.name not in known
-        and kept.column(f.name).null_count == kept.num_rows
-        and batch.column(f.name).null_count < batch.num_rows
-    ]
-    return kept.drop_columns(drop) if drop else kept
+    valued = {n for n in batch.column_names if batch.column(n).null_count < batch.num_rows}
+    return _without_null_columns(kept, known | (set(batch.column_names) - valued))
 
 
 def drop_unseen_columns(batch: pa.Table, replica: pa.Schema | None, state: DdlState) -> pa.Table:
@@ -367,11 +360,16 @@ def drop_unseen_columns(batch: pa.Table, replica: pa.Schema | None, state: DdlSt
     if not state.columns:
         return batch
     known = set(state.columns) | (set(replica.names) if replica is not None else set())
+    return _without_null_columns(batch, known)
+
+
+def _without_null_columns(batch: pa.Table, keep: set[str]) -> pa.Table:
+    """``batch`` without its all-null row columns, except those named in ``keep``."""
     drop = [
         f.name
         for f in batch.schema
         if not f.name.startswith("_cdc_")
-        and f.name not in known
+        and f.name not in keep
         and batch.column(f.name).null_count == batch.num_rows
     ]
     return batch.drop_columns(drop) if drop else batch

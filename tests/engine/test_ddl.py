@@ -16,9 +16,16 @@ from hypothesis import strategies as st
 from engine.decode import control
 from engine.decode.ddl import SchemaChange, TableChange, parse_schema_change
 from engine.decode.positions import source_columns
-from engine.model import STREAMED_BIT
+from engine.model import OFFSET, PARTITION, STREAMED_BIT
 from engine.replicator.batches import DdlItem
-from engine.replicator.ddl import DdlState, apply_column_ops, decide, record, type_change
+from engine.replicator.ddl import (
+    DdlState,
+    apply_column_ops,
+    cut_batch,
+    decide,
+    record,
+    type_change,
+)
 from tests.engine.test_properties import Msg
 from tests.samples import debezium_samples
 
@@ -669,3 +676,28 @@ def _replicate_chunks(
                 replicator.apply(msgs)
         path = Path(tmp) / "lake" / "inventory_customers"
         return (read_replica(path) if path.exists() else {}), bool(rt and rt.state.stopped)
+
+
+def test_a_cut_batch_keeps_no_column_only_its_cut_rows_had() -> None:
+    """Rows past a cut are read again later and bring their columns then: a column only
+    they gave a value (all null in the rows kept) leaves the batch unless the replica has
+    it; a column null in every row, and the rows kept, stay as they were."""
+    batch = pa.table(
+        {
+            PARTITION: pa.array([0, 0, 1, 0], pa.int32()),
+            OFFSET: pa.array([5, 6, 9, 7], pa.int64()),
+            "id": [1, 2, 3, 4],
+            "email": ["a", "b", "c", None],
+            "mail": [None, None, None, "d"],  # the row past the cut: a renamed column
+            "stored": [None, None, None, "e"],  # the same, but the replica has it
+            "never": pa.array([None, None, None, None], pa.string()),
+        }
+    )
+    replica = pa.schema([("id", pa.int64()), ("email", pa.string()), ("stored", pa.string())])
+    got = cut_batch(batch, {0: 7}, replica)
+    assert got.column_names == [PARTITION, OFFSET, "id", "email", "stored", "never"]
+    assert got.column("id").to_pylist() == [1, 2, 3]
+    # Nothing cut: the batch as it is; without a replica the rule is the same.
+    assert cut_batch(batch, {0: 8}, replica).equals(batch)
+    assert "mail" not in cut_batch(batch, {0: 7}, None).column_names
+    assert "stored" not in cut_batch(batch, {0: 7}, None).column_names

@@ -30,6 +30,72 @@ def _status(config: Path) -> dict[str, dict]:
     return {t["table"]: t for t in json.loads(shown.stdout)["tables"]}
 
 
+def _rename_rows(p: str) -> tuple[list[dict], dict, list[dict]]:
+    """Rows of customers before a column rename (email -> mail), the rename, the rows
+    after it (binlog positions 154-170, 500, 600-610)."""
+    before = [
+        row("c", customer(1, "a", "a@x"), 154, prefix=p),
+        row("c", customer(2, "b", "b@x"), 160, prefix=p),
+        row("u", customer(1, "a", "a2@x"), 170, prefix=p),
+    ]
+    rename = ddl(
+        "ALTER TABLE customers RENAME COLUMN email TO mail",
+        500,
+        columns=["id", "first_name", "last_name", "mail"],
+        renamed={"mail": "email"},
+        prefix=p,
+    )
+    after = [
+        row("u", {"id": 2, "first_name": "b", "last_name": "T", "mail": "b2@x"}, 600, prefix=p),
+        row("c", {"id": 3, "first_name": "c", "last_name": "T", "mail": "c@x"}, 610, prefix=p),
+    ]
+    return before, rename, after
+
+
+def _given(source, msgs: list, keep: list) -> list:
+    """What a stand-in poll hands over of what the real one read: ``keep``; the rest is
+    sought back (per partition, to its first message not kept) and read again later."""
+    back: dict[tuple[str, int], int] = {}
+    for m in msgs:
+        if m not in keep:
+            tp = (m.topic(), m.partition())
+            back[tp] = min(back.get(tp, m.offset()), m.offset())
+    if back:
+        source.seek(back)
+    return keep
+
+
+def _replicate_and_check(broker, spark, p: str, tmp_path: Path, policy: str) -> None:
+    """Run a replicator over the topics until caught up; the replica must be the fold of
+    :func:`_rename_rows` in binlog order: under ``apply`` every row under the new name,
+    under ``fail`` the rows before the rename, the table stopped at it."""
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator
+
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": broker.bootstrap_servers,
+                "topics": f"^{re.escape(p)}",
+                "ddl": policy,
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    replicator = Replicator(cfg, spark=spark)
+    replicator.run(until_caught_up=True)
+    got = read_replica(tmp_path / "lake" / "inventory_customers")
+    if policy == "apply":
+        assert {k: r["mail"] for k, r in got.items()} == {"1": "a2@x", "2": "b2@x", "3": "c@x"}
+        assert all("email" not in r for r in got.values())
+    else:
+        assert {k: r["email"] for k, r in got.items()} == {"1": "a2@x", "2": "b@x"}
+        rt = replicator.tables.get(f"{p}.inventory.customers")
+        assert rt is not None and rt.state.stopped
+
+
 def test_schema_change_topic_with_cdcctl_start(broker, topic_prefix: str, tmp_path: Path) -> None:
     p = topic_prefix
     txmeta = f"{p}-txmeta"  # not *.transaction: recognised by its records
@@ -129,30 +195,13 @@ def test_rows_read_before_their_schema_change_wait_for_it(
     and after it, as a fold of the rows in binlog order says: under ``apply`` one column
     of both (without the wait the renamed column took the rows after the rename for an
     added one); under ``fail`` the rows before it, the table stopped at it."""
-    from engine.config import config_from_dict
-    from engine.replicator import Replicator
     from engine.source import KafkaSource
 
     p = topic_prefix
-    before = [
-        row("c", customer(1, "a", "a@x"), 154, prefix=p),
-        row("c", customer(2, "b", "b@x"), 160, prefix=p),
-        row("u", customer(1, "a", "a2@x"), 170, prefix=p),
-    ]
-    rename = ddl(
-        "ALTER TABLE customers RENAME COLUMN email TO mail",
-        500,
-        columns=["id", "first_name", "last_name", "mail"],
-        renamed={"mail": "email"},
-        prefix=p,
-    )
+    before, rename, after = _rename_rows(p)
     # Another table's change after it (no such topic here: skipped), so that the rename
     # can be read while the schema change topic still has a record to read.
     other = ddl("TRUNCATE TABLE other", 550, table="other", changes=False, prefix=p)
-    after = [
-        row("u", {"id": 2, "first_name": "b", "last_name": "T", "mail": "b2@x"}, 600, prefix=p),
-        row("c", {"id": 3, "first_name": "c", "last_name": "T", "mail": "c@x"}, 610, prefix=p),
-    ]
     wire = _wire([*before, rename, *after])
     broker.create_topics(sorted({t for t, _, _ in wire}))
     produce_messages(broker.bootstrap_servers, wire)
@@ -163,39 +212,18 @@ def test_rows_read_before_their_schema_change_wait_for_it(
 
     def poll(self, max_events: int, max_seconds: float, until=None) -> list:
         msgs = real_poll(self, max_events, max_seconds, until)
+        if withheld or not msgs:
+            return msgs
         schema = sorted((m for m in msgs if m.topic() == p), key=lambda m: m.offset())
         rows = len(msgs) - len(schema)
-        if not withheld and len(schema) == 2 and rows:
-            withheld.append(rows)
-            kept = schema[:delivered]
-            self.seek({(p, schema[delivered].partition()): schema[delivered].offset()})
-            msgs = [m for m in msgs if m.topic() != p] + kept
-        return msgs
+        if len(schema) < 2 or rows < len(before) + len(after):
+            return _given(self, msgs, [])  # a short poll: until one holds everything
+        withheld.append(rows)
+        return _given(self, msgs, [m for m in msgs if m.topic() != p] + schema[:delivered])
 
     monkeypatch.setattr(KafkaSource, "poll", poll)
-    cfg = config_from_dict(
-        {
-            "source": {
-                "bootstrap_servers": broker.bootstrap_servers,
-                "topics": f"^{re.escape(p)}",
-                "ddl": policy,
-            },
-            "target": {"path": str(tmp_path / "lake")},
-            "hudi": {"num_buckets": 1},
-            "replicator": {"work_dir": str(tmp_path / "work")},
-        }
-    )
-    replicator = Replicator(cfg, spark=spark)
-    replicator.run(until_caught_up=True)
+    _replicate_and_check(broker, spark, p, tmp_path, policy)
     assert withheld == [len(before) + len(after)]  # the rows came before the rename once
-    got = read_replica(tmp_path / "lake" / "inventory_customers")
-    if policy == "apply":
-        assert {k: r["mail"] for k, r in got.items()} == {"1": "a2@x", "2": "b2@x", "3": "c@x"}
-        assert all("email" not in r for r in got.values())
-    else:
-        assert {k: r["email"] for k, r in got.items()} == {"1": "a2@x", "2": "b@x"}
-        rt = replicator.tables.get(f"{p}.inventory.customers")
-        assert rt is not None and rt.state.stopped
 
 
 @pytest.mark.parametrize(
@@ -217,28 +245,11 @@ def test_a_schema_change_waits_for_the_rows_read_before_it(
     seeking the real consumer back (its order cannot be chosen)."""
     from confluent_kafka import Message
 
-    from engine.config import config_from_dict
-    from engine.replicator import Replicator
     from engine.source import KafkaSource
 
     p = topic_prefix
     rows_topic = f"{p}.inventory.customers"
-    before = [
-        row("c", customer(1, "a", "a@x"), 154, prefix=p),
-        row("c", customer(2, "b", "b@x"), 160, prefix=p),
-        row("u", customer(1, "a", "a2@x"), 170, prefix=p),
-    ]
-    rename = ddl(
-        "ALTER TABLE customers RENAME COLUMN email TO mail",
-        500,
-        columns=["id", "first_name", "last_name", "mail"],
-        renamed={"mail": "email"},
-        prefix=p,
-    )
-    after = [
-        row("u", {"id": 2, "first_name": "b", "last_name": "T", "mail": "b2@x"}, 600, prefix=p),
-        row("c", {"id": 3, "first_name": "c", "last_name": "T", "mail": "c@x"}, 610, prefix=p),
-    ]
+    before, rename, after = _rename_rows(p)
     wire = _wire([*before, rename, *after])
     broker.create_topics(sorted({t for t, _, _ in wire}))
     produce_messages(broker.bootstrap_servers, wire)
@@ -255,38 +266,10 @@ def test_a_schema_change_waits_for_the_rows_read_before_it(
         mine = sorted((m for m in msgs if m.topic() == topic), key=Message.offset)
         # Nothing until the step can be given whole: everything is read again.
         keep = mine[:most] if len(mine) >= most else []
-        back: dict[tuple[str, int], int] = {}
-        for m in msgs:
-            if m not in keep:
-                tp = (m.topic(), m.partition())
-                back[tp] = min(back.get(tp, m.offset()), m.offset())
-        if back:
-            self.seek(back)
         if keep:
             steps.append(len(keep))
-        return keep
+        return _given(self, msgs, keep)
 
     monkeypatch.setattr(KafkaSource, "poll", poll)
-    cfg = config_from_dict(
-        {
-            "source": {
-                "bootstrap_servers": broker.bootstrap_servers,
-                "topics": f"^{re.escape(p)}",
-                "ddl": policy,
-            },
-            "target": {"path": str(tmp_path / "lake")},
-            "hudi": {"num_buckets": 1},
-            "replicator": {"work_dir": str(tmp_path / "work")},
-        }
-    )
-    replicator = Replicator(cfg, spark=spark)
-    replicator.run(until_caught_up=True)
+    _replicate_and_check(broker, spark, p, tmp_path, policy)
     assert steps == [5, 1, third]  # the rows, the schema change topic, some rows again
-    got = read_replica(tmp_path / "lake" / "inventory_customers")
-    if policy == "apply":
-        assert {k: r["mail"] for k, r in got.items()} == {"1": "a2@x", "2": "b2@x", "3": "c@x"}
-        assert all("email" not in r for r in got.values())
-    else:
-        assert {k: r["email"] for k, r in got.items()} == {"1": "a2@x", "2": "b@x"}
-        rt = replicator.tables.get(rows_topic)
-        assert rt is not None and rt.state.stopped
