@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from engine.config import Config
 from engine.decode import BadMessage
-from engine.decode.ddl import parse_schema_change
+from engine.decode.ddl import SchemaChange, parse_schema_change
 from engine.decode.gtid import gtid_positions
 from engine.decode.limits import DECODER_FAILED, Guarded
 from engine.errors import SourceError, TableNameError
+from engine.model import POS, POS_SUB
 from engine.replicator.batches import DdlItem, PreparedBatch, TableShare
 from engine.replicator.ddl import (
     apply_column_ops,
@@ -41,6 +43,11 @@ from engine.state import StateRecorder
 log = logging.getLogger("cdcctl.replicator")
 
 
+#: How long a table partition's read position may stay short of where a waiting schema
+#: change needs it (:meth:`SchemaChangeRouter._rows_unread`) before the change goes on.
+ROWS_WAIT_SECONDS = 5.0
+
+
 @dataclass(eq=False)
 class SchemaChangeRouter:
     """Routes schema changes to their tables' shares of each batch."""
@@ -52,6 +59,8 @@ class SchemaChangeRouter:
     #: The format's decoder behind its limits (its ``refused`` and ``documents``).
     decode: Guarded
     recorder: StateRecorder | None = None
+    #: Per table partition a waiting change needs read further: (read position, since).
+    _stalls: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)
 
     def route(
         self,
@@ -118,6 +127,8 @@ class SchemaChangeRouter:
                     ddl_rt.counters.ignored += 1
                     log.info("schema change of %s skipped: no such table topic", target)
                     continue
+                if rt.progress.ddl.seen(ddl_rt.topic, int(part), int(off)):
+                    continue  # handled by an earlier commit (the topic is read again on each start)
                 rows_to = self._rows_to(rt, waiting, ends)
                 item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off), rows_to)
                 if rt.pending_ddl or not rt.live or rt.stopping or rows_to:
@@ -148,13 +159,16 @@ class SchemaChangeRouter:
         not read yet (a short poll may bring the schema change topic first) would land
         after the change, or under ``fail`` never. Its rows that waited for the schema
         change topic (``waiting``) count as not read. Only in a live run; a broker that
-        does not answer holds nothing back."""
+        does not answer holds nothing back, nor does a partition whose read position
+        stops moving short of that end (:data:`ROWS_WAIT_SECONDS`, :meth:`_rows_unread`)."""
         rows_to = dict(waiting.get(rt.topic, {}))
         source = self.offsets.source
-        if source is None or not rt.live or rt.stopping:
+        if source is None:
             return rows_to
         if rt.topic not in ends:
-            parts = [(rt.topic, p) for p in rt.partitions if (rt.topic, p) in source.assigned]
+            # Every partition, read or not (a paused table's too: its rows written during
+            # the pause come before a change read meanwhile).
+            parts = [(rt.topic, p) for p in rt.partitions]
             try:
                 ends[rt.topic] = {p: o for (_, p), o in source.end_offsets(parts).items()}
             except SourceError as exc:
@@ -166,6 +180,19 @@ class SchemaChangeRouter:
             if read < end:
                 rows_to[p] = max(rows_to.get(p, end), end)
         return rows_to
+
+    def _batch_position(self, rt: TableRuntime, change: SchemaChange) -> tuple[int, int] | None:
+        """A change's position as the table's rows carry theirs (under
+        ``source.mysql_gtid_ordering`` their positions are re-encoded from their GTIDs;
+        a change without a GTID then has none that compares)."""
+        if change.position is None or not self.cfg.source.mysql_gtid_ordering:
+            return change.position
+        if change.gtid is None:
+            return None
+        row = gtid_positions(
+            truncate_row(change.position, None, 0, change.gtid), rt.progress.gtid_lineages
+        )
+        return (row.column(POS)[0].as_py(), row.column(POS_SUB)[0].as_py() or 0)
 
     def _target(self, topic: str) -> TableRuntime | None:
         """The table of a topic a schema change names: only a topic found in Kafka (or,
@@ -203,14 +230,27 @@ class SchemaChangeRouter:
         cut and read again (they must follow it)."""
         share = prepared.share(rt)
         batch = share.batch if share is not None else None
-        position = item.change.position
+        position = self._batch_position(rt, item.change)
         after = cut_at_position(batch, position) if batch is not None and position else {}
         consumed = self.offsets.consumed
-        unread = [
-            p
-            for p, o in {**item.rows_to, **waiting.get(rt.topic, {})}.items()
-            if p not in after and consumed.get((rt.topic, p), rt.progress.committed.get(p, 0)) < o
-        ]
+        wanted = dict(item.rows_to)
+        for p, o in waiting.get(rt.topic, {}).items():
+            wanted[p] = max(wanted.get(p, o), o)
+        now = time.monotonic()
+        unread = []
+        for p, o in wanted.items():
+            read = consumed.get((rt.topic, p), rt.progress.committed.get(p, 0))
+            if p in after or read >= o:
+                continue
+            # Offsets no consumer is handed (transaction markers, aborted or compacted
+            # records, a log emptied by retention) would hold it forever: a read
+            # position that does not move for a while holds nothing.
+            last, since = self._stalls.get((rt.topic, p), (None, now))
+            if last != read:
+                self._stalls[(rt.topic, p)] = (read, now)
+            elif now - since >= ROWS_WAIT_SECONDS:
+                continue
+            unread.append(p)
         if not unread:
             return False
         if share is not None and batch is not None and after:
@@ -264,7 +304,8 @@ class SchemaChangeRouter:
                 return
             # The table stops at the change: its rows from before it still commit, the
             # checkpoint stays at its first row after it (read again after the restart).
-            cuts = cut_at_position(share.batch, change.position)
+            position = self._batch_position(rt, change)
+            cuts = cut_at_position(share.batch, position) if position is not None else {}
             if cuts:
                 share.batch = drop_unseen_columns(
                     apply_cuts(share.batch, cuts),
