@@ -273,3 +273,59 @@ def test_a_schema_change_waits_for_the_rows_read_before_it(
     monkeypatch.setattr(KafkaSource, "poll", poll)
     _replicate_and_check(broker, spark, p, tmp_path, policy)
     assert steps == [5, 1, third]  # the rows, the schema change topic, some rows again
+
+
+def test_a_partition_short_of_its_end_holds_a_schema_change_only_a_while(
+    broker, spark, topic_prefix: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A table topic of two partitions whose end is one offset past its last record in
+    one of them (what a transaction marker, or a compacted or expired record, leaves: an
+    offset no consumer is handed). A rename read with the table's rows waits for the rows
+    written before it, up to each partition's end: the short partition never gets there,
+    and without a limit the rename waited forever while the other partition's rows after
+    it were cut and read again every turn (the run never caught up). Once that read
+    position has not moved for ``ROWS_WAIT_SECONDS`` the rename goes on: the replica is the
+    fold. The stand-ins: the end offset reported one further (Tansu has no transactions),
+    and a short wait."""
+    from confluent_kafka import Producer
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator, ddl_router
+    from engine.source import KafkaSource
+
+    p = topic_prefix
+    before, rename, after = _rename_rows(p)
+    rows_topic = f"{p}.inventory.customers"
+    broker.create_topics([rows_topic], partitions=2)
+    wire = _wire([*before, rename, *after])
+    broker.create_topics(sorted({t for t, _, _ in wire}))
+    # Every row in partition 0: partition 1 holds nothing but the offset past its end.
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for topic, key, value in wire:
+        producer.produce(topic, value, key, partition=0)
+    assert producer.flush(30) == 0
+    real_ends = KafkaSource.end_offsets
+
+    def end_offsets(self, partitions, cached: bool = False) -> dict:
+        ends = real_ends(self, partitions, cached)
+        return {tp: o + 1 if tp == (rows_topic, 1) else o for tp, o in ends.items()}
+
+    monkeypatch.setattr(KafkaSource, "end_offsets", end_offsets)
+    monkeypatch.setattr(ddl_router, "ROWS_WAIT_SECONDS", 0.5)
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": broker.bootstrap_servers,
+                "topics": f"^{re.escape(p)}",
+                "ddl": "apply",
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    replicator = Replicator(cfg, spark=spark)
+    replicator.run(until_caught_up=True, max_batches=200)
+    assert replicator.committer.batches < 200  # caught up, not stopped by the bound
+    got = read_replica(tmp_path / "lake" / "inventory_customers")
+    assert {k: r["mail"] for k, r in got.items()} == {"1": "a2@x", "2": "b2@x", "3": "c@x"}
