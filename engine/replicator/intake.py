@@ -131,9 +131,14 @@ class Intake:
 
     def decode_polled(self, polled: Polled) -> tuple[int, PreparedBatch | None]:
         """Decode what :meth:`consume` read; how many messages, and the batch (None:
-        nothing polled)."""
+        nothing polled). With nothing polled, schema changes waiting for their tables'
+        rows are looked at again (a wait that ran out lets them go on with no new record):
+        the batch holds those carried out, if any."""
         if not polled.count:
-            return 0, None
+            if not any(rt.pending_ddl and rt.live and not rt.stopping for rt in self.tables):
+                return 0, None
+            prepared = self.prepare({}, 0, polled.started)
+            return 0, (prepared if prepared.tables else None)
         source = self.offsets.running()
         faults.point("consumed")
         self.transactions.observe(source.poll_transactions())

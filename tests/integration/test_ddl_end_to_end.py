@@ -329,3 +329,64 @@ def test_a_partition_short_of_its_end_holds_a_schema_change_only_a_while(
     assert replicator.committer.batches < 200  # caught up, not stopped by the bound
     got = read_replica(tmp_path / "lake" / "inventory_customers")
     assert {k: r["mail"] for k, r in got.items()} == {"1": "a2@x", "2": "b2@x", "3": "c@x"}
+
+
+def test_a_waiting_schema_change_goes_on_while_nothing_more_arrives(
+    broker, spark, topic_prefix: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A live run (not until caught up) where the rename is the last record of all and
+    its table's end is past its last row (transaction markers' offsets): the rename
+    waits for rows that never come, the wait runs out, and it must be carried out on an
+    idle turn (before, a waiting change was looked at again only when a batch was read:
+    here never, the replica kept the old column). The stand-ins: the end offset reported
+    further (Tansu has no transactions), and a short wait."""
+    import threading
+    import time
+
+    from engine.config import config_from_dict
+    from engine.replicator import Replicator, ddl_router
+    from engine.source import KafkaSource
+
+    p = topic_prefix
+    before, rename, _ = _rename_rows(p)
+    rows_topic = f"{p}.inventory.customers"
+    wire = _wire([*before, rename])
+    broker.create_topics(sorted({t for t, _, _ in wire}))
+    produce_messages(broker.bootstrap_servers, wire)
+    real_ends = KafkaSource.end_offsets
+
+    def end_offsets(self, partitions, cached: bool = False) -> dict:
+        ends = real_ends(self, partitions, cached)
+        # Past its last row (Tansu's own end lags a record batch behind: well past).
+        return {tp: o + 10 if tp[0] == rows_topic else o for tp, o in ends.items()}
+
+    monkeypatch.setattr(KafkaSource, "end_offsets", end_offsets)
+    monkeypatch.setattr(ddl_router, "ROWS_WAIT_SECONDS", 2.0)
+    cfg = config_from_dict(
+        {
+            "source": {
+                "bootstrap_servers": broker.bootstrap_servers,
+                "topics": f"^{re.escape(p)}",
+                "ddl": "apply",
+            },
+            "target": {"path": str(tmp_path / "lake")},
+            "hudi": {"num_buckets": 1},
+            "replicator": {"work_dir": str(tmp_path / "work")},
+        }
+    )
+    replicator = Replicator(cfg, spark=spark)
+    run = threading.Thread(target=replicator.run, daemon=True)
+    run.start()
+    table = tmp_path / "lake" / "inventory_customers"
+    got: dict = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and run.is_alive():
+        if (table / ".hoodie").is_dir():
+            got = read_replica(table)
+            if got and all("mail" in r for r in got.values()):
+                break
+        time.sleep(0.2)
+    replicator.request_stop()
+    run.join(60)
+    assert not run.is_alive()
+    assert {k: r.get("mail") for k, r in got.items()} == {"1": "a2@x", "2": "b@x"}
