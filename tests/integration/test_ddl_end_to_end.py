@@ -65,14 +65,11 @@ def _given(source, msgs: list, keep: list) -> list:
     return keep
 
 
-def _replicate_and_check(broker, spark, p: str, tmp_path: Path, policy: str) -> None:
-    """Run a replicator over the topics until caught up; the replica must be the fold of
-    :func:`_rename_rows` in binlog order: under ``apply`` every row under the new name,
-    under ``fail`` the rows before the rename, the table stopped at it."""
+def _config(broker, p: str, tmp_path: Path, policy: str):
+    """A replicator's config for the topics under ``p`` with ``source.ddl = policy``."""
     from engine.config import config_from_dict
-    from engine.replicator import Replicator
 
-    cfg = config_from_dict(
+    return config_from_dict(
         {
             "source": {
                 "bootstrap_servers": broker.bootstrap_servers,
@@ -84,7 +81,30 @@ def _replicate_and_check(broker, spark, p: str, tmp_path: Path, policy: str) -> 
             "replicator": {"work_dir": str(tmp_path / "work")},
         }
     )
-    replicator = Replicator(cfg, spark=spark)
+
+
+def _ends_past(monkeypatch, partitions: set[tuple[str, int]], beyond: int) -> None:
+    """Make ``KafkaSource.end_offsets`` report ``partitions`` ``beyond`` offsets past
+    their end (what transaction markers leave: offsets no consumer is handed; Tansu has
+    no transactions, and its own end lags a record batch behind)."""
+    from engine.source import KafkaSource
+
+    real = KafkaSource.end_offsets
+
+    def end_offsets(self, asked, cached: bool = False) -> dict:
+        ends = real(self, asked, cached)
+        return {tp: o + beyond if tp in partitions else o for tp, o in ends.items()}
+
+    monkeypatch.setattr(KafkaSource, "end_offsets", end_offsets)
+
+
+def _replicate_and_check(broker, spark, p: str, tmp_path: Path, policy: str) -> None:
+    """Run a replicator over the topics until caught up; the replica must be the fold of
+    :func:`_rename_rows` in binlog order: under ``apply`` every row under the new name,
+    under ``fail`` the rows before the rename, the table stopped at it."""
+    from engine.replicator import Replicator
+
+    replicator = Replicator(_config(broker, p, tmp_path, policy), spark=spark)
     replicator.run(until_caught_up=True)
     got = read_replica(tmp_path / "lake" / "inventory_customers")
     if policy == "apply":
@@ -289,9 +309,7 @@ def test_a_partition_short_of_its_end_holds_a_schema_change_only_a_while(
     and a short wait."""
     from confluent_kafka import Producer
 
-    from engine.config import config_from_dict
     from engine.replicator import Replicator, ddl_router
-    from engine.source import KafkaSource
 
     p = topic_prefix
     before, rename, after = _rename_rows(p)
@@ -304,27 +322,9 @@ def test_a_partition_short_of_its_end_holds_a_schema_change_only_a_while(
     for topic, key, value in wire:
         producer.produce(topic, value, key, partition=0)
     assert producer.flush(30) == 0
-    real_ends = KafkaSource.end_offsets
-
-    def end_offsets(self, partitions, cached: bool = False) -> dict:
-        ends = real_ends(self, partitions, cached)
-        return {tp: o + 1 if tp == (rows_topic, 1) else o for tp, o in ends.items()}
-
-    monkeypatch.setattr(KafkaSource, "end_offsets", end_offsets)
+    _ends_past(monkeypatch, {(rows_topic, 1)}, 1)
     monkeypatch.setattr(ddl_router, "ROWS_WAIT_SECONDS", 0.5)
-    cfg = config_from_dict(
-        {
-            "source": {
-                "bootstrap_servers": broker.bootstrap_servers,
-                "topics": f"^{re.escape(p)}",
-                "ddl": "apply",
-            },
-            "target": {"path": str(tmp_path / "lake")},
-            "hudi": {"num_buckets": 1},
-            "replicator": {"work_dir": str(tmp_path / "work")},
-        }
-    )
-    replicator = Replicator(cfg, spark=spark)
+    replicator = Replicator(_config(broker, p, tmp_path, "apply"), spark=spark)
     replicator.run(until_caught_up=True, max_batches=200)
     assert replicator.committer.batches < 200  # caught up, not stopped by the bound
     got = read_replica(tmp_path / "lake" / "inventory_customers")
@@ -343,9 +343,7 @@ def test_a_waiting_schema_change_goes_on_while_nothing_more_arrives(
     import threading
     import time
 
-    from engine.config import config_from_dict
     from engine.replicator import Replicator, ddl_router
-    from engine.source import KafkaSource
 
     p = topic_prefix
     before, rename, _ = _rename_rows(p)
@@ -353,28 +351,9 @@ def test_a_waiting_schema_change_goes_on_while_nothing_more_arrives(
     wire = _wire([*before, rename])
     broker.create_topics(sorted({t for t, _, _ in wire}))
     produce_messages(broker.bootstrap_servers, wire)
-    real_ends = KafkaSource.end_offsets
-
-    def end_offsets(self, partitions, cached: bool = False) -> dict:
-        ends = real_ends(self, partitions, cached)
-        # Past its last row (Tansu's own end lags a record batch behind: well past).
-        return {tp: o + 10 if tp[0] == rows_topic else o for tp, o in ends.items()}
-
-    monkeypatch.setattr(KafkaSource, "end_offsets", end_offsets)
+    _ends_past(monkeypatch, {(rows_topic, 0)}, 10)
     monkeypatch.setattr(ddl_router, "ROWS_WAIT_SECONDS", 2.0)
-    cfg = config_from_dict(
-        {
-            "source": {
-                "bootstrap_servers": broker.bootstrap_servers,
-                "topics": f"^{re.escape(p)}",
-                "ddl": "apply",
-            },
-            "target": {"path": str(tmp_path / "lake")},
-            "hudi": {"num_buckets": 1},
-            "replicator": {"work_dir": str(tmp_path / "work")},
-        }
-    )
-    replicator = Replicator(cfg, spark=spark)
+    replicator = Replicator(_config(broker, p, tmp_path, "apply"), spark=spark)
     run = threading.Thread(target=replicator.run, daemon=True)
     run.start()
     table = tmp_path / "lake" / "inventory_customers"
