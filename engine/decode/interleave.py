@@ -57,22 +57,20 @@ def spread(column: pa.Array | pa.ChunkedArray, dest: np.ndarray, total: int) -> 
         raise ValueError(f"{len(dest)} destinations for {count} values")
     chunks = [c for c in chunks if len(c)]
     if not chunks:
-        return pa.chunked_array([_spread_array(column.type, None, dest, total)], column.type)
+        return pa.chunked_array([pa.nulls(total, column.type)], column.type)
     out = []
     first = 0
     for k, chunk in enumerate(chunks):
         last = first + len(chunk)
         lo = 0 if k == 0 else int(dest[first])
         hi = total if k == len(chunks) - 1 else int(dest[last])
-        out.append(_spread_array(chunk.type, chunk, dest[first:last] - lo, hi - lo))
+        out.append(_spread_array(chunk, dest[first:last] - lo, hi - lo))
         first = last
     return pa.chunked_array(out, column.type)
 
 
-def _spread_array(typ: pa.DataType, arr: pa.Array | None, dest: np.ndarray, total: int) -> pa.Array:
-    """One chunk's values at rows ``dest`` of ``total`` (``arr`` None: all null)."""
-    if arr is None:
-        return pa.nulls(total, typ)
+def _spread_array(arr: pa.Array, dest: np.ndarray, total: int) -> pa.Array:
+    """One chunk's values at rows ``dest`` of ``total``."""
     width = _VARIABLE.get(arr.type)
     if width is not None:
         return _spread_variable(arr, dest, total, width)

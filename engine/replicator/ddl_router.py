@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -61,33 +60,57 @@ class SchemaChangeRouter:
     recorder: StateRecorder | None = None
     #: Per table partition a waiting change needs read further: (read position, since).
     _stalls: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)
+    #: Per table topic whose rows waited for its schema change topic (sought back): per
+    #: partition, how far they had been read (:meth:`hold`).
+    _held: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def hold(self, topic: str, read_to: dict[int, int]) -> None:
+        """A table's rows, read up to ``read_to`` (per partition), were sought back to wait
+        for its schema change topic: its changes wait until they are read again."""
+        held = self._held.setdefault(topic, {})
+        for p, o in read_to.items():
+            held[p] = max(held.get(p, o), o)
+
+    def changes_waiting(self) -> bool:
+        """Whether some live table has schema changes waiting to be carried out."""
+        return any(self._may_carry_out(rt) for rt in self.tables)
 
     def route(
-        self,
-        prepared: PreparedBatch,
-        topics: list[tuple[TableRuntime, TopicRecords]],
-        waiting: Mapping[str, dict[int, int]] | None = None,
+        self, prepared: PreparedBatch, topics: list[tuple[TableRuntime, TopicRecords]]
     ) -> None:
         """Carry out the changes waiting for their tables, then those of the schema
         change topics read in this batch, each table's in the order read.
 
-        ``waiting``: the table topics whose rows were read and sought back to wait for
-        their schema change topic, with how far they were read (per partition). A
-        change of such a table waits with its rows and is decided with them: it waits
-        until they are read again that far, or until this batch holds a row of that
-        partition at or after the change's position (offset order is source order:
-        every row before it was read then). Until then the rows after it wait too."""
-        waiting = waiting or {}
+        A change of a table whose rows were sought back to wait for its schema change
+        topic (:meth:`hold`) waits with them and is decided with them: it waits until
+        they are read again that far, or until this batch holds a row of that partition
+        at or after the change's position (offset order is source order: every row
+        before it was read then). Until then the rows after it wait too."""
+        self._held = {
+            topic: held
+            for topic, held in self._held.items()
+            if (rt := self.tables.by_topic.get(topic)) is not None
+            and any(self._read(rt, p) < o for p, o in held.items())
+        }
         for ddl_rt, records in topics:
-            self._schema_changes(prepared, ddl_rt, records, waiting)
-        self._pending(prepared, waiting)
+            self._schema_changes(prepared, ddl_rt, records)
+        self._pending(prepared)
+
+    def _read(self, rt: TableRuntime, partition: int) -> int:
+        """How far a table partition has been read (its checkpoint before any read)."""
+        return self.offsets.consumed.get(
+            (rt.topic, partition), rt.progress.committed.get(partition, 0)
+        )
+
+    @staticmethod
+    def _may_carry_out(rt: TableRuntime) -> bool:
+        return bool(rt.pending_ddl) and rt.live and not rt.stopping
 
     def _schema_changes(
         self,
         prepared: PreparedBatch,
         ddl_rt: TableRuntime,
         records: TopicRecords,
-        waiting: Mapping[str, dict[int, int]],
     ) -> None:
         """Route the schema change topic's records to the tables they name."""
         keys, values, parts, offs = records
@@ -129,7 +152,7 @@ class SchemaChangeRouter:
                     continue
                 if rt.progress.ddl.seen(ddl_rt.topic, int(part), int(off)):
                     continue  # handled by an earlier commit (the topic is read again on each start)
-                rows_to = self._rows_to(rt, waiting, ends)
+                rows_to = self._rows_to(rt, ends)
                 item = DdlItem(ddl_rt.topic, change, tc, int(part), int(off), rows_to)
                 if rt.pending_ddl or not rt.live or rt.stopping or rows_to:
                     rt.pending_ddl.append(item)  # after the ones before it (_pending)
@@ -147,21 +170,16 @@ class SchemaChangeRouter:
                     self.dead_letters.path(ddl_rt.name),
                 )
 
-    def _rows_to(
-        self,
-        rt: TableRuntime,
-        waiting: Mapping[str, dict[int, int]],
-        ends: dict[str, dict[int, int]],
-    ) -> dict[int, int]:
+    def _rows_to(self, rt: TableRuntime, ends: dict[str, dict[int, int]]) -> dict[int, int]:
         """How far a table's rows must be read before a schema change just read for it
         is decided (per partition; empty: now). The rows written before the change were
         written before it, so they are below the table topic's end as it is now; the ones
         not read yet (a short poll may bring the schema change topic first) would land
         after the change, or under ``fail`` never. Its rows that waited for the schema
-        change topic (``waiting``) count as not read. Only in a live run; a broker that
+        change topic (:meth:`hold`) count as not read. Only in a live run; a broker that
         does not answer holds nothing back, nor does a partition whose read position
         stops moving short of that end (:data:`ROWS_WAIT_SECONDS`, :meth:`_rows_unread`)."""
-        rows_to = dict(waiting.get(rt.topic, {}))
+        rows_to = dict(self._held.get(rt.topic, {}))
         source = self.offsets.source
         if source is None:
             return rows_to
@@ -174,10 +192,8 @@ class SchemaChangeRouter:
             except SourceError as exc:
                 log.debug("%s: end offsets not known: %s", rt.topic, exc)
                 ends[rt.topic] = {}
-        consumed = self.offsets.consumed
         for p, end in ends[rt.topic].items():
-            read = consumed.get((rt.topic, p), rt.progress.committed.get(p, 0))
-            if read < end:
+            if self._read(rt, p) < end:
                 rows_to[p] = max(rows_to.get(p, end), end)
         return rows_to
 
@@ -201,30 +217,21 @@ class SchemaChangeRouter:
         rt = self.tables.by_topic.get(topic)
         return None if rt is None or rt.control is not None else rt
 
-    def _pending(self, prepared: PreparedBatch, waiting: Mapping[str, dict[int, int]]) -> None:
+    def _pending(self, prepared: PreparedBatch) -> None:
         """Schema changes read while their table was paused, held or waiting for them
         (or behind such a change), in order, once it is live and their rows are read
         (see :meth:`route`)."""
         for rt in list(self.tables):
-            if not rt.pending_ddl or not rt.live or rt.stopping:
+            if not self._may_carry_out(rt):
                 continue
             items, rt.pending_ddl = rt.pending_ddl, []
             for k, item in enumerate(items):
-                if not rt.live or rt.stopping:
-                    rt.pending_ddl = items[k:]
-                    break
-                if self._rows_unread(prepared, rt, item, waiting):
+                if not rt.live or rt.stopping or self._rows_unread(prepared, rt, item):
                     rt.pending_ddl = items[k:]
                     break
                 self._apply(prepared, rt, item)
 
-    def _rows_unread(
-        self,
-        prepared: PreparedBatch,
-        rt: TableRuntime,
-        item: DdlItem,
-        waiting: Mapping[str, dict[int, int]],
-    ) -> bool:
+    def _rows_unread(self, prepared: PreparedBatch, rt: TableRuntime, item: DdlItem) -> bool:
         """Whether rows of the table from before a change may not be read yet: then the
         change waits, and this batch's rows of the table at or after its position are
         cut and read again (they must follow it)."""
@@ -232,14 +239,13 @@ class SchemaChangeRouter:
         batch = share.batch if share is not None else None
         position = self._batch_position(rt, item.change)
         after = cut_at_position(batch, position) if batch is not None and position else {}
-        consumed = self.offsets.consumed
         wanted = dict(item.rows_to)
-        for p, o in waiting.get(rt.topic, {}).items():
+        for p, o in self._held.get(rt.topic, {}).items():
             wanted[p] = max(wanted.get(p, o), o)
         now = time.monotonic()
         unread = []
         for p, o in wanted.items():
-            read = consumed.get((rt.topic, p), rt.progress.committed.get(p, 0))
+            read = self._read(rt, p)
             if p in after or read >= o:
                 continue
             # Offsets no consumer is handed (transaction markers, aborted or compacted
@@ -257,7 +263,7 @@ class SchemaChangeRouter:
             share.batch = cut_batch(batch, after, rt.writer.schema() if rt.writer else None)
             share.read_to.update(after)
             for p, cut in after.items():
-                consumed[(rt.topic, p)] = cut
+                self.offsets.consumed[(rt.topic, p)] = cut
                 prepared.rewind[(rt.topic, p)] = cut
         return True
 

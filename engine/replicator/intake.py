@@ -94,21 +94,12 @@ class Intake:
         self._row_topics: set[str] = set()
         self._message_topics: set[str] = set()
         self.recorder: StateRecorder | None = None
-        #: Per table topic whose rows waited for a schema change topic (sought back):
-        #: per partition, how far they were read; until they are read that far again,
-        #: the schema changes of the table wait too.
-        self._held: dict[str, dict[int, int]] = {}
         #: Per schema change partition: its last (read, end) gap and since when.
         self._gaps: dict[tuple[str, int], tuple[tuple[int, int], float]] = {}
 
     def reset_transactions(self) -> None:
         """A new consumer reads the transaction topics from their start."""
         self.transactions = TransactionTracker(self.decode.documents)
-
-    def poll(self) -> tuple[int, PreparedBatch | None]:
-        """Poll the next batch (none once the goal is read) and decode it; how many
-        messages were polled, and the batch (None: nothing polled)."""
-        return self.decode_polled(self.consume())
 
     def consume(self, until: Callable[[int], bool] | None = None) -> Polled:
         """Poll the next batch's records (none once the goal is read), grouped per topic;
@@ -135,7 +126,7 @@ class Intake:
         rows are looked at again (a wait that ran out lets them go on with no new record):
         the batch holds those carried out, if any."""
         if not polled.count:
-            if not any(rt.pending_ddl and rt.live and not rt.stopping for rt in self.tables):
+            if not self.router.changes_waiting():
                 return 0, None
             prepared = self.prepare({}, 0, polled.started)
             return 0, (prepared if prepared.tables else None)
@@ -187,9 +178,7 @@ class Intake:
             if topic in waiting:
                 for p, first in first_offsets(parts, offs).items():
                     prepared.rewind[(topic, p)] = first  # read again by the next poll
-                held = self._held.setdefault(topic, {})
-                for p, o in next_offsets(parts, offs).items():
-                    held[p] = max(held.get(p, o), o)
+                self.router.hold(topic, next_offsets(parts, offs))
                 log.debug("%s: its rows wait for the schema change topic", rt.name)
                 continue
             read_to = next_offsets(parts, offs)
@@ -217,15 +206,7 @@ class Intake:
             prepared.timed("decode", time.monotonic() - t0)
             prepared.tables.append(self._share(rt, result, read_to, prepared))
         # Schema changes last, so that each lands in its table's share of this batch.
-        # Schema changes wait with their table's rows until those are read again (a
-        # poll may bring the rest of the schema change topic without them).
-        consumed = self.offsets.consumed
-        self._held = {
-            t: held
-            for t, held in self._held.items()
-            if any(consumed.get((t, p), -1) < o for p, o in held.items())
-        }
-        self.router.route(prepared, schema_changes, self._held)
+        self.router.route(prepared, schema_changes)
         return prepared
 
     def _share(

@@ -326,6 +326,10 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
         return None
     first = messages[0]
     try:
+        # A raw newline (memchr per record) would split a record in two. TypeError (a
+        # None tombstone, a non-bytes record) leaves the fast path too.
+        if any(map(contains, messages, repeat(b"\n"))):
+            return None
         if first.startswith(_WRAPPED_HEAD):
             found = _find_prefix(first)
             if found is None:
@@ -334,23 +338,17 @@ def _fast(messages: Sequence[Any], role: str) -> Split | None:
             if schema is None:
                 return None  # may hold legacy {"schema":null,"payload":null} tombstones
             cut = len(prefix)
-            # TypeError (a None tombstone, a non-bytes record) leaves the fast path too.
             if not all(map(bytes.startswith, messages, repeat(prefix))):
                 return None
             if not all(map(bytes.startswith, messages, repeat(b"{"), repeat(cut))):
                 return None  # null (tombstone) or scalar payloads
             if not all(map(bytes.endswith, messages, repeat(b"}"))):
                 return None
-            if any(map(contains, messages, repeat(b"\n"))):
-                return None
             body = b"\n".join(map(itemgetter(slice(cut, -1)), messages))
             max_len = max(map(len, messages)) - cut
             group = Group(fp, schema, range(n), None, body, max_len, (messages, cut))
             return Split(groups={fp: group})
         if not all(map(bytes.startswith, messages, repeat(b"{"))):
-            return None
-        # A raw newline (memchr per record) would split a record in two.
-        if any(map(contains, messages, repeat(b"\n"))):
             return None
         joined = b"\n".join(messages)
     except TypeError:
