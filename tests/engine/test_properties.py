@@ -40,6 +40,7 @@ class Msg:
     _key: bytes | None
     _value: bytes | None
     _offset: int
+    _partition: int = 0
 
     def topic(self) -> str:
         return self._topic
@@ -51,7 +52,7 @@ class Msg:
         return self._value
 
     def partition(self) -> int:
-        return 0
+        return self._partition
 
     def offset(self) -> int:
         return self._offset

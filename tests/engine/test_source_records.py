@@ -3,49 +3,22 @@ per partition, against plain Python folds of the same records."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.source.records import first_offsets, group_by_topic, next_offsets
+from tests.engine.test_properties import Msg
 
-
-@dataclass(frozen=True)
-class _Record:
-    """A stand-in with the Record protocol: the grouping reads nothing else of a
-    message, and confluent-kafka's Message cannot be built outside librdkafka."""
-
-    t: str
-    k: bytes | None
-    v: bytes | None
-    p: int
-    o: int
-
-    def topic(self) -> str:
-        return self.t
-
-    def key(self) -> bytes | None:
-        return self.k
-
-    def value(self) -> bytes | None:
-        return self.v
-
-    def partition(self) -> int:
-        return self.p
-
-    def offset(self) -> int:
-        return self.o
-
-
+# Msg: the engine's Record protocol, since confluent-kafka's Message cannot be built
+# outside librdkafka (topic, key, value, offset, partition).
 _records = st.lists(
     st.builds(
-        _Record,
+        Msg,
         st.sampled_from(["a", "b", "c"]),
         st.one_of(st.none(), st.binary(max_size=4)),
         st.one_of(st.none(), st.binary(max_size=4)),
-        st.integers(0, 3),
         st.integers(0, 10**12),
+        st.integers(0, 3),
     ),
     max_size=60,
 )
@@ -53,15 +26,15 @@ _records = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(_records)
-def test_records_are_grouped_per_topic_in_consumption_order(records: list[_Record]) -> None:
+def test_records_are_grouped_per_topic_in_consumption_order(records: list[Msg]) -> None:
     grouped = group_by_topic(records)
-    assert sorted(grouped) == sorted({r.t for r in records})
+    assert sorted(grouped) == sorted({r.topic() for r in records})
     for topic, (keys, values, parts, offs) in grouped.items():
-        mine = [r for r in records if r.t == topic]
-        assert keys == [r.k for r in mine]
-        assert values == [r.v for r in mine]
-        assert parts == [r.p for r in mine]
-        assert offs == [r.o for r in mine]
+        mine = [r for r in records if r.topic() == topic]
+        assert keys == [r.key() for r in mine]
+        assert values == [r.value() for r in mine]
+        assert parts == [r.partition() for r in mine]
+        assert offs == [r.offset() for r in mine]
 
 
 @settings(max_examples=200, deadline=None)
