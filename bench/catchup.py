@@ -4,6 +4,7 @@ Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--sch
         .venv/bin/python bench/catchup.py --events 1000000 --format debezium-avro
         .venv/bin/python bench/catchup.py --events 1000000 --wide [--schemas | --format ...]
         .venv/bin/python bench/catchup.py --events 1000000 --snapshot [--wide]
+        .venv/bin/python bench/catchup.py ... --broker kafka   (Apache Kafka: ./bootstrap.sh peers)
 
 ``--format debezium-avro``: the same workload re-serialized as Confluent's AvroConverter
 writes it (tests/avro_support.py: the first messages of each schema by confluent-kafka's
@@ -59,7 +60,9 @@ from confluent_kafka import Consumer, TopicPartition
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
+from engine.playground.broker import produce_messages  # noqa: E402
+
+import brokers  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
 
 #: Of the streamed part (90% of the messages): 60% / 20% / 10% of the whole.
@@ -155,6 +158,7 @@ def main() -> None:
     ap.add_argument("--snapshot", action="store_true", help="an initial snapshot only (op r)")
     ap.add_argument("--profile", metavar="FILE", help="py-spy raw profile of the replicator")
     ap.add_argument("--spark-option", action="append", default=[], metavar="KEY=VALUE")
+    brokers.add_argument(ap)
     ap.add_argument(
         "--kafka-option",
         action="append",
@@ -164,7 +168,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; broker {brokers.describe(args.broker)}")
     for size in (int(x) for x in args.events.split(",")):
         print(f"\n=== {size:,} events ===")
         runs = [run_one(size, args) for _ in range(args.repeat)]
@@ -195,7 +199,7 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
 
     avro = args.format == "debezium-avro"
     with ExitStack() as stack:
-        broker = stack.enter_context(EmbeddedBroker())
+        broker = stack.enter_context(brokers.broker(args.broker))
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         registry = stack.enter_context(SchemaRegistry()) if avro else None
         workload = InventoryWorkload(

@@ -2,7 +2,7 @@
 
 Usage:  .venv/bin/python bench/freshness.py [--rates 1000,5000,20000] [--seconds 120]
             [--buckets 8] [--mix default|updates] [--tables N --active M,...]
-            [--retain-hours 1] [--max-batch-seconds S] [--engine DIR]
+            [--retain-hours 1] [--max-batch-seconds S] [--engine DIR] [--broker tansu|kafka]
 
 For each rate, a fresh replicator (`cdcctl start`, no --until-caught-up) runs against
 the embedded broker; after it has committed a warm-up snapshot, a producer writes
@@ -59,7 +59,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.naming import table_name_for_topic  # noqa: E402
-from engine.playground.broker import EmbeddedBroker, produce_messages  # noqa: E402
+from engine.playground.broker import produce_messages  # noqa: E402
+
+import brokers  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
 
 NAMING = "prefix_schema_table"
@@ -318,6 +320,7 @@ def main() -> None:
     ap.add_argument("--retain-hours", type=float, default=1.0, help="hudi.clean_retain_hours")
     ap.add_argument("--max-batch-seconds", type=float, help="replicator.max_batch_seconds")
     ap.add_argument("--engine", type=Path, help="run the replicator from this checkout")
+    brokers.add_argument(ap)
     args = ap.parse_args()
     if args.log_dir:
         args.log_dir.mkdir(parents=True, exist_ok=True)
@@ -328,9 +331,10 @@ def main() -> None:
     )
     print(
         f"{args.seconds:.0f} s per rate; freshness = commit visible - produced; "
-        f"mix {args.mix}; buckets {args.buckets}; engine {args.engine or 'this checkout'}"
+        f"mix {args.mix}; buckets {args.buckets}; engine {args.engine or 'this checkout'}; "
+        f"broker {brokers.describe(args.broker)}"
     )
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with brokers.broker(args.broker) as broker, tempfile.TemporaryDirectory() as tmp:
         for rate in (int(r) for r in args.rates.split(",")):
             for active in actives:
                 run_root = Path(tmp) / f"r{rate}-{active}"

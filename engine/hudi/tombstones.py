@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from engine.errors import HudiError
-from engine.files import atomic_write
+from engine.files import atomic_write, fsync
 from engine.hudi import parquet
 from engine.hudi.layout import own_dir
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
@@ -79,9 +79,15 @@ def missing(path: Path, instant: str) -> HudiError:
 
 
 def write(table: pa.Table, path: Path) -> None:
-    """Write a sidecar atomically and durably (staged under a name readers never pick up)."""
+    """Write a sidecar atomically, its content durably (staged under a name readers never
+    pick up); the commit that makes it count syncs the folder (:func:`sync_folder`)."""
     rows = table.cast(SCHEMA)
-    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp))
+    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp), sync_dir=False)
+
+
+def sync_folder(table_path: Path) -> None:
+    """Make the sidecars written so far durable in the folder (before a commit names them)."""
+    fsync(folder(table_path))
 
 
 def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:

@@ -169,7 +169,7 @@ class HudiWriter:
         extra[o.TOMBSTONES_KEY] = ",".join(sorted(r.file_id for r in results if r.tombstones))
         extra[o.COUNTS_KEY] = "{}"
         extra[UPGRADE_KEY] = ",".join(str(b) for b in buckets)
-        self._table.commit(instant, self._stats(results), schema, extra)
+        self._complete(instant, results, schema, extra)
 
     # ----------------------------------------------------------------- what it holds
 
@@ -337,7 +337,16 @@ class HudiWriter:
             o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
             **extra,
         }
-        self._table.commit(instant, self._stats(results), schema, metadata)
+        self._complete(instant, results, schema, metadata)
+
+    def _complete(
+        self, instant: str, results: list[SliceResult], schema: pa.Schema, extra: dict[str, str]
+    ) -> None:
+        """Commit what the writes of ``results`` wrote: the tombstone sidecars' folder is
+        synced first (the data files' is by the commit), then the commit is completed."""
+        if any(r.tombstones for r in results):
+            tombstones.sync_folder(self.path)
+        self._table.commit(instant, self._stats(results), schema, extra)
 
     @staticmethod
     def _stats(results: list[SliceResult]) -> list[WriteStat]:

@@ -317,6 +317,47 @@ def test_write_base_file_writes_hudis_footer(tmp_path: Path) -> None:
     assert back.column(HOODIE_RECORD_KEY).to_pylist() == ids
 
 
+def test_a_small_files_filter_is_sized_for_its_keys(tmp_path: Path, spark) -> None:
+    """A base file's filter is sized for its own keys (at least MIN_ENTRIES, at most
+    Hudi's default) at Hudi's false-positive rate: a 1,500-key file's footer is ~40 times
+    smaller than Hudi's 60,000-entry filter, holds every key and none of the absent
+    ones, and Hadoop reads it."""
+    assert [bloom.entries_for(n) for n in (0, 999, 1_500, 60_000, 130_000)] == [
+        bloom.MIN_ENTRIES,
+        bloom.MIN_ENTRIES,
+        1_500,
+        bloom.NUM_ENTRIES,
+        bloom.NUM_ENTRIES,
+    ]
+    ids = [f"order-{i}" for i in range(1_500)]
+    rows = base_rows(
+        pa.table({}),
+        upserts(ids),
+        "id",
+        instant="20261128120000000",
+        task_partition=0,
+        file_name="s-0_0-1-0_20261128120000000.parquet",
+        data_schema=DATA_SCHEMA,
+    )
+    path = tmp_path / "s-0_0-1-0_20261128120000000.parquet"
+    write_base_file(rows, path)
+    text = footer(path)[bloom.BLOOM_FILTER_KEY]
+    assert text == footer_metadata(pa.array(ids), 1_500)[bloom.BLOOM_FILTER_KEY]
+    hudi_default = footer_metadata(pa.array(ids))[bloom.BLOOM_FILTER_KEY]
+    assert len(hudi_default) > 35 * len(text)
+    sized = DynamicBloomFilter.from_footer(text)
+    assert (sized.num_entries, sized.num_hashes, len(sized.bits)) == (1_500, 30, 1)
+    assert sized.might_contain(pa.array(ids)).all()
+    assert not sized.might_contain(ABSENT).any()
+    jvm = spark._jvm
+    read = jvm.org.apache.hadoop.util.bloom.DynamicBloomFilter()
+    raw = bytearray(base64.b64decode(text))
+    read.readFields(jvm.java.io.DataInputStream(jvm.java.io.ByteArrayInputStream(raw)))
+    key = jvm.org.apache.hadoop.util.bloom.Key
+    assert all(read.membershipTest(key(bytearray(k.encode()))) for k in ids[:300])
+    assert not any(read.membershipTest(key(bytearray(k.encode()))) for k in ABSENT.to_pylist()[:300])
+
+
 def test_rewrites_and_compactions_carry_the_footer(tmp_path: Path) -> None:
     """Copy-on-Write rewrites and Merge-on-Read base files (new group, compaction)."""
     instants = ["20261125120000000", "20261125120000100"]
@@ -371,7 +412,8 @@ def test_rewrites_and_compactions_carry_the_footer(tmp_path: Path) -> None:
         keys = pq.read_table(path).column(HOODIE_RECORD_KEY)
         assert keys.to_pylist() == ["3", "4", "2"]
         written = footer(path)
-        assert {k: written[k] for k in bloom.FOOTER_KEYS} == footer_metadata(keys)
+        sized = footer_metadata(keys, bloom.MIN_ENTRIES)  # a small file's filter
+        assert {k: written[k] for k in bloom.FOOTER_KEYS} == sized
         assert (written[bloom.MIN_RECORD_KEY], written[bloom.MAX_RECORD_KEY]) == ("2", "4")
         flt = DynamicBloomFilter.from_footer(written[bloom.BLOOM_FILTER_KEY])
         assert flt.might_contain(keys).all() and not flt.might_contain(pa.array(["1"])).any()
