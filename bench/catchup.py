@@ -60,9 +60,9 @@ from confluent_kafka import Consumer, TopicPartition
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.playground.broker import produce_messages  # noqa: E402
-
 import brokers  # noqa: E402
+
+from engine.playground.broker import produce_messages  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
 
 #: Of the streamed part (90% of the messages): 60% / 20% / 10% of the whole.

@@ -58,10 +58,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import brokers  # noqa: E402
+
 from engine.naming import table_name_for_topic  # noqa: E402
 from engine.playground.broker import produce_messages  # noqa: E402
-
-import brokers  # noqa: E402
 from engine.playground.workload import InventoryWorkload  # noqa: E402
 
 NAMING = "prefix_schema_table"

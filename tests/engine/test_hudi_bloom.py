@@ -354,8 +354,12 @@ def test_a_small_files_filter_is_sized_for_its_keys(tmp_path: Path, spark) -> No
     raw = bytearray(base64.b64decode(text))
     read.readFields(jvm.java.io.DataInputStream(jvm.java.io.ByteArrayInputStream(raw)))
     key = jvm.org.apache.hadoop.util.bloom.Key
-    assert all(read.membershipTest(key(bytearray(k.encode()))) for k in ids[:300])
-    assert not any(read.membershipTest(key(bytearray(k.encode()))) for k in ABSENT.to_pylist()[:300])
+
+    def member(k: str) -> bool:
+        return read.membershipTest(key(bytearray(k.encode())))
+
+    assert all(member(k) for k in ids[:300])
+    assert not any(member(k) for k in ABSENT.to_pylist()[:300])
 
 
 def test_rewrites_and_compactions_carry_the_footer(tmp_path: Path) -> None:
