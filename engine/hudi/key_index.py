@@ -236,8 +236,27 @@ def _index_extra(block: LogBlock) -> int:
     return 0 if index is None else index.hashes.nbytes + index.order.nbytes
 
 
-#: Per worker process; 256 MiB holds the key and position columns of ~5M rows.
-FILE_CACHE = ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES", 256 << 20)))
+def default_cache_bytes(memory: int | None = None) -> int:
+    """The file cache's bound per worker process: 1 GiB, or a sixteenth of the machine's
+    ``memory`` when that is less (256 MiB when it cannot be told).
+
+    Spark does not pin a batch's tasks to workers, so each worker ends up caching every
+    group of a table (its key index and positions: ~45 bytes a row, 1 GiB for ~20M rows);
+    a cache smaller than that is read in a cycle larger than itself, where least recently
+    used eviction misses every time (at 10M rows and 256 MiB every batch re-read every
+    group's index: 10k updates took 1.86 times as long as at 1M rows, 1.17 times with the
+    whole table cached; docs/performance.md).
+    """
+    if memory is None:
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            memory = 0
+    return min(1 << 30, memory // 16) if memory > 0 else 256 << 20
+
+
+#: Per worker process (``CDCCTL_MERGE_CACHE_BYTES``, else :func:`default_cache_bytes`).
+FILE_CACHE = ColumnCache(int(os.environ.get("CDCCTL_MERGE_CACHE_BYTES") or default_cache_bytes()))
 
 
 #: Log data blocks of at least this many rows are kept with a key index (smaller ones

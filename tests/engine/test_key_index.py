@@ -10,6 +10,9 @@ the check that a found key is the key asked for are exercised too.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +182,23 @@ def test_an_index_that_cannot_be_kept_is_used_from_memory(tmp_path: Path) -> Non
     index = load_index(base, COLUMNS, missing)
     assert _as_dict(index.find(pa.array(["b", "z"]))) == {"b": 2}
     assert not missing.exists()
+
+
+def test_the_file_cache_default_scales_with_the_machine() -> None:
+    """1 GiB, or a sixteenth of the memory when less, 256 MiB when it cannot be told;
+    ``CDCCTL_MERGE_CACHE_BYTES`` wins (read when a worker imports the module)."""
+    assert key_index.default_cache_bytes(24 << 30) == 1 << 30
+    assert key_index.default_cache_bytes(8 << 30) == 512 << 20
+    assert key_index.default_cache_bytes(0) == 256 << 20
+    code = "from engine.hudi import key_index; print(key_index.FILE_CACHE.limit)"
+    for value, expected in (("12345", 12345), ("0", 0), ("", key_index.default_cache_bytes())):
+        env = {**os.environ, "CDCCTL_MERGE_CACHE_BYTES": value}
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert int(out.stdout) == expected, value
