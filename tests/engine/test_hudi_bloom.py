@@ -287,19 +287,26 @@ def upserts(ids: list[str]) -> pa.Table:
     )
 
 
-def test_write_base_file_writes_hudis_footer(tmp_path: Path) -> None:
-    ids = ["b", "\U00010000", "\uffff", "a1"] + [f"k{i}" for i in range(60_000)]
+def written_base_file(folder: Path, ids: list[str], instant: str) -> Path:
+    """A base file of these record keys, as the writer writes it."""
+    name = f"f-0_0-1-0_{instant}.parquet"
     rows = base_rows(
         pa.table({}),
         upserts(ids),
         "id",
-        instant="20261125120000000",
+        instant=instant,
         task_partition=0,
-        file_name="f-0_0-1-0_20261125120000000.parquet",
+        file_name=name,
         data_schema=DATA_SCHEMA,
     )
-    path = tmp_path / "f-0_0-1-0_20261125120000000.parquet"
-    write_base_file(rows, path)  # 60004 rows: the footer is made beside the rows
+    write_base_file(rows, folder / name)
+    return folder / name
+
+
+def test_write_base_file_writes_hudis_footer(tmp_path: Path) -> None:
+    ids = ["b", "\U00010000", "\uffff", "a1"] + [f"k{i}" for i in range(60_000)]
+    # 60004 rows: the footer is made beside the rows
+    path = written_base_file(tmp_path, ids, "20261125120000000")
     written = footer(path)
     assert {k: written[k] for k in bloom.FOOTER_KEYS} == footer_metadata(pa.array(ids))
     assert written[bloom.MIN_RECORD_KEY] == "a1" and written[bloom.MAX_RECORD_KEY] == "\uffff"
@@ -330,17 +337,7 @@ def test_a_small_files_filter_is_sized_for_its_keys(tmp_path: Path, spark) -> No
         bloom.NUM_ENTRIES,
     ]
     ids = [f"order-{i}" for i in range(1_500)]
-    rows = base_rows(
-        pa.table({}),
-        upserts(ids),
-        "id",
-        instant="20261128120000000",
-        task_partition=0,
-        file_name="s-0_0-1-0_20261128120000000.parquet",
-        data_schema=DATA_SCHEMA,
-    )
-    path = tmp_path / "s-0_0-1-0_20261128120000000.parquet"
-    write_base_file(rows, path)
+    path = written_base_file(tmp_path, ids, "20261128120000000")
     text = footer(path)[bloom.BLOOM_FILTER_KEY]
     assert text == footer_metadata(pa.array(ids), 1_500)[bloom.BLOOM_FILTER_KEY]
     hudi_default = footer_metadata(pa.array(ids))[bloom.BLOOM_FILTER_KEY]
