@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 #: What :func:`atomic_write` writes: the bytes, or a function that writes the file at the
@@ -65,21 +64,8 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_all(paths: Iterable[Path]) -> None:
-    """:func:`fsync` every file and folder of ``paths`` at once (one thread each, up to
-    16): the file system commits concurrent syncs together, where one after another
-    each waits for its own journal commit."""
-    unique = list(dict.fromkeys(Path(p) for p in paths))
-    if len(unique) <= 1:
-        for path in unique:
-            fsync(path)
-        return
-    with ThreadPoolExecutor(max_workers=min(16, len(unique)), thread_name_prefix="fsync") as pool:
-        list(pool.map(fsync, unique))
-
-
 def atomic_write(
-    path: Path, content: Content, *, tmp_dir: Path | None = None, durable: bool = True
+    path: Path, content: Content, *, tmp_dir: Path | None = None, sync_dir: bool = True
 ) -> int:
     """Replace ``path`` with ``content`` so that readers see all of it or none of it.
 
@@ -88,9 +74,8 @@ def atomic_write(
         content: Bytes, or a callable that writes the whole file at the path it is given.
         tmp_dir: Where the temporary file is staged (default: next to ``path``); must be
             on the same file system. Created if missing.
-        durable: Sync the file and its folder before returning. False: neither is
-            synced; the caller syncs both (:func:`fsync_all`) before anything depends
-            on them, e.g. the commit that makes a batch's data files visible.
+        sync_dir: Also fsync ``path``'s folder (skip only when the caller syncs the
+            folder once after several writes).
 
     Returns:
         The size of the written file in bytes.
@@ -104,18 +89,16 @@ def atomic_write(
             with os.fdopen(fd, "wb") as fh:
                 fh.write(content)
                 fh.flush()
-                if durable:
-                    os.fsync(fh.fileno())
+                os.fsync(fh.fileno())
         else:
             os.close(fd)
             content(Path(tmp))
-            if durable:
-                fsync(Path(tmp))
+            fsync(Path(tmp))
         size = os.stat(tmp).st_size
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if durable:
+    if sync_dir:
         fsync(path.parent)
     return size

@@ -437,7 +437,7 @@ class SliceWrite:
                 )
                 rows = rows.cast(reader_schema(rows.schema))
             data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
-            size = atomic_write(path, data, tmp_dir=layout.temp_dir(table), durable=False)
+            size = atomic_write(path, data, tmp_dir=layout.temp_dir(table), sync_dir=False)
             if cache_columns:
                 key_index.FILE_CACHE.put(
                     path,
@@ -495,8 +495,8 @@ FOOTER_THREAD_ROWS = 50_000
 
 
 def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> int:
-    """Write a base file atomically; return its size. The commit that makes it visible
-    syncs it and its folder (with all of the batch's files at once).
+    """Write a base file atomically and durably; return its size. Its folder's entry is
+    made durable by the commit that makes it visible (one folder sync for all its files).
 
     Its footer carries what Hudi's writers put there (``engine.hudi.bloom``): the bloom
     filter of the record keys in row order and the least and greatest key. ``tmp_dir``:
@@ -511,7 +511,7 @@ def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> 
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=footer
             ),
             tmp_dir=tmp_dir,
-            durable=False,
+            sync_dir=False,
         )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
         pending = pool.submit(bloom.footer_metadata, keys, bloom.entries_for(len(keys)))
@@ -521,5 +521,5 @@ def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> 
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=pending.result
             ),
             tmp_dir=tmp_dir,
-            durable=False,
+            sync_dir=False,
         )

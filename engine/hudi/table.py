@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync_all
+from engine.files import atomic_write, fsync
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import RULE_JAVA
@@ -264,20 +264,18 @@ class HudiTable(TableServices):
                 {PARTITION_PATH: list(replaced_file_ids)} if replaced_file_ids else {}
             )
 
-        # Data must be durable before the commit that makes it visible: the tasks write
-        # data files without syncing them, and all are synced here at once.
-        durable = []
+        # Data must be durable before the commit that makes it visible.
         for stat in write_stats:
             path = self.base_path / stat.path
             if not path.is_file():
                 raise HudiError(f"write stat names a missing data file {path}")
-            durable.append(path)
+            fsync(path)
         marker = self.base_path / PARTITION_METADATA_FILE
         if not marker.exists():
             text = f"#partition metadata\ncommitTime={instant}\npartitionDepth=0\n"
             atomic_write(marker, text.encode("ascii"))
         if write_stats:
-            fsync_all([*durable, self.base_path])
+            fsync(self.base_path)
 
         tmp_dir = self._temp / instant
         atomic_write(self._hoodie / f"{instant}.{action}", to_json_bytes(metadata), tmp_dir=tmp_dir)

@@ -20,13 +20,12 @@ earliest commit the cleaning policy retains has reached the commit that created 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync_all
+from engine.files import atomic_write, fsync
 from engine.hudi import parquet
 from engine.hudi.layout import own_dir
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
@@ -80,17 +79,15 @@ def missing(path: Path, instant: str) -> HudiError:
 
 
 def write(table: pa.Table, path: Path) -> None:
-    """Write a sidecar atomically (staged under a name readers never pick up); the commit
-    that makes it count syncs it and its folder first (:func:`sync`)."""
+    """Write a sidecar atomically, its content durably (staged under a name readers never
+    pick up); the commit that makes it count syncs the folder (:func:`sync_folder`)."""
     rows = table.cast(SCHEMA)
-    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp), durable=False)
+    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp), sync_dir=False)
 
 
-def sync(table_path: Path, file_ids: Iterable[str], instant: str) -> None:
-    """Make the sidecars ``instant`` wrote for ``file_ids`` durable, with their folder
-    entries (before the commit that names them)."""
-    paths = [sidecar_path(table_path, file_id, instant) for file_id in file_ids]
-    fsync_all([*paths, folder(table_path)])
+def sync_folder(table_path: Path) -> None:
+    """Make the sidecars written so far durable in the folder (before a commit names them)."""
+    fsync(folder(table_path))
 
 
 def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:

@@ -342,11 +342,10 @@ class HudiWriter:
     def _complete(
         self, instant: str, results: list[SliceResult], schema: pa.Schema, extra: dict[str, str]
     ) -> None:
-        """Commit what the writes of ``results`` wrote: their tombstone sidecars are
-        synced first (the data files are by the commit), then the commit is completed."""
-        sidecars = [r.file_id for r in results if r.tombstones]
-        if sidecars:
-            tombstones.sync(self.path, sidecars, instant)
+        """Commit what the writes of ``results`` wrote: the tombstone sidecars' folder is
+        synced first (the data files' is by the commit), then the commit is completed."""
+        if any(r.tombstones for r in results):
+            tombstones.sync_folder(self.path)
         self._table.commit(instant, self._stats(results), schema, extra)
 
     @staticmethod
