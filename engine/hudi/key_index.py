@@ -236,9 +236,31 @@ def _index_extra(block: LogBlock) -> int:
     return 0 if index is None else index.hashes.nbytes + index.order.nbytes
 
 
+#: Where Linux states a container's memory limit (cgroup v2, then v1).
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def available_memory() -> int:
+    """The machine's memory, or its container's limit when that is lower (0: unknown)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        memory = 0
+    for path in CGROUP_LIMITS:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) and (memory <= 0 or int(text) < memory):
+            memory = int(text)
+        break
+    return memory
+
+
 def default_cache_bytes(memory: int | None = None) -> int:
-    """The file cache's bound per worker process: 1 GiB, or a sixteenth of the machine's
-    ``memory`` when that is less (256 MiB when it cannot be told).
+    """The file cache's bound per worker process: 1 GiB, or a sixteenth of ``memory``
+    (:func:`available_memory`: the machine's, or its container's limit) when that is less
+    (256 MiB when it cannot be told).
 
     Spark does not pin a batch's tasks to workers, so each worker ends up caching every
     group of a table (its key index and positions: ~45 bytes a row, 1 GiB for ~20M rows);
@@ -248,10 +270,7 @@ def default_cache_bytes(memory: int | None = None) -> int:
     whole table cached; docs/performance.md).
     """
     if memory is None:
-        try:
-            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (AttributeError, ValueError, OSError):
-            memory = 0
+        memory = available_memory()
     return min(1 << 30, memory // 16) if memory > 0 else 256 << 20
 
 

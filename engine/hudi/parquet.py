@@ -101,7 +101,7 @@ def read_table(source: str | Path | pa.Buffer, columns: list[str] | None = None)
         table = file.read(columns=columns)
     metadata = table.schema.metadata
     if metadata and any(key in metadata for key in (*_FOOTER_ONLY_BYTES, _TYPES_KEY_BYTES)):
-        # The footer's bloom filter (~430 kB) is not part of the rows: drop it rather
+        # The footer's bloom filter (up to ~430 kB) is not part of the rows: drop it rather
         # than carry it in every table (and cache entry) read from a base file.
         drop = (*_FOOTER_ONLY_BYTES, _TYPES_KEY_BYTES)
         kept = {k: v for k, v in metadata.items() if k not in drop}

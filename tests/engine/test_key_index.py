@@ -202,3 +202,20 @@ def test_the_file_cache_default_scales_with_the_machine() -> None:
             check=True,
         )
         assert int(out.stdout) == expected, value
+
+
+def test_a_containers_memory_limit_bounds_the_cache(tmp_path: Path, monkeypatch) -> None:
+    """In a container the limit, not the host's memory, sizes the cache (cgroup v2's
+    ``max`` and v1's huge "unlimited" value leave the machine's memory)."""
+    limit = tmp_path / "memory.max"
+    monkeypatch.setattr(key_index, "CGROUP_LIMITS", (str(limit), str(tmp_path / "v1")))
+    machine = key_index.available_memory()  # neither file exists: the machine's memory
+    assert machine > 0
+    limit.write_text("2147483648\n")
+    assert key_index.available_memory() == 2 << 30
+    assert key_index.default_cache_bytes() == 128 << 20
+    limit.write_text("max\n")
+    assert key_index.available_memory() == machine
+    limit.unlink()
+    (tmp_path / "v1").write_text(str(2**63 - 4096))
+    assert key_index.available_memory() == machine

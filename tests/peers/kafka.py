@@ -317,5 +317,9 @@ def start_kafka(folder: Path, options: KafkaOptions | None = None) -> KafkaBroke
     names = ["PLAINTEXT", "CONTROLLER", *(listener.name for listener in options.listeners)]
     broker = KafkaBroker(folder, options, {n: free_port() for n in names})
     broker.format()
-    broker.start()
+    try:
+        broker.start()
+    except BaseException:  # an interrupt while it comes up must not leave the JVM running
+        broker.stop()
+        raise
     return broker
