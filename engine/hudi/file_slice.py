@@ -503,8 +503,9 @@ def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> 
     where it is staged (:func:`engine.hudi.layout.temp_dir` for a table's files).
     """
     keys = rows.column(HOODIE_RECORD_KEY)
+    entries = bloom.entries_for(rows.num_rows)
     if rows.num_rows < FOOTER_THREAD_ROWS:
-        footer = bloom.footer_metadata(keys, bloom.entries_for(len(keys)))
+        footer = bloom.footer_metadata(keys, entries)
         return atomic_write(
             path,
             lambda tmp: parquet.write_table(
@@ -514,7 +515,7 @@ def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> 
             sync_dir=False,
         )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
-        pending = pool.submit(bloom.footer_metadata, keys, bloom.entries_for(len(keys)))
+        pending = pool.submit(bloom.footer_metadata, keys, entries)
         return atomic_write(
             path,
             lambda tmp: parquet.write_table(

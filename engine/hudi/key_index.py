@@ -251,8 +251,9 @@ def available_memory() -> int:
             text = Path(path).read_text().strip()
         except OSError:
             continue
-        if text.isdigit() and 0 < int(text) and (memory <= 0 or int(text) < memory):
-            memory = int(text)
+        limit = int(text) if text.isdigit() else 0  # cgroup v2 says "max" for none
+        if 0 < limit and (memory <= 0 or limit < memory):
+            memory = limit
         break
     return memory
 

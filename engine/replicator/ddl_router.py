@@ -67,9 +67,7 @@ class SchemaChangeRouter:
     def hold(self, topic: str, read_to: dict[int, int]) -> None:
         """A table's rows, read up to ``read_to`` (per partition), were sought back to wait
         for its schema change topic: its changes wait until they are read again."""
-        held = self._held.setdefault(topic, {})
-        for p, o in read_to.items():
-            held[p] = max(held.get(p, o), o)
+        _raise_to(self._held.setdefault(topic, {}), read_to)
 
     def changes_waiting(self) -> bool:
         """Whether some live table has schema changes waiting to be carried out."""
@@ -192,9 +190,7 @@ class SchemaChangeRouter:
             except SourceError as exc:
                 log.debug("%s: end offsets not known: %s", rt.topic, exc)
                 ends[rt.topic] = {}
-        for p, end in ends[rt.topic].items():
-            if self._read(rt, p) < end:
-                rows_to[p] = max(rows_to.get(p, end), end)
+        _raise_to(rows_to, {p: end for p, end in ends[rt.topic].items() if self._read(rt, p) < end})
         return rows_to
 
     def _batch_position(self, rt: TableRuntime, change: SchemaChange) -> tuple[int, int] | None:
@@ -240,8 +236,7 @@ class SchemaChangeRouter:
         position = self._batch_position(rt, item.change)
         after = cut_at_position(batch, position) if batch is not None and position else {}
         wanted = dict(item.rows_to)
-        for p, o in self._held.get(rt.topic, {}).items():
-            wanted[p] = max(wanted.get(p, o), o)
+        _raise_to(wanted, self._held.get(rt.topic, {}))
         now = time.monotonic()
         unread = []
         for p, o in wanted.items():
@@ -363,3 +358,9 @@ class SchemaChangeRouter:
                 if share.batch is None
                 else pa.concat_tables([share.batch, row], promote_options="default")
             )
+
+
+def _raise_to(offsets: dict[int, int], more: dict[int, int]) -> None:
+    """Per partition, the larger of ``offsets``' and ``more``'s offset (into ``offsets``)."""
+    for p, o in more.items():
+        offsets[p] = max(offsets.get(p, o), o)
