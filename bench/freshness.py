@@ -3,10 +3,12 @@
 Usage:  .venv/bin/python bench/freshness.py [--rates 1000,5000,20000] [--seconds 120]
             [--buckets 8] [--mix default|updates] [--tables N --active M,...]
             [--retain-hours 1] [--max-batch-seconds S] [--engine DIR] [--broker tansu|kafka]
+            [--linger-ms 5]
 
 For each rate, a fresh replicator (`cdcctl start`, no --until-caught-up) runs against
-the embedded broker; after it has committed a warm-up snapshot, a producer writes
-Debezium events (the demo workload's stream) at a steady rate for --seconds. A watcher
+the embedded broker (or Apache Kafka: --broker kafka, bench/brokers.py); after it has
+committed a warm-up snapshot, a producer (linger --linger-ms) writes Debezium events
+(the demo workload's stream) at a steady rate for --seconds. A watcher
 sees every completed Hudi commit appear; each event's freshness is the time its commit
 became visible minus the time it was produced (the checkpoint in the commit says which
 offsets it holds). Printed per rate: p50/p95/p99 freshness, and the backlog (produced
