@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,25 +71,38 @@ def resolve(name: str) -> Path:
         return lib
     if shutil.which("mvn") is None:
         raise PeerMissing("Maven (mvn) is needed to resolve the JVM peers: apt-get install maven")
-    if lib.exists():
-        shutil.rmtree(lib)
-    lib.mkdir(parents=True)
+    # Resolved into a folder of this process's own, then renamed into place: two set-up
+    # steps running at once (two checkouts on one machine) never copy into one folder.
+    final.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="lib.", dir=final))
     print(f"peers: resolving interop/{name} into {lib}", file=sys.stderr, flush=True)
-    subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "-Dstyle.color=never",
-            "-f",
-            str(pom),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={lib}",
-            "-DincludeScope=runtime",
-        ],
-        check=True,
-    )
-    (lib / ".complete").write_text(pom_hash(pom) + "\n")
+    try:
+        subprocess.run(
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-Dstyle.color=never",
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={work}",
+                "-DincludeScope=runtime",
+            ],
+            check=True,
+        )
+        (work / ".complete").write_text(pom_hash(pom) + "\n")
+        if (lib / ".complete").exists():  # another set-up step finished first
+            return lib
+        if lib.exists():  # an interrupted resolve of an older tool version
+            shutil.rmtree(lib)
+        try:
+            work.rename(lib)
+        except OSError:  # renamed by another set-up step between the look and the rename
+            if not (lib / ".complete").exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return lib
 
 
