@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine.arrow_memory import keep_freed_memory
 from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
 from engine.decode import decoder_for
 from engine.errors import StorageError, TableNameError
@@ -133,6 +134,7 @@ class Replicator:
 
     def _run_locked(self, until_caught_up: bool, max_batches: int | None) -> None:
         self._ended_by = None
+        keep_freed_memory()  # a batch's joined messages reuse the previous batch's memory
         locks = self.tables.locks = Locks()
         try:
             try:
