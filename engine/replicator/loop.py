@@ -29,7 +29,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.arrow_memory import keep_freed_memory
 from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
 from engine.decode import decoder_for
 from engine.errors import StorageError, TableNameError
@@ -134,7 +133,6 @@ class Replicator:
 
     def _run_locked(self, until_caught_up: bool, max_batches: int | None) -> None:
         self._ended_by = None
-        keep_freed_memory()  # a batch's joined messages reuse the previous batch's memory
         locks = self.tables.locks = Locks()
         try:
             try:
