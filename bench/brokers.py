@@ -19,7 +19,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from engine.playground.broker import EmbeddedBroker, _create_topics
+from engine.playground.broker import EmbeddedBroker, ensure_topics
 
 CHOICES = ("tansu", "kafka")
 
@@ -42,7 +42,7 @@ class Kafka:
 
     def create_topics(self, names: Iterable[str], partitions: int = 1) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        _create_topics(admin, list(names), partitions, 30.0)
+        ensure_topics(admin, list(names), partitions, 30.0)
 
 
 @contextmanager

@@ -166,7 +166,7 @@ class HudiWriter:
             for k, v in previous.items()
             if k not in (o.SCHEMA_KEY, o.ARROW_SCHEMA_KEY, o.TOMBSTONES_KEY, o.COUNTS_KEY)
         }
-        extra[o.TOMBSTONES_KEY] = ",".join(sorted(r.file_id for r in results if r.tombstones))
+        extra[o.TOMBSTONES_KEY] = _with_tombstones(results)
         extra[o.COUNTS_KEY] = "{}"
         extra[UPGRADE_KEY] = ",".join(str(b) for b in buckets)
         self._complete(instant, results, schema, extra)
@@ -334,7 +334,7 @@ class HudiWriter:
         """
         metadata = {
             o.CHECKPOINT_KEY: format_checkpoint(topic, offsets),
-            o.TOMBSTONES_KEY: ",".join(sorted(r.file_id for r in results if r.tombstones)),
+            o.TOMBSTONES_KEY: _with_tombstones(results),
             **extra,
         }
         self._complete(instant, results, schema, metadata)
@@ -424,3 +424,8 @@ def _log_version(name: str) -> int:
     if parsed is None:
         raise ValueError(f"{name!r} is not a log file name")
     return parsed.version
+
+
+def _with_tombstones(results: list[SliceResult]) -> str:
+    """The commit's ``TOMBSTONES_KEY`` value: the file ids whose groups keep tombstones."""
+    return ",".join(sorted(r.file_id for r in results if r.tombstones))

@@ -487,7 +487,7 @@ class EmbeddedBroker(Service):
         Raises:
             SourceError: If a topic cannot be created.
         """
-        _create_topics(self._admin_client(), list(names), partitions, timeout)
+        ensure_topics(self._admin_client(), list(names), partitions, timeout)
 
     def topic_partitions(self, topic: str, *, timeout: float = 10.0) -> int:
         """Return the partition count of ``topic`` (0 when it does not exist)."""
@@ -512,7 +512,7 @@ class EmbeddedBroker(Service):
         return self._admin
 
 
-def _create_topics(admin: Any, names: Sequence[str], partitions: int, timeout: float) -> None:
+def ensure_topics(admin: Any, names: Sequence[str], partitions: int, timeout: float) -> None:
     """Create ``names`` through ``admin``, tolerating topics that already exist."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
@@ -624,7 +624,7 @@ def produce_messages(
     try:
         for topic, key, value in messages:
             if admin is not None and topic not in known_topics:
-                _create_topics(admin, [topic], partitions, 30.0)
+                ensure_topics(admin, [topic], partitions, 30.0)
                 known_topics.add(topic)
             while True:
                 try:
