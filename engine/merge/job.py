@@ -11,13 +11,13 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from engine.merge.task import MergeTask, TaskResult, execute_task
+from engine.merge.task import MergeTask, TaskResult, execute_many
 
 
 def execute_tasks(tasks: list[MergeTask]) -> list[TaskResult]:
     """Run several file-group merges one after another: one Spark task's share of a batch."""
     freeze_imported_objects()
-    return [execute_task(task) for task in tasks]
+    return execute_many(tasks)
 
 
 _frozen = False

@@ -16,7 +16,13 @@ import pyarrow as pa
 from engine import faults
 from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite
 from engine.merge.partial import is_partial
-from engine.merge.rules import MergeCounts, MergeOptions, merge_file_group
+from engine.merge.rules import (
+    MergeCounts,
+    MergeOptions,
+    MergeResult,
+    fold_groups,
+    merge_file_group,
+)
 from engine.merge.toast import has_toast
 from engine.model import COPIES, KEY, POS, POS_SUB
 
@@ -52,17 +58,84 @@ class TaskResult:
     counts: MergeCounts
 
 
+@dataclass
+class _Inputs:
+    """What a task read: the group's events, stored rows and tombstones."""
+
+    data_schema: pa.Schema
+    events: pa.Table | None
+    old: pa.Table | None
+    old_tombs: pa.Table | None
+    #: An append that read only the key and positions of the batch's keys.
+    light_append: bool
+
+
 def execute_task(task: MergeTask) -> TaskResult:
     """Run one file-group merge (inside a Spark task or, for tests, in-process)."""
+    inputs = _read(task)
+    return _write(task, inputs, _fold(task, inputs))
+
+
+def execute_many(tasks: list[MergeTask]) -> list[TaskResult]:
+    """Run several file-group merges (one Spark task's share of a batch), in ``tasks``
+    order. The light appends of one table are folded together
+    (:func:`~engine.merge.rules.fold_groups`): a fold's fixed cost (some forty steps
+    over small frames) is paid once per table instead of once per file group; each
+    group is still read and written on its own."""
+    results: list[TaskResult | None] = [None] * len(tasks)
+    together: dict[object, list[tuple[int, _Inputs]]] = {}
+    for i, task in enumerate(tasks):
+        key = _fold_key(task)
+        inputs = _read(task)
+        if key is None or not inputs.light_append or inputs.events is None or inputs.old is None:
+            results[i] = _write(task, inputs, _fold(task, inputs))
+        else:
+            together.setdefault(key, []).append((i, inputs))
+    for members in together.values():
+        first = tasks[members[0][0]]
+        folded: list[MergeResult] | None = None
+        if len(members) > 1:
+            try:
+                folded = fold_groups(
+                    [(m.old, m.events, m.old_tombs) for _, m in members],
+                    instant=first.slice.instant,
+                    data_schema=members[0][1].data_schema,
+                    options=first.options,
+                )
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # groups' columns differ: one by one
+                folded = None
+        for k, (i, inputs) in enumerate(members):
+            result = folded[k] if folded is not None else _fold(tasks[i], inputs)
+            results[i] = _write(tasks[i], inputs, result)
+    return [r for r in results if r is not None]
+
+
+def _fold_key(task: MergeTask) -> object | None:
+    """Tasks with equal keys may be folded together (None: this one alone): appends of
+    one table in one batch, with the same options, of a table without partial images
+    or row counts, and no truncate."""
+    plan, options = task.slice, task.options
+    if not (task.events_file and plan.append and plan.base_file is not None):
+        return None
+    if options.copies or options.truncate is not None:
+        return None
+    key = (plan.table_path, plan.instant, task.data_schema_ipc, options, task.index_dir)
+    try:
+        hash(key)
+    except TypeError:  # an option value that cannot be compared cheaply
+        return None
+    return key
+
+
+def _read(task: MergeTask) -> _Inputs:
     data_schema = pa.ipc.read_schema(pa.py_buffer(task.data_schema_ipc))
     plan = task.slice
     append = plan.append and plan.base_file is not None
-    # A full-row table's fold adds to the stored row counts: read and cache them too.
-    light = APPEND_COLUMNS + [COPIES] if task.options.copies else APPEND_COLUMNS
     events = None
     if task.events_file:
         with pa.memory_map(task.events_file) as source:
             events = pa.ipc.open_file(source).read_all()
+    light_append = False
     if append:
         # Only the stored rows of the batch's keys matter, and of those only the key and
         # positions, unless a TOAST placeholder needs the stored values.
@@ -72,22 +145,36 @@ def execute_task(task: MergeTask) -> TaskResult:
         if not is_partial(data_schema) and (
             events is None or not has_toast(events, task.options.toast_placeholder)
         ):
-            columns = light
+            columns = _light(task)
+            light_append = True
         old = plan.read(keys=keys, columns=columns, index_dir=task.index_dir)
     else:
         old = plan.read()
-    old_tombs = plan.read_tombstones()
-    result = merge_file_group(
-        old,
-        events,
+    return _Inputs(data_schema, events, old, plan.read_tombstones(), light_append)
+
+
+def _light(task: MergeTask) -> list[str]:
+    # A full-row table's fold adds to the stored row counts: read and cache them too.
+    return APPEND_COLUMNS + [COPIES] if task.options.copies else APPEND_COLUMNS
+
+
+def _fold(task: MergeTask, inputs: _Inputs) -> MergeResult:
+    plan = task.slice
+    return merge_file_group(
+        inputs.old,
+        inputs.events,
         instant=plan.instant,
-        data_schema=data_schema,
-        old_tombstones=old_tombs,
+        data_schema=inputs.data_schema,
+        old_tombstones=inputs.old_tombs,
         options=task.options,
-        old_has_only_batch_keys=append,
+        old_has_only_batch_keys=plan.append and plan.base_file is not None,
     )
+
+
+def _write(task: MergeTask, inputs: _Inputs, result: MergeResult) -> TaskResult:
+    plan = task.slice
     counts = result.counts
-    if old is not None and not result.changed:
+    if inputs.old is not None and not result.changed:
         # Only late events or no-op tombstones: keep the current slice instead of copying it.
         return TaskResult(plan.unchanged(), counts)
     written = plan.write(
@@ -96,9 +183,9 @@ def execute_task(task: MergeTask) -> TaskResult:
         deleted_keys=result.deleted_keys,
         tombs=result.tombstones if result.tombstones.num_rows else None,
         key_column=KEY,
-        data_schema=data_schema,
+        data_schema=inputs.data_schema,
         counts=RowCounts(counts.inserts, counts.updates, counts.deletes + counts.truncated),
-        cache_columns=light,
+        cache_columns=_light(task),
         index_dir=task.index_dir,
     )
     faults.point("task_written", pid=task.driver_pid or None)
