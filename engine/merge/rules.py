@@ -43,7 +43,7 @@ Rules (docs/guide/tables.md, "Tables"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -424,9 +424,7 @@ def fold_groups(
 
 def _table_counts(counts: MergeCounts) -> MergeCounts:
     """The counts that are not a file's own (late, TOAST, events by op, truncated)."""
-    kept = MergeCounts(**{n: getattr(counts, n) for n in MergeCounts.__dataclass_fields__})
-    kept.inserts = kept.updates = kept.deletes = kept.carried = 0
-    return kept
+    return replace(counts, inserts=0, updates=0, deletes=0, carried=0)
 
 
 def _decide(

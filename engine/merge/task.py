@@ -115,7 +115,7 @@ def _fold_key(task: MergeTask) -> object | None:
     one table in one batch, with the same options, of a table without partial images
     or row counts, and no truncate."""
     plan, options = task.slice, task.options
-    if not (task.events_file and plan.append and plan.base_file is not None):
+    if not (task.events_file and _appends(task)):
         return None
     if options.copies or options.truncate is not None:
         return None
@@ -130,13 +130,12 @@ def _fold_key(task: MergeTask) -> object | None:
 def _read(task: MergeTask) -> _Inputs:
     data_schema = pa.ipc.read_schema(pa.py_buffer(task.data_schema_ipc))
     plan = task.slice
-    append = plan.append and plan.base_file is not None
     events = None
     if task.events_file:
         with pa.memory_map(task.events_file) as source:
             events = pa.ipc.open_file(source).read_all()
     light_append = False
-    if append:
+    if _appends(task):
         # Only the stored rows of the batch's keys matter, and of those only the key and
         # positions, unless a TOAST placeholder needs the stored values.
         keys = events.column(KEY) if events is not None else pa.array([], pa.string())
@@ -153,6 +152,11 @@ def _read(task: MergeTask) -> _Inputs:
     return _Inputs(data_schema, events, old, plan.read_tombstones(), light_append)
 
 
+def _appends(task: MergeTask) -> bool:
+    """Whether the task appends a log file to a group that has a base file."""
+    return task.slice.append and task.slice.base_file is not None
+
+
 def _light(task: MergeTask) -> list[str]:
     # A full-row table's fold adds to the stored row counts: read and cache them too.
     return APPEND_COLUMNS + [COPIES] if task.options.copies else APPEND_COLUMNS
@@ -167,7 +171,7 @@ def _fold(task: MergeTask, inputs: _Inputs) -> MergeResult:
         data_schema=inputs.data_schema,
         old_tombstones=inputs.old_tombs,
         options=task.options,
-        old_has_only_batch_keys=plan.append and plan.base_file is not None,
+        old_has_only_batch_keys=_appends(task),
     )
 
 

@@ -16,17 +16,8 @@ from hypothesis import strategies as st
 from engine.hudi import HOODIE_RECORD_KEY, TOMBSTONE_SCHEMA
 from engine.merge.rules import MergeCounts, MergeOptions, fold_groups, merge_file_group
 from engine.model import KEY, POS, POS_SUB
+from tests.engine.test_merge import DATA  # the row image and control columns
 
-DATA = pa.schema(
-    [
-        pa.field("id", pa.int32()),
-        pa.field("name", pa.string()),
-        pa.field("_cdc_op", pa.string()),
-        pa.field("_cdc_pos", pa.int64()),
-        pa.field("_cdc_pos_sub", pa.int64()),
-        pa.field("_cdc_source_ts_ms", pa.int64()),
-    ]
-)
 INSTANT = "20250101000000005"
 OPS = ["r", "c", "u", "d", "x"]  # x: a Kafka tombstone (no position of its own)
 
