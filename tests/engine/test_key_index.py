@@ -175,6 +175,30 @@ def test_kept_index_is_used_only_for_the_file_it_was_built_from(tmp_path: Path) 
     assert [p.name for p in index_dir.iterdir()] == [index_path(index_dir, newer, COLUMNS).name]
 
 
+def test_an_index_of_many_row_groups_is_kept_and_searched_as_one_chunk(tmp_path: Path) -> None:
+    # Arrow's take over a table of several chunks first joins them all (O(rows) per
+    # search): an index keeps its rows in one chunk, and its file as one record batch,
+    # so that a mapped index is searched without a copy.
+    base = tmp_path / "cccc-0_0-1-0_20260101000000000.parquet"
+    items = {f"k{i}": i for i in range(5_000)}
+    pq.write_table(_rows("20260101000000000", items), base, row_group_size=700)
+    assert pq.ParquetFile(base).metadata.num_row_groups == 8
+    index_dir = tmp_path / "key-index"
+    index_dir.mkdir()
+    built = load_index(base, COLUMNS, index_dir)
+    assert {c.num_chunks for c in built.rows.columns} == {1}
+    kept = index_path(index_dir, base, COLUMNS)
+    with pa.memory_map(str(kept)) as source:
+        assert pa.ipc.open_file(source).num_record_batches == 1
+    mapped = KeyIndex.open(kept, base)
+    assert mapped is not None and {c.num_chunks for c in mapped.rows.columns} == {1}
+    asked = pa.array(["k4999", "k0", "k701", "k1400", "nope"])
+    assert _as_dict(mapped.find(asked)) == {"k0": 0, "k701": 701, "k1400": 1400, "k4999": 4999}
+    # An index file of several batches (written before) is still read right.
+    many = pa.Table.from_batches(built.rows.to_batches(max_chunksize=900))
+    assert KeyIndex(many, built.hashes, built.order, built.distinct).rows.column(0).num_chunks == 1
+
+
 def test_an_index_that_cannot_be_kept_is_used_from_memory(tmp_path: Path) -> None:
     base = tmp_path / "bbbb-0_0-1-0_20260101000000000.parquet"
     pq.write_table(_rows("20260101000000000", {"a": 1, "b": 2}), base)
