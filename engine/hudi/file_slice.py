@@ -373,13 +373,41 @@ class SliceWrite:
 
     def read_tombstones(self) -> pa.Table | None:
         """The group's current delete tombstones (None when it has none)."""
+        found = self.read_tombstone_chain()
+        return None if found is None else found.rows
+
+    def read_tombstone_chain(self) -> tombstones.Tombstones | None:
+        """The group's current delete tombstones with their sidecar chain's length."""
         if not self.state_instant or self.has_tombstones is False:
             return None
         path = tombstones.sidecar_path(Path(self.table_path), self.file_id, self.state_instant)
-        found = tombstones.read(path)
+        found = tombstones.read_chain(path)
         if found is None and self.has_tombstones:
             raise tombstones.missing(path, self.state_instant)
         return found
+
+    def _write_tombstones(
+        self,
+        tombs: pa.Table,
+        previous: tombstones.Tombstones | None,
+        change: pa.Table | None = None,
+    ) -> None:
+        """The new state's sidecar: a delta on the previous state's for an append
+        whose chain is short enough, else the whole set."""
+        path = tombstones.sidecar_path(Path(self.table_path), self.file_id, self.instant)
+        if (
+            self.append
+            and previous is not None
+            and self.state_instant
+            and previous.depth < tombstones.MAX_CHAIN
+        ):
+            if change is None:
+                change = tombstones.delta(previous.rows, tombs, self.instant)
+            tombstones.write(
+                change, path, parent=self.state_instant, depth=previous.depth + 1, resolved=tombs
+            )
+        else:
+            tombstones.write(tombs, path)
 
     def unchanged(self) -> SliceResult:
         """The result of a write that found nothing to change: no file is written."""
@@ -397,6 +425,8 @@ class SliceWrite:
         counts: RowCounts,
         cache_columns: list[str] | None = None,
         index_dir: str | None = None,
+        previous: tombstones.Tombstones | None = None,
+        tomb_change: pa.Table | None = None,
     ) -> SliceResult:
         """Write the group's new file and tombstone sidecar; return what was written.
 
@@ -412,13 +442,17 @@ class SliceWrite:
                 this worker's cache (Merge-on-Read only; files are immutable).
             index_dir: Where a new base file's key index is kept for every worker
                 (:func:`load_index`; None: only in this worker's cache).
+            previous: The group's tombstones as read for this write (with their chain's
+                length): an append writes only what changed since (a delta sidecar).
+            tomb_change: That change (:func:`tombstones.delta`) when the caller has it
+                (else it is worked out from ``previous`` and ``tombs``).
         """
         table = Path(self.table_path)
         if self.ordering_field:
             carried = fill_ordering(carried, self.ordering_field)
             upserts = fill_ordering(upserts, self.ordering_field) if upserts is not None else None
         if tombs is not None:
-            tombstones.write(tombs, tombstones.sidecar_path(table, self.file_id, self.instant))
+            self._write_tombstones(tombs, previous, tomb_change)
         path = table / self.file_name
         if self.append:
             if self.base_file is None:

@@ -229,8 +229,9 @@ class ColumnCache:
 
 
 def _nbytes(value: Any) -> int:
-    if isinstance(value, (pa.Table, KeyIndex)):
-        return value.nbytes
+    nbytes = getattr(value, "nbytes", None)  # tables, key indexes, tombstone sidecars
+    if nbytes is not None:
+        return nbytes
     return sum(
         (b.rows.nbytes if b.rows is not None else 0)
         + _index_extra(b)

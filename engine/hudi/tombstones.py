@@ -16,17 +16,35 @@ Retention: a tombstone expires once its source time is older than the configured
 retention (default 7 days before the newest source time seen by the table) *and* the
 earliest commit the cleaning policy retains has reached the commit that created it
 (``engine.hudi.retention``).
+
+Deltas: with deletes flowing, a group keeps every tombstone of the retention window
+(a week of deletes), so a sidecar rewritten whole by every append would cost each batch
+time in proportion to all deletes since then, not to its own. A Merge-on-Read append
+therefore writes a *delta* sidecar: the tombstones this instant added or changed, and a
+row with a null position for each key whose tombstone it dropped (re-inserted, expired),
+with the sidecar it applies to (the group's previous state instant, always an earlier
+committed one of the same group) and the chain's length in its footer. The group's set
+is the chain resolved oldest first, each key's last row winning; at most
+:data:`MAX_CHAIN` deltas follow a full sidecar, and every rewrite of the group (a
+compaction, Copy-on-Write) writes a full one. Sidecars are immutable, so a worker keeps
+those it has read or written in its file cache. A chain's members are kept by the sweep
+as long as a live slice's sidecar reaches them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from engine.errors import HudiError
 from engine.files import atomic_write, fsync
-from engine.hudi import parquet
+from engine.hudi import key_index, parquet
 from engine.hudi.layout import own_dir
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
 
@@ -52,14 +70,84 @@ def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:
     return folder(table_path) / f"{file_id}_{instant}.parquet"
 
 
+#: Footer keys of a delta sidecar: the instant of the sidecar it applies to, and how
+#: many deltas (itself included) follow the chain's full sidecar.
+PARENT_KEY = "cdcctl.tombstones.parent"
+DEPTH_KEY = "cdcctl.tombstones.depth"
+#: Deltas after a full sidecar before an append writes the whole set again.
+MAX_CHAIN = 16
+#: The file cache's entry names: a sidecar as written, and the set its chain resolves to.
+_CACHED = ["tombstones"]
+_RESOLVED = ["tombstones resolved"]
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """One sidecar file as written: its rows, and for a delta its parent and depth."""
+
+    rows: pa.Table
+    parent: str | None = None
+    depth: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.nbytes
+
+
+@dataclass(frozen=True)
+class Tombstones:
+    """A group's resolved tombstones and the length of the chain they were read from."""
+
+    rows: pa.Table
+    depth: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.nbytes
+
+
 def read(path: Path) -> pa.Table | None:
-    """The tombstones of a slice (None when it has no sidecar).
+    """The tombstones of a slice (None when it has no sidecar)."""
+    found = read_chain(path)
+    return None if found is None else found.rows
+
+
+def read_chain(path: Path) -> Tombstones | None:
+    """The tombstones of a slice, with its sidecar's chain resolved (None: no sidecar).
 
     Raises:
-        HudiError: The sidecar exists but cannot be read.
+        HudiError: A sidecar its chain applies to is missing, or one cannot be read.
     """
     try:
-        return parquet.read_table(path).cast(SCHEMA)
+        return key_index.FILE_CACHE.get(path, _RESOLVED, lambda: _read_chain(path))
+    except FileNotFoundError:
+        return None
+
+
+def _read_chain(path: Path) -> Tombstones:
+    first = _sidecar(path)
+    if first is None:
+        raise FileNotFoundError(path)
+    chain = [first]
+    while chain[-1].parent is not None:
+        parent = path.with_name(_name_with_instant(path.name, chain[-1].parent))
+        found = _sidecar(parent)
+        if found is None:
+            raise missing(parent, chain[-1].parent)
+        chain.append(found)
+    if len(chain) == 1:
+        return Tombstones(first.rows, 0)
+    return Tombstones(_resolve([c.rows for c in reversed(chain)]), first.depth)
+
+
+def parent_of(path: Path) -> str | None:
+    """The instant of the sidecar a delta applies to (None: a full sidecar, or none).
+
+    Raises:
+        HudiError: The sidecar exists but its footer cannot be read.
+    """
+    try:
+        meta = pq.read_metadata(path).metadata or {}
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException) as exc:
@@ -67,6 +155,83 @@ def read(path: Path) -> pa.Table | None:
             f"the tombstone sidecar {path} is unreadable ({exc})",
             "the table's delete history is damaged: rebuild the table from its topic",
         ) from None
+    parent = meta.get(PARENT_KEY.encode())
+    return None if parent is None else parent.decode()
+
+
+def _sidecar(path: Path) -> Sidecar | None:
+    try:
+        return key_index.FILE_CACHE.get(path, _CACHED, lambda: _load(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise HudiError(
+            f"the tombstone sidecar {path} is unreadable ({exc})",
+            "the table's delete history is damaged: rebuild the table from its topic",
+        ) from None
+
+
+def _load(path: Path) -> Sidecar:
+    table = parquet.read_table(path)
+    meta = table.schema.metadata or {}
+    parent = meta.get(PARENT_KEY.encode())
+    rows = table.replace_schema_metadata(None).cast(SCHEMA)
+    if parent is None:
+        return Sidecar(rows)
+    return Sidecar(rows, parent.decode(), int(meta.get(DEPTH_KEY.encode(), b"1")))
+
+
+def _name_with_instant(name: str, instant: str) -> str:
+    file_id = name.rpartition("_")[0]
+    return f"{file_id}_{instant}.parquet"
+
+
+def _resolve(parts: list[pa.Table]) -> pa.Table:
+    """A chain's sidecars (full first) as one set: each key's last row, null positions
+    (dropped tombstones) left out."""
+    every = pa.concat_tables(parts)
+    index = np.arange(every.num_rows, dtype=np.int64)
+    last = (
+        pl.DataFrame({"_key": every.column(KEY), "_i": pa.array(index)})
+        .unique(subset=["_key"], keep="last", maintain_order=True)["_i"]
+        .to_numpy()
+    )
+    kept = every.take(pa.array(np.sort(last)))
+    return kept.filter(pc.is_valid(kept.column(POS)))
+
+
+def apply(base: pa.Table, change: pa.Table) -> pa.Table:
+    """The set ``base`` with a :func:`delta` applied: its keys' rows replaced, dropped
+    tombstones (null positions) left out."""
+    base = base.cast(SCHEMA)
+    if not change.num_rows:
+        return base
+    change = change.cast(SCHEMA)
+    kept = base.filter(pc.invert(pc.is_in(base.column(KEY), value_set=change.column(KEY))))
+    return pa.concat_tables([kept, change.filter(pc.is_valid(change.column(POS)))])
+
+
+def delta(before: pa.Table, after: pa.Table | None, instant: str) -> pa.Table:
+    """What turns the set ``before`` into ``after`` (None: empty): the rows ``instant``
+    wrote or changed, and a null-position row for each key of ``before`` gone after."""
+    after = SCHEMA.empty_table() if after is None else after.cast(SCHEMA)
+    before = before.cast(SCHEMA)
+    new = after.filter(pc.equal(after.column(INSTANT), instant))
+    gone = before.filter(pc.invert(pc.is_in(before.column(KEY), value_set=after.column(KEY))))
+    if not gone.num_rows:
+        return new
+    n = gone.num_rows
+    dropped = pa.table(
+        {
+            KEY: gone.column(KEY),
+            POS: pa.nulls(n, pa.int64()),
+            POS_SUB: pa.nulls(n, pa.int64()),
+            SOURCE_TS: pa.nulls(n, pa.int64()),
+            INSTANT: pa.array([instant] * n, pa.string()),
+        },
+        schema=SCHEMA,
+    )
+    return pa.concat_tables([new, dropped])
 
 
 def missing(path: Path, instant: str) -> HudiError:
@@ -78,11 +243,25 @@ def missing(path: Path, instant: str) -> HudiError:
     )
 
 
-def write(table: pa.Table, path: Path) -> None:
+def write(
+    table: pa.Table,
+    path: Path,
+    parent: str | None = None,
+    depth: int = 0,
+    resolved: pa.Table | None = None,
+) -> None:
     """Write a sidecar atomically, its content durably (staged under a name readers never
-    pick up); the commit that makes it count syncs the folder (:func:`sync_folder`)."""
+    pick up); the commit that makes it count syncs the folder (:func:`sync_folder`).
+    With ``parent``, ``table`` is a delta (:func:`delta`) on the sidecar of that instant,
+    the ``depth``-th of its chain, and ``resolved`` the set it makes (kept in this
+    worker's cache for the group's next batch)."""
     rows = table.cast(SCHEMA)
-    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp), sync_dir=False)
+    footer = None if parent is None else {PARENT_KEY: parent, DEPTH_KEY: str(depth)}
+    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp, footer=footer), sync_dir=False)
+    key_index.FILE_CACHE.put(path, _CACHED, Sidecar(rows, parent, depth))
+    whole = rows if parent is None else None if resolved is None else resolved.cast(SCHEMA)
+    if whole is not None:
+        key_index.FILE_CACHE.put(path, _RESOLVED, Tombstones(whole, depth))
 
 
 def sync_folder(table_path: Path) -> None:
@@ -91,11 +270,22 @@ def sync_folder(table_path: Path) -> None:
 
 
 def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:
-    """Delete sidecars of slices that are not live (rolled back or cleaned); return count."""
+    """Delete sidecars of slices that are not live (rolled back or cleaned) and that no
+    live slice's sidecar chain reaches; return count."""
     removed = 0
     root = folder(table_path)
     if not root.is_dir():
         return 0
+    live = set(live)
+    unplaced: set[str] = set()  # groups whose chain cannot be read: all of theirs kept
+    for file_id, instant in list(live):
+        try:
+            parent = parent_of(root / f"{file_id}_{instant}.parquet")
+            while parent is not None and (file_id, parent) not in live:
+                live.add((file_id, parent))
+                parent = parent_of(root / f"{file_id}_{parent}.parquet")
+        except HudiError:
+            unplaced.add(file_id)
     for entry in root.iterdir():
         name = entry.name
         if name.startswith("."):
@@ -103,7 +293,7 @@ def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:
             removed += 1
             continue
         file_id, _, rest = name.rpartition("_")
-        if (file_id, rest.removesuffix(".parquet")) not in live:
+        if file_id not in unplaced and (file_id, rest.removesuffix(".parquet")) not in live:
             entry.unlink(missing_ok=True)
             removed += 1
     return removed

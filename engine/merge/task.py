@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine import faults
-from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite
+from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite, tombstones
+from engine.hudi.tombstones import Tombstones
 from engine.merge.partial import is_partial
 from engine.merge.rules import (
     MergeCounts,
@@ -68,6 +70,9 @@ class _Inputs:
     old_tombs: pa.Table | None
     #: An append that read only the key and positions of the batch's keys.
     light_append: bool
+    #: The group's whole set of tombstones with its sidecar chain's length (``old_tombs``
+    #: is the part of it the fold sees: a light append's batch keys' only).
+    tomb_chain: Tombstones | None = None
 
 
 def execute_task(task: MergeTask) -> TaskResult:
@@ -149,7 +154,14 @@ def _read(task: MergeTask) -> _Inputs:
         old = plan.read(keys=keys, columns=columns, index_dir=task.index_dir)
     else:
         old = plan.read()
-    return _Inputs(data_schema, events, old, plan.read_tombstones(), light_append)
+    chain = plan.read_tombstone_chain()
+    old_tombs = chain.rows if chain is not None else None
+    if light_append and old_tombs is not None:
+        # Like the stored rows, only the batch's keys' tombstones can change: the others
+        # stay in the chain untouched (expired ones go when the set is next written whole).
+        keys = events.column(KEY) if events is not None else pa.array([], pa.string())
+        old_tombs = old_tombs.filter(pc.is_in(old_tombs.column(KEY), value_set=keys))
+    return _Inputs(data_schema, events, old, old_tombs, light_append, chain)
 
 
 def _appends(task: MergeTask) -> bool:
@@ -181,16 +193,23 @@ def _write(task: MergeTask, inputs: _Inputs, result: MergeResult) -> TaskResult:
     if inputs.old is not None and not result.changed:
         # Only late events or no-op tombstones: keep the current slice instead of copying it.
         return TaskResult(plan.unchanged(), counts)
+    tombs, change = result.tombstones, None
+    chain = inputs.tomb_chain
+    if inputs.light_append and chain is not None and inputs.old_tombs is not None:
+        change = tombstones.delta(inputs.old_tombs, tombs, plan.instant)
+        tombs = tombstones.apply(chain.rows, change)
     written = plan.write(
         carried=result.carried,
         upserts=result.upserts,
         deleted_keys=result.deleted_keys,
-        tombs=result.tombstones if result.tombstones.num_rows else None,
+        tombs=tombs if tombs.num_rows else None,
         key_column=KEY,
         data_schema=inputs.data_schema,
         counts=RowCounts(counts.inserts, counts.updates, counts.deletes + counts.truncated),
         cache_columns=_light(task),
         index_dir=task.index_dir,
+        previous=chain,
+        tomb_change=change,
     )
     faults.point("task_written", pid=task.driver_pid or None)
     return TaskResult(written, counts)
