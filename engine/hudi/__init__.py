@@ -49,10 +49,12 @@ from engine.hudi.schema import (
 from engine.hudi.timeline import as_instant, instant_at, instant_datetime, instant_iso
 from engine.hudi.tombstones import INSTANT as TOMBSTONE_INSTANT
 from engine.hudi.tombstones import SCHEMA as TOMBSTONE_SCHEMA
+from engine.hudi.tombstones import Tombstones
 from engine.hudi.view import HudiView
 from engine.hudi.writer import HudiWriter
 
 __all__ = [
+    "Tombstones",
     "HOODIE_META_COLUMNS",
     "HOODIE_RECORD_KEY",
     "TOMBSTONE_INSTANT",

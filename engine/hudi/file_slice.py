@@ -426,7 +426,7 @@ class SliceWrite:
         cache_columns: list[str] | None = None,
         index_dir: str | None = None,
         previous: tombstones.Tombstones | None = None,
-        tomb_change: pa.Table | None = None,
+        seen_tombs: pa.Table | None = None,
     ) -> SliceResult:
         """Write the group's new file and tombstone sidecar; return what was written.
 
@@ -434,7 +434,8 @@ class SliceWrite:
             carried: Stored rows kept as they are (file schema; empty for an append).
             upserts: New row images (``key_column`` holds the record key), or None.
             deleted_keys: Record keys of stored rows deleted (a log's delete block).
-            tombs: The group's delete tombstones after the write (None: it has none).
+            tombs: The group's delete tombstones after the write (None or empty: none),
+                or with ``seen_tombs`` those of the keys the fold looked at.
             key_column: The column of ``upserts`` holding the record key.
             data_schema: The table's data schema.
             counts: Inserts, updates and deletes, for the write stats.
@@ -444,15 +445,22 @@ class SliceWrite:
                 (:func:`load_index`; None: only in this worker's cache).
             previous: The group's tombstones as read for this write (with their chain's
                 length): an append writes only what changed since (a delta sidecar).
-            tomb_change: That change (:func:`tombstones.delta`) when the caller has it
-                (else it is worked out from ``previous`` and ``tombs``).
+            seen_tombs: The part of ``previous`` the fold was given (a light append's
+                batch keys'); None: all of it.
         """
         table = Path(self.table_path)
         if self.ordering_field:
             carried = fill_ordering(carried, self.ordering_field)
             upserts = fill_ordering(upserts, self.ordering_field) if upserts is not None else None
+        change = None
+        if seen_tombs is not None and previous is not None:
+            # The fold saw only some keys' tombstones: the rest stay as they are.
+            change = tombstones.delta(seen_tombs, tombs, self.instant)
+            tombs = tombstones.apply(previous.rows, change)
+        if tombs is not None and not tombs.num_rows:
+            tombs = None
         if tombs is not None:
-            self._write_tombstones(tombs, previous, tomb_change)
+            self._write_tombstones(tombs, previous, change)
         path = table / self.file_name
         if self.append:
             if self.base_file is None:

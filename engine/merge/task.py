@@ -15,8 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import faults
-from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite, tombstones
-from engine.hudi.tombstones import Tombstones
+from engine.hudi import HOODIE_RECORD_KEY, RowCounts, SliceResult, SliceWrite, Tombstones
 from engine.merge.partial import is_partial
 from engine.merge.rules import (
     MergeCounts,
@@ -193,23 +192,18 @@ def _write(task: MergeTask, inputs: _Inputs, result: MergeResult) -> TaskResult:
     if inputs.old is not None and not result.changed:
         # Only late events or no-op tombstones: keep the current slice instead of copying it.
         return TaskResult(plan.unchanged(), counts)
-    tombs, change = result.tombstones, None
-    chain = inputs.tomb_chain
-    if inputs.light_append and chain is not None and inputs.old_tombs is not None:
-        change = tombstones.delta(inputs.old_tombs, tombs, plan.instant)
-        tombs = tombstones.apply(chain.rows, change)
     written = plan.write(
         carried=result.carried,
         upserts=result.upserts,
         deleted_keys=result.deleted_keys,
-        tombs=tombs if tombs.num_rows else None,
+        tombs=result.tombstones,
         key_column=KEY,
         data_schema=inputs.data_schema,
         counts=RowCounts(counts.inserts, counts.updates, counts.deletes + counts.truncated),
         cache_columns=_light(task),
         index_dir=task.index_dir,
-        previous=chain,
-        tomb_change=change,
+        previous=inputs.tomb_chain,
+        seen_tombs=inputs.old_tombs if inputs.light_append else None,
     )
     faults.point("task_written", pid=task.driver_pid or None)
     return TaskResult(written, counts)
