@@ -12,6 +12,13 @@ them: Spark starts in ~1.7 s instead of ~4.5 s, on ~2 CPU-s instead of ~8.
 
 from __future__ import annotations
 
+# Imported before the JVM is launched in a thread: PySpark launches it with a
+# ``preexec_fn``, so that fork runs the at-fork hooks, the "before" ones ahead of taking
+# the import lock. A module registering hooks while that thread forks (this one, when
+# the main thread first imports it meanwhile) gets its "after" hook run alone, and
+# CPython prints "Exception ignored ... RuntimeError: release unlocked lock" with a
+# traceback on stderr. Imported here, it has registered before any launch.
+import concurrent.futures.thread  # noqa: F401
 import contextlib
 import logging
 import os

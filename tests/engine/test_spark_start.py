@@ -244,3 +244,29 @@ def test_a_chosen_arrow_pool_is_kept() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "system"
+
+
+def test_modules_with_fork_hooks_are_imported_before_the_jvm_is_launched() -> None:
+    # PySpark launches the JVM with a preexec_fn, in cdcctl's start-up thread: a fork
+    # that runs the at-fork "before" hooks and only then takes the import lock. A module
+    # whose import registers hooks in that gap (concurrent.futures.thread, first
+    # imported by the main thread while the JVM starts) has its "after" hook run alone:
+    # CPython then prints "release unlocked lock" with a traceback on the replicator's
+    # stderr (seen in CI). Importing the Spark session module must register them.
+    probe = textwrap.dedent(
+        """
+        import os, sys
+        hooks, real = [], os.register_at_fork
+        def spy(**kw):
+            hooks.append(sys._getframe(1).f_globals["__name__"])
+            real(**kw)
+        os.register_at_fork = spy
+        import engine.spark.session
+        print("concurrent.futures.thread" in sys.modules, ",".join(hooks))
+        """
+    )
+    out = _run(dict(os.environ), "-c", probe)
+    assert out.returncode == 0, out.stderr
+    loaded, hooked = out.stdout.split()
+    assert loaded == "True", "engine.spark.session must import concurrent.futures.thread"
+    assert "concurrent.futures.thread" in hooked.split(",")
