@@ -147,8 +147,10 @@ def test_resync_a_live_table_while_the_others_go_on(
     before = {t: _instants(target, t) for t in topics}
 
     # Events keep flowing to every table while the resync runs: until the rebuilt table
-    # has made three commits (a fixed amount of events raced a slow machine: the feed
-    # could end before the rebuild began).
+    # has made three commits and another table has committed between two of them (a
+    # fixed amount of events raced a slow machine: the feed could end before the rebuild
+    # began; stopping at three commits raced the consumer: the rebuilt topic's backlog,
+    # read again from its start, fills the batches ahead of the others' new events).
     more: list[Message] = []
     rebuilding = threading.Event()
 
@@ -173,6 +175,22 @@ def test_resync_a_live_table_while_the_others_go_on(
             180,
             child=proc,
             retry_on=(engine.CdcError, OSError),  # a table folder being made anew
+        )
+
+        def others_went_on() -> bool:
+            rebuilt = [i for i in _instants(target, orders) if i not in before[orders]]
+            return len(rebuilt) > 1 and any(
+                rebuilt[0] <= i < rebuilt[-1]
+                for t in others
+                for i in _instants(target, t)[len(before[t]) :]
+            )
+
+        wait_until(
+            others_went_on,
+            "another table's commit between two of the rebuilt table's",
+            180,
+            child=proc,
+            retry_on=(engine.CdcError, OSError),
         )
     finally:
         rebuilding.set()
