@@ -159,7 +159,9 @@ def _read(task: MergeTask) -> _Inputs:
         # Like the stored rows, only the batch's keys' tombstones can change: the others
         # stay in the chain untouched (expired ones go when the set is next written whole).
         keys = events.column(KEY) if events is not None else pa.array([], pa.string())
-        old_tombs = old_tombs.filter(pc.is_in(old_tombs.column(KEY), value_set=keys))
+        old_tombs = old_tombs.filter(
+            pc.is_in(old_tombs.column(KEY), value_set=keys.cast(old_tombs.schema.field(KEY).type))
+        )
     return _Inputs(data_schema, events, old, old_tombs, light_append, chain)
 
 
