@@ -117,6 +117,14 @@ def test_indexed_read_equals_plain_read(
     folder = tmp_path_factory.mktemp("slice")
     base_path, log_paths = _slice(folder, base, logs)
     everything = _as_dict(read_slice(base_path, log_paths))
+    # The plain read against a fold of the files in write order (a log's rows, then its
+    # deletes).
+    state = dict(base)
+    for upserts, deletes in logs:
+        state.update(upserts)
+        for k in deletes:
+            state.pop(k, None)
+    assert everything == state
     expected = {k: v for k, v in everything.items() if k in set(asked)}
     keys = pa.array(asked, pa.string())
     index_dir = folder / "key-index"
