@@ -130,6 +130,8 @@ def _read_chain(path: Path) -> Tombstones:
         raise FileNotFoundError(path)
     chain = [first]
     while chain[-1].parent is not None:
+        if len(chain) > MAX_CHAIN + 1:  # a footer naming a sidecar of its own chain again
+            raise _unreadable(path, f"its chain is longer than {MAX_CHAIN} deltas")
         parent = path.with_name(_name_with_instant(path.name, chain[-1].parent))
         found = _sidecar(parent)
         if found is None:
@@ -151,10 +153,7 @@ def parent_of(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException) as exc:
-        raise HudiError(
-            f"the tombstone sidecar {path} is unreadable ({exc})",
-            "the table's delete history is damaged: rebuild the table from its topic",
-        ) from None
+        raise _unreadable(path, exc) from None
     parent = meta.get(PARENT_KEY.encode())
     return None if parent is None else parent.decode()
 
@@ -165,10 +164,14 @@ def _sidecar(path: Path) -> Sidecar | None:
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException, ValueError) as exc:
-        raise HudiError(
-            f"the tombstone sidecar {path} is unreadable ({exc})",
-            "the table's delete history is damaged: rebuild the table from its topic",
-        ) from None
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: Path, why: object) -> HudiError:
+    return HudiError(
+        f"the tombstone sidecar {path} is unreadable ({why})",
+        "the table's delete history is damaged: rebuild the table from its topic",
+    )
 
 
 def _load(path: Path) -> Sidecar:

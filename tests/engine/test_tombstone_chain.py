@@ -164,7 +164,10 @@ def test_the_sweep_keeps_a_live_chains_members_and_drops_the_rest(tmp_path: Path
         "g1_003.parquet",
         "g2_005.parquet",
     ]
-    # A chain whose parent is gone is an error, never an empty set.
+    # A chain whose parent is gone is an error, never an empty set; so is a loop.
     (folder / "g1_001.parquet").unlink()
     with pytest.raises(Exception, match="is missing"):
         tombstones.read_chain(folder / "g1_003.parquet")
+    tombstones.write(full, folder / "g3_007.parquet", parent="007", depth=1)
+    with pytest.raises(Exception, match="is unreadable.*longer than"):
+        tombstones.read_chain(folder / "g3_007.parquet")
