@@ -139,10 +139,10 @@ def _read(task: MergeTask) -> _Inputs:
         with pa.memory_map(task.events_file) as source:
             events = pa.ipc.open_file(source).read_all()
     light_append = False
+    keys = events.column(KEY) if events is not None else pa.array([], pa.string())
     if _appends(task):
         # Only the stored rows of the batch's keys matter, and of those only the key and
         # positions, unless a TOAST placeholder needs the stored values.
-        keys = events.column(KEY) if events is not None else pa.array([], pa.string())
         columns = None
         # Partial images fill every column a batch does not carry from the stored row.
         if not is_partial(data_schema) and (
@@ -158,7 +158,6 @@ def _read(task: MergeTask) -> _Inputs:
     if light_append and old_tombs is not None:
         # Like the stored rows, only the batch's keys' tombstones can change: the others
         # stay in the chain untouched (expired ones go when the set is next written whole).
-        keys = events.column(KEY) if events is not None else pa.array([], pa.string())
         old_tombs = old_tombs.filter(
             pc.is_in(old_tombs.column(KEY), value_set=keys.cast(old_tombs.schema.field(KEY).type))
         )
