@@ -167,9 +167,11 @@ def _checkpoint(cfg: Config, topic: str) -> tuple[str, dict[int, int] | None, st
     table yet, or it has no checkpoint) and the topic id its newest commit records."""
     try:
         name = cfg.table_name(topic)
-        path = table_path(cfg.target_path(), name)
     except TableNameError:
         return "", None, None
+    if cfg.target_on_object_storage():
+        return name, None, None  # nothing writes tables there yet (target.writer says so)
+    path = table_path(cfg.target_path(), name)
     if not HudiView.exists(path):
         return name, None, None
     try:

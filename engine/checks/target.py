@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from engine.checks.bucket import object_target_checks
 from engine.checks.common import topic_selected
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config, folder_problem
@@ -114,6 +115,8 @@ def check_table(cfg: Config, path: Path) -> Check:
 
 def target_checks(cfg: Config) -> list[Check]:
     """Every target check, in order."""
+    if cfg.target_on_object_storage():
+        return object_target_checks(cfg)
     checks = [check_target_folder(cfg), check_free_space(cfg)]
     target = cfg.target_path()
     if target.is_dir():

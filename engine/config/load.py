@@ -24,6 +24,7 @@ from engine.config.model import Config
 from engine.config.references import absolute_secret_files, secret_problems
 from engine.errors import ConfigError
 from engine.naming import close_match
+from engine.storage import is_object_url
 
 _FIXES = {
     "missing": "add this key",
@@ -122,7 +123,7 @@ def _path_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     }
     problems = []
     for key, value in folders.items():
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value and not is_object_url(value):
             problem = folder_problem((base / value).resolve())
             if problem is not None:
                 problems.append((key, *problem))

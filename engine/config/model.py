@@ -10,16 +10,20 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from engine.column_types import parse_column_type
 from engine.config.base import INTERNAL, Section, file_fields, section_of
 from engine.config.formats import CdcJsonConfig, check_cdc_json
+from engine.config.references import TARGET_SECRETS, secret_value
 from engine.config.sections import (
     LOG_NAME,
     ErrorsConfig,
     HudiConfig,
     ReplicatorConfig,
+    S3Config,
     SparkConfig,
     TargetConfig,
 )
 from engine.config.source import DdlPolicy, SchemaChangePolicy, SourceConfig
+from engine.errors import ConfigError
 from engine.naming import table_name_for_topic
+from engine.storage import S3Settings, is_object_url
 
 _OVERRIDE = "per-table override of `source.cdc_json` (unset: the source's value)"
 _NO_KEY = "[Tables without a primary key](tables.md#tables-without-a-primary-key)"
@@ -161,9 +165,40 @@ class Config(Section):
                 )
         return self
 
+    def target_on_object_storage(self) -> bool:
+        """Whether ``target.path`` is an ``s3://`` bucket and prefix."""
+        return is_object_url(self.target.path)
+
     def target_path(self) -> Path:
-        """Absolute path of the target folder."""
+        """Absolute path of the target folder.
+
+        Raises:
+            ConfigError: The target is on object storage, which only ``cdcctl
+                test-connection`` reaches so far (its bucket check).
+        """
+        if self.target_on_object_storage():
+            raise ConfigError(
+                f"target.path = {self.target.path}: object storage is checked by "
+                "`cdcctl test-connection`, but the replicator, query, validate and status "
+                "do not read or write it yet",
+                hint="set target.path to a folder for now (docs/guide/tables.md#object-storage)",
+            )
         return (Path(self.base_dir) / self.target.path).resolve()
+
+    def target_s3(self) -> S3Settings:
+        """The bucket, endpoint and credentials of an ``s3://`` target (secrets resolved
+        and registered for redaction)."""
+        s3 = self.target.s3 or S3Config()
+        secrets = {
+            key: secret_value(f"target.s3.{key}", getattr(s3, key)) for key in TARGET_SECRETS
+        }
+        return S3Settings(
+            self.target.path,
+            endpoint=s3.endpoint,
+            region=s3.region,
+            path_style=s3.path_style,
+            **secrets,
+        )
 
     def work_path(self) -> Path:
         """Absolute path of the work folder (state store, dead letters, staging)."""

@@ -31,6 +31,10 @@ SECRET_KEYS = {
 }
 #: The ``[source.schema_registry]`` key that takes one.
 REGISTRY_SECRET = "basic_auth_password"
+#: The ``[target.s3]`` keys that take one.
+TARGET_SECRETS = ("access_key_id", "secret_access_key", "session_token")
+#: How the configuration reference describes a key that takes a reference.
+REFERENCE_DOC = 'as a reference only: `"${env:NAME}"` or `"${file:PATH}"`'
 
 
 def reference_only(value: str | None) -> str | None:
@@ -115,13 +119,24 @@ def section_secret(section: Any, key: str) -> SecretStr | None:
 def _references(data: dict[str, Any]) -> list[tuple[str, str]]:
     """The secret references a raw config mapping holds, by key."""
     source = data.get("source")
-    if not isinstance(source, dict):
-        return []
-    found = [(f"source.{key}", source.get(key)) for key in SECRET_KEYS]
-    registry = source.get("schema_registry")
+    found = (
+        [(f"source.{key}", source.get(key)) for key in SECRET_KEYS]
+        if isinstance(source, dict)
+        else []
+    )
+    registry = source.get("schema_registry") if isinstance(source, dict) else None
     if isinstance(registry, dict):
         found.append((f"source.schema_registry.{REGISTRY_SECRET}", registry.get(REGISTRY_SECRET)))
+    s3 = _target_s3(data)
+    found.extend((f"target.s3.{key}", s3.get(key)) for key in TARGET_SECRETS)
     return [(k, v) for k, v in found if isinstance(v, str) and SECRET_REFERENCE.fullmatch(v)]
+
+
+def _target_s3(data: dict[str, Any]) -> dict[str, Any]:
+    """The raw ``[target.s3]`` mapping ({} when absent or malformed)."""
+    target = data.get("target")
+    s3 = target.get("s3") if isinstance(target, dict) else None
+    return s3 if isinstance(s3, dict) else {}
 
 
 def secret_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -139,27 +154,35 @@ def secret_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
 def absolute_secret_files(data: dict[str, Any]) -> dict[str, Any]:
     """``${file:PATH}`` references (and the registry's CA file) with a relative path
     made relative to the config file's folder, like every path in the file."""
+    base = Path(str(data.get("base_dir") or "."))
+    s3 = _target_s3(data)
+    if s3:
+        s3 = dict(s3)
+        for key in TARGET_SECRETS:
+            _absolute_file(s3, key, base)
+        data = {**data, "target": {**data["target"], "s3": s3}}
     source = data.get("source")
     if not isinstance(source, dict):
         return data
-    base = Path(str(data.get("base_dir") or "."))
-
-    def absolute(values: dict[str, Any], key: str) -> None:
-        match = SECRET_REFERENCE.fullmatch(str(values.get(key, "")))
-        if match and match.group(1) == "file":
-            path = Path(match.group(2)).expanduser()
-            if not path.is_absolute():
-                values[key] = "${file:" + str(base / path) + "}"
 
     changed = dict(source)
     for key in SECRET_KEYS:
-        absolute(changed, key)
+        _absolute_file(changed, key, base)
     registry = source.get("schema_registry")
     if isinstance(registry, dict):
         registry = dict(registry)
-        absolute(registry, REGISTRY_SECRET)
+        _absolute_file(registry, REGISTRY_SECRET, base)
         ca = registry.get("ssl_ca_location")
         if isinstance(ca, str) and ca and not Path(ca).expanduser().is_absolute():
             registry["ssl_ca_location"] = str(base / Path(ca).expanduser())
         changed["schema_registry"] = registry
     return {**data, "source": changed}
+
+
+def _absolute_file(values: dict[str, Any], key: str, base: Path) -> None:
+    """A ``${file:PATH}`` reference of ``values[key]`` with PATH made relative to ``base``."""
+    match = SECRET_REFERENCE.fullmatch(str(values.get(key, "")))
+    if match and match.group(1) == "file":
+        path = Path(match.group(2)).expanduser()
+        if not path.is_absolute():
+            values[key] = "${file:" + str(base / path) + "}"

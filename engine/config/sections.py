@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from engine.config.base import Section, init
+from engine.config.references import REFERENCE_DOC, TARGET_SECRETS, reference_only
 from engine.naming import DEFAULT_NAMING, check_naming
+from engine.storage import is_object_url, split_url
 
 #: The log file's name in the work folder (rotated files add ``.1``, ``.2``, ...).
 LOG_NAME = "cdcctl.log"
@@ -23,13 +27,77 @@ DEFAULT_CLEAN_RETAIN_HOURS = 1.0
 TOLERANCES = ("none", "all")
 
 
+class S3Config(Section):
+    """``[target.s3]``: how to reach an ``s3://`` target (S3 or an S3-compatible store).
+    Credentials are references or the standard AWS environment, never literals."""
+
+    endpoint: str | None = Field(
+        default=None,
+        description="an S3-compatible server, `http://minio:9000` or `https://...`; unset: "
+        "AWS S3 in `region`",
+    )
+    region: str | None = Field(
+        default=None,
+        description="the bucket's region; unset: `AWS_REGION` / `AWS_DEFAULT_REGION`, else "
+        "`us-east-1`",
+    )
+    path_style: bool = Field(
+        default=False,
+        description="path-style requests (`endpoint/bucket/key`: MinIO and most self-hosted "
+        "stores) instead of virtual-hosted (`bucket.endpoint/key`)",
+    )
+    access_key_id: str | None = Field(
+        default=None,
+        description=f"the access key id, {REFERENCE_DOC}; unset with the two below: the AWS "
+        "environment (`AWS_ACCESS_KEY_ID`, web identity, instance metadata)",
+    )
+    secret_access_key: str | None = Field(
+        default=None, description=f"the secret access key, {REFERENCE_DOC}"
+    )
+    session_token: str | None = Field(
+        default=None, description=f"a session token (temporary credentials), {REFERENCE_DOC}"
+    )
+
+    _reference = field_validator(*TARGET_SECRETS)(reference_only)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        if parts.password is not None or parts.username is not None:
+            raise ValueError(
+                "credentials must not be in the URL: use access_key_id and "
+                "secret_access_key references"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _key_pair(self) -> S3Config:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("access_key_id and secret_access_key go together: set both")
+        if self.session_token is not None and self.access_key_id is None:
+            raise ValueError("session_token needs access_key_id and secret_access_key")
+        return self
+
+
 class TargetConfig(Section):
-    """The folder that holds one Hudi table per source table."""
+    """Where the replicas go: a folder, or an ``s3://`` bucket and prefix, holding one
+    Hudi table per source table."""
 
     path: str = Field(
         min_length=1,
-        description="folder holding one Hudi table per source table",
+        description="folder holding one Hudi table per source table, or `s3://bucket/prefix` "
+        "(object storage, with `[target.s3]`; see [Object storage](tables.md#object-storage))",
         json_schema_extra=init("one Hudi table per source table is created under this folder"),
+    )
+    s3: S3Config | None = Field(
+        default=None,
+        description="endpoint, region and credentials of an `s3://` target",
+        json_schema_extra={"shown_default": "unset"},
     )
     table_naming: str = Field(
         default=DEFAULT_NAMING,
@@ -43,6 +111,27 @@ class TargetConfig(Section):
     @classmethod
     def _naming(cls, value: str) -> str:
         return check_naming(value)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if is_object_url(value):
+            try:
+                split_url(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not s3://BUCKET/PREFIX (a prefix without empty, `.` or "
+                    "`..` parts)"
+                ) from None
+        elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
+            raise ValueError(f"{value!r}: a folder or an s3://bucket/prefix URL")
+        return value
+
+    @model_validator(mode="after")
+    def _s3_settings(self) -> TargetConfig:
+        if self.s3 is not None and not is_object_url(self.path):
+            raise ValueError("[target.s3] is set but target.path is a folder, not s3://...")
+        return self
 
 
 class HudiConfig(Section):

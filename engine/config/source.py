@@ -25,6 +25,7 @@ from engine.config.formats import (
     FlattenedConfig,
 )
 from engine.config.references import (
+    REFERENCE_DOC,
     REGISTRY_SECRET,
     SECRET_KEYS,
     reference_only,
@@ -42,8 +43,6 @@ SchemaChangePolicy = Literal["keep", "apply", "fail"]
 
 #: Topics Debezium writes that never hold row changes; excluded unless the user overrides.
 DEFAULT_EXCLUDE = r"(\.transaction$|^__debezium-heartbeat|^__|^_schemas$|^_confluent)"
-
-_REFERENCE = 'as a reference only: `"${env:NAME}"` or `"${file:PATH}"`'
 
 
 class KafkaConfig(Section):
@@ -113,7 +112,7 @@ class SecurityConfig(Section):
     sasl_username: str | None = Field(default=None, description="SASL user name")
     sasl_password: str | None = Field(
         default=None,
-        description=f"the SASL password, {_REFERENCE} (see [Secrets](sources.md#secrets)); a "
+        description=f"the SASL password, {REFERENCE_DOC} (see [Secrets](sources.md#secrets)); a "
         "literal is refused",
     )
     sasl_password_env: str | None = Field(
@@ -137,7 +136,7 @@ class SecurityConfig(Section):
         default=None, description="the client certificate's private key (PEM)"
     )
     ssl_key_password: str | None = Field(
-        default=None, description=f"the password of an encrypted private key, {_REFERENCE}"
+        default=None, description=f"the password of an encrypted private key, {REFERENCE_DOC}"
     )
     ssl_key_password_env: str | None = Field(
         default=None,
@@ -193,7 +192,7 @@ class SchemaRegistryConfig(Section):
     )
     basic_auth_password: str | None = Field(
         default=None,
-        description=f"its password, {_REFERENCE} (see [Secrets](sources.md#secrets)); "
+        description=f"its password, {REFERENCE_DOC} (see [Secrets](sources.md#secrets)); "
         "resolved at load, redacted like every password",
     )
     ssl_ca_location: str | None = Field(
@@ -245,7 +244,7 @@ class DatabaseConfig(Section):
     )
     database_password: str | None = Field(
         default=None,
-        description=f"that database's password, {_REFERENCE} (otherwise `PGPASSWORD` / "
+        description=f"that database's password, {REFERENCE_DOC} (otherwise `PGPASSWORD` / "
         "`MYSQL_PWD`)",
     )
     catalog_types: bool = Field(

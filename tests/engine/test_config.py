@@ -250,3 +250,78 @@ def test_json_only_table_settings_are_refused_with_avro(tmp_path: Path, table: d
     with pytest.raises(ConfigError) as err:
         config_from_dict({**base, "tables": {"app_t": table}})
     assert f"tables.app_t.{key} is not read with format" in str(err.value)
+
+
+def _s3_config(tmp_path: Path, target: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[source]\nbootstrap_servers = "127.0.0.1:9092"\ntopics = "x"\n' + target.strip() + "\n"
+    )
+    return path
+
+
+def test_object_storage_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CDCCTL_TEST_KEY_ID", "AKIA-cdcctl-test")
+    (tmp_path / "secret").write_text("cdcctl-secret-in-a-file\n")
+    path = _s3_config(
+        tmp_path,
+        """
+[target]
+path = "s3://lake/replicas/"
+[target.s3]
+endpoint = "http://127.0.0.1:9000"
+path_style = true
+access_key_id = "${env:CDCCTL_TEST_KEY_ID}"
+secret_access_key = "${file:secret}"
+""",
+    )
+    cfg = load_config(path)
+    assert cfg.target_on_object_storage()
+    s3 = cfg.target_s3()
+    assert (s3.url, s3.endpoint, s3.path_style) == (
+        "s3://lake/replicas/",
+        "http://127.0.0.1:9000",
+        True,
+    )
+    assert s3.access_key_id is not None and s3.secret_access_key is not None
+    # A relative secret file is read from beside the config, like every path in it.
+    assert s3.secret_access_key.get_secret_value() == "cdcctl-secret-in-a-file"
+    assert "cdcctl-secret" not in repr(s3)
+    with pytest.raises(ConfigError, match="do not read or write it yet") as info:
+        cfg.target_path()
+    assert "set target.path to a folder" in info.value.hint
+    # Nothing named "s3:" was created as if it were a folder.
+    assert not (tmp_path / "s3:").exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "key", "says"),
+    [
+        ('path = "gs://lake/x"', "target.path", "a folder or an s3://bucket/prefix URL"),
+        ('path = "s3://lake/a/../b"', "target.path", "is not s3://BUCKET/PREFIX"),
+        ('path = "s3:///x"', "target.path", "is not s3://BUCKET/PREFIX"),
+        ('path = "lake"\n[target.s3]\nregion = "eu-west-1"', "target", "is a folder"),
+        (
+            'path = "s3://lake"\n[target.s3]\naccess_key_id = "${env:A}"\n'
+            'secret_access_key = "plain-text"',
+            "target.s3.secret_access_key",
+            "must not be in the file",
+        ),
+        (
+            'path = "s3://lake"\n[target.s3]\naccess_key_id = "${env:A}"',
+            "target.s3",
+            "go together",
+        ),
+        (
+            'path = "s3://lake"\n[target.s3]\nendpoint = "http://k:s@minio:9000"',
+            "target.s3.endpoint",
+            "credentials must not be in the URL",
+        ),
+    ],
+)
+def test_object_storage_target_refused(tmp_path: Path, target: str, key: str, says: str) -> None:
+    path = _s3_config(tmp_path, "[target]\n" + target)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    problems = {k: message for k, message, _ in info.value.problems}
+    assert key in problems and says in problems[key], problems

@@ -1,0 +1,36 @@
+"""One interface for a target's bytes: a local folder or an S3-compatible bucket.
+
+:class:`Storage` (``base``) is what the table format's protocol needs: whole-object reads
+and writes, create-if-absent, compare-and-swap, listing and deletion.
+:class:`LocalStorage` keeps a folder, :class:`ObjectStorage` a bucket and prefix
+(obstore). :func:`open_storage` picks one for a ``target.path``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.storage.base import ObjectInfo, Storage, StorageError, check_path
+from engine.storage.local import LocalStorage
+from engine.storage.s3 import SCHEME, ObjectStorage, S3Settings, is_object_url, split_url
+
+__all__ = [
+    "SCHEME",
+    "LocalStorage",
+    "ObjectInfo",
+    "ObjectStorage",
+    "S3Settings",
+    "Storage",
+    "StorageError",
+    "check_path",
+    "is_object_url",
+    "open_storage",
+    "split_url",
+]
+
+
+def open_storage(target: Path | S3Settings, *, patient: bool = True) -> Storage:
+    """The store of a target: a folder, or a bucket and prefix."""
+    if isinstance(target, S3Settings):
+        return ObjectStorage(target, patient=patient)
+    return LocalStorage(target)

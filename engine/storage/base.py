@@ -1,0 +1,99 @@
+"""What every target store offers: whole-object reads and writes, create-if-absent and
+compare-and-swap, listing and deletion, by ``/``-separated paths relative to the store's
+root.
+
+The two writes a table's protocol needs beyond a plain put:
+
+- :meth:`Storage.create` makes an object only if none exists at that path (S3's
+  ``If-None-Match: *``; a hard link of a fully written temporary file on a local disk).
+  Of any number of concurrent creators exactly one succeeds; the others get None. A
+  completed Hudi instant is written this way on object storage, where there is no
+  atomic rename.
+- :meth:`Storage.replace` overwrites an object only if it is still the version the
+  caller read (S3's ``If-Match: <etag>``). A lease object is renewed and taken over this
+  way: a writer whose lease was taken over finds its next replace refused.
+
+Every write is whole or nothing for readers: a reader sees the previous object (or
+none) or all of the new one, never a part.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+
+from engine.errors import CdcError
+
+
+class StorageError(CdcError):
+    """The store refused or failed an operation; ``hint`` says what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One stored object.
+
+    Attributes:
+        path: Relative to the store's root, ``/``-separated.
+        size: Bytes.
+        modified: When it was last written (UTC).
+        version: What :meth:`Storage.replace` compares (an S3 ETag; on a local disk the
+            file's modification time, size and inode).
+    """
+
+    path: str
+    size: int
+    modified: datetime
+    version: str
+
+
+class Storage(ABC):
+    """A target's bytes: a local folder or an S3-compatible bucket and prefix."""
+
+    #: Where the root is, for messages: a folder or ``s3://bucket/prefix``.
+    url: str
+
+    @abstractmethod
+    def read(self, path: str) -> bytes:
+        """The whole object.
+
+        Raises:
+            FileNotFoundError: There is none at ``path``.
+            StorageError: The store failed (unreachable, refused).
+        """
+
+    @abstractmethod
+    def write(self, path: str, data: bytes) -> ObjectInfo:
+        """Make ``data`` the object at ``path``, replacing any, whole or nothing."""
+
+    @abstractmethod
+    def create(self, path: str, data: bytes) -> ObjectInfo | None:
+        """Make ``data`` the object at ``path`` only if there is none; None if there is."""
+
+    @abstractmethod
+    def replace(self, path: str, data: bytes, version: str) -> ObjectInfo | None:
+        """Overwrite the object at ``path`` only if its version is still ``version``;
+        None if it changed or was deleted since."""
+
+    @abstractmethod
+    def head(self, path: str) -> ObjectInfo | None:
+        """The object's size, time and version; None if there is none."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """Every object under ``prefix`` (a folder path, ``""`` for the root), at any
+        depth, in path order."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove the object at ``path`` (nothing happens if there is none)."""
+
+
+def check_path(path: str) -> str:
+    """``path`` if it is a plain relative path inside the root, else ValueError: names
+    that come from topics and tables must never reach outside the target."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a relative path inside the target: {path!r}")
+    return path

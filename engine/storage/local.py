@@ -1,0 +1,107 @@
+"""A target folder on a local (or mounted) file system.
+
+Writes go through :func:`engine.files.atomic_write` (a temporary name, fsync, rename,
+folder fsync). :meth:`LocalStorage.create` writes a temporary file whole and hard-links
+it to its name: ``link`` fails if the name exists, so of concurrent creators exactly one
+succeeds and no reader sees a partial file. :meth:`LocalStorage.replace` compares and
+writes under an exclusive ``flock`` of a lock file beside the object, which serialises
+the processes of one machine (the only writers a local folder has).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from engine.files import atomic_write, fsync
+from engine.storage.base import ObjectInfo, Storage, check_path
+
+
+class LocalStorage(Storage):
+    """A folder; paths are relative to it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.url = str(self.root)
+
+    def _file(self, path: str) -> Path:
+        return self.root / check_path(path)
+
+    @staticmethod
+    def _info(path: str, st: os.stat_result) -> ObjectInfo:
+        modified = datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC)
+        return ObjectInfo(path, st.st_size, modified, f"{st.st_mtime_ns}-{st.st_size}-{st.st_ino}")
+
+    def read(self, path: str) -> bytes:
+        return self._file(path).read_bytes()
+
+    def write(self, path: str, data: bytes) -> ObjectInfo:
+        file = self._file(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(file, data)
+        return self._info(path, file.stat())
+
+    def create(self, path: str, data: bytes) -> ObjectInfo | None:
+        file = self._file(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, file)
+            except FileExistsError:
+                return None
+        finally:
+            os.unlink(tmp)
+        fsync(file.parent)
+        return self._info(path, file.stat())
+
+    @contextmanager
+    def _locked(self, file: Path) -> Iterator[None]:
+        fd = os.open(file.parent / f".{file.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def replace(self, path: str, data: bytes, version: str) -> ObjectInfo | None:
+        file = self._file(path)
+        with self._locked(file):
+            current = self.head(path)
+            if current is None or current.version != version:
+                return None
+            # A new inode (the rename), so the version changes even within one tick.
+            return self.write(path, data)
+
+    def head(self, path: str) -> ObjectInfo | None:
+        try:
+            return self._info(path, self._file(path).stat())
+        except FileNotFoundError:
+            return None
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        top = self._file(prefix) if prefix else self.root
+        out = []
+        for folder, _dirs, files in os.walk(top):
+            for name in files:
+                if name.startswith(".") and name.endswith((".tmp", ".lock")):
+                    continue  # this store's own temporary and lock files
+                full = Path(folder) / name
+                try:
+                    st = full.stat()
+                except FileNotFoundError:
+                    continue
+                out.append(self._info(full.relative_to(self.root).as_posix(), st))
+        return sorted(out, key=lambda o: o.path)
+
+    def delete(self, path: str) -> None:
+        self._file(path).unlink(missing_ok=True)

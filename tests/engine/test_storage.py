@@ -1,0 +1,180 @@
+"""The target stores' contract, on a local folder and on a real S3 server (moto's, in a
+child process): whole-object writes, create-if-absent with exactly one winner among
+concurrent creators, compare-and-swap, listing, deletion, and clear errors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from engine.playground.objectstore import S3Server
+from engine.storage import (
+    LocalStorage,
+    ObjectStorage,
+    S3Settings,
+    Storage,
+    StorageError,
+    is_object_url,
+    open_storage,
+    split_url,
+)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with S3Server(bucket="lake") as server:
+        yield server
+
+
+def settings(server: S3Server, url: str, **kw: object) -> S3Settings:
+    return S3Settings(
+        url,
+        endpoint=server.endpoint,
+        region="us-east-1",
+        path_style=True,
+        access_key_id=SecretStr("cdcctl-test"),
+        secret_access_key=SecretStr("cdcctl-test-secret"),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    if request.param == "local":
+        return LocalStorage(tmp_path / "target")
+    server = request.getfixturevalue("s3")
+    # A prefix of its own per test: the server lives for the module.
+    return open_storage(settings(server, f"s3://lake/{tmp_path.name}/lake"))
+
+
+def test_write_read_list_delete(store: Storage) -> None:
+    assert store.head("t/.hoodie/hoodie.properties") is None
+    with pytest.raises(FileNotFoundError):
+        store.read("t/.hoodie/hoodie.properties")
+    info = store.write("t/.hoodie/hoodie.properties", b"hoodie.table.name=t\n")
+    assert info.size == 20 and info.version
+    store.write("t/a.parquet", b"PAR1")
+    store.write("u/b.parquet", b"PAR1PAR1")
+    assert store.read("t/.hoodie/hoodie.properties") == b"hoodie.table.name=t\n"
+    assert [o.path for o in store.list()] == [
+        "t/.hoodie/hoodie.properties",
+        "t/a.parquet",
+        "u/b.parquet",
+    ]
+    assert [(o.path, o.size) for o in store.list("t")] == [
+        ("t/.hoodie/hoodie.properties", 20),
+        ("t/a.parquet", 4),
+    ]
+    head = store.head("u/b.parquet")
+    assert head is not None and head.size == 8
+    store.write("u/b.parquet", b"x")
+    assert store.read("u/b.parquet") == b"x"
+    store.delete("u/b.parquet")
+    store.delete("u/b.parquet")  # twice: nothing to delete is not an error
+    assert store.head("u/b.parquet") is None
+    assert [o.path for o in store.list("u")] == []
+
+
+def test_create_only_if_absent(store: Storage) -> None:
+    first = store.create("t/.hoodie/001.commit", b"first")
+    assert first is not None and first.size == 5
+    assert store.create("t/.hoodie/001.commit", b"second") is None
+    assert store.read("t/.hoodie/001.commit") == b"first"
+    # No temporary file is left beside it, on either store.
+    assert [o.path for o in store.list("t")] == ["t/.hoodie/001.commit"]
+
+
+def test_concurrent_creators_one_wins(store: Storage) -> None:
+    results: dict[int, object] = {}
+    start = threading.Barrier(8)
+
+    def create(i: int) -> None:
+        start.wait()
+        results[i] = store.create("t/.hoodie/002.commit", f"writer {i}".encode())
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, r in results.items() if r is not None]
+    assert len(winners) == 1, results
+    assert store.read("t/.hoodie/002.commit") == f"writer {winners[0]}".encode()
+
+
+def test_replace_compares_versions(store: Storage) -> None:
+    first = store.write("lease", b"epoch 1")
+    second = store.replace("lease", b"epoch 2", first.version)
+    assert second is not None and store.read("lease") == b"epoch 2"
+    # The holder of the first version lost: its replace is refused, nothing changes.
+    assert store.replace("lease", b"epoch 1 again", first.version) is None
+    assert store.read("lease") == b"epoch 2"
+    head = store.head("lease")
+    assert head is not None
+    third = store.replace("lease", b"epoch 3", head.version)
+    assert third is not None and store.read("lease") == b"epoch 3"
+    store.delete("lease")
+    assert store.replace("lease", b"epoch 4", head.version) is None
+    assert store.head("lease") is None
+
+
+def test_concurrent_replacers_one_wins(store: Storage) -> None:
+    base = store.write("lease", b"free")
+    results: dict[int, object] = {}
+    start = threading.Barrier(6)
+
+    def take(i: int) -> None:
+        start.wait()
+        results[i] = store.replace("lease", f"taken by {i}".encode(), base.version)
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, r in results.items() if r is not None]
+    assert len(winners) == 1, results
+    assert store.read("lease") == f"taken by {winners[0]}".encode()
+
+
+@pytest.mark.parametrize("path", ["", "/etc/passwd", "../x", "a/../../x", "a//b", "a/./b"])
+def test_paths_stay_inside(store: Storage, path: str) -> None:
+    with pytest.raises(ValueError, match="inside the target"):
+        store.write(path, b"x")
+
+
+def test_urls() -> None:
+    assert is_object_url("s3://lake/x") and is_object_url("S3://lake")
+    assert not is_object_url("lake") and not is_object_url("/data/s3://x")
+    assert split_url("s3://lake/some/prefix/") == ("lake", "some/prefix")
+    assert split_url("s3://lake") == ("lake", "")
+    for bad in ("s3:///x", "s3://lake/a/../b", "s3://lake/x?y=1", "gs://lake/x"):
+        with pytest.raises(ValueError):
+            split_url(bad)
+
+
+def test_missing_bucket_is_a_clear_error(s3: S3Server) -> None:
+    store = ObjectStorage(settings(s3, "s3://no-such-bucket/x"), patient=False)
+    for call in (lambda: store.list(), lambda: store.write("a", b"1"), lambda: store.read("a")):
+        with pytest.raises(StorageError, match="bucket no-such-bucket does not exist") as err:
+            call()
+        assert "create the bucket" in err.value.hint
+
+
+def test_unreachable_endpoint_is_a_clear_error(s3: S3Server) -> None:
+    dead = S3Settings(
+        "s3://lake/x",
+        endpoint="http://127.0.0.1:9",
+        region="us-east-1",
+        path_style=True,
+        access_key_id=SecretStr("cdcctl-test"),
+        secret_access_key=SecretStr("cdcctl-test-secret"),
+    )
+    with pytest.raises(StorageError, match=r"listing s3://lake/x") as err:
+        ObjectStorage(dead, patient=False).list()
+    assert "cdcctl-test-secret" not in str(err.value)
+    assert "target.s3.endpoint" in err.value.hint
