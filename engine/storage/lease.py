@@ -1,0 +1,341 @@
+"""The one-writer rule where there is no ``flock``: a lease object, with fencing.
+
+On a local disk one replicator per table is enforced with ``flock`` (:mod:`engine.lock`).
+Object storage has no locks, only conditional writes, so a table there has a *lease*
+object: a small JSON document naming its holder and an **epoch** that grows by one at
+every takeover. Every change to it is a compare-and-swap on the version (ETag) the
+changer last read (:meth:`~engine.storage.base.Storage.replace`), so of two writers that
+both read version V only one can move it on.
+
+**Liveness without clocks.** The holder renews the lease (a CAS that changes its
+version) every ``ttl / 3`` seconds. Another writer that finds it held watches it: if its
+version has not changed for ``ttl`` seconds *by the watcher's own monotonic clock*, the
+holder is presumed dead and the watcher takes the lease over by a CAS from that very
+version (epoch + 1). No two machines' wall clocks are compared. A holder that released
+the lease (a clean stop), or whose process on this same host has ended, is taken over at
+once.
+
+**Fencing: the lease is the commit point.** A holder can stall past its lease (a long
+GC, a frozen VM, SIGSTOP) and resume believing it still holds it. So an instant is not
+committed by writing its completed file but by :meth:`Lease.commit`'s CAS of the lease
+from the version this holder last wrote, recording "completing <path> from <staged>";
+only then is the completed file created (create-if-absent) from the staged content. A
+holder whose lease was taken over fails that CAS (:class:`LeaseLost`) and commits
+nothing; whatever data files it wrote belong to no completed instant and no reader
+sees them. A commit whose CAS succeeded is committed, even if its holder dies before
+creating the completed file: the next holder finds the record in the lease it takes
+over and creates that file first (:meth:`Lease.acquire`), before anything of its own.
+So each completed file is created exactly once, by one of the two, with the same bytes,
+and always before any later instant.
+
+Requests: a commit costs one extra conditional PUT (the CAS, which also renews), the
+staged copy's PUT and DELETE; a renewal one conditional PUT.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import WriterLockError
+from engine.storage.base import ObjectInfo, Storage, StorageError
+
+#: Seconds without a renewal after which a holder is presumed dead, by default.
+DEFAULT_TTL = 30.0
+
+
+class LeaseHeld(WriterLockError):
+    """Another writer holds the lease and is alive (it renewed while we watched)."""
+
+
+class LeaseLost(WriterLockError):
+    """This writer's lease was taken over: it must stop writing (nothing was committed)."""
+
+
+def _me() -> dict[str, Any]:
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "run": uuid.uuid4().hex[:12],
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _describe(holder: dict[str, Any]) -> str:
+    return (
+        f"cdcctl pid {holder.get('pid', '?')} on host {holder.get('host', '?')} "
+        f"(since {holder.get('started', '?')})"
+    )
+
+
+def _ended_here(holder: dict[str, Any]) -> bool:
+    """The holder ran on this host and its process is gone (a crash we can see)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass
+class LeaseState:
+    """The lease object's content."""
+
+    epoch: int
+    holder: dict[str, Any]
+    ttl: float
+    released: bool = False
+    #: A commit decided but maybe not yet materialised: {"path": ..., "staged": ...}.
+    completing: dict[str, str] | None = None
+    #: Renewals and commits by this holder (makes every CAS change the bytes).
+    beats: int = 0
+
+    def encode(self) -> bytes:
+        body = {
+            "epoch": self.epoch,
+            "holder": self.holder,
+            "ttl": self.ttl,
+            "released": self.released,
+            "completing": self.completing,
+            "beats": self.beats,
+            "renewed": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        }
+        return json.dumps(body, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> LeaseState:
+        try:
+            body = json.loads(data)
+            return cls(
+                int(body["epoch"]),
+                dict(body.get("holder") or {}),
+                float(body.get("ttl") or DEFAULT_TTL),
+                bool(body.get("released")),
+                body.get("completing"),
+                int(body.get("beats") or 0),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageError(
+                f"the lease object is not cdcctl's ({exc})",
+                hint="another program wrote it: move it away only if no replicator runs",
+            ) from None
+
+
+class Lease:
+    """A held lease; :meth:`acquire` returns one."""
+
+    def __init__(self, store: Storage, path: str, state: LeaseState, version: str) -> None:
+        self.store, self.path = store, path
+        self.state, self.version = state, version
+        self._lock = threading.Lock()
+        self._lost: LeaseLost | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    # ------------------------------------------------------------------ acquire
+
+    @classmethod
+    def acquire(
+        cls,
+        store: Storage,
+        path: str,
+        what: str,
+        *,
+        ttl: float = DEFAULT_TTL,
+        poll: float | None = None,
+    ) -> Lease:
+        """Take the lease at ``path`` (``what`` names the table in messages).
+
+        A free, released or visibly dead holder's lease is taken at once; a held one is
+        watched for ``ttl`` seconds and taken over only if it did not change meanwhile.
+
+        Raises:
+            LeaseHeld: The holder renewed while we watched.
+        """
+        me = _me()
+        poll = poll if poll is not None else max(ttl / 10, 0.05)
+        while True:
+            head = store.head(path)
+            if head is None:
+                state = LeaseState(1, me, ttl)
+                created = store.create(path, state.encode())
+                if created is not None:
+                    return cls(store, path, state, created.version)
+                continue  # another creator won: look again
+            seen = cls._read(store, path, head)
+            if seen is None:
+                continue  # changed under us
+            current, info = seen
+            if not (current.released or _ended_here(current.holder)):
+                info = cls._watch(store, path, info, ttl, poll, what, current)
+            state = LeaseState(current.epoch + 1, me, ttl, completing=current.completing)
+            taken = store.replace(path, state.encode(), info.version)
+            if taken is None:
+                continue  # someone else moved first: look again
+            lease = cls(store, path, state, taken.version)
+            lease._roll_forward()
+            return lease
+
+    @staticmethod
+    def _read(store: Storage, path: str, head: ObjectInfo) -> tuple[LeaseState, ObjectInfo] | None:
+        try:
+            data = store.read(path)
+        except FileNotFoundError:
+            return None
+        info = store.head(path)
+        if info is None or info.version != head.version:
+            return None
+        return LeaseState.decode(data), info
+
+    @staticmethod
+    def _watch(
+        store: Storage,
+        path: str,
+        info: ObjectInfo,
+        ttl: float,
+        poll: float,
+        what: str,
+        current: LeaseState,
+    ) -> ObjectInfo:
+        """Wait ``max(ttl, the holder's ttl)`` seconds; LeaseHeld if the lease changed."""
+        deadline = time.monotonic() + max(ttl, current.ttl)
+        while time.monotonic() < deadline:
+            time.sleep(poll)
+            now = store.head(path)
+            if now is None or now.version != info.version:
+                raise LeaseHeld(
+                    f"{what} is being written by {_describe(current.holder)} (it renewed "
+                    "its lease while this replicator waited)",
+                    hint=f"stop that replicator first; one replicator writes a table "
+                    f"(lease: {store.url}/{path})",
+                )
+        return info
+
+    def _roll_forward(self) -> None:
+        """Create the completed file a previous holder committed but did not create."""
+        completing = self.state.completing
+        if not completing:
+            return
+        if self.store.head(completing["path"]) is None:
+            try:
+                content = self.store.read(completing["staged"])
+            except FileNotFoundError:
+                # The completed file existed (its creator deleted the staged copy after).
+                if self.store.head(completing["path"]) is None:
+                    raise StorageError(
+                        f"{self.store.url}/{completing['path']} was committed but neither it "
+                        f"nor its staged copy {completing['staged']} exists",
+                        hint="the table's storage lost an object: check the bucket's "
+                        "lifecycle rules and versioning",
+                    ) from None
+            else:
+                self.store.create(completing["path"], content)
+        self.store.delete(completing["staged"])
+
+    # ------------------------------------------------------------------ hold
+
+    def _cas(self, state: LeaseState) -> None:
+        """Move the lease on from the version this holder last wrote, or LeaseLost."""
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            written = self.store.replace(self.path, state.encode(), self.version)
+            if written is None:
+                current = self.store.head(self.path)
+                holder = "another writer"
+                if current is not None:
+                    try:
+                        holder = _describe(LeaseState.decode(self.store.read(self.path)).holder)
+                    except (StorageError, FileNotFoundError):
+                        pass
+                self._lost = LeaseLost(
+                    f"the lease on {self.store.url}/{self.path} (epoch {self.state.epoch}) "
+                    f"was taken over by {holder}: this replicator stalled longer than the "
+                    f"lease's {self.state.ttl:g} s and has committed nothing since",
+                    hint="nothing is lost: the other replicator continues from the last "
+                    "commit; start this one again only after stopping that one",
+                )
+                raise self._lost
+            self.state, self.version = state, written.version
+
+    def renew(self) -> None:
+        """Show this holder is alive (LeaseLost if it was taken over)."""
+        s = self.state
+        self._cas(LeaseState(s.epoch, s.holder, s.ttl, completing=None, beats=s.beats + 1))
+
+    def commit(self, completed: str, content: bytes, staged: str) -> ObjectInfo:
+        """Commit: stage ``content``, decide by the lease's CAS, then create ``completed``.
+
+        Raises:
+            LeaseLost: Another writer holds the lease; nothing was committed.
+            StorageError: ``completed`` exists with other content (a second writer that
+                bypassed the lease).
+        """
+        self.store.write(staged, content)
+        s = self.state
+        completing = {"path": completed, "staged": staged}
+        try:
+            self._cas(
+                LeaseState(s.epoch, s.holder, s.ttl, completing=completing, beats=s.beats + 1)
+            )
+        except LeaseLost:
+            self.store.delete(staged)
+            raise
+        made = self.store.create(completed, content)
+        if made is None:
+            # A takeover rolled it forward while we stalled: it must be ours, byte for byte.
+            if self.store.read(completed) != content:
+                raise StorageError(
+                    f"{self.store.url}/{completed} exists with other content than this commit's",
+                    hint="two writers wrote this table: stop every replicator and check it",
+                )
+            made = self.store.head(completed)
+            assert made is not None
+        self.store.delete(staged)
+        return made
+
+    def keep_alive(self) -> None:
+        """Renew every ``ttl / 3`` seconds in a daemon thread until :meth:`release`."""
+
+        def beat() -> None:
+            while not self._stop.wait(self.state.ttl / 3):
+                try:
+                    self.renew()
+                except LeaseLost:
+                    return
+                except StorageError:
+                    continue  # transient: the next beat tries again
+
+        self._renewer = threading.Thread(target=beat, name="lease-renewer", daemon=True)
+        self._renewer.start()
+
+    @property
+    def lost(self) -> LeaseLost | None:
+        """Why this lease is no longer held, once a CAS found it taken over."""
+        return self._lost
+
+    def release(self) -> None:
+        """Let go (the next writer takes it at once). A lost lease is left alone."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        s = self.state
+        try:
+            self._cas(LeaseState(s.epoch, s.holder, s.ttl, released=True, beats=s.beats + 1))
+        except LeaseLost:
+            pass
