@@ -347,8 +347,9 @@ class SparkConfig(Section):
 
     master: str = Field(
         default="local[2]",
-        description="Spark master (`local[N]`; a cluster URL works if the target is on shared "
-        "storage)",
+        description="Spark master: `local[N]`, or a standalone cluster `spark://host:7077` "
+        "whose executors reach the target and work folders (see "
+        "[Spark cluster](operating.md#spark-cluster))",
         json_schema_extra=init(),
     )
     driver_memory: str = Field(
