@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import time
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
 
 from engine.checks.result import Check, failed, passed
 from engine.checks.target import folder_check
-from engine.config import Config
+from engine.config import Config, folder_problem
 from engine.errors import CdcError
 from engine.spark import SPARK_LOG, check_java, get_spark
 
@@ -24,16 +31,98 @@ def _one_task(_: object) -> int:
     return 1
 
 
+def _package_version() -> str:
+    try:
+        return version("cdcctl")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _executor_probe(folders: list[str]) -> Iterator[dict[str, Any]]:
+    """Run on an executor: where it runs, its cdcctl, and whether it can write each
+    folder the merge tasks use (``None``: it can; else why not)."""
+    problems = {}
+    for folder in folders:
+        problem = folder_problem(Path(folder))
+        problems[folder] = None if problem is None else problem[0]
+    yield {
+        "host": socket.gethostname(),
+        "executor": os.environ.get("SPARK_EXECUTOR_ID") or f"pid {os.getpid()}",
+        "version": _package_version(),
+        "problems": problems,
+    }
+
+
+def _master_address(master: str) -> tuple[str, int] | None:
+    """``host, port`` of a ``spark://host:port`` master (the first of several); None for
+    ``local[...]`` and other masters."""
+    match = re.fullmatch(r"spark://([^:,/]+):(\d+)(?:,.*)?", master.strip())
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
+    """On a standalone cluster: every executor that answers runs this cdcctl and can
+    write the target and work folders at their paths here."""
+    folders = [str(cfg.work_path())]
+    if not cfg.target_on_object_storage():
+        folders.insert(0, str(cfg.target_path()))
+    slots = max(int(context.defaultParallelism), 1)
+    found = (
+        context.parallelize(range(slots), slots)
+        .mapPartitions(lambda _: _executor_probe(folders))
+        .collect()
+    )
+    executors = {(f["host"], f["executor"]): f for f in found}
+    here = _package_version()
+    for (host, executor), f in sorted(executors.items()):
+        where = f"executor {executor} on {host}"
+        if f["version"] != here:
+            return failed(
+                "engine.spark",
+                f"{where} runs cdcctl {f['version']}, this driver {here}",
+                "install the same cdcctl version, in the same Python path, on every worker",
+            )
+        for folder, problem in f["problems"].items():
+            if problem is not None:
+                return failed(
+                    "engine.spark",
+                    f"{where} cannot write {folder}: {problem}",
+                    "the merge tasks read and write the target and work folders at the same "
+                    "paths on every worker: mount them there (docs/guide/operating.md#spark-"
+                    "cluster)",
+                )
+    hosts = sorted({host for host, _ in executors})
+    return passed(
+        "engine.spark",
+        f"{cfg.spark.master} started in {booted:.1f} s; {len(executors)} executors on "
+        f"{', '.join(hosts)} answered, run cdcctl {here} and can write "
+        f"{' and '.join(folders)}",
+    )
+
+
 def check_spark(cfg: Config) -> Check:
     """Spark starts with the configured settings and runs a Python task.
 
     The process-wide SparkContext stays up afterwards (what ``cdcctl start`` would use).
     """
     log_path = cfg.work_path() / SPARK_LOG
+    address = _master_address(cfg.spark.master)
+    if address is not None:
+        try:
+            socket.create_connection(address, timeout=5).close()
+        except OSError as exc:
+            return failed(
+                "engine.spark",
+                f"cannot reach the Spark master {cfg.spark.master}: "
+                f"{exc.strerror or type(exc).__name__}",
+                "start the cluster's master, or fix spark.master",
+            )
     started = time.monotonic()
     try:
         context = get_spark(cfg.spark.master, cfg.spark.driver_memory, cfg.spark.options, log_path)
         booted = time.monotonic() - started
+        if address is not None:
+            return _check_cluster(cfg, context, booted)
         context.parallelize([0], 1).map(_one_task).collect()
     except CdcError as exc:
         return failed("engine.spark", f"Spark did not start: {exc.message}", exc.hint)

@@ -10,12 +10,15 @@ need, is issue 26's next step.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.playground.broker import produce_messages
+from engine.playground.children import free_port
 from engine.playground.spark_cluster import StandaloneCluster
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
@@ -24,41 +27,74 @@ from tests.oracle import fold
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    folder = tmp_path_factory.mktemp("cluster")
+    with StandaloneCluster(folder, workers=2, cores=1, memory="1g") as started:
+        yield started
+
+
+def _with_master(config: Path, master: str) -> Path:
+    config.write_text(
+        config.read_text()
+        + f'[spark]\nmaster = "{master}"\n'
+        + '[spark.options]\n"spark.executor.memory" = "512m"\n'
+    )
+    return config
+
+
 def _executors(cluster: StandaloneCluster, n: int) -> list[Path]:
     """The executor folders worker ``n`` made (``app-*/<id>/``)."""
     return sorted(p for p in cluster.worker_dir(n).glob("app-*/*") if p.is_dir())
 
 
 def test_merges_on_a_two_worker_standalone_cluster(
-    broker, topic_prefix: str, tmp_path: Path
+    cluster: StandaloneCluster, broker, topic_prefix: str, tmp_path: Path
 ) -> None:
     messages = list(InventoryWorkload(seed=5, prefix=topic_prefix).events(12_000))
     topics = sorted({t for t, _, _ in messages})
     broker.create_topics(topics)
-    with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
-        target = tmp_path / "lake"
-        config = write_config(
-            tmp_path / "cdcctl.toml",
-            broker.bootstrap_servers,
-            f"^{re.escape(topic_prefix)}\\.",
-            target,
-            max_batch_events=3_000,
-        )
-        config.write_text(
-            config.read_text()
-            + f'[spark]\nmaster = "{cluster.url}"\n'
-            + '[spark.options]\n"spark.executor.memory" = "512m"\n'
-        )
-        half = len(messages) // 2
-        for part, upto in ((messages[:half], half), (messages[half:], len(messages))):
-            produce_messages(broker.bootstrap_servers, part)
-            run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
-            assert run.returncode == 0, run.stderr
-            counts = assert_replicas_match(target, fold(messages[:upto]))
-            assert sum(counts.values()) > 1_000
-        state = cluster.state()
-        apps = [a for a in state["completedapps"] if a["name"] == "cdcctl"]
-        assert len(apps) == 2, state["completedapps"]  # one application per run
-        # Each run had an executor on each worker: the merges ran there, not in the driver.
-        for n in (1, 2):
-            assert len(_executors(cluster, n)) == 2, (n, _executors(cluster, n))
+    target = tmp_path / "lake"
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        broker.bootstrap_servers,
+        f"^{re.escape(topic_prefix)}\\.",
+        target,
+        max_batch_events=3_000,
+    )
+    _with_master(config, cluster.url)
+    before = {n: len(_executors(cluster, n)) for n in (1, 2)}
+    apps = len(cluster.state()["completedapps"])
+    half = len(messages) // 2
+    for part, upto in ((messages[:half], half), (messages[half:], len(messages))):
+        produce_messages(broker.bootstrap_servers, part)
+        run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
+        assert run.returncode == 0, run.stderr
+        counts = assert_replicas_match(target, fold(messages[:upto]))
+        assert sum(counts.values()) > 1_000
+    # One application per run, each with an executor on each worker: the merges ran
+    # there, not in the driver.
+    assert len(cluster.state()["completedapps"]) == apps + 2
+    for n in (1, 2):
+        assert len(_executors(cluster, n)) == before[n] + 2, (n, _executors(cluster, n))
+
+
+def test_test_connection_asks_the_executors(cluster: StandaloneCluster, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
+    _with_master(config, cluster.url)
+    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    spark = checks["engine.spark"]
+    assert spark["status"] == "pass", spark
+    assert re.search(r"\d executors on .+ answered, run cdcctl \S+ and can write", spark["detail"])
+    assert str(tmp_path / "lake") in spark["detail"] and str(tmp_path / "work") in spark["detail"]
+
+
+def test_test_connection_without_a_master(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
+    _with_master(config, f"spark://127.0.0.1:{free_port()}")
+    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
+    spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["engine.spark"]
+    assert spark["status"] == "fail"
+    assert spark["detail"].startswith("cannot reach the Spark master spark://127.0.0.1:")
+    assert "start the cluster's master" in spark["fix"]
