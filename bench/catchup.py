@@ -42,6 +42,7 @@ shared VM single runs vary by ±15%. A benchmark, not a test: it asserts nothing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -103,8 +104,17 @@ def raw_consume(bootstrap: str, topics: list[str], expected: int) -> float:
 class PeakRss:
     """Samples the RSS of a process and all its descendants every 50 ms."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, cluster: list[int] | None = None) -> None:
         self.root = psutil.Process(pid)
+        #: A standalone cluster's daemons (``--cluster``): their trees (executor JVMs and
+        #: their Python workers) count as "cluster", their CPU from now on only.
+        self.cluster = [psutil.Process(p) for p in cluster or []]
+        self.cpu_before: dict[int, float] = {}
+        for daemon in self.cluster:
+            for p in [daemon, *daemon.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    t = p.cpu_times()
+                    self.cpu_before[p.pid] = t.user + t.system
         self.peak = 0
         self.breakdown: dict[str, int] = {}
         self.cpu: dict[int, tuple[str, float]] = {}
@@ -116,12 +126,19 @@ class PeakRss:
         while not self._stop.is_set():
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
+                in_cluster = set()
+                for daemon in self.cluster:
+                    tree = [daemon, *daemon.children(recursive=True)]
+                    in_cluster.update(p.pid for p in tree)
+                    procs += tree
                 total, parts = 0, {}
                 for p in procs:
                     try:
                         rss = p.memory_info().rss
                         name = (
-                            "jvm"
+                            "cluster"
+                            if p.pid in in_cluster
+                            else "jvm"
                             if p.name() == "java"
                             else ("driver" if p.pid == self.root.pid else "python workers")
                         )
@@ -131,7 +148,8 @@ class PeakRss:
                     parts[name] = parts.get(name, 0) + rss
                     try:
                         t = p.cpu_times()
-                        self.cpu[p.pid] = (name, t.user + t.system)
+                        used = t.user + t.system - self.cpu_before.get(p.pid, 0.0)
+                        self.cpu[p.pid] = (name, used)
                     except psutil.Error:
                         pass
                 if total > self.peak:
@@ -158,6 +176,14 @@ def main() -> None:
     ap.add_argument("--snapshot", action="store_true", help="an initial snapshot only (op r)")
     ap.add_argument("--profile", metavar="FILE", help="py-spy raw profile of the replicator")
     ap.add_argument("--spark-option", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="WORKERS",
+        help="run the merges on a Spark standalone cluster of WORKERS one-core workers "
+        "started for the run (engine/playground/spark_cluster.py) instead of local[2]",
+    )
     brokers.add_argument(ap)
     ap.add_argument(
         "--kafka-option",
@@ -202,6 +228,16 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         broker = stack.enter_context(brokers.broker(args.broker))
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         registry = stack.enter_context(SchemaRegistry()) if avro else None
+        cluster = None
+        spark_options = list(map(_option, args.spark_option))
+        if args.cluster:
+            from engine.playground.spark_cluster import StandaloneCluster
+
+            cluster = stack.enter_context(
+                StandaloneCluster(Path(tmp) / "cluster", workers=args.cluster, memory="2g")
+            )
+            spark_options += [("spark.master", cluster.url), ("spark.executor.memory", "1g")]
+            print(f"cluster:     {cluster.url}, {args.cluster} workers of 1 core")
         workload = InventoryWorkload(
             seed=1, prefix="bench", schemas=args.schemas or avro, notes=args.wide
         )
@@ -247,7 +283,7 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             + f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
             f'[replicator]\nmax_batch_events = {args.batch}\nwork_dir = "{Path(tmp) / "work"}"\n'
             + "[spark.options]\n"
-            + "".join(f'"{k}" = "{v}"\n' for k, v in map(_option, args.spark_option))
+            + "".join(f'"{k}" = "{v}"\n' for k, v in spark_options)
         )
         started = time.perf_counter()
         command = [sys.executable, "-m", "cdcctl", "start", "--config", str(config)]
@@ -262,7 +298,7 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             stderr=subprocess.PIPE,
             text=True,
         )
-        rss = PeakRss(proc.pid)
+        rss = PeakRss(proc.pid, cluster.pids if cluster is not None else None)
         stdout, stderr = proc.communicate()
         wall = time.perf_counter() - started
         peak = rss.stop()

@@ -53,6 +53,11 @@ class StandaloneCluster(Service):
             raise RuntimeError("the cluster is not running; call start() first")
         return f"spark://127.0.0.1:{self.port}"
 
+    @property
+    def pids(self) -> list[int]:
+        """The master's and the workers' processes (executors are their children)."""
+        return [p.pid for p in self._procs]
+
     def worker_dir(self, n: int) -> Path:
         """Worker ``n``'s work folder (1-based), where its executors run."""
         return self.folder / f"worker-{n}"
