@@ -26,6 +26,7 @@ from typing import Any
 
 from engine.errors import WriterLockError
 from engine.hudi import own_dir
+from engine.storage.lease import describe_holder, holder_ended
 
 log = logging.getLogger("cdcctl.lock")
 
@@ -44,30 +45,6 @@ def _holder(data: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return holder if isinstance(holder, dict) else {}
-
-
-def _describe(holder: dict[str, Any]) -> str:
-    if not holder:
-        return "another process"
-    return (
-        f"cdcctl pid {holder.get('pid', '?')} on host {holder.get('host', '?')} "
-        f"(since {holder.get('started', '?')})"
-    )
-
-
-def _ended(holder: dict[str, Any]) -> bool:
-    """Whether the holder's process is known to have ended: it ran on this host and no
-    process has its pid now. A pid that runs again (reused, or a holder that let go
-    without saying so) or one of another host is not called ended."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists, as another user's process
-        return False
-    return False
 
 
 def held(path: Path) -> bool:
@@ -111,7 +88,7 @@ class WriterLock:
             holder = _holder(os.pread(fd, 4096, 0))
             os.close(fd)
             raise WriterLockError(
-                f"{self.what} is being written by {_describe(holder)}",
+                f"{self.what} is being written by {describe_holder(holder)}",
                 hint=f"stop that replicator first; one replicator writes a target "
                 f"(lock: {self.path})",
             ) from None
@@ -124,8 +101,8 @@ class WriterLock:
             log.info(
                 "%s: taking over the lock of %s, %s",
                 self.what,
-                _describe(previous),
-                "which has ended" if _ended(previous) else "which no longer holds it",
+                describe_holder(previous),
+                "which has ended" if holder_ended(previous) else "which no longer holds it",
             )
         me = {
             "pid": os.getpid(),

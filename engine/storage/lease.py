@@ -68,22 +68,27 @@ def _me() -> dict[str, Any]:
     }
 
 
-def _describe(holder: dict[str, Any]) -> str:
+def describe_holder(holder: dict[str, Any]) -> str:
+    """A lock's or lease's holder for messages: pid, host and since when."""
+    if not holder:
+        return "another process"
     return (
         f"cdcctl pid {holder.get('pid', '?')} on host {holder.get('host', '?')} "
         f"(since {holder.get('started', '?')})"
     )
 
 
-def _ended_here(holder: dict[str, Any]) -> bool:
-    """The holder ran on this host and its process is gone (a crash we can see)."""
+def holder_ended(holder: dict[str, Any]) -> bool:
+    """Whether a holder's process is known to have ended: it ran on this host and no
+    process has its pid now. A pid that runs again (reused, or a holder that let go
+    without saying so) or one of another host is not called ended."""
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return False
     try:
         os.kill(holder["pid"], 0)
     except ProcessLookupError:
         return True
-    except PermissionError:
+    except OSError:  # it exists, as another user's process
         return False
     return False
 
@@ -181,7 +186,7 @@ class Lease:
             if seen is None:
                 continue  # changed under us
             current, info = seen
-            if not (current.released or _ended_here(current.holder)):
+            if not (current.released or holder_ended(current.holder)):
                 info = cls._watch(store, path, info, ttl, poll, what, current)
             state = LeaseState(current.epoch + 1, me, ttl, completing=current.completing)
             taken = store.replace(path, state.encode(), info.version)
@@ -219,7 +224,7 @@ class Lease:
             now = store.head(path)
             if now is None or now.version != info.version:
                 raise LeaseHeld(
-                    f"{what} is being written by {_describe(current.holder)} (it renewed "
+                    f"{what} is being written by {describe_holder(current.holder)} (it renewed "
                     "its lease while this replicator waited)",
                     hint=f"stop that replicator first; one replicator writes a table "
                     f"(lease: {store.url}/{path})",
@@ -256,13 +261,12 @@ class Lease:
                 raise self._lost
             written = self.store.replace(self.path, state.encode(), self.version)
             if written is None:
-                current = self.store.head(self.path)
                 holder = "another writer"
-                if current is not None:
-                    try:
-                        holder = _describe(LeaseState.decode(self.store.read(self.path)).holder)
-                    except (StorageError, FileNotFoundError):
-                        pass
+                try:
+                    taker = LeaseState.decode(self.store.read(self.path)).holder
+                    holder = describe_holder(taker)
+                except (StorageError, FileNotFoundError):
+                    pass
                 self._lost = LeaseLost(
                     f"the lease on {self.store.url}/{self.path} (epoch {self.state.epoch}) "
                     f"was taken over by {holder}: this replicator stalled longer than the "

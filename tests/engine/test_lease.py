@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from engine.playground.objectstore import S3Server
-from engine.storage import LocalStorage, S3Settings, Storage, open_storage
+from engine.storage import Storage, open_storage
 from engine.storage.lease import Lease, LeaseHeld, LeaseLost, LeaseState
+from tests.s3_support import local_or_s3, s3_settings
 from tests.waiting import wait_until
 
 LEASE = "t/.hoodie/.cdcctl/lease"
@@ -32,22 +32,9 @@ def s3() -> Iterator[S3Server]:
         yield server
 
 
-def _settings(server: S3Server, url: str) -> S3Settings:
-    return S3Settings(
-        url,
-        endpoint=server.endpoint,
-        region="us-east-1",
-        path_style=True,
-        access_key_id=SecretStr("cdcctl-test"),
-        secret_access_key=SecretStr("cdcctl-test"),
-    )
-
-
 @pytest.fixture(params=["local", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    if request.param == "local":
-        return LocalStorage(tmp_path / "target")
-    return open_storage(_settings(request.getfixturevalue("s3"), f"s3://lake/{tmp_path.name}"))
+    return local_or_s3(request, tmp_path)
 
 
 def _state(store: Storage) -> LeaseState:
@@ -152,7 +139,7 @@ def _child(server: S3Server, url: str, name: str, count: int, pause: float) -> s
 
 def test_writer_frozen_past_its_lease_commits_nothing_after(s3: S3Server, tmp_path: Path) -> None:
     url = f"s3://lake/{tmp_path.name}"
-    store = open_storage(_settings(s3, url))
+    store = open_storage(s3_settings(s3, url))
     a = _child(s3, url, "A", 1000, 0.05)
     lines: list[str] = []
 

@@ -13,15 +13,14 @@ from pydantic import SecretStr
 
 from engine.playground.objectstore import S3Server
 from engine.storage import (
-    LocalStorage,
     ObjectStorage,
     S3Settings,
     Storage,
     StorageError,
     is_object_url,
-    open_storage,
     split_url,
 )
+from tests.s3_support import local_or_s3, s3_settings
 
 
 @pytest.fixture(scope="module")
@@ -30,25 +29,9 @@ def s3() -> Iterator[S3Server]:
         yield server
 
 
-def settings(server: S3Server, url: str, **kw: object) -> S3Settings:
-    return S3Settings(
-        url,
-        endpoint=server.endpoint,
-        region="us-east-1",
-        path_style=True,
-        access_key_id=SecretStr("cdcctl-test"),
-        secret_access_key=SecretStr("cdcctl-test-secret"),
-        **kw,  # type: ignore[arg-type]
-    )
-
-
 @pytest.fixture(params=["local", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    if request.param == "local":
-        return LocalStorage(tmp_path / "target")
-    server = request.getfixturevalue("s3")
-    # A prefix of its own per test: the server lives for the module.
-    return open_storage(settings(server, f"s3://lake/{tmp_path.name}/lake"))
+    return local_or_s3(request, tmp_path)
 
 
 def test_write_read_list_delete(store: Storage) -> None:
@@ -158,7 +141,7 @@ def test_urls() -> None:
 
 
 def test_missing_bucket_is_a_clear_error(s3: S3Server) -> None:
-    store = ObjectStorage(settings(s3, "s3://no-such-bucket/x"), patient=False)
+    store = ObjectStorage(s3_settings(s3, "s3://no-such-bucket/x"), patient=False)
     for call in (lambda: store.list(), lambda: store.write("a", b"1"), lambda: store.read("a")):
         with pytest.raises(StorageError, match="bucket no-such-bucket does not exist") as err:
             call()
