@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -60,6 +61,14 @@ def _master_address(master: str) -> tuple[str, int] | None:
     return (match.group(1), int(match.group(2))) if match else None
 
 
+def _loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() in ("localhost", "localhost.localdomain")
+
+
 def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
     """On a standalone cluster: every executor that answers runs this cdcctl and can
     write the target and work folders at their paths here."""
@@ -108,6 +117,15 @@ def check_spark(cfg: Config) -> Check:
     log_path = cfg.work_path() / SPARK_LOG
     address = _master_address(cfg.spark.master)
     if address is not None:
+        driver = cfg.spark.options.get("spark.driver.host", "127.0.0.1")
+        if _loopback(driver) and not _loopback(address[0]):
+            return failed(
+                "engine.spark",
+                f"executors of {cfg.spark.master} on other machines cannot reach this driver "
+                f"at {driver} (spark.driver.host)",
+                'set [spark.options] "spark.driver.host" and "spark.driver.bindAddress" to '
+                "this machine's address the workers reach",
+            )
         try:
             socket.create_connection(address, timeout=5).close()
         except OSError as exc:

@@ -270,3 +270,23 @@ def test_modules_with_fork_hooks_are_imported_before_the_jvm_is_launched() -> No
     loaded, hooked = out.stdout.split()
     assert loaded == "True", "engine.spark.session must import concurrent.futures.thread"
     assert "concurrent.futures.thread" in hooked.split(",")
+
+
+def test_a_clusters_executors_get_the_engines_jvm_flags() -> None:
+    from engine.spark.session import JVM_OPTIONS, spark_settings
+
+    local = spark_settings("local[2]", "1g", {}, "-Dx=1")
+    assert "spark.executor.extraJavaOptions" not in local
+    assert local["spark.driver.extraJavaOptions"] == "-Dx=1"
+    for master, options in (
+        ("spark://10.0.0.5:7077", {}),
+        # spark.master given as an option wins over the [spark] master
+        ("local[2]", {"spark.master": "spark://10.0.0.5:7077"}),
+    ):
+        found = spark_settings(master, "1g", options, "-Dx=1")
+        assert found["spark.executor.extraJavaOptions"] == " ".join(JVM_OPTIONS)
+    mine = spark_settings(
+        "spark://h:7077", "1g", {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}, ""
+    )
+    # The user's flags come last, so they win.
+    assert mine["spark.executor.extraJavaOptions"] == " ".join([*JVM_OPTIONS, "-XX:+UseG1GC"])

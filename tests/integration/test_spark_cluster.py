@@ -77,6 +77,9 @@ def test_merges_on_a_two_worker_standalone_cluster(
     assert len(cluster.state()["completedapps"]) == apps + 2
     for n in (1, 2):
         assert len(_executors(cluster, n)) == before[n] + 2, (n, _executors(cluster, n))
+        # The executors run with the engine's JVM flags (C1 only, serial GC), as the driver.
+        launched = (_executors(cluster, n)[-1] / "stderr").read_text()
+        assert "-XX:TieredStopAtLevel=1" in launched and "-XX:+UseSerialGC" in launched
 
 
 def test_test_connection_asks_the_executors(cluster: StandaloneCluster, tmp_path: Path) -> None:
@@ -98,3 +101,13 @@ def test_test_connection_without_a_master(tmp_path: Path) -> None:
     assert spark["status"] == "fail"
     assert spark["detail"].startswith("cannot reach the Spark master spark://127.0.0.1:")
     assert "start the cluster's master" in spark["fix"]
+
+
+def test_test_connection_a_remote_master_needs_a_reachable_driver(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
+    _with_master(config, "spark://192.0.2.1:7077")  # TEST-NET-1: never reached
+    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
+    spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["engine.spark"]
+    assert spark["status"] == "fail"
+    assert "cannot reach this driver at 127.0.0.1 (spark.driver.host)" in spark["detail"]
+    assert '"spark.driver.host"' in spark["fix"]
