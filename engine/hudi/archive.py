@@ -35,7 +35,9 @@ import fastavro
 from engine.errors import HudiError
 from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
+from engine.hudi.layout import HOODIE_DIR
 from engine.hudi.log_file import HEADER_SCHEMA, _block, iter_blocks
+from engine.storage import Storage
 
 ARCHIVE_DIR = "archived"
 BLOCK_AVRO = 3
@@ -59,6 +61,17 @@ def archive_version(name: str) -> int | None:
 def archive_file_name(version: int) -> str:
     """``.commits_.archive.<version>_1-0-1``."""
     return f".commits_.archive.{version}_{WRITE_TOKEN}"
+
+
+def archives_in(store: Storage) -> list[tuple[int, str, int]]:
+    """:func:`list_archives` of a table's ``store`` (``.hoodie/archived``)."""
+    found = []
+    for info in store.entries(f"{HOODIE_DIR}/{ARCHIVE_DIR}"):
+        name = info.path.rsplit("/", 1)[-1]
+        version = archive_version(name)
+        if version is not None:
+            found.append((version, name, info.size))
+    return sorted(found)
 
 
 def list_archives(archived: Path) -> list[tuple[int, str, int]]:
@@ -195,13 +208,14 @@ class ArchivedEntry:
     record: dict[str, Any]
 
 
-def read_archive(path: Path) -> Iterator[ArchivedEntry]:
-    """The records of an archive file, each decoded with its block's writer schema.
+def read_archive(path: Path | str, data: bytes | None = None) -> Iterator[ArchivedEntry]:
+    """The records of an archive file (its ``data`` if read already), each decoded with
+    its block's writer schema.
 
     Raises:
         HudiError: If the file is not a log file of Avro data blocks.
     """
-    for block_type, header, content in iter_blocks(path):
+    for block_type, header, content in iter_blocks(path, data):
         if block_type != BLOCK_AVRO:
             raise HudiError(f"{path}: an archive holds Avro data blocks, found type {block_type}")
         writer = fastavro.parse_schema(json.loads(header[HEADER_SCHEMA]))

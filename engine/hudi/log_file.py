@@ -52,6 +52,7 @@ import pyarrow as pa
 from engine.errors import HudiError
 from engine.hudi import parquet
 from engine.hudi.avro_models import decode_delete_list, encode_delete_list
+from engine.storage import Storage
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
@@ -128,6 +129,48 @@ def log_instant(
             _INSTANTS.clear()
         _INSTANTS[key] = found
     return found
+
+
+def log_instant_in(store: Storage, name: str, parsed: LogFileName, size: int) -> str:
+    """:func:`log_instant` of a log file ``name`` in a table's ``store`` (one ranged read
+    of its first block's header, cached by name and size: log files never change)."""
+    if parsed.legacy_instant:
+        return parsed.legacy_instant
+    key = (f"{store.url}/{name}", 0, 0, size)
+    found = _INSTANTS.get(key)
+    if found is None:
+        head = store.read_range(name, 0, 4096)
+        found = _instant_from_header(head, f"{store.url}/{name}")
+        if found is None:  # a header longer than the first read: read it all
+            found = _instant_from_header(store.read(name), f"{store.url}/{name}")
+        if found is None:
+            raise HudiError(f"{store.url}/{name}: its first log block has no instant time")
+        if len(_INSTANTS) >= _INSTANTS_LIMIT:
+            _INSTANTS.clear()
+        _INSTANTS[key] = found
+    return found
+
+
+def _instant_from_header(data: bytes, where: str) -> str | None:
+    """The instant time of the first block's header in ``data`` (its start); None if
+    ``data`` ends before the header does."""
+    if len(data) < 26 or data[:6] != MAGIC:
+        if len(data) >= 6 and data[:6] != MAGIC:
+            raise HudiError(f"{where} is not a Hudi log file (no block magic)")
+        return None
+    (count,) = struct.unpack_from(">i", data, 22)
+    i = 26
+    for _ in range(count):
+        if i + 8 > len(data):
+            return None
+        key, length = struct.unpack_from(">ii", data, i)
+        i += 8
+        if i + length > len(data):
+            return None
+        if key == HEADER_INSTANT_TIME:
+            return data[i : i + length].decode("utf-8")
+        i += length
+    raise HudiError(f"{where}: its first log block has no instant time")
 
 
 def _read_instant_header(path: Path) -> str:
@@ -336,13 +379,17 @@ def _decode_own_delete_keys(buf: bytes) -> list[str] | None:
     return keys if buf[i:] == b"\x00" else None
 
 
-def iter_blocks(path: Path) -> Iterator[tuple[int, dict[int, str], bytes]]:
-    """Yield ``(block type, header, content)`` of every block of a log file.
+def iter_blocks(
+    path: Path | str, data: bytes | None = None
+) -> Iterator[tuple[int, dict[int, str], bytes]]:
+    """Yield ``(block type, header, content)`` of every block of a log file (its
+    ``data`` if the caller read it already; ``path`` then names it in errors).
 
     Raises:
         HudiError: If a block does not start with the log block magic.
     """
-    data = Path(path).read_bytes()
+    if data is None:
+        data = Path(path).read_bytes()
     i = 0
     while i < len(data):
         if data[i : i + 6] != MAGIC:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -29,9 +30,10 @@ from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import bucket_of_file_id
 from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
 from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
-from engine.hudi.log_file import LogFileName, log_instant
+from engine.hudi.log_file import LogFileName, log_instant, log_instant_in
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64
+from engine.storage import LocalStorage, Storage
 
 #: Entries kept by the per-table caches of parsed commit metadata and schemas.
 CACHE_ENTRIES = 256
@@ -40,11 +42,16 @@ CACHE_ENTRIES = 256
 class HudiView:
     """A non-partitioned, bucket-indexed Hudi COW or MOR table (version 6), read-only."""
 
-    def __init__(self, base_path: Path, properties: dict[str, str]) -> None:
+    def __init__(self, base_path: Path | Storage, properties: dict[str, str]) -> None:
         """Wrap an existing table; use :meth:`open` instead."""
-        self.base_path = Path(base_path)
+        if isinstance(base_path, Storage):
+            #: The table's files (a store rooted at the table's folder).
+            self.store: Storage = base_path
+            self._local = base_path.root if isinstance(base_path, LocalStorage) else None
+        else:
+            self._local = Path(base_path)
+            self.store = LocalStorage(self._local)
         self.properties = properties
-        self._hoodie = self.base_path / HOODIE_DIR
         # Completed commit files never change: their parsed JSON and schemas are cached,
         # the most recently used CACHE_ENTRIES of each.
         self._metadata_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -56,14 +63,33 @@ class HudiView:
         # Archive file name -> the (instant, action, state) it holds; read on demand.
         self._archive_index: dict[str, list[tuple[str, str, str]]] = {}
 
+    @property
+    def base_path(self) -> Path:
+        """The table's folder (a table on object storage has none: see :attr:`store`)."""
+        if self._local is None:
+            raise HudiError(
+                f"{self.store.url} is on object storage: its files are read through the "
+                "table's store, not as a local folder"
+            )
+        return self._local
+
+    @property
+    def _hoodie(self) -> Path:
+        return self.base_path / HOODIE_DIR
+
+    @property
+    def location(self) -> str:
+        """Where the table is, for messages: its folder or its ``s3://`` URL."""
+        return self.store.url
+
     # ----------------------------------------------------------------- open
 
     @classmethod
-    def open(cls, base_path: Path) -> Self:
+    def open(cls, base_path: Path | Storage) -> Self:
         """Open an existing table written by this module (or a compatible v6 writer).
 
         Args:
-            base_path: Table folder.
+            base_path: Table folder, or a store rooted at the table (object storage).
 
         Returns:
             The table.
@@ -71,13 +97,15 @@ class HudiView:
         Raises:
             HudiError: If there is no table or it is not a v6 COW/MOR table.
         """
-        base_path = Path(base_path)
-        path = base_path / HOODIE_DIR / PROPERTIES_FILE
+        store = base_path if isinstance(base_path, Storage) else LocalStorage(Path(base_path))
+        where = store.url
+        path = f"{where}/{HOODIE_DIR}/{PROPERTIES_FILE}"
         try:
-            props = parse_properties(path.read_text(encoding="utf-8"))
+            text = store.read(f"{HOODIE_DIR}/{PROPERTIES_FILE}").decode("utf-8")
+            props = parse_properties(text)
         except FileNotFoundError:
             raise HudiError(
-                f"{base_path} is not a Hudi table ({path} is missing)",
+                f"{where} is not a Hudi table ({path} is missing)",
                 "point the target at a table folder, or let cdcctl create the table",
             ) from None
         except (OSError, UnicodeDecodeError) as exc:
@@ -90,21 +118,21 @@ class HudiView:
         for key, want in expected.items():
             if props.get(key, "").upper() not in want:
                 raise HudiError(
-                    f"{base_path}: {key}={props.get(key)!r}, expected {' or '.join(want)}",
+                    f"{where}: {key}={props.get(key)!r}, expected {' or '.join(want)}",
                     "only non-partitioned Copy-on-Write or Merge-on-Read tables of version 6 "
                     "are supported",
                 )
         if not props.get(H.TABLE_NAME.value):
             raise HudiError(f"{path} has no {H.TABLE_NAME.value}")
         if props.get(H.PARTITION_FIELDS.value):
-            raise HudiError(
-                f"{base_path} is partitioned; only non-partitioned tables are supported"
-            )
-        return cls(base_path, props)
+            raise HudiError(f"{where} is partitioned; only non-partitioned tables are supported")
+        return cls(base_path if isinstance(base_path, Storage) else Path(base_path), props)
 
     @staticmethod
-    def exists(base_path: Path) -> bool:
+    def exists(base_path: Path | Storage) -> bool:
         """Return whether ``base_path`` holds a Hudi table (has ``hoodie.properties``)."""
+        if isinstance(base_path, Storage):
+            return base_path.head(f"{HOODIE_DIR}/{PROPERTIES_FILE}") is not None
         return (Path(base_path) / HOODIE_DIR / PROPERTIES_FILE).is_file()
 
     @staticmethod
@@ -149,7 +177,7 @@ class HudiView:
             o.BUCKET_NUM_KEY
         )
         if not value:
-            raise HudiError(f"{self.base_path}: the number of buckets is not recorded")
+            raise HudiError(f"{self.location}: the number of buckets is not recorded")
         return int(value)
 
     # ----------------------------------------------------------------- timeline
@@ -161,7 +189,11 @@ class HudiView:
         return tl.build(self._names)
 
     def _rescan(self) -> tl.Timeline:
-        timeline = tl.scan(self._hoodie)
+        if self._local is not None:
+            timeline = tl.scan(self._hoodie)
+        else:
+            tl.SCANS += 1
+            timeline = tl.build(o.path.rsplit("/", 1)[-1] for o in self.store.entries(HOODIE_DIR))
         self._names = {n for names in timeline.files.values() for n in names}
         return timeline
 
@@ -201,19 +233,19 @@ class HudiView:
             return cached
         meta = None
         for action in tl.WRITE_ACTIONS:
-            path = self._hoodie / f"{instant}.{action}"
+            name = f"{HOODIE_DIR}/{instant}.{action}"
             try:
-                meta = json.loads(path.read_bytes())
+                meta = json.loads(self.store.read(name))
             except FileNotFoundError:
                 continue
             except (OSError, ValueError) as exc:
-                raise HudiError(f"unreadable commit file {path}: {exc}") from exc
+                raise HudiError(f"unreadable commit file {self.location}/{name}: {exc}") from exc
             break
         if meta is None:
             # Archived: a live slice may still refer to it (its state or base instant).
             meta = self._archived_commit_metadata(instant)
         if meta is None:
-            raise HudiError(f"{self.base_path}: no completed instant {instant}")
+            raise HudiError(f"{self.location}: no completed instant {instant}")
         self._cache_metadata(instant, meta)
         return meta
 
@@ -286,8 +318,9 @@ class HudiView:
         return schema
 
     def base_file_path(self, file_name: str) -> Path:
-        """Return the absolute path of a base file of this (non-partitioned) table."""
-        return self.base_path / file_name
+        """Return the absolute path of a base file of this (non-partitioned) table; on
+        object storage, the name (its path in :attr:`store`)."""
+        return Path(file_name) if self._local is None else self._local / file_name
 
     # ----------------------------------------------------------------- file slices
 
@@ -297,24 +330,35 @@ class HudiView:
         """Return every base file ``(file_id, instant, name, size)`` and every log file
         ``(name parts, size, instant that wrote it)`` of the table."""
         bases, logs = [], []
-        with os.scandir(self.base_path) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.endswith(".parquet"):
-                    m = BASE_FILE_RE.match(name)
-                    if not m:
-                        # hudi-rs fails every read on such a file (section 5.3): say so here.
-                        raise HudiError(
-                            f"{self.base_path / name} is not a Hudi base file name",
-                            "remove or rename it: readers refuse tables with foreign parquet files",
-                        )
-                    bases.append((m.group(1), m.group(3), name, entry.stat().st_size))
-                elif ".log." in name:
-                    log = LogFileName.parse(name)
-                    if log is not None:
-                        st = entry.stat()
-                        written = log_instant(self.base_path / name, log, st)
-                        logs.append((log, st.st_size, written))
+        found: list[tuple[str, int, os.DirEntry[str] | None]]
+        if self._local is None:
+            found = [(o.path, o.size, None) for o in self.store.entries()]
+        else:
+            with os.scandir(self._local) as entries:
+                found = [(e.name, 0, e) for e in entries]
+        for name, size, entry in found:
+            if name.endswith(".parquet"):
+                m = BASE_FILE_RE.match(name)
+                if not m:
+                    # hudi-rs fails every read on such a file (section 5.3): say so here.
+                    raise HudiError(
+                        f"{self.location}/{name} is not a Hudi base file name",
+                        "remove or rename it: readers refuse tables with foreign parquet files",
+                    )
+                if entry is not None:
+                    size = entry.stat().st_size
+                bases.append((m.group(1), m.group(3), name, size))
+            elif ".log." in name:
+                log = LogFileName.parse(name)
+                if log is None:
+                    continue
+                if entry is not None:
+                    st = entry.stat()
+                    written = log_instant(self.base_path / name, log, st)
+                    size = st.st_size
+                else:
+                    written = log_instant_in(self.store, name, log, size)
+                logs.append((log, size, written))
         return bases, logs
 
     def _replaced_file_ids(self, timeline: tl.Timeline, upto: str | None = None) -> set[str]:
@@ -409,12 +453,12 @@ class HudiView:
 
     def _clean_metadata(self, instant: str) -> dict[str, Any]:
         """The ``HoodieCleanMetadata`` of a completed clean."""
-        data = (self._hoodie / f"{instant}.clean").read_bytes()
+        data = self.store.read(f"{HOODIE_DIR}/{instant}.clean")
         return am.deserialize_avro_metadata(data, am.CLEAN_METADATA)
 
     def _clean_plan(self, instant: str) -> dict[str, Any]:
         """The ``HoodieCleanerPlan`` of a clean (its requested file)."""
-        data = (self._hoodie / f"{instant}.clean.requested").read_bytes()
+        data = self.store.read(f"{HOODIE_DIR}/{instant}.clean.requested")
         return am.deserialize_avro_metadata(data, am.CLEANER_PLAN)
 
     def oldest_readable(self) -> str | None:
@@ -449,7 +493,7 @@ class HudiView:
             except FileNotFoundError:
                 continue  # archived since the listing: a newer clean stays active
             except (OSError, ValueError) as exc:
-                raise HudiError(f"{self.base_path}: unreadable clean {instant}: {exc}") from exc
+                raise HudiError(f"{self.location}: unreadable clean {instant}: {exc}") from exc
             if retained and retained > oldest:
                 oldest, policy = retained, used
         return oldest, policy
@@ -458,25 +502,26 @@ class HudiView:
 
     def has_archive(self) -> bool:
         """Whether instants were archived (``.hoodie/archived`` holds files)."""
-        archived = self._hoodie / ar.ARCHIVE_DIR
-        return archived.is_dir() and any(archived.iterdir())
+        return bool(self.store.entries(f"{HOODIE_DIR}/{ar.ARCHIVE_DIR}"))
+
+    def _read_archive(self, name: str) -> Iterator[ar.ArchivedEntry]:
+        path = f"{HOODIE_DIR}/{ar.ARCHIVE_DIR}/{name}"
+        return ar.read_archive(f"{self.location}/{path}", self.store.read(path))
 
     def _archive_entries(self, name: str) -> list[tuple[str, str, str]]:
         found = self._archive_index.get(name)
         if found is None:
-            path = self._hoodie / ar.ARCHIVE_DIR / name
-            found = [(e.instant, e.action, e.state) for e in ar.read_archive(path)]
+            found = [(e.instant, e.action, e.state) for e in self._read_archive(name)]
             self._archive_index[name] = found
         return found
 
     def _archived_commit_metadata(self, instant: str) -> dict[str, Any] | None:
         """The commit metadata of an archived completed write instant (None if absent)."""
-        archived = self._hoodie / ar.ARCHIVE_DIR
-        for _, name, _ in reversed(ar.list_archives(archived)):
+        for _, name, _ in reversed(ar.archives_in(self.store)):
             entries = self._archive_entries(name)
             if not any(t == instant and st == tl.COMPLETED for t, _, st in entries):
                 continue
-            for entry in ar.read_archive(archived / name):
+            for entry in self._read_archive(name):
                 if entry.instant != instant or entry.state != tl.COMPLETED:
                     continue
                 record = entry.record

@@ -55,6 +55,10 @@ class Storage(ABC):
     url: str
 
     @abstractmethod
+    def under(self, folder: str) -> Storage:
+        """The same store rooted at ``folder`` (a table's folder within a target)."""
+
+    @abstractmethod
     def read(self, path: str) -> bytes:
         """The whole object.
 
@@ -79,6 +83,19 @@ class Storage(ABC):
     @abstractmethod
     def head(self, path: str) -> ObjectInfo | None:
         """The object's size, time and version; None if there is none."""
+
+    @abstractmethod
+    def entries(self, folder: str = "") -> list[ObjectInfo]:
+        """The objects directly in ``folder`` (not in its subfolders), in name order;
+        their paths are relative to the root. A missing folder has none."""
+
+    @abstractmethod
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start`` (fewer at the end of the object).
+
+        Raises:
+            FileNotFoundError: There is no object at ``path``.
+        """
 
     @abstractmethod
     def list(self, prefix: str = "") -> list[ObjectInfo]:

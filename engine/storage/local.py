@@ -29,6 +29,9 @@ class LocalStorage(Storage):
         self.root = Path(root)
         self.url = str(self.root)
 
+    def under(self, folder: str) -> LocalStorage:
+        return LocalStorage(self._file(folder))
+
     def _file(self, path: str) -> Path:
         return self.root / check_path(path)
 
@@ -87,6 +90,31 @@ class LocalStorage(Storage):
             return self._info(path, self._file(path).stat())
         except FileNotFoundError:
             return None
+
+    def entries(self, folder: str = "") -> list[ObjectInfo]:
+        top = self._file(folder) if folder else self.root
+        out = []
+        try:
+            with os.scandir(top) as found:
+                for entry in found:
+                    if entry.name.startswith(".") and entry.name.endswith((".tmp", ".lock")):
+                        continue
+                    try:
+                        if not entry.is_file():
+                            continue
+                        st = entry.stat()
+                    except FileNotFoundError:
+                        continue
+                    path = f"{folder}/{entry.name}" if folder else entry.name
+                    out.append(self._info(path, st))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(out, key=lambda o: o.path)
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        with open(self._file(path), "rb") as f:
+            f.seek(start)
+            return f.read(length)
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         top = self._file(prefix) if prefix else self.root

@@ -20,7 +20,7 @@ message without the request's headers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,6 +109,7 @@ class ObjectStorage(Storage):
             for up to 5 s (the checks, which should answer quickly).
         """
         bucket, prefix = split_url(settings.url)
+        self.settings, self.patient = settings, patient
         self.url = settings.url.rstrip("/")
         self.bucket, self.prefix = bucket, prefix
         options: dict[str, Any] = {"connect_timeout": "5s", "timeout": "60s"}
@@ -139,6 +140,10 @@ class ObjectStorage(Storage):
                 f"cannot use {self.url}: {_first_line(exc)}",
                 hint="check target.path and [target.s3] (endpoint, region)",
             ) from None
+
+    def under(self, folder: str) -> ObjectStorage:
+        url = f"{self.url}/{check_path(folder)}"
+        return ObjectStorage(replace(self.settings, url=url), patient=self.patient)
 
     def _failed(self, exc: BaseException, what: str, path: str) -> StorageError:
         where = f"{self.url}/{path}" if path else self.url
@@ -218,6 +223,29 @@ class ObjectStorage(Storage):
             if "NoSuchBucket" in str(exc):
                 raise self._failed(exc, "reading", path) from None
             return None
+        except _ERRORS as exc:
+            raise self._failed(exc, "reading", path) from None
+
+    def entries(self, folder: str = "") -> list[ObjectInfo]:
+        try:
+            found = obstore.list_with_delimiter(self._store, check_path(folder) if folder else None)
+        except _ERRORS as exc:
+            raise self._failed(exc, "listing", folder) from None
+        return sorted((self._info(m["path"], m) for m in found["objects"]), key=lambda o: o.path)
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        head = self.head(path)
+        if head is None:
+            raise FileNotFoundError(f"{self.url}/{path}")
+        end = min(start + length, head.size)
+        if end <= start:
+            return b""
+        try:
+            return bytes(obstore.get_range(self._store, check_path(path), start=start, end=end))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.url}/{path}") from None
         except _ERRORS as exc:
             raise self._failed(exc, "reading", path) from None
 

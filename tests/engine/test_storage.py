@@ -161,3 +161,28 @@ def test_unreachable_endpoint_is_a_clear_error(s3: S3Server) -> None:
         ObjectStorage(dead, patient=False).list()
     assert "cdcctl-test-secret" not in str(err.value)
     assert "target.s3.endpoint" in err.value.hint
+
+
+def test_entries_and_ranges(store: Storage) -> None:
+    for path in ("t/.hoodie/a.commit", "t/.hoodie/b.commit", "t/.hoodie/archived/x", "t/f"):
+        store.write(path, b"0123456789")
+    assert [o.path for o in store.entries("t/.hoodie")] == [
+        "t/.hoodie/a.commit",
+        "t/.hoodie/b.commit",
+    ]
+    assert [(o.path, o.size) for o in store.entries("t")] == [("t/f", 10)]
+    assert store.entries("nothing/here") == []
+    assert store.read_range("t/f", 2, 3) == b"234"
+    assert store.read_range("t/f", 8, 10) == b"89"
+    with pytest.raises(FileNotFoundError):
+        store.read_range("t/missing", 0, 4)
+
+
+def test_under_a_folder(store: Storage) -> None:
+    store.write("t/.hoodie/hoodie.properties", b"p")
+    table = store.under("t")
+    assert table.url == f"{store.url}/t"
+    assert table.read(".hoodie/hoodie.properties") == b"p"
+    assert [o.path for o in table.entries(".hoodie")] == [".hoodie/hoodie.properties"]
+    with pytest.raises(ValueError, match="inside the target"):
+        store.under("../elsewhere")
