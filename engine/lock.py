@@ -26,7 +26,7 @@ from typing import Any
 
 from engine.errors import WriterLockError
 from engine.hudi import own_dir
-from engine.storage.lease import describe_holder, holder_ended
+from engine.storage.lease import PIDNS, describe_holder, holder_ended
 
 log = logging.getLogger("cdcctl.lock")
 
@@ -107,6 +107,7 @@ class WriterLock:
         me = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
+            "pidns": PIDNS,
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         os.ftruncate(fd, 0)

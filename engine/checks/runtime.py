@@ -6,8 +6,12 @@ import ipaddress
 import os
 import re
 import socket
+import threading
 import time
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -39,13 +43,28 @@ def _package_version() -> str:
         return "unknown"
 
 
-def _executor_probe(folders: list[str]) -> Iterator[dict[str, Any]]:
-    """Run on an executor: where it runs, its cdcctl, and whether it can write each
-    folder the merge tasks use (``None``: it can; else why not)."""
-    problems = {}
-    for folder in folders:
-        problem = folder_problem(Path(folder))
-        problems[folder] = None if problem is None else problem[0]
+#: Seconds the executors have to answer (they start on the first task).
+EXECUTOR_WAIT_S = 15.0
+#: The probe file the driver leaves in each folder for the executors to find.
+PROBE_NAME = ".cdcctl-executor-probe"
+
+
+def _executor_probe(folders: dict[str, str | None]) -> Iterator[dict[str, Any]]:
+    """Run on an executor: where it runs, its cdcctl, and for each folder the merge
+    tasks use whether it sees the driver's probe file there (the same folder, not one of
+    its own at the same path) and can write it (``None``: yes; else why not)."""
+    problems: dict[str, str | None] = {}
+    for folder, token in folders.items():
+        found = folder_problem(Path(folder))
+        problem = None if found is None else found[0]
+        if problem is None and token is not None:
+            try:
+                seen: str | None = (Path(folder) / PROBE_NAME).read_text()
+            except OSError:
+                seen = None
+            if seen != token:
+                problem = f"{folder} here is not the driver's (its probe file is not there)"
+        problems[folder] = problem
     yield {
         "host": socket.gethostname(),
         "executor": os.environ.get("SPARK_EXECUTOR_ID") or f"pid {os.getpid()}",
@@ -72,15 +91,43 @@ def _loopback(host: str) -> bool:
 def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
     """On a standalone cluster: every executor that answers runs this cdcctl and can
     write the target and work folders at their paths here."""
-    folders = [str(cfg.work_path())]
+    paths = [cfg.work_path()]
     if not cfg.target_on_object_storage():
-        folders.insert(0, str(cfg.target_path()))
+        paths.insert(0, cfg.target_path())
+    folders: dict[str, str | None] = {}
+    for path in paths:
+        folders[str(path)] = None  # not there yet: created by start, nothing to compare
+        if path.is_dir():
+            token = uuid.uuid4().hex
+            try:
+                (path / PROBE_NAME).write_text(token)
+                folders[str(path)] = token
+            except OSError:
+                pass  # the folder checks say why
     slots = max(int(context.defaultParallelism), 1)
-    found = (
-        context.parallelize(range(slots), slots)
-        .mapPartitions(lambda _: _executor_probe(folders))
-        .collect()
-    )
+    job = context.parallelize(range(slots), slots).mapPartitions(lambda _: _executor_probe(folders))
+    answer: Future[list[dict[str, Any]]] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(job.collect())
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            answer.set_exception(exc)
+
+    threading.Thread(target=run, name="check-executors", daemon=True).start()
+    try:
+        found = answer.result(timeout=EXECUTOR_WAIT_S)
+    except FutureTimeout:
+        context.cancelAllJobs()
+        return failed(
+            "engine.spark",
+            f"{cfg.spark.master} started, but no executor ran a task within {EXECUTOR_WAIT_S:g} s",
+            "the cluster has no free cores or not enough memory for this application: see "
+            "its master's page; lower spark.executor.memory or free a worker",
+        )
+    finally:
+        for path in paths:
+            (path / PROBE_NAME).unlink(missing_ok=True)
     executors = {(f["host"], f["executor"]): f for f in found}
     here = _package_version()
     for (host, executor), f in sorted(executors.items()):

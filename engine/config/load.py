@@ -123,6 +123,11 @@ def _path_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     }
     problems = []
     for key, value in folders.items():
+        if key == "replicator.work_dir" and isinstance(value, str) and "://" in value:
+            problems.append(
+                (key, f"{value!r} is a URL: the work folder is local", "set a local folder")
+            )
+            continue
         if isinstance(value, str) and value and not is_object_url(value):
             problem = folder_problem((base / value).resolve())
             if problem is not None:

@@ -116,6 +116,11 @@ class TargetConfig(Section):
     @classmethod
     def _path(cls, value: str) -> str:
         if is_object_url(value):
+            if "@" in value.split("/", 3)[2]:
+                raise ValueError(
+                    "credentials must not be in target.path: set [target.s3] access_key_id "
+                    "and secret_access_key as references"
+                )
             try:
                 split_url(value)
             except ValueError:

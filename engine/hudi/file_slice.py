@@ -79,7 +79,8 @@ class FileSlice:
 
     file_id: str
     instant: str
-    path: Path
+    #: The base file (None on object storage: ``file_name`` in the table's store).
+    path: Path | None
     file_name: str
     log_files: tuple[str, ...] = ()
     latest_instant: str = ""

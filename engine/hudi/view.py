@@ -318,9 +318,8 @@ class HudiView:
         return schema
 
     def base_file_path(self, file_name: str) -> Path:
-        """Return the absolute path of a base file of this (non-partitioned) table; on
-        object storage, the name (its path in :attr:`store`)."""
-        return Path(file_name) if self._local is None else self._local / file_name
+        """Return the absolute path of a base file of this (non-partitioned) table."""
+        return self.base_path / file_name
 
     # ----------------------------------------------------------------- file slices
 
@@ -440,7 +439,7 @@ class HudiView:
             result[bucket] = FileSlice(
                 file_id,
                 instant,
-                self.base_file_path(name),
+                None if self._local is None else self._local / name,
                 name,
                 log_files=tuple(log.name for log, _, _ in own),
                 latest_instant=max([instant, *(written for _, _, written in own)]),

@@ -153,9 +153,12 @@ def spark_settings(
         # flags (not the driver's class archive, a file of this machine). A catch-up of
         # 1M events on two one-core workers: 54-56k -> 67-69k events/s, the cluster's CPU
         # 17.3-18.3 -> 11.5-11.8 s (docs/performance.md).
-        settings["spark.executor.extraJavaOptions"] = " ".join(
-            [*JVM_OPTIONS, options.get("spark.executor.extraJavaOptions", "")]
-        ).strip()
+        mine = options.get("spark.executor.extraJavaOptions", "")
+        # A collector of the user's replaces ours (two would stop the JVM at start).
+        ours = [
+            f for f in JVM_OPTIONS if not (f.endswith("GC") and re.search(r"-XX:\+Use\w+GC", mine))
+        ]
+        settings["spark.executor.extraJavaOptions"] = " ".join([*ours, mine]).strip()
     return settings
 
 

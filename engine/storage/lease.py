@@ -59,9 +59,23 @@ class LeaseLost(WriterLockError):
     """This writer's lease was taken over: it must stop writing (nothing was committed)."""
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (``pid:[4026531836]``), which tells two containers
+    that share a host name apart; empty where it cannot be read."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+#: This process's PID namespace (recorded by lock and lease holders).
+PIDNS = _pid_namespace()
+
+
 def _me() -> dict[str, Any]:
     return {
         "host": socket.gethostname(),
+        "pidns": PIDNS,
         "pid": os.getpid(),
         "run": uuid.uuid4().hex[:12],
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -84,6 +98,8 @@ def holder_ended(holder: dict[str, Any]) -> bool:
     without saying so) or one of another host is not called ended."""
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return False
+    if holder.get("pidns", PIDNS) != PIDNS:
+        return False  # another container with this host name: its processes are not ours
     try:
         os.kill(holder["pid"], 0)
     except ProcessLookupError:
@@ -187,7 +203,8 @@ class Lease:
                 continue  # changed under us
             current, info = seen
             if not (current.released or holder_ended(current.holder)):
-                info = cls._watch(store, path, info, ttl, poll, what, current)
+                if not cls._silent(store, path, info, ttl, poll, what, current):
+                    continue  # released or gone meanwhile: look again
             state = LeaseState(current.epoch + 1, me, ttl, completing=current.completing)
             taken = store.replace(path, state.encode(), info.version)
             if taken is None:
@@ -207,8 +224,9 @@ class Lease:
             return None
         return LeaseState.decode(data), info
 
-    @staticmethod
-    def _watch(
+    @classmethod
+    def _silent(
+        cls,
         store: Storage,
         path: str,
         info: ObjectInfo,
@@ -216,20 +234,27 @@ class Lease:
         poll: float,
         what: str,
         current: LeaseState,
-    ) -> ObjectInfo:
-        """Wait ``max(ttl, the holder's ttl)`` seconds; LeaseHeld if the lease changed."""
+    ) -> bool:
+        """Watch the lease ``max(ttl, the holder's ttl)`` seconds: True if it stayed as
+        it was (its holder is presumed dead), False if it was released or deleted
+        meanwhile (look again); LeaseHeld if its holder renewed it."""
         deadline = time.monotonic() + max(ttl, current.ttl)
         while time.monotonic() < deadline:
             time.sleep(poll)
             now = store.head(path)
-            if now is None or now.version != info.version:
+            if now is None:
+                return False
+            if now.version != info.version:
+                seen = cls._read(store, path, now)
+                if seen is None or seen[0].released or seen[0].epoch != current.epoch:
+                    return False
                 raise LeaseHeld(
                     f"{what} is being written by {describe_holder(current.holder)} (it renewed "
                     "its lease while this replicator waited)",
                     hint=f"stop that replicator first; one replicator writes a table "
                     f"(lease: {store.url}/{path})",
                 )
-        return info
+        return True
 
     def _roll_forward(self) -> None:
         """Create the completed file a previous holder committed but did not create."""
@@ -260,6 +285,10 @@ class Lease:
             if self._lost is not None:
                 raise self._lost
             written = self.store.replace(self.path, state.encode(), self.version)
+            if written is None and self._adopt_own_write():
+                # An earlier request of ours landed though its answer was lost (a
+                # timeout): the lease is still ours, at the version that write made.
+                written = self.store.replace(self.path, state.encode(), self.version)
             if written is None:
                 holder = "another writer"
                 try:
@@ -277,10 +306,32 @@ class Lease:
                 raise self._lost
             self.state, self.version = state, written.version
 
+    def _adopt_own_write(self) -> bool:
+        """Whether the lease as stored is still this holder's (same run and epoch, a
+        later beat): then take its version as ours."""
+        head = self.store.head(self.path)
+        if head is None:
+            return False
+        seen = self._read(self.store, self.path, head)
+        if seen is None:
+            return False
+        stored, info = seen
+        if (
+            stored.holder.get("run") == self.state.holder.get("run")
+            and stored.epoch == self.state.epoch
+            and not stored.released
+            and stored.beats > self.state.beats
+        ):
+            self.state, self.version = stored, info.version
+            return True
+        return False
+
     def renew(self) -> None:
         """Show this holder is alive (LeaseLost if it was taken over)."""
         s = self.state
-        self._cas(LeaseState(s.epoch, s.holder, s.ttl, completing=None, beats=s.beats + 1))
+        # The commit record stays until the next commit replaces it: a renewal between a
+        # commit's swap and its create must not hide that commit from a taker.
+        self._cas(LeaseState(s.epoch, s.holder, s.ttl, completing=s.completing, beats=s.beats + 1))
 
     def commit(self, completed: str, content: bytes, staged: str) -> ObjectInfo:
         """Commit: stage ``content``, decide by the lease's CAS, then create ``completed``.
@@ -298,7 +349,8 @@ class Lease:
                 LeaseState(s.epoch, s.holder, s.ttl, completing=completing, beats=s.beats + 1)
             )
         except LeaseLost:
-            self.store.delete(staged)
+            if not self._named_by_lease(staged):
+                self.store.delete(staged)
             raise
         made = self.store.create(completed, content)
         if made is None:
@@ -312,6 +364,15 @@ class Lease:
             assert made is not None
         self.store.delete(staged)
         return made
+
+    def _named_by_lease(self, staged: str) -> bool:
+        """Whether the lease as stored records ``staged`` as a commit to complete (a
+        taker will create that commit from it)."""
+        try:
+            stored = LeaseState.decode(self.store.read(self.path))
+        except (FileNotFoundError, StorageError):
+            return True  # unknown: keep it (a stray staged copy costs nothing)
+        return (stored.completing or {}).get("staged") == staged
 
     def keep_alive(self) -> None:
         """Renew every ``ttl / 3`` seconds in a daemon thread until :meth:`release`."""

@@ -61,6 +61,9 @@ def split_url(url: str) -> tuple[str, str]:
     if not is_object_url(url):
         raise ValueError(f"not an s3:// URL: {url!r}")
     parts = urlsplit(url)
+    if "@" in parts.netloc:
+        # Never echo it: what precedes the @ may be a key.
+        raise ValueError("credentials must not be in an s3:// URL: use [target.s3] references")
     if parts.query or parts.fragment or not parts.netloc:
         raise ValueError(f"expected s3://BUCKET/PREFIX, not {url!r}")
     prefix = parts.path.strip("/")

@@ -313,6 +313,16 @@ secret_access_key = "${file:secret}"
             "go together",
         ),
         (
+            'path = "s3://AKIAKEY:cdcctl-secret-in-url@lake/x"',
+            "target.path",
+            "credentials must not be in target.path",
+        ),
+        (
+            'path = "s3://lake"\n[replicator]\nwork_dir = "s3://lake/work"',
+            "replicator.work_dir",
+            "the work folder is local",
+        ),
+        (
             'path = "s3://lake"\n[target.s3]\nendpoint = "http://k:s@minio:9000"',
             "target.s3.endpoint",
             "credentials must not be in the URL",
@@ -325,3 +335,4 @@ def test_object_storage_target_refused(tmp_path: Path, target: str, key: str, sa
         load_config(path)
     problems = {k: message for k, message, _ in info.value.problems}
     assert key in problems and says in problems[key], problems
+    assert "cdcctl-secret-in-url" not in str(info.value)

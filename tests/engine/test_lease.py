@@ -156,6 +156,7 @@ def test_writer_frozen_past_its_lease_commits_nothing_after(s3: S3Server, tmp_pa
             timeout=60,
         )
         a.send_signal(signal.SIGSTOP)
+        time.sleep(0.5)  # the reader thread takes what A printed before it froze
         frozen = [x.split()[1] for x in lines if x.startswith("committed")]
         b = _child(s3, url, "B", 3, 0.0)
         out, err = b.communicate(timeout=120)
@@ -187,3 +188,69 @@ def test_writer_frozen_past_its_lease_commits_nothing_after(s3: S3Server, tmp_pa
     assert max(a_instants) < min(b_instants)
     assert [o.path for o in store.list("t/.hoodie/.temp")] == []
     assert _state(store).epoch == 2 and _state(store).released
+
+
+def test_a_renewal_between_a_commits_swap_and_its_create_keeps_the_record(
+    store: Storage,
+) -> None:
+    first = Lease.acquire(store, LEASE, "table t", ttl=TTL)
+    store.write("t/.hoodie/.temp/006", b"decided")
+    s = first.state
+    first._cas(  # noqa: SLF001 - Lease.commit's swap, as in the test above
+        LeaseState(s.epoch, s.holder, s.ttl, completing={
+            "path": "t/.hoodie/006.commit", "staged": "t/.hoodie/.temp/006"
+        }, beats=s.beats + 1)
+    )  # fmt: skip
+    first.renew()  # the keep-alive thread fires before the create; then the writer dies
+    assert _state(store).completing == {
+        "path": "t/.hoodie/006.commit",
+        "staged": "t/.hoodie/.temp/006",
+    }
+    second = Lease.acquire(store, LEASE, "table t", ttl=TTL)
+    assert store.read("t/.hoodie/006.commit") == b"decided"
+    second.release()
+
+
+def test_a_swap_whose_answer_was_lost_is_still_ours(store: Storage) -> None:
+    lease = Lease.acquire(store, LEASE, "table t", ttl=TTL)
+    s = lease.state
+    # The request reached the store, its answer did not (a timeout): the lease moved on
+    # with our own next state while this holder still has the old version.
+    landed = LeaseState(s.epoch, s.holder, s.ttl, beats=s.beats + 1)
+    assert store.replace(LEASE, landed.encode(), lease.version) is not None
+    lease.renew()  # not "taken over": it is ours
+    lease.commit("t/.hoodie/007.commit", b"mine", "t/.hoodie/.temp/007")
+    assert store.read("t/.hoodie/007.commit") == b"mine"
+    assert _state(store).epoch == 1
+    lease.release()
+
+
+def test_a_lease_released_while_watched_is_taken_at_once(store: Storage) -> None:
+    first = Lease.acquire(store, LEASE, "table t", ttl=3.0)
+    taken: list[object] = []
+
+    def take() -> None:
+        try:
+            taken.append(Lease.acquire(store, LEASE, "table t", ttl=3.0, poll=0.05))
+        except LeaseHeld as exc:
+            taken.append(exc)
+
+    started = time.monotonic()
+    waiter = threading.Thread(target=take)
+    waiter.start()
+    time.sleep(0.5)
+    first.release()  # a clean stop while the next replicator waits: no refusal, no wait
+    waiter.join(timeout=10)
+    assert isinstance(taken[0], Lease) and taken[0].epoch == 2, taken
+    assert time.monotonic() - started < 2.5
+    taken[0].release()
+
+
+def test_a_holder_in_another_pid_namespace_is_not_called_ended() -> None:
+    import socket
+
+    from engine.storage.lease import PIDNS, holder_ended
+
+    dead = {"host": socket.gethostname(), "pid": 2**22 + 12345}
+    assert holder_ended(dead) and holder_ended({**dead, "pidns": PIDNS})
+    assert not holder_ended({**dead, "pidns": "pid:[1]"})  # a container with our host name

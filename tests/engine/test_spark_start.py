@@ -288,5 +288,9 @@ def test_a_clusters_executors_get_the_engines_jvm_flags() -> None:
     mine = spark_settings(
         "spark://h:7077", "1g", {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}, ""
     )
-    # The user's flags come last, so they win.
-    assert mine["spark.executor.extraJavaOptions"] == " ".join([*JVM_OPTIONS, "-XX:+UseG1GC"])
+    # The user's collector replaces ours (the JVM refuses two); the rest stay first.
+    assert mine["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseG1GC"
+    other = spark_settings(
+        "spark://h:7077", "1g", {"spark.executor.extraJavaOptions": "-Xss4m"}, ""
+    )
+    assert other["spark.executor.extraJavaOptions"] == " ".join([*JVM_OPTIONS, "-Xss4m"])

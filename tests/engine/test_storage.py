@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from engine.playground.objectstore import S3Server
 from engine.storage import (
+    LocalStorage,
     ObjectStorage,
     S3Settings,
     Storage,
@@ -67,8 +68,11 @@ def test_create_only_if_absent(store: Storage) -> None:
     assert first is not None and first.size == 5
     assert store.create("t/.hoodie/001.commit", b"second") is None
     assert store.read("t/.hoodie/001.commit") == b"first"
-    # No temporary file is left beside it, on either store.
+    # No temporary file is left beside it, on either store (a folder's listing hides
+    # its own temporary names, so that one is looked at directly).
     assert [o.path for o in store.list("t")] == ["t/.hoodie/001.commit"]
+    if isinstance(store, LocalStorage):
+        assert sorted(p.name for p in (store.root / "t/.hoodie").iterdir()) == ["001.commit"]
 
 
 def test_concurrent_creators_one_wins(store: Storage) -> None:

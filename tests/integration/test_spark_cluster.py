@@ -111,3 +111,19 @@ def test_test_connection_a_remote_master_needs_a_reachable_driver(tmp_path: Path
     assert spark["status"] == "fail"
     assert "cannot reach this driver at 127.0.0.1 (spark.driver.host)" in spark["detail"]
     assert '"spark.driver.host"' in spark["fix"]
+
+
+def test_test_connection_a_cluster_without_room_for_an_executor(
+    cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
+    config.write_text(
+        config.read_text()
+        + f'[spark]\nmaster = "{cluster.url}"\n'
+        + '[spark.options]\n"spark.executor.memory" = "64g"\n'  # the workers have 1g each
+    )
+    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
+    spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["engine.spark"]
+    assert spark["status"] == "fail", spark
+    assert "but no executor ran a task within 15 s" in spark["detail"]
+    assert "spark.executor.memory" in spark["fix"]
