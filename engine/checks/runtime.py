@@ -142,7 +142,7 @@ def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
             if problem is not None:
                 return failed(
                     "engine.spark",
-                    f"{where} cannot write {folder}: {problem}",
+                    f"{where} cannot use {folder}: {problem}",
                     "the merge tasks read and write the target and work folders at the same "
                     "paths on every worker: mount them there (docs/guide/operating.md#spark-"
                     "cluster)",
@@ -151,7 +151,7 @@ def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
     return passed(
         "engine.spark",
         f"{cfg.spark.master} started in {booted:.1f} s; {len(executors)} executors on "
-        f"{', '.join(hosts)} answered, run cdcctl {here} and can write "
+        f"{', '.join(hosts)} answered, run cdcctl {here} and see and can write "
         f"{' and '.join(folders)}",
     )
 

@@ -89,7 +89,8 @@ def test_test_connection_asks_the_executors(cluster: StandaloneCluster, tmp_path
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     spark = checks["engine.spark"]
     assert spark["status"] == "pass", spark
-    assert re.search(r"\d executors on .+ answered, run cdcctl \S+ and can write", spark["detail"])
+    answered = r"\d executors on .+ answered, run cdcctl \S+ and see and can write"
+    assert re.search(answered, spark["detail"])
     assert str(tmp_path / "lake") in spark["detail"] and str(tmp_path / "work") in spark["detail"]
 
 
