@@ -29,6 +29,9 @@ import pytest
 from hypothesis import settings
 
 from engine.playground.broker import EmbeddedBroker
+from engine.playground.objectstore import S3Server
+from engine.storage import Storage
+from tests.s3_support import local_or_s3
 
 # Hypothesis judges correctness here, not speed (speed lives in bench/): no per-example
 # deadline, which a loaded 2-core machine exceeds on large examples (a flaky failure that
@@ -102,6 +105,20 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield embedded
     finally:
         embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """moto's S3 server with the bucket ``lake``, shared by the session (each test keeps
+    to a prefix of its own)."""
+    with S3Server(bucket="lake") as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    """A target store, once a folder and once a prefix in the ``s3`` server's bucket."""
+    return local_or_s3(request, tmp_path)
 
 
 @pytest.fixture

@@ -168,6 +168,11 @@ class ObjectStorage(Storage):
             hint="check target.s3.endpoint and that the store is reachable from here",
         )
 
+    def _bucket_missing(self, exc: FileNotFoundError, what: str, path: str) -> None:
+        """Raise the bucket's error if a 404 was for the bucket, not the object."""
+        if "NoSuchBucket" in str(exc):
+            raise self._failed(exc, what, path) from None
+
     @staticmethod
     def _info(path: str, meta: Any) -> ObjectInfo:
         modified = meta["last_modified"]
@@ -184,8 +189,7 @@ class ObjectStorage(Storage):
         try:
             return bytes(obstore.get(self._store, check_path(path)).bytes())
         except FileNotFoundError as exc:
-            if "NoSuchBucket" in str(exc):
-                raise self._failed(exc, "reading", path) from None
+            self._bucket_missing(exc, "reading", path)
             raise FileNotFoundError(f"{self.url}/{path}") from None
         except _ERRORS as exc:
             raise self._failed(exc, "reading", path) from None
@@ -212,8 +216,7 @@ class ObjectStorage(Storage):
         except PreconditionError:
             return None
         except FileNotFoundError as exc:
-            if "NoSuchBucket" in str(exc):
-                raise self._failed(exc, "replacing", path) from None
+            self._bucket_missing(exc, "replacing", path)
             return None
         except _ERRORS as exc:
             raise self._failed(exc, "replacing", path) from None
@@ -223,8 +226,7 @@ class ObjectStorage(Storage):
         try:
             return self._info(path, obstore.head(self._store, check_path(path)))
         except FileNotFoundError as exc:
-            if "NoSuchBucket" in str(exc):
-                raise self._failed(exc, "reading", path) from None
+            self._bucket_missing(exc, "reading", path)
             return None
         except _ERRORS as exc:
             raise self._failed(exc, "reading", path) from None

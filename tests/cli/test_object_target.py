@@ -9,12 +9,9 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
-
-import pytest
 
 from engine.playground.objectstore import S3Server
 from tests.integration.replicas import config_text, run_cli
@@ -22,12 +19,6 @@ from tests.integration.replicas import config_text, run_cli
 #: The credentials, as the tests' environment holds them: never printed.
 SECRET = "cdcctl-s3-secret-never-shown"
 ENV = {"CDCCTL_TEST_S3_KEY": "cdcctl-s3-key-id", "CDCCTL_TEST_S3_SECRET": SECRET}
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with S3Server(bucket="lake") as server:
-        yield server
 
 
 def _config(tmp_path: Path, url: str, endpoint: str) -> Path:

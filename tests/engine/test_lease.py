@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,22 +18,11 @@ import pytest
 from engine.playground.objectstore import S3Server
 from engine.storage import Storage, open_storage
 from engine.storage.lease import Lease, LeaseHeld, LeaseLost, LeaseState
-from tests.s3_support import local_or_s3, s3_settings
+from tests.s3_support import s3_settings
 from tests.waiting import wait_until
 
 LEASE = "t/.hoodie/.cdcctl/lease"
 TTL = 0.6
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with S3Server(bucket="lake") as server:
-        yield server
-
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    return local_or_s3(request, tmp_path)
 
 
 def _state(store: Storage) -> LeaseState:

@@ -5,8 +5,6 @@ concurrent creators, compare-and-swap, listing, deletion, and clear errors."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -21,18 +19,7 @@ from engine.storage import (
     is_object_url,
     split_url,
 )
-from tests.s3_support import local_or_s3, s3_settings
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with S3Server(bucket="lake") as server:
-        yield server
-
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    return local_or_s3(request, tmp_path)
+from tests.s3_support import s3_settings
 
 
 def test_write_read_list_delete(store: Storage) -> None:

@@ -9,7 +9,6 @@ the rows it gives from the folder."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import hudi
@@ -30,12 +29,6 @@ pytestmark = [pytest.mark.spark]
 
 TOPIC = "srv.app.t"
 COLUMNS = [("id", "int32"), ("name", "string")]
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with S3Server(bucket="lake") as server:
-        yield server
 
 
 def _write_table(root: Path, spark) -> Path:
