@@ -64,6 +64,28 @@ def fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _staged(path: Path, content: Content, tmp_dir: Path | None) -> Path:
+    """``content`` written whole and fsynced under a temporary name beside ``path`` (or
+    in ``tmp_dir``): what :func:`atomic_write` and :func:`atomic_create` then link."""
+    stage = tmp_dir or path.parent
+    stage.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=stage, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if isinstance(content, bytes):
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            os.close(fd)
+            content(Path(tmp))
+            fsync(Path(tmp))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
 def atomic_write(
     path: Path, content: Content, *, tmp_dir: Path | None = None, sync_dir: bool = True
 ) -> int:
@@ -81,24 +103,35 @@ def atomic_write(
         The size of the written file in bytes.
     """
     path = Path(path)
-    stage = tmp_dir or path.parent
-    stage.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=stage, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = _staged(path, content, tmp_dir)
     try:
-        if isinstance(content, bytes):
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-        else:
-            os.close(fd)
-            content(Path(tmp))
-            fsync(Path(tmp))
         size = os.stat(tmp).st_size
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     if sync_dir:
         fsync(path.parent)
+    return size
+
+
+def atomic_create(path: Path, content: Content, *, tmp_dir: Path | None = None) -> int | None:
+    """:func:`atomic_write`, but only if ``path`` does not exist: the temporary file is
+    hard-linked to its name, which fails if the name exists, so of concurrent creators
+    exactly one succeeds and no reader sees a part. None when ``path`` existed.
+
+    Returns:
+        The size of the written file in bytes, or None.
+    """
+    path = Path(path)
+    tmp = _staged(path, content, tmp_dir)
+    try:
+        size = os.stat(tmp).st_size
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return None
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync(path.parent)
     return size

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TypeVar
 
 from engine.config import Config
 from engine.errors import TableNameError
+
+T = TypeVar("T")
 
 #: Items shown in one line before the rest is counted.
 LIST_MAX = 8
@@ -38,3 +44,18 @@ def topic_selected(cfg: Config, topic: str) -> bool:
     if src.include_tables and not any(fnmatch.fnmatchcase(name, p) for p in src.include_tables):
         return False
     return not any(fnmatch.fnmatchcase(name, p) for p in src.exclude_tables)
+
+
+def in_thread(name: str, work: Callable[[], T]) -> Future[T]:
+    """Run ``work`` in a daemon thread: a check still stuck when its time is up must
+    not keep the process alive (a thread pool's workers would be joined at exit)."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # noqa: BLE001 - reported as a failed check
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=f"check-{name}", daemon=True).start()
+    return future

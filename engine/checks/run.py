@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from engine.checks.common import in_thread
 from engine.checks.database import database_checks, parse_dsn
 from engine.checks.kafka import kafka_checks
 from engine.checks.registry import registry_checks
@@ -19,21 +18,6 @@ from engine.spark import SPARK_LOG
 
 #: Every check has finished or is reported as timed out by then (seconds).
 BUDGET_S = 25.0
-
-
-def _in_thread(name: str, work: Callable[[], list[Check]]) -> Future[list[Check]]:
-    """Run ``work`` in a daemon thread: a check still stuck when the budget is spent
-    must not keep the process alive (a thread pool's workers would be joined at exit)."""
-    future: Future[list[Check]] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as exc:  # noqa: BLE001 - reported as a failed check
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=f"check-{name}", daemon=True).start()
-    return future
 
 
 def run_checks(cfg: Config, source_dsn: str | None = None) -> list[Check]:
@@ -73,17 +57,17 @@ def run_checks(cfg: Config, source_dsn: str | None = None) -> list[Check]:
     slow = "rerun with -v to see what it waits for"
     spark_log = f"see {cfg.work_path() / SPARK_LOG}"
     jobs: list[tuple[str, str, Future[list[Check]]]] = [
-        ("kafka.checks", slow, _in_thread("kafka", lambda: kafka_checks(cfg, publish))),
-        ("target.checks", slow, _in_thread("target", lambda: target_checks(cfg))),
-        ("registry.checks", slow, _in_thread("registry", lambda: registry_checks(cfg))),
-        ("engine.java", slow, _in_thread("java", lambda: [check_java_version()])),
-        ("engine.spark", spark_log, _in_thread("spark", lambda: [check_spark(cfg)])),
-        ("engine.work_dir", slow, _in_thread("work", lambda: [check_work_dir(cfg)])),
+        ("kafka.checks", slow, in_thread("kafka", lambda: kafka_checks(cfg, publish))),
+        ("target.checks", slow, in_thread("target", lambda: target_checks(cfg))),
+        ("registry.checks", slow, in_thread("registry", lambda: registry_checks(cfg))),
+        ("engine.java", slow, in_thread("java", lambda: [check_java_version()])),
+        ("engine.spark", spark_log, in_thread("spark", lambda: [check_spark(cfg)])),
+        ("engine.work_dir", slow, in_thread("work", lambda: [check_work_dir(cfg)])),
     ]
     if dsn is not None:
         url = dsn
         area = "postgres" if parse_dsn(url).kind == "postgresql" else "mysql"
-        work = _in_thread(area, lambda: database_checks(cfg, url, known_topics))
+        work = in_thread(area, lambda: database_checks(cfg, url, known_topics))
         jobs.append((f"{area}.checks", slow, work))
     checks: list[Check] = []
     for name, fix, future in jobs:

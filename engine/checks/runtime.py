@@ -6,16 +6,15 @@ import ipaddress
 import os
 import re
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from engine.checks.common import in_thread
 from engine.checks.result import Check, failed, passed
 from engine.checks.target import folder_check
 from engine.config import Config, folder_problem
@@ -106,17 +105,8 @@ def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
                 pass  # the folder checks say why
     slots = max(int(context.defaultParallelism), 1)
     job = context.parallelize(range(slots), slots).mapPartitions(lambda _: _executor_probe(folders))
-    answer: Future[list[dict[str, Any]]] = Future()
-
-    def run() -> None:
-        try:
-            answer.set_result(job.collect())
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            answer.set_exception(exc)
-
-    threading.Thread(target=run, name="check-executors", daemon=True).start()
     try:
-        found = answer.result(timeout=EXECUTOR_WAIT_S)
+        found = in_thread("executors", job.collect).result(timeout=EXECUTOR_WAIT_S)
     except FutureTimeout:
         context.cancelAllJobs()
         return failed(

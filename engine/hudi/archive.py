@@ -21,7 +21,6 @@ version (Hudi does the same on storage without append), atomically.
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
 from engine.hudi.layout import HOODIE_DIR
 from engine.hudi.log_file import HEADER_SCHEMA, _block, iter_blocks
-from engine.storage import Storage
+from engine.storage import LocalStorage, ObjectInfo, Storage
 
 ARCHIVE_DIR = "archived"
 BLOCK_AVRO = 3
@@ -65,26 +64,21 @@ def archive_file_name(version: int) -> str:
 
 def archives_in(store: Storage) -> list[tuple[int, str, int]]:
     """:func:`list_archives` of a table's ``store`` (``.hoodie/archived``)."""
-    found = []
-    for info in store.entries(f"{HOODIE_DIR}/{ARCHIVE_DIR}"):
-        name = info.path.rsplit("/", 1)[-1]
-        version = archive_version(name)
-        if version is not None:
-            found.append((version, name, info.size))
-    return sorted(found)
+    return _archives(store.entries(f"{HOODIE_DIR}/{ARCHIVE_DIR}"))
 
 
 def list_archives(archived: Path) -> list[tuple[int, str, int]]:
     """``(version, name, size)`` of every archive file, oldest first."""
+    return _archives(LocalStorage(archived).entries())
+
+
+def _archives(entries: list[ObjectInfo]) -> list[tuple[int, str, int]]:
     found = []
-    try:
-        with os.scandir(archived) as entries:
-            for entry in entries:
-                version = archive_version(entry.name)
-                if version is not None:
-                    found.append((version, entry.name, entry.stat().st_size))
-    except FileNotFoundError:
-        return []
+    for info in entries:
+        name = info.path.rsplit("/", 1)[-1]
+        version = archive_version(name)
+        if version is not None:
+            found.append((version, name, info.size))
     return sorted(found)
 
 

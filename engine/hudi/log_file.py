@@ -42,7 +42,7 @@ import io
 import os
 import re
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,14 +121,13 @@ def log_instant(
     if parsed is not None and parsed.legacy_instant:
         return parsed.legacy_instant
     st = st or path.stat()
+
+    def head(n: int) -> bytes:
+        with open(path, "rb") as f:
+            return f.read(n)
+
     key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
-    found = _INSTANTS.get(key)
-    if found is None:
-        found = _read_instant_header(path)
-        if len(_INSTANTS) >= _INSTANTS_LIMIT:
-            _INSTANTS.clear()
-        _INSTANTS[key] = found
-    return found
+    return _cached(key, lambda: _first_instant(head, st.st_size, str(path)))
 
 
 def log_instant_in(store: Storage, name: str, parsed: LogFileName, size: int) -> str:
@@ -136,55 +135,66 @@ def log_instant_in(store: Storage, name: str, parsed: LogFileName, size: int) ->
     of its first block's header, cached by name and size: log files never change)."""
     if parsed.legacy_instant:
         return parsed.legacy_instant
-    key = (f"{store.url}/{name}", 0, 0, size)
+    where = f"{store.url}/{name}"
+    return _cached(
+        (where, 0, 0, size),
+        lambda: _first_instant(lambda n: store.read_range(name, 0, n), size, where),
+    )
+
+
+def _cached(key: tuple[str, int, int, int], read: Callable[[], str]) -> str:
     found = _INSTANTS.get(key)
     if found is None:
-        head = store.read_range(name, 0, 4096)
-        found = _instant_from_header(head, f"{store.url}/{name}")
-        if found is None:  # a header longer than the first read: read it all
-            found = _instant_from_header(store.read(name), f"{store.url}/{name}")
-        if found is None:
-            raise HudiError(f"{store.url}/{name}: its first log block has no instant time")
+        found = read()
         if len(_INSTANTS) >= _INSTANTS_LIMIT:
             _INSTANTS.clear()
         _INSTANTS[key] = found
     return found
 
 
-def _instant_from_header(data: bytes, where: str) -> str | None:
-    """The instant time of the first block's header in ``data`` (its start); None if
-    ``data`` ends before the header does."""
-    if len(data) < 26 or data[:6] != MAGIC:
-        if len(data) >= 6 and data[:6] != MAGIC:
-            raise HudiError(f"{where} is not a Hudi log file (no block magic)")
+#: Bytes read first for a log file's header (the instant time is among its first fields).
+_HEAD_BYTES = 4096
+
+
+def _first_instant(head: Callable[[int], bytes], size: int, where: str) -> str:
+    """The instant time of a log file's first block, from ``head(n)`` (its first ``n``
+    bytes): the first 4 KiB, and all of it only if its header is longer."""
+    data = head(min(_HEAD_BYTES, size))
+    found = _instant_from_header(data, where, complete=len(data) >= size)
+    if found is None:
+        found = _instant_from_header(head(size), where, complete=True)
+    assert found is not None  # a complete read answers or raises
+    return found
+
+
+def _instant_from_header(data: bytes, where: str, *, complete: bool) -> str | None:
+    """The instant time of the first block's header at the start of ``data``; None if
+    ``data`` ends before the header does and is not the whole file (``complete``).
+
+    Raises:
+        HudiError: Not a log file, or its first block has no instant time.
+    """
+    if (len(data) >= 6 and data[:6] != MAGIC) or (len(data) < 26 and complete):
+        raise HudiError(f"{where} is not a Hudi log file (no block magic)")
+    if len(data) < 26:
         return None
-    (count,) = struct.unpack_from(">i", data, 22)
+    (count,) = struct.unpack_from(">i", data, 22)  # after magic, size, version, type
     i = 26
     for _ in range(count):
         if i + 8 > len(data):
-            return None
+            break
         key, length = struct.unpack_from(">ii", data, i)
         i += 8
         if i + length > len(data):
-            return None
+            break
         if key == HEADER_INSTANT_TIME:
             return data[i : i + length].decode("utf-8")
         i += length
-    raise HudiError(f"{where}: its first log block has no instant time")
-
-
-def _read_instant_header(path: Path) -> str:
-    with open(path, "rb") as f:
-        head = f.read(26)  # magic, block size, format version, block type, header count
-        if len(head) < 26 or head[:6] != MAGIC:
-            raise HudiError(f"{path} is not a Hudi log file (no block magic)")
-        (count,) = struct.unpack_from(">i", head, 22)
-        for _ in range(count):
-            key, length = struct.unpack(">ii", f.read(8))
-            if key == HEADER_INSTANT_TIME:
-                return f.read(length).decode("utf-8")
-            f.seek(length, 1)
-    raise HudiError(f"{path}: its first log block has no instant time")
+    else:
+        raise HudiError(f"{where}: its first log block has no instant time")
+    if complete:
+        raise HudiError(f"{where}: its first log block has no instant time")
+    return None
 
 
 def _metadata(entries: dict[int, str]) -> bytes:

@@ -1,24 +1,23 @@
 """A target folder on a local (or mounted) file system.
 
 Writes go through :func:`engine.files.atomic_write` (a temporary name, fsync, rename,
-folder fsync). :meth:`LocalStorage.create` writes a temporary file whole and hard-links
-it to its name: ``link`` fails if the name exists, so of concurrent creators exactly one
-succeeds and no reader sees a partial file. :meth:`LocalStorage.replace` compares and
-writes under an exclusive ``flock`` of a lock file beside the object, which serialises
-the processes of one machine (the only writers a local folder has).
+folder fsync), and :meth:`LocalStorage.create` through :func:`engine.files.atomic_create`
+(the same, hard-linked instead of renamed: of concurrent creators exactly one succeeds).
+:meth:`LocalStorage.replace` compares and writes under an exclusive ``flock`` of a lock
+file beside the object, which serialises the processes of one machine (the only writers
+a local folder has).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine.files import atomic_write, fsync
+from engine.files import atomic_create, atomic_write
 from engine.storage.base import ObjectInfo, Storage, check_path
 
 
@@ -52,19 +51,8 @@ class LocalStorage(Storage):
     def create(self, path: str, data: bytes) -> ObjectInfo | None:
         file = self._file(path)
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, file)
-            except FileExistsError:
-                return None
-        finally:
-            os.unlink(tmp)
-        fsync(file.parent)
+        if atomic_create(file, data) is None:
+            return None
         return self._info(path, file.stat())
 
     @contextmanager
@@ -91,13 +79,18 @@ class LocalStorage(Storage):
         except FileNotFoundError:
             return None
 
+    @staticmethod
+    def _own(name: str) -> bool:
+        """This store's own temporary and lock files, which no listing shows."""
+        return name.startswith(".") and name.endswith((".tmp", ".lock"))
+
     def entries(self, folder: str = "") -> list[ObjectInfo]:
         top = self._file(folder) if folder else self.root
         out = []
         try:
             with os.scandir(top) as found:
                 for entry in found:
-                    if entry.name.startswith(".") and entry.name.endswith((".tmp", ".lock")):
+                    if self._own(entry.name):
                         continue
                     try:
                         if not entry.is_file():
@@ -121,8 +114,8 @@ class LocalStorage(Storage):
         out = []
         for folder, _dirs, files in os.walk(top):
             for name in files:
-                if name.startswith(".") and name.endswith((".tmp", ".lock")):
-                    continue  # this store's own temporary and lock files
+                if self._own(name):
+                    continue
                 full = Path(folder) / name
                 try:
                     st = full.stat()
