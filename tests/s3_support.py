@@ -3,6 +3,8 @@ reach a bucket on it, beside a local folder, so a store test runs on both."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,24 @@ def local_or_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
         return LocalStorage(tmp_path / "target")
     server = request.getfixturevalue("s3")
     return open_storage(s3_settings(server, f"s3://lake/{tmp_path.name}/lake"))
+
+
+def race(count: int, work: Callable[[int], object]) -> dict[int, object]:
+    """``work(i)`` for ``i`` in ``range(count)``, in as many threads released at once;
+    what each returned (or raised) by ``i``."""
+    results: dict[int, object] = {}
+    start = threading.Barrier(count)
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = work(i)
+        except Exception as exc:  # noqa: BLE001 - the caller looks at what each got
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results

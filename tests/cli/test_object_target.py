@@ -7,14 +7,13 @@ check; the commands that do not reach object storage yet refuse it with a clear 
 from __future__ import annotations
 
 import http.client
-import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from engine.playground.objectstore import S3Server
-from tests.integration.replicas import config_text, run_cli
+from tests.integration.replicas import checks_of, config_text, run_cli
 
 #: The credentials, as the tests' environment holds them: never printed.
 SECRET = "cdcctl-s3-secret-never-shown"
@@ -41,7 +40,7 @@ def _checks(config: Path) -> dict[str, dict]:
     assert r.returncode == 1, r.stderr  # the broker at 127.0.0.1:1 is down, at least
     assert SECRET not in r.stdout + r.stderr
     assert "Traceback" not in r.stderr
-    return {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    return checks_of(r)
 
 
 def test_bucket_probe_passes_and_names_what_is_not_there_yet(s3: S3Server, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from engine.playground.objectstore import S3Server
 from engine.storage import Storage, open_storage
 from engine.storage.lease import Lease, LeaseHeld, LeaseLost, LeaseState
-from tests.s3_support import s3_settings
+from tests.s3_support import race, s3_settings
 from tests.waiting import wait_until
 
 LEASE = "t/.hoodie/.cdcctl/lease"
@@ -95,23 +95,10 @@ def test_a_decided_commit_is_completed_by_the_next_holder(store: Storage) -> Non
 
 def test_concurrent_acquirers_of_a_released_lease_one_wins(store: Storage) -> None:
     Lease.acquire(store, LEASE, "table t", ttl=TTL).release()
-    results: dict[int, object] = {}
-    start = threading.Barrier(4)
-
-    def take(i: int) -> None:
-        start.wait()
-        try:
-            results[i] = Lease.acquire(store, LEASE, "table t", ttl=TTL)
-        except LeaseHeld as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=take, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
     # The winner does not renew: the losers watch it for TTL and then one takes over
     # from it, so the epochs are distinct and each taker held it in turn.
-    for t in threads:
-        t.join()
+    results = race(4, lambda _: Lease.acquire(store, LEASE, "table t", ttl=TTL))
+    assert all(isinstance(r, (Lease, LeaseHeld)) for r in results.values()), results
     leases = [r for r in results.values() if isinstance(r, Lease)]
     assert len({lease.epoch for lease in leases}) == len(leases) >= 1
     assert _state(store).epoch == max(lease.epoch for lease in leases)

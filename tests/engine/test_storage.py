@@ -4,8 +4,6 @@ concurrent creators, compare-and-swap, listing, deletion, and clear errors."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from pydantic import SecretStr
 
@@ -19,7 +17,7 @@ from engine.storage import (
     is_object_url,
     split_url,
 )
-from tests.s3_support import s3_settings
+from tests.s3_support import race, s3_settings
 
 
 def test_write_read_list_delete(store: Storage) -> None:
@@ -63,18 +61,7 @@ def test_create_only_if_absent(store: Storage) -> None:
 
 
 def test_concurrent_creators_one_wins(store: Storage) -> None:
-    results: dict[int, object] = {}
-    start = threading.Barrier(8)
-
-    def create(i: int) -> None:
-        start.wait()
-        results[i] = store.create("t/.hoodie/002.commit", f"writer {i}".encode())
-
-    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = race(8, lambda i: store.create("t/.hoodie/002.commit", f"writer {i}".encode()))
     winners = [i for i, r in results.items() if r is not None]
     assert len(winners) == 1, results
     assert store.read("t/.hoodie/002.commit") == f"writer {winners[0]}".encode()
@@ -98,18 +85,7 @@ def test_replace_compares_versions(store: Storage) -> None:
 
 def test_concurrent_replacers_one_wins(store: Storage) -> None:
     base = store.write("lease", b"free")
-    results: dict[int, object] = {}
-    start = threading.Barrier(6)
-
-    def take(i: int) -> None:
-        start.wait()
-        results[i] = store.replace("lease", f"taken by {i}".encode(), base.version)
-
-    threads = [threading.Thread(target=take, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = race(6, lambda i: store.replace("lease", f"taken by {i}".encode(), base.version))
     winners = [i for i, r in results.items() if r is not None]
     assert len(winners) == 1, results
     assert store.read("lease") == f"taken by {winners[0]}".encode()

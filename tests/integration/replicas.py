@@ -53,18 +53,21 @@ def config_text(
     target_keys: dict | None = None,
     hudi: dict | None = None,
     tolerance: str | None = None,
+    spark: dict | None = None,
     **replicator,
 ) -> str:
     """The one builder of test config files: the minimal config (``[source]`` with
     ``bootstrap_servers`` and ``topics``, ``[target]`` with ``path``), plus ``source``,
-    ``target_keys``, ``hudi`` and replicator keys (``work_dir`` among them) as given, and
-    ``tolerance`` as ``[errors] tolerance``. Keys left out take the product's defaults."""
+    ``target_keys``, ``hudi``, ``spark`` and replicator keys (``work_dir`` among them) as
+    given, and ``tolerance`` as ``[errors] tolerance``. Keys left out take the product's
+    defaults."""
     sections = {
         "source": {"bootstrap_servers": bootstrap, "topics": topics, **(source or {})},
         "target": {"path": target, **(target_keys or {})},
         "hudi": hudi or {},
         "replicator": {"work_dir": work_dir, **replicator},
         "errors": {"tolerance": tolerance},
+        "spark": spark or {},
     }
     lines = []
     for name, keys in sections.items():
@@ -124,6 +127,13 @@ def run_cli(
         env=full_env,
         cwd=cwd,
     )
+
+
+def checks_of(run: subprocess.CompletedProcess) -> dict[str, dict]:
+    """The checks ``cdcctl test-connection --json`` printed, by name (and no traceback
+    on its stderr)."""
+    assert "Traceback" not in run.stderr, run.stderr
+    return {c["name"]: c for c in json.loads(run.stdout)["checks"]}
 
 
 class CliChild:

@@ -12,7 +12,6 @@ error (``e=unknown-user``), which librdkafka reports as an authentication failur
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from engine.playground.broker import EmbeddedBroker
-from tests.integration.replicas import run_cli, write_config
+from tests.integration.replicas import checks_of, run_cli, write_config
 
 pytestmark = [pytest.mark.kafka]
 
@@ -79,7 +78,7 @@ def test_a_refused_login_stops_start_at_once_with_the_keys_to_fix(
 
     check = run_cli("test-connection", "--config", str(config), "--json", env=env, timeout=120)
     assert check.returncode == 1, check.stderr
-    brokers = {c["name"]: c for c in json.loads(check.stdout)["checks"]}["kafka.brokers"]
+    brokers = checks_of(check)["kafka.brokers"]
     assert brokers["status"] == "fail"
     assert "refused the SASL login" in brokers["detail"]
     assert "source.sasl_password_env" in brokers["fix"]

@@ -8,7 +8,6 @@ other on its command line), so :class:`EmbeddedBroker` fronts it with a TLS term
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 
 from engine.playground.broker import EmbeddedBroker, produce_messages
 from engine.playground.workload import InventoryWorkload
-from tests.integration.replicas import assert_replicas_match, run_cli, write_config
+from tests.integration.replicas import assert_replicas_match, checks_of, run_cli, write_config
 from tests.oracle import fold
 from tests.tls_support import issue, make_ca, make_certs, write_key
 
@@ -69,7 +68,7 @@ def test_test_connection_and_replication_through_tls(
 
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
     assert "Traceback" not in check.stderr, check.stderr
-    found = {c["name"]: c for c in json.loads(check.stdout)["checks"]}
+    found = checks_of(check)
     assert found["kafka.brokers"]["status"] == "pass", found["kafka.brokers"]
     assert "(SSL)" in found["kafka.brokers"]["detail"]
     assert "3 topics match" in found["kafka.topics"]["detail"]
@@ -94,7 +93,7 @@ def test_wrong_ca_is_refused_with_the_key_to_fix(
     started = time.monotonic()
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
     assert check.returncode == 1, check.stderr
-    found = {c["name"]: c for c in json.loads(check.stdout)["checks"]}
+    found = checks_of(check)
     brokers = found["kafka.brokers"]
     assert brokers["status"] == "fail"
     assert "TLS handshake" in brokers["detail"] and "certificate verify failed" in brokers["detail"]

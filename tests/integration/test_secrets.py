@@ -35,7 +35,7 @@ from engine.playground.broker import EmbeddedBroker, produce_messages
 from engine.playground.registry import SchemaRegistry
 from engine.playground.workload import InventoryWorkload
 from tests.avro_support import JsonToAvro
-from tests.integration.replicas import run_cli, write_config
+from tests.integration.replicas import checks_of, run_cli, write_config
 from tests.tls_support import make_certs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -193,7 +193,7 @@ def test_a_planted_secret_is_in_no_output_and_no_file(
         runs.append(events)
         check = run_cli("test-connection", "--config", str(config), "--json", env=env)
         runs.append(check)
-        checks = {c["name"]: c for c in json.loads(check.stdout)["checks"]}
+        checks = checks_of(check)
         for name in ("kafka.brokers", "registry.reachable", "postgres.connect"):
             assert checks[name]["status"] == "pass", checks[name]
 
@@ -220,9 +220,7 @@ def test_a_planted_secret_is_in_no_output_and_no_file(
                                 env=env)  # fmt: skip
         runs.append(refused_check)
         assert refused_check.returncode == 1, refused_check.stderr
-        reachable = {c["name"]: c for c in json.loads(refused_check.stdout)["checks"]}[
-            "registry.reachable"
-        ]
+        reachable = checks_of(refused_check)["registry.reachable"]
         assert reachable["status"] == "fail" and "refused the credentials" in reachable["detail"]
 
         # A wrong key password (the value given to librdkafka): a config error naming the
@@ -253,7 +251,7 @@ def test_a_planted_secret_is_in_no_output_and_no_file(
         bad = run_cli("test-connection", "--config", str(bad_db_config), "--json", env=env)
         runs.append(bad)
         assert bad.returncode == 1, bad.stderr
-        connect = {c["name"]: c for c in json.loads(bad.stdout)["checks"]}["postgres.connect"]
+        connect = checks_of(bad)["postgres.connect"]
         assert connect["status"] == "fail" and "no_such_db_for_secrets" in connect["detail"]
 
     # A refused SASL login (the SASL password is what is sent).

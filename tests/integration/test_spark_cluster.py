@@ -10,7 +10,6 @@ need, is issue 26's next step.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,13 @@ from engine.playground.broker import produce_messages
 from engine.playground.children import free_port
 from engine.playground.spark_cluster import StandaloneCluster
 from engine.playground.workload import InventoryWorkload
-from tests.integration.replicas import assert_replicas_match, run_cli, write_config
+from tests.integration.replicas import (
+    assert_replicas_match,
+    checks_of,
+    produced_config,
+    run_cli,
+    write_config,
+)
 from tests.oracle import fold
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
@@ -34,13 +39,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         yield started
 
 
-def _with_master(config: Path, master: str) -> Path:
-    config.write_text(
-        config.read_text()
-        + f'[spark]\nmaster = "{master}"\n'
-        + '[spark.options]\n"spark.executor.memory" = "512m"\n'
+def _spark(master: str, memory: str = "512m") -> dict:
+    """The ``[spark]`` section of a run on ``master`` (executors of ``memory``)."""
+    return {"master": master, "options": {"spark.executor.memory": memory}}
+
+
+def _spark_check(tmp_path: Path, master: str, memory: str = "512m") -> dict:
+    """The ``engine.spark`` check of ``cdcctl test-connection`` with ``master``."""
+    config = write_config(
+        tmp_path / "cdcctl.toml",
+        "127.0.0.1:1",
+        "x",
+        tmp_path / "lake",
+        spark=_spark(master, memory),
     )
-    return config
+    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
+    return checks_of(r)["engine.spark"]
 
 
 def _executors(cluster: StandaloneCluster, n: int) -> list[Path]:
@@ -52,26 +66,28 @@ def test_merges_on_a_two_worker_standalone_cluster(
     cluster: StandaloneCluster, broker, topic_prefix: str, tmp_path: Path
 ) -> None:
     messages = list(InventoryWorkload(seed=5, prefix=topic_prefix).events(12_000))
-    topics = sorted({t for t, _, _ in messages})
-    broker.create_topics(topics)
-    target = tmp_path / "lake"
-    config = write_config(
-        tmp_path / "cdcctl.toml",
-        broker.bootstrap_servers,
-        f"^{re.escape(topic_prefix)}\\.",
-        target,
+    half = len(messages) // 2
+    config = produced_config(
+        broker,
+        topic_prefix,
+        tmp_path,
+        messages[:half],
         max_batch_events=3_000,
+        spark=_spark(cluster.url),
     )
-    _with_master(config, cluster.url)
+    target = tmp_path / "lake"
     before = {n: len(_executors(cluster, n)) for n in (1, 2)}
     apps = len(cluster.state()["completedapps"])
-    half = len(messages) // 2
-    for part, upto in ((messages[:half], half), (messages[half:], len(messages))):
-        produce_messages(broker.bootstrap_servers, part)
+
+    def run_until(upto: int) -> None:
         run = run_cli("start", "--config", str(config), "--until-caught-up", timeout=600)
         assert run.returncode == 0, run.stderr
         counts = assert_replicas_match(target, fold(messages[:upto]))
         assert sum(counts.values()) > 1_000
+
+    run_until(half)
+    produce_messages(broker.bootstrap_servers, messages[half:])
+    run_until(len(messages))
     # One application per run, each with an executor on each worker: the merges ran
     # there, not in the driver.
     assert len(cluster.state()["completedapps"]) == apps + 2
@@ -83,11 +99,7 @@ def test_merges_on_a_two_worker_standalone_cluster(
 
 
 def test_test_connection_asks_the_executors(cluster: StandaloneCluster, tmp_path: Path) -> None:
-    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
-    _with_master(config, cluster.url)
-    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
-    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
-    spark = checks["engine.spark"]
+    spark = _spark_check(tmp_path, cluster.url)
     assert spark["status"] == "pass", spark
     answered = r"\d executors on .+ answered, run cdcctl \S+ and see and can write"
     assert re.search(answered, spark["detail"])
@@ -95,20 +107,14 @@ def test_test_connection_asks_the_executors(cluster: StandaloneCluster, tmp_path
 
 
 def test_test_connection_without_a_master(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
-    _with_master(config, f"spark://127.0.0.1:{free_port()}")
-    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
-    spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["engine.spark"]
+    spark = _spark_check(tmp_path, f"spark://127.0.0.1:{free_port()}")
     assert spark["status"] == "fail"
     assert spark["detail"].startswith("cannot reach the Spark master spark://127.0.0.1:")
     assert "start the cluster's master" in spark["fix"]
 
 
 def test_test_connection_a_remote_master_needs_a_reachable_driver(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
-    _with_master(config, "spark://192.0.2.1:7077")  # TEST-NET-1: never reached
-    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
-    spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["engine.spark"]
+    spark = _spark_check(tmp_path, "spark://192.0.2.1:7077")  # TEST-NET-1: never reached
     assert spark["status"] == "fail"
     assert "cannot reach this driver at 127.0.0.1 (spark.driver.host)" in spark["detail"]
     assert '"spark.driver.host"' in spark["fix"]
@@ -117,14 +123,7 @@ def test_test_connection_a_remote_master_needs_a_reachable_driver(tmp_path: Path
 def test_test_connection_a_cluster_without_room_for_an_executor(
     cluster: StandaloneCluster, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path / "cdcctl.toml", "127.0.0.1:1", "x", tmp_path / "lake")
-    config.write_text(
-        config.read_text()
-        + f'[spark]\nmaster = "{cluster.url}"\n'
-        + '[spark.options]\n"spark.executor.memory" = "64g"\n'  # the workers have 1g each
-    )
-    r = run_cli("test-connection", "--config", str(config), "--json", timeout=300)
-    spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["engine.spark"]
+    spark = _spark_check(tmp_path, cluster.url, memory="64g")  # the workers have 1g each
     assert spark["status"] == "fail", spark
     assert "but no executor ran a task within 15 s" in spark["detail"]
     assert "spark.executor.memory" in spark["fix"]

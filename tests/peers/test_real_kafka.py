@@ -37,7 +37,13 @@ from engine.hudi.table import HudiTable
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests import builders
-from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
+from tests.integration.replicas import (
+    assert_replicas_match,
+    checks_of,
+    read_replica,
+    run_cli,
+    write_config,
+)
 from tests.oracle import fold
 from tests.peers.kafka import KafkaBroker, KafkaOptions, Listener, TlsFiles, start_kafka
 from tests.tls_support import make_certs
@@ -137,11 +143,6 @@ def _wait_for_login(address: str, user: str, password: str, timeout: float = 60)
     )
 
 
-def _checks(run) -> dict[str, dict]:
-    assert "Traceback" not in run.stderr, run.stderr
-    return {c["name"]: c for c in json.loads(run.stdout)["checks"]}
-
-
 def _errors(run) -> list[str]:
     return [line for line in run.stderr.splitlines() if line.startswith("error:")]
 
@@ -185,7 +186,7 @@ def test_a_scram_login_succeeds_and_replicates(
 
     check = run_cli("test-connection", "--config", str(config), "--json", env=env, timeout=120)
     runs.append(check)
-    found = _checks(check)
+    found = checks_of(check)
     assert found["kafka.brokers"]["status"] == "pass", found["kafka.brokers"]
     assert "(SASL_PLAINTEXT)" in found["kafka.brokers"]["detail"]
     assert "3 topics match" in found["kafka.topics"]["detail"], found["kafka.topics"]
@@ -210,7 +211,7 @@ def test_a_scram_login_succeeds_and_replicates(
     )
     check = run_cli("test-connection", "--config", str(by_file), "--json", timeout=120)
     runs.append(check)
-    assert _checks(check)["kafka.brokers"]["status"] == "pass", check.stdout
+    assert checks_of(check)["kafka.brokers"]["status"] == "pass", check.stdout
     more = _inventory(secure_broker, topic_prefix, seed=12, count=500)
     run = run_cli("start", "--config", str(by_file), "--until-caught-up")
     runs.append(run)
@@ -231,7 +232,7 @@ def test_a_scram_login_succeeds_and_replicates(
     )
     check = run_cli("test-connection", "--config", str(sha256), "--json", env=env, timeout=120)
     runs.append(check)
-    assert _checks(check)["kafka.brokers"]["status"] == "pass", check.stdout
+    assert checks_of(check)["kafka.brokers"]["status"] == "pass", check.stdout
 
     # A wrong password: refused at once, in one line naming the key to fix, not retried.
     wrong = f"wrong-{uuid.uuid4().hex}"
@@ -256,7 +257,7 @@ def test_a_scram_login_succeeds_and_replicates(
     )  # fmt: skip
     runs.append(check)
     assert check.returncode == 1, check.stderr
-    brokers = _checks(check)["kafka.brokers"]
+    brokers = checks_of(check)["kafka.brokers"]
     assert brokers["status"] == "fail" and "refused the SASL login" in brokers["detail"], brokers
     assert "source.sasl_password" in brokers["fix"], brokers
 
@@ -294,7 +295,7 @@ def test_scram_over_tls_replicates(
     )
     env = {PASSWORD_ENV: password}
     check = run_cli("test-connection", "--config", str(config), "--json", env=env, timeout=120)
-    found = _checks(check)
+    found = checks_of(check)
     assert found["kafka.brokers"]["status"] == "pass", found["kafka.brokers"]
     assert "(SASL_SSL)" in found["kafka.brokers"]["detail"]
     run = run_cli("start", "--config", str(config), "--until-caught-up", env=env)
@@ -321,7 +322,7 @@ def test_tls_on_the_broker_replicates(
     messages = _inventory(secure_broker, topic_prefix, seed=14, count=3000)
     config = _tls_config(tmp_path, secure_broker, topic_prefix, certs["ca"])
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
-    found = _checks(check)
+    found = checks_of(check)
     assert found["kafka.brokers"]["status"] == "pass", found["kafka.brokers"]
     assert "(SSL)" in found["kafka.brokers"]["detail"]
     assert "3 topics match" in found["kafka.topics"]["detail"], found["kafka.topics"]
@@ -339,7 +340,7 @@ def test_a_wrong_ca_is_refused_naming_the_key(
 
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
     assert check.returncode == 1, check.stderr
-    brokers = _checks(check)["kafka.brokers"]
+    brokers = checks_of(check)["kafka.brokers"]
     assert brokers["status"] == "fail", brokers
     assert "TLS handshake" in brokers["detail"], brokers
     assert "certificate verify failed" in brokers["detail"], brokers
@@ -490,7 +491,7 @@ def test_segments_deleted_under_a_lagging_checkpoint_stop_the_table(
     # test-connection sees it before any start.
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
     assert check.returncode == 1, check.stdout
-    found = _checks(check)[f"kafka.topic {topic}"]
+    found = checks_of(check)[f"kafka.topic {topic}"]
     assert found["status"] == "fail", found
     assert f"offsets 100..{low - 1} were deleted before they were applied" in found["detail"]
     assert "accept_offset_gaps" in found["fix"], found
@@ -655,7 +656,7 @@ def test_a_topic_recreated_longer_than_the_checkpoint_stops_the_table(
     produce_messages(broker.bootstrap_servers, newer)
     check = run_cli("test-connection", "--config", str(config), "--json", timeout=120)
     assert check.returncode == 1, check.stdout
-    found = {c["name"]: c for c in json.loads(check.stdout)["checks"]}[f"kafka.topic {topic}"]
+    found = checks_of(check)[f"kafka.topic {topic}"]
     assert found["status"] == "fail", found
     assert "the topic was deleted and recreated" in found["detail"], found
     assert "offsets 0..199 of the new topic would never be read" in found["detail"], found
