@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, get_args
+from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
@@ -90,3 +91,12 @@ def marks(field: FieldInfo) -> dict[str, Any]:
 
 #: The mark of a field that is no setting of the file.
 INTERNAL: dict[str, Any] = {"internal": True}
+
+
+def http_url(value: str) -> SplitResult:
+    """The parts of an ``http://`` or ``https://`` URL with a host (a field validator's
+    ValueError otherwise); each caller then says which credentials it refuses in it."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return parts

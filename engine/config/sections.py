@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from engine.config.base import Section, init
+from engine.config.base import Section, http_url, init
 from engine.config.references import REFERENCE_DOC, TARGET_SECRETS, reference_only
 from engine.naming import DEFAULT_NAMING, check_naming
 from engine.storage import is_object_url, split_url
@@ -65,9 +64,7 @@ class S3Config(Section):
     def _endpoint(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        parts = http_url(value)
         if parts.password is not None or parts.username is not None:
             raise ValueError(
                 "credentials must not be in the URL: use access_key_id and "

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from engine.config.base import FLAT_SECTION, Section, flat_sections, init
+from engine.config.base import FLAT_SECTION, Section, flat_sections, http_url, init
 from engine.config.formats import (
     PLANNED_FORMATS,
     SUPPORTED_FORMATS,
@@ -204,9 +204,7 @@ class SchemaRegistryConfig(Section):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        parts = http_url(value)
         if parts.password is not None:
             raise ValueError(
                 "a password must not be in the URL: set basic_auth_user and "
