@@ -360,7 +360,9 @@ def test_a_waiting_schema_change_goes_on_while_nothing_more_arrives(
     got: dict = {}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and run.is_alive():
-        if (table / ".hoodie").is_dir():
+        # The table is readable once hoodie.properties is there: creation makes the
+        # .hoodie folders first and writes the properties last.
+        if (table / ".hoodie" / "hoodie.properties").is_file():
             got = read_replica(table)
             if got and all("mail" in r for r in got.values()):
                 break
