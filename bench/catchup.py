@@ -5,6 +5,7 @@ Usage:  .venv/bin/python bench/catchup.py --events 100000,1000000,5000000 [--sch
         .venv/bin/python bench/catchup.py --events 1000000 --wide [--schemas | --format ...]
         .venv/bin/python bench/catchup.py --events 1000000 --snapshot [--wide]
         .venv/bin/python bench/catchup.py ... --broker kafka   (Apache Kafka: ./bootstrap.sh peers)
+        .venv/bin/python bench/catchup.py ... --target s3      (moto's S3 server, requests counted)
 
 ``--format debezium-avro``: the same workload re-serialized as Confluent's AvroConverter
 writes it (tests/avro_support.py: the first messages of each schema by confluent-kafka's
@@ -184,6 +185,13 @@ def main() -> None:
         help="run the merges on a Spark standalone cluster of WORKERS one-core workers "
         "started for the run (engine/playground/spark_cluster.py) instead of local[2]",
     )
+    ap.add_argument(
+        "--target",
+        default="folder",
+        choices=["folder", "s3"],
+        help="s3: the replicas go to moto's S3 server (engine/playground/objectstore.py) "
+        "through a proxy that counts the requests",
+    )
     brokers.add_argument(ap)
     ap.add_argument(
         "--kafka-option",
@@ -271,7 +279,17 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         )
 
         raw_s = raw_consume(broker.bootstrap_servers, topics, produced)
-        target = Path(tmp) / "lake"
+        target: Path | str = Path(tmp) / "lake"
+        env = dict(os.environ)
+        proxy = None
+        if args.target == "s3":
+            from engine.playground.objectstore import S3Proxy, S3Server
+
+            server = stack.enter_context(S3Server(bucket="lake"))
+            proxy = stack.enter_context(S3Proxy(server.endpoint))
+            target = "s3://lake/bench"
+            # The standard AWS environment (no [target.s3] credentials in the file).
+            env.update({k: v for k, v in server.env().items() if k.startswith("AWS_")})
         config = Path(tmp) / "cdcctl.toml"
         config.write_text(
             f'[source]\nbootstrap_servers = "{broker.bootstrap_servers}"\ntopics = "^bench\\\\."\n'
@@ -280,7 +298,13 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             + ", ".join(f'"{k}" = "{v}"' for k, v in map(_option, args.kafka_option))
             + "}\n"
             + (f'[source.schema_registry]\nurl = "{registry.url}"\n' if registry else "")
-            + f'[target]\npath = "{target}"\n[hudi]\nnum_buckets = {args.buckets}\n'
+            + f'[target]\npath = "{target}"\n'
+            + (
+                f'[target.s3]\nendpoint = "{proxy.endpoint}"\npath_style = true\n'
+                if proxy is not None
+                else ""
+            )
+            + f"[hudi]\nnum_buckets = {args.buckets}\n"
             f'[replicator]\nmax_batch_events = {args.batch}\nwork_dir = "{Path(tmp) / "work"}"\n'
             + "[spark.options]\n"
             + "".join(f'"{k}" = "{v}"\n' for k, v in spark_options)
@@ -297,6 +321,7 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         rss = PeakRss(proc.pid, cluster.pids if cluster is not None else None)
         stdout, stderr = proc.communicate()
@@ -338,8 +363,38 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
         for line in stderr.splitlines():
             if line.startswith("batch "):
                 print("  " + line)
+        if proxy is not None:
+            print(requests_line(proxy.requests))
         print(stdout.strip())
         return produced / wall, (produced / wall) / (produced / raw_s)
+
+
+_COMMIT = re.compile(r"/\.hoodie/\d{17}\.(commit|deltacommit|replacecommit)$")
+
+
+def requests_line(requests: list[tuple[str, str, str]]) -> str:
+    """The requests the replicator made to the bucket, by kind, and per commit."""
+    kinds: dict[str, int] = {}
+    commits = 0
+    for method, path, condition in requests:
+        bare = path.split("?", 1)[0]
+        if method == "GET":
+            kind = "LIST" if "list-type=" in path else "GET"
+        elif method == "PUT" and condition.lower().startswith("if-none-match"):
+            kind = "PUT create-if-absent"
+            commits += bool(_COMMIT.search(bare))
+        elif method == "PUT" and condition.lower().startswith("if-match"):
+            kind = "PUT compare-and-swap"
+        else:
+            kind = method
+        kinds[kind] = kinds.get(kind, 0) + 1
+    total = sum(kinds.values())
+    per = f"{total / commits:.1f} per commit ({commits} commits)" if commits else "no commit"
+    return (
+        "requests:    "
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items()))
+        + (f"; {total:,} in all, {per}")
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Named fault points: where the crash and retry tests may break the engine, and nothing else.
 
 The engine calls :func:`point` at the moments that matter for exactly-once recovery
-(``consumed``, ``task_written``, ``files_written``, ``before_commit``, ``after_commit``).
+(``consumed``, ``task_written``, ``files_written``, ``before_commit``, ``after_commit``,
+and ``lease_swapped`` on object storage: a commit decided by its lease, its completed
+file not yet created).
 Normally that is one environment lookup and nothing happens. The injector itself — what
 a point does when a test asks for a fault there (a SIGKILL, an I/O error) — lives apart
 from the engine, in

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import WriterLockError
-from engine.hudi import own_dir
-from engine.storage.lease import PIDNS, describe_holder, holder_ended
+from engine.hudi import LEASE_FILE, own_dir
+from engine.storage import Storage
+from engine.storage.lease import DEFAULT_TTL, PIDNS, Lease, describe_holder, holder_ended
 
 log = logging.getLogger("cdcctl.lock")
 
@@ -134,15 +135,36 @@ class WriterLock:
 class Locks:
     """The writer locks one replicator run holds; released together."""
 
-    def __init__(self) -> None:
+    def __init__(self, lease_ttl: float = DEFAULT_TTL) -> None:
         self._held: dict[Path, WriterLock] = {}
+        self._leases: dict[str, Lease] = {}
+        #: Seconds a table's lease outlives its holder's last renewal.
+        self.lease_ttl = lease_ttl
 
     def take(self, path: Path, what: str) -> None:
         """Hold the lock at ``path`` (a no-op when this run holds it already)."""
         if path not in self._held:
             self._held[path] = WriterLock(path, what).acquire()
 
+    def take_table(self, table: Storage, what: str) -> Lease | None:
+        """Hold a table's writer lock: the ``flock`` in its folder (None), or the lease of
+        a table on object storage, renewed until released (returned: the table's commits
+        go through it)."""
+        local = table.local_path("")
+        if local is not None:
+            self.take(table_lock_path(local), what)
+            return None
+        lease = self._leases.get(table.url)
+        if lease is None or lease.lost is not None:
+            lease = Lease.acquire(table, LEASE_FILE, what, ttl=self.lease_ttl)
+            lease.keep_alive()
+            self._leases[table.url] = lease
+        return lease
+
     def release_all(self) -> None:
         for lock in self._held.values():
             lock.release()
         self._held.clear()
+        for lease in self._leases.values():
+            lease.release()
+        self._leases.clear()

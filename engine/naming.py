@@ -30,6 +30,7 @@ import unicodedata
 from pathlib import Path
 
 from engine.errors import TableNameError, UnknownTableError
+from engine.storage import LocalStorage, Storage
 
 #: Known table names listed in an unknown-table message before "and N more".
 LISTED_NAMES = 20
@@ -177,6 +178,25 @@ def table_path(target: Path, table_name: str) -> Path:
                     "the other folder out of target.path",
                 )
     return path
+
+
+def table_store(target: Storage, table_name: str) -> Storage:
+    """The store of a table: :func:`table_path` in a folder; in a bucket, the prefix
+    ``<target prefix>/<table name>`` (the same names are refused).
+
+    Raises:
+        TableNameError: the name would leave the target (or, in a folder, differs only
+            in case from another folder's).
+    """
+    local = target.local_path("")
+    if local is not None:
+        return LocalStorage(table_path(local, table_name))
+    if not table_name or _UNSAFE.search(table_name):
+        raise TableNameError(
+            f"table name {table_name!r} would leave the target {target.url}",
+            hint="this is refused; rename the topic or exclude it",
+        )
+    return target.under(table_name)
 
 
 def quote_pg(name: str, *, bound: bool = False) -> str:

@@ -23,7 +23,7 @@ from engine.config.sections import (
 from engine.config.source import DdlPolicy, SchemaChangePolicy, SourceConfig
 from engine.errors import ConfigError
 from engine.naming import table_name_for_topic
-from engine.storage import S3Settings, is_object_url
+from engine.storage import LocalStorage, S3Settings, Storage, is_object_url, open_storage
 
 _OVERRIDE = "per-table override of `source.cdc_json` (unset: the source's value)"
 _NO_KEY = "[Tables without a primary key](tables.md#tables-without-a-primary-key)"
@@ -173,15 +173,17 @@ class Config(Section):
         """Absolute path of the target folder.
 
         Raises:
-            ConfigError: The target is on object storage, which only ``cdcctl
-                test-connection`` reaches so far (its bucket check).
+            ConfigError: The target is on object storage, which the replicator writes
+                (:meth:`target_store`) but the commands asking for a folder do not
+                read yet.
         """
         if self.target_on_object_storage():
             raise ConfigError(
-                f"target.path = {self.target.path}: object storage is checked by "
-                "`cdcctl test-connection`, but the replicator, query, validate and status "
-                "do not read or write it yet",
-                hint="set target.path to a folder for now (docs/guide/tables.md#object-storage)",
+                f"target.path = {self.target.path}: `cdcctl start` replicates into object "
+                "storage, but query, validate, status's table details and resync do not "
+                "read it yet",
+                hint="read the replicas with hudi-rs or Spark (s3a) meanwhile, or set "
+                "target.path to a folder (docs/guide/tables.md#object-storage)",
             )
         return (Path(self.base_dir) / self.target.path).resolve()
 
@@ -199,6 +201,13 @@ class Config(Section):
             path_style=s3.path_style,
             **secrets,
         )
+
+    def target_store(self, *, patient: bool = True) -> Storage:
+        """The target's store: its folder, or its bucket and prefix (``patient``: see
+        :class:`~engine.storage.ObjectStorage`)."""
+        if self.target_on_object_storage():
+            return open_storage(self.target_s3(), patient=patient)
+        return LocalStorage((Path(self.base_dir) / self.target.path).resolve())
 
     def work_path(self) -> Path:
         """Absolute path of the work folder (state store, dead letters, staging)."""

@@ -314,6 +314,15 @@ class ReplicatorConfig(Section):
         "error, failed Spark job) is retried, with backoff, before the replicator (or, for its "
         "own storage error, the table) stops; see [Retries](operating.md#retries)",
     )
+    lease_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        description="a table on object storage: how long the writer's lease outlives its last "
+        "renewal (renewed every third of it). A second replicator watches a held lease this "
+        "long before it takes it over from a writer presumed dead, and a writer that stalled "
+        "longer (a long pause, a frozen machine) finds its lease taken and commits nothing; "
+        "see [Object storage](tables.md#object-storage)",
+    )
 
 
 class ErrorsConfig(Section):

@@ -38,7 +38,7 @@ from engine.hudi.file_slice import (
     read_slice,
 )
 from engine.hudi.key_index import only_keys
-from engine.hudi.layout import has_meta_dir, own_dir
+from engine.hudi.layout import LEASE_FILE, has_meta_dir, own_dir
 from engine.hudi.schema import (
     HOODIE_META_COLUMNS,
     HOODIE_RECORD_KEY,
@@ -77,5 +77,6 @@ __all__ = [
     "own_dir",
     "parse_checkpoint",
     "read_slice",
+    "LEASE_FILE",
     "storage_type",
 ]

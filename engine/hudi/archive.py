@@ -25,7 +25,7 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -136,14 +136,12 @@ def _action_of(name: str) -> str:
     return rest.split(".", 1)[0]
 
 
-def meta_entry(path: Path) -> dict[str, Any]:
-    """The ``HoodieArchivedMetaEntry`` of one instant file (``MetadataConversionUtils``)."""
-    name = path.name
+def meta_entry(name: str, data: bytes, modified: datetime) -> dict[str, Any]:
+    """The ``HoodieArchivedMetaEntry`` of one instant file (``MetadataConversionUtils``):
+    its name, content and when it was written (the state's transition time)."""
     instant = name.split(".", 1)[0]
     action, state = _action_of(name), _state_of(name)
-    data = path.read_bytes()
-    st = path.stat()
-    moment = datetime.fromtimestamp(st.st_mtime, UTC)
+    moment = modified
     record: dict[str, Any] = {
         "commitTime": instant,
         "actionType": action,
@@ -171,7 +169,7 @@ def meta_entry(path: Path) -> dict[str, Any]:
                 data, am.ROLLBACK_METADATA
             )
     except (ValueError, KeyError) as exc:
-        raise HudiError(f"cannot archive {path}: unreadable content ({exc})") from exc
+        raise HudiError(f"cannot archive {name}: unreadable content ({exc})") from exc
     return record
 
 

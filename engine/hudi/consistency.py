@@ -36,10 +36,10 @@ from engine.hudi.layout import (
     OWN_DIR,
     PARTITION_METADATA_FILE,
     PROPERTIES_FILE,
-    meta_dir,
 )
 from engine.hudi.log_file import MAGIC as LOG_MAGIC
-from engine.hudi.log_file import LogFileName, log_instant
+from engine.hudi.log_file import LogFileName, log_instant, log_instant_in
+from engine.storage import LocalStorage, Storage
 
 PARQUET_MAGIC = b"PAR1"
 #: Names in a table folder that are the format's own (besides data files).
@@ -56,17 +56,19 @@ def resync_hint(table: str) -> str:
     )
 
 
-def check_no_stray_timeline(path: Path, name: str) -> None:
-    """Raise :class:`HudiError` if ``path`` has no ``hoodie.properties`` but its ``.hoodie``
-    holds more than cdcctl's own folder: the timeline of a damaged table, which the
-    replicator will not create a new table over."""
-    meta = meta_dir(path)
-    if (meta / PROPERTIES_FILE).is_file() or not meta.is_dir():
+def check_no_stray_timeline(path: Path | Storage, name: str) -> None:
+    """Raise :class:`HudiError` if ``path`` (a table's folder or store) has no
+    ``hoodie.properties`` but its ``.hoodie`` holds files beside cdcctl's own folder: the
+    timeline of a damaged table, which the replicator will not create a new table over."""
+    store = path if isinstance(path, Storage) else LocalStorage(Path(path))
+    if store.head(f"{HOODIE_DIR}/{PROPERTIES_FILE}") is not None:
         return
-    if any(n.name != OWN_DIR for n in meta.iterdir()):
+    own = f"{HOODIE_DIR}/{OWN_DIR}/"
+    if any(not o.path.startswith(own) for o in store.list(HOODIE_DIR)):
         raise HudiError(
-            f"table {name}: {meta / PROPERTIES_FILE} is missing but {meta} holds "
-            "a timeline; the replicator will not create a new table over it",
+            f"table {name}: {store.url}/{HOODIE_DIR}/{PROPERTIES_FILE} is missing but "
+            f"{store.url}/{HOODIE_DIR} holds a timeline; the replicator will not create a "
+            "new table over it",
             resync_hint(name),
         )
 
@@ -83,8 +85,9 @@ def check(table: Any) -> None:
     """Raise :class:`HudiError` if ``table`` (a :class:`HudiTable`) is damaged (see the
     module doc). Lists ``.hoodie`` and the table folder once, parses the active
     timeline's commit files, opens each recorded data file for its magic."""
-    base: Path = table.base_path
-    hint = resync_hint(base.name)
+    store: Storage = table.store
+    label = table.location.rstrip("/").rsplit("/", 1)[-1]
+    hint = resync_hint(label)
     timeline = table.rescan()
     completed = sorted(timeline.completed)
     newest = completed[-1] if completed else ""
@@ -92,7 +95,7 @@ def check(table: Any) -> None:
     for instant in sorted(timeline.pending):
         if instant < newest:
             raise HudiError(
-                f"table {base.name}: instant {instant} is unfinished but the later instant "
+                f"table {label}: instant {instant} is unfinished but the later instant "
                 f"{newest} completed; its completed commit file ({instant}.{action}) "
                 "was deleted or lost, so rows later commits count as applied would be rolled "
                 "back",
@@ -104,8 +107,8 @@ def check(table: Any) -> None:
         try:
             meta = table.commit_metadata(instant)
         except HudiError as exc:
-            raise HudiError(f"table {base.name}: {exc.message}", hint) from exc
-        for name, stat in _stats(base.name, instant, timeline.completed[instant], meta):
+            raise HudiError(f"table {label}: {exc.message}", hint) from exc
+        for name, stat in _stats(label, instant, timeline.completed[instant], meta):
             size = stat.get("fileSizeInBytes")
             recorded[name] = _Recorded(
                 instant,
@@ -117,44 +120,47 @@ def check(table: Any) -> None:
     known = set(timeline.files)
     first = timeline.first
     present: dict[str, int] = {}
-    with os.scandir(base) as entries:
-        for entry in entries:
-            name = entry.name
-            is_base = BASE_FILE_RE.match(name)
-            log_name = None if is_base else LogFileName.parse(name)
-            if not is_base and name.endswith(".parquet"):
-                # hudi-rs fails every read of a table holding one (format doc 5.3).
+    for info in store.entries():
+        name = info.path
+        where = f"{table.location}/{name}"
+        is_base = BASE_FILE_RE.match(name)
+        log_name = None if is_base else LogFileName.parse(name)
+        if not is_base and name.endswith(".parquet"):
+            # hudi-rs fails every read of a table holding one (format doc 5.3).
+            raise HudiError(
+                f"table {label}: {where} is a Parquet file that is not a Hudi "
+                "base file (a stray file); readers refuse such a table",
+                "move it out of the table folder, then start again",
+            )
+        if not (is_base or log_name):
+            continue
+        present[name] = info.size
+        local = store.local_path(name)
+        if is_base:
+            written = is_base.group(3)
+        else:
+            assert log_name is not None
+            try:
+                if local is not None:
+                    written = log_instant(local, log_name)
+                else:
+                    written = log_instant_in(store, info, log_name)
+            except (HudiError, ValueError, OSError, UnicodeDecodeError) as exc:
                 raise HudiError(
-                    f"table {base.name}: {entry.path} is a Parquet file that is not a Hudi "
-                    "base file (a stray file); readers refuse such a table",
-                    "move it out of the table folder, then start again",
-                )
-            if not (is_base or log_name) or not entry.is_file():
-                continue
-            st = entry.stat()
-            present[name] = st.st_size
-            path = Path(entry.path)
-            if is_base:
-                written = is_base.group(3)
-            else:
-                try:
-                    written = log_instant(path, log_name, st)
-                except (HudiError, ValueError, OSError, UnicodeDecodeError) as exc:
-                    raise HudiError(
-                        f"table {base.name}: log file {path} is damaged (its first block "
-                        f"cannot be read: {exc}); it was truncated or overwritten",
-                        hint,
-                    ) from exc
-            if written not in known and not written < first:
-                raise HudiError(
-                    f"table {base.name}: data file {name} was written by instant {written}, "
-                    "which the timeline does not know: that instant's commit files were "
-                    "deleted",
+                    f"table {label}: log file {where} is damaged (its first block "
+                    f"cannot be read: {exc}); it was truncated or overwritten",
                     hint,
-                )
-            rec = recorded.get(name)
-            if rec is not None:
-                _check_file(base.name, path, st.st_size, rec, is_base is not None, hint)
+                ) from exc
+        if written not in known and not written < first:
+            raise HudiError(
+                f"table {label}: data file {name} was written by instant {written}, "
+                "which the timeline does not know: that instant's commit files were "
+                "deleted",
+                hint,
+            )
+        rec = recorded.get(name)
+        if rec is not None:
+            _check_file(label, where, local, info.size, rec, is_base is not None, hint)
 
     replaced: set[str] = set()
     for instant in completed:
@@ -171,14 +177,14 @@ def check(table: Any) -> None:
     for file_id, (instant, name) in newest_base.items():
         if name not in present:
             raise HudiError(
-                f"table {base.name}: base file {name} of the current slice of file group "
+                f"table {label}: base file {name} of the current slice of file group "
                 f"{file_id} (written by instant {instant}) is missing",
                 hint,
             )
         for log_file, rec in recorded.items():
             if rec.base_file == name and log_file not in present:
                 raise HudiError(
-                    f"table {base.name}: log file {log_file} of the current slice of file "
+                    f"table {label}: log file {log_file} of the current slice of file "
                     f"group {file_id} (written by instant {rec.instant}) is missing",
                     hint,
                 )
@@ -207,14 +213,24 @@ def _stats(table: str, instant: str, action: str, meta: Any) -> list[tuple[str, 
 
 
 def _check_file(
-    table: str, path: Path, size: int, rec: _Recorded, is_base: bool, hint: str
+    table: str,
+    where: str,
+    path: Path | None,
+    size: int,
+    rec: _Recorded,
+    is_base: bool,
+    hint: str,
 ) -> None:
     if rec.size is not None and size != rec.size:
         raise HudiError(
-            f"table {table}: {path} is {size} bytes but commit {rec.instant} recorded "
+            f"table {table}: {where} is {size} bytes but commit {rec.instant} recorded "
             f"{rec.size}: the file was truncated or overwritten",
             hint,
         )
+    if path is None:
+        # On object storage a put is whole or nothing: a size that matches the commit's
+        # is the file the commit wrote (and the magic would cost two requests a file).
+        return
     magic = PARQUET_MAGIC if is_base else LOG_MAGIC
     try:
         with open(path, "rb") as f:
@@ -234,16 +250,17 @@ def _check_file(
         )
 
 
-def strays(base: Path) -> list[str]:
-    """Names in a table folder that are neither the format's nor cdcctl's own files
+def strays(store: Storage) -> list[str]:
+    """Names in a table's folder that are neither the format's nor cdcctl's own files
     (readers skip them; the replicator warns and leaves them)."""
+    local = store.local_path("")
+    # A folder's subfolders count too; an object store has none.
+    names = os.listdir(local) if local is not None else [o.path for o in store.entries()]
     out = []
-    with os.scandir(base) as entries:
-        for entry in entries:
-            name = entry.name
-            if name in KNOWN_NAMES or BASE_FILE_RE.match(name) or LogFileName.parse(name):
-                continue
-            if name.startswith(".") and name.endswith(".tmp"):
-                continue  # a staged file of a crashed write: recovery removes it
-            out.append(name)
+    for name in names:
+        if name in KNOWN_NAMES or BASE_FILE_RE.match(name) or LogFileName.parse(name):
+            continue
+        if name.startswith(".") and name.endswith(".tmp"):
+            continue  # a staged file of a crashed write: recovery removes it
+        out.append(name)
     return sorted(out)

@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import HudiError
-from engine.files import atomic_write
-from engine.hudi import bloom, key_index, layout, parquet, tombstones
+from engine.hudi import bloom, key_index, parquet, tombstones
+from engine.hudi.data_file import DataFile
 from engine.hudi.key_index import (
     KeyIndex,
     index_blocks,
@@ -37,6 +37,7 @@ from engine.hudi.key_index import (
     only_keys,
     read_blocks,
 )
+from engine.hudi.layout import TEMP_DIR
 from engine.hudi.log_file import LogBlock, encode_log_file
 from engine.hudi.schema import (
     HOODIE_COMMIT_SEQNO,
@@ -48,6 +49,7 @@ from engine.hudi.schema import (
     reader_schema,
 )
 from engine.model import NO_POS
+from engine.storage import ObjectInfo, Storage
 
 BASE_FILE_RE = re.compile(r"([^_]+)_(\d+-\d+-\d+)_(\d{17}|\d{14})\.parquet\Z")
 
@@ -86,6 +88,10 @@ class FileSlice:
     latest_instant: str = ""
     base_size: int = 0
     log_size: int = 0
+    #: On object storage: ``(name, version)`` of its base and log files as listed (the
+    #: merge workers' caches key an object by it: a redo writes a rolled-back log's
+    #: name again); empty in a folder, where a file's size and time serve.
+    versions: tuple[tuple[str, str], ...] = ()
 
     @property
     def state_instant(self) -> str:
@@ -97,8 +103,8 @@ class FileSlice:
 
 
 def read_slice(
-    base_file: str | Path | None,
-    log_files: Sequence[str] = (),
+    base_file: str | Path | DataFile | None,
+    log_files: Sequence[str | Path | DataFile] = (),
     *,
     keys: pa.Array | pa.ChunkedArray | None = None,
     columns: list[str] | None = None,
@@ -107,26 +113,30 @@ def read_slice(
     """The live rows of a file slice: its base file with its log files applied in order.
 
     Args:
-        base_file: The slice's base file, or None for a new group.
-        log_files: Paths of its committed log files, oldest first.
+        base_file: The slice's base file (a path, or a file of the table's store), or
+            None for a new group.
+        log_files: Its committed log files, oldest first.
         keys: Only rows with these record keys (None: all rows).
         columns: Only these columns (None: all); must include ``_hoodie_record_key``.
-        index_dir: Where the merge workers keep key indexes of base files (None: in
-            memory only).
+        index_dir: Where the merge workers keep key indexes of base files on a local
+            disk (None: in memory only).
     """
     if base_file is None:
         return None
-    base = base_file
+    base = DataFile.at(base_file)
     if keys is not None:
         keys = pa.chunked_array([keys]) if isinstance(keys, pa.Array) else keys
         keys = keys.cast(pa.string())
     if columns is None or key_index.FILE_CACHE.limit <= 0:
-        rows = only_keys(parquet.read_table(base, columns), keys)
+        rows = only_keys(parquet.read_table(base.source(), columns), keys)
     else:
         # Cached with its key index: a batch finds its keys' rows without a scan.
-        cached = key_index.FILE_CACHE.get(
-            base, columns, partial(load_index, base, columns, index_dir)
-        )
+        local = base.local
+        if local is not None:
+            load = partial(load_index, local, columns, index_dir)
+        else:
+            load = partial(_build_index, base, columns)
+        cached = key_index.FILE_CACHE.get(base, columns, load)
         rows = cached.rows if keys is None else cached.find(keys)
     # Every version of the keys, in write order: base rows, then each log's data rows and
     # delete markers (each part cut to ``keys`` first). The live rows are the keys' last
@@ -135,7 +145,7 @@ def read_slice(
     parts = [rows]
     deletes: list[tuple[int, pa.Array]] = []  # (versions before the marker, keys)
     written = rows.num_rows
-    for log in log_files:
+    for log in map(DataFile.at, log_files):
         blocks = key_index.FILE_CACHE.get(log, columns, partial(read_blocks, log, columns))
         for block in blocks:
             if block.rows is not None and block.rows.num_rows:
@@ -202,6 +212,11 @@ def read_slice(
     last = versions.sort("_order").unique(subset=[key], keep="last")
     take = np.sort(last.filter(pl.col("_v") >= 0)["_v"].to_numpy())
     return pa.concat_tables([kept, later.take(pa.array(take))])
+
+
+def _build_index(base: DataFile, columns: list[str]) -> KeyIndex:
+    """The key index of a base file on object storage (kept in memory only)."""
+    return KeyIndex.build(parquet.read_table(base.source(), columns))
 
 
 # --------------------------------------------------------------------------- rows
@@ -347,7 +362,8 @@ class SliceWrite:
     base file starts a new slice (Copy-on-Write, a new group, or a compaction).
     """
 
-    table_path: str
+    #: The table's files (picklable: a folder, or a bucket's settings with credentials).
+    store: Storage
     instant: str
     bucket: int
     file_id: str
@@ -355,7 +371,7 @@ class SliceWrite:
     file_name: str
     #: Spark task partition writing the file (part of every new row's sequence number).
     task_partition: int
-    #: The current slice's base file (absolute path) and instant; None for a new group.
+    #: The current slice's base file (name) and instant; None for a new group.
     base_file: str | None = None
     base_instant: str | None = None
     #: Committed log files of the current slice, oldest first (Merge-on-Read).
@@ -366,6 +382,8 @@ class SliceWrite:
     #: record, a missing sidecar then means none).
     has_tombstones: bool | None = None
     append: bool = False
+    #: On object storage: the current slice's files' versions (``FileSlice.versions``).
+    file_versions: tuple[tuple[str, str], ...] = ()
     #: Avro schema JSON of the rows (a log data block's header); set for every write of
     #: a Merge-on-Read table, empty for Copy-on-Write.
     avro_schema: str = ""
@@ -385,9 +403,12 @@ class SliceWrite:
         index_dir: str | None = None,
     ) -> pa.Table | None:
         """The group's current live rows (None for a new group); see :func:`read_slice`."""
-        table = Path(self.table_path)
-        logs = [str(table / name) for name in self.log_files]
-        return read_slice(self.base_file, logs, keys=keys, columns=columns, index_dir=index_dir)
+        if self.base_file is None:
+            return None
+        versions = dict(self.file_versions)
+        logs = [DataFile(self.store, name, versions.get(name, "")) for name in self.log_files]
+        base = DataFile(self.store, self.base_file, versions.get(self.base_file, ""))
+        return read_slice(base, logs, keys=keys, columns=columns, index_dir=index_dir)
 
     def read_tombstones(self) -> pa.Table | None:
         """The group's current delete tombstones (None when it has none)."""
@@ -398,7 +419,7 @@ class SliceWrite:
         """The group's current delete tombstones with their sidecar chain's length."""
         if not self.state_instant or self.has_tombstones is False:
             return None
-        path = tombstones.sidecar_path(Path(self.table_path), self.file_id, self.state_instant)
+        path = tombstones.sidecar(self.store, self.file_id, self.state_instant)
         found = tombstones.read_chain(path)
         if found is None and self.has_tombstones:
             raise tombstones.missing(path, self.state_instant)
@@ -412,7 +433,7 @@ class SliceWrite:
     ) -> None:
         """The new state's sidecar: a delta on the previous state's for an append
         whose chain is short enough, else the whole set."""
-        path = tombstones.sidecar_path(Path(self.table_path), self.file_id, self.instant)
+        path = tombstones.sidecar(self.store, self.file_id, self.instant)
         if (
             self.append
             and previous is not None
@@ -466,7 +487,6 @@ class SliceWrite:
             seen_tombs: The part of ``previous`` the fold was given (a light append's
                 batch keys'); None: all of it.
         """
-        table = Path(self.table_path)
         if self.ordering_field:
             carried = fill_ordering(carried, self.ordering_field)
             upserts = fill_ordering(upserts, self.ordering_field) if upserts is not None else None
@@ -479,7 +499,7 @@ class SliceWrite:
             tombs = None
         if tombs is not None:
             self._write_tombstones(tombs, previous, change)
-        path = table / self.file_name
+        path = DataFile(self.store, self.file_name)
         if self.append:
             if self.base_file is None:
                 raise HudiError(f"cannot append to file group {self.file_id}: it has no slice")
@@ -497,15 +517,16 @@ class SliceWrite:
                 )
                 rows = rows.cast(reader_schema(rows.schema))
             data = encode_log_file(self.instant, self.avro_schema, rows, deleted_keys)
-            size = atomic_write(path, data, tmp_dir=layout.temp_dir(table), sync_dir=False)
+            made = self.store.write(self.file_name, data, staging=TEMP_DIR, sync=False)
+            size = made.size
             if cache_columns:
                 key_index.FILE_CACHE.put(
-                    path,
+                    DataFile(self.store, self.file_name, made.version),
                     cache_columns,
                     index_blocks(written_blocks(self.instant, rows, deleted_keys, cache_columns)),
                 )
             num_writes = rows.num_rows if rows is not None else 0
-            base_file: str | None = Path(self.base_file).name
+            base_file: str | None = self.base_file
         else:
             rows = base_rows(
                 carried,
@@ -516,12 +537,15 @@ class SliceWrite:
                 file_name=self.file_name,
                 data_schema=data_schema,
             )
-            size = write_base_file(rows, path, layout.temp_dir(table))
+            written = _write_base(rows, path)
+            size = written.size
+            local = path.local
             if cache_columns and self.is_mor:
                 index = KeyIndex.build(rows.select(cache_columns))
-                if index_dir is not None:
-                    index.save(index_path(index_dir, path, cache_columns), path)
-                key_index.FILE_CACHE.put(path, cache_columns, index)
+                if index_dir is not None and local is not None:
+                    index.save(index_path(index_dir, local, cache_columns), local)
+                new = DataFile(self.store, self.file_name, written.version)
+                key_index.FILE_CACHE.put(new, cache_columns, index)
             num_writes = rows.num_rows
             base_file = None
         return SliceResult(
@@ -554,33 +578,40 @@ def fill_ordering(rows: pa.Table, field: str) -> pa.Table:
 FOOTER_THREAD_ROWS = 50_000
 
 
-def write_base_file(rows: pa.Table, path: Path, tmp_dir: Path | None = None) -> int:
+def write_base_file(rows: pa.Table, path: Path | DataFile) -> int:
+    """:func:`_write_base`'s size of the written file (see there)."""
+    return _write_base(rows, path).size
+
+
+def _write_base(rows: pa.Table, path: Path | DataFile) -> ObjectInfo:
     """Write a base file atomically and durably; return its size. Its folder's entry is
     made durable by the commit that makes it visible (one folder sync for all its files).
 
     Its footer carries what Hudi's writers put there (``engine.hudi.bloom``): the bloom
-    filter of the record keys in row order and the least and greatest key. ``tmp_dir``:
-    where it is staged (:func:`engine.hudi.layout.temp_dir` for a table's files).
+    filter of the record keys in row order and the least and greatest key. A table's
+    file (a :class:`DataFile` of its store) is staged in ``.hoodie/.temp`` on a disk.
     """
+    file = DataFile.at(path)
+    staging = TEMP_DIR if isinstance(path, DataFile) else None
     keys = rows.column(HOODIE_RECORD_KEY)
     entries = bloom.entries_for(rows.num_rows)
     if rows.num_rows < FOOTER_THREAD_ROWS:
         footer = bloom.footer_metadata(keys, entries)
-        return atomic_write(
-            path,
+        return file.store.write(
+            file.name,
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=footer
             ),
-            tmp_dir=tmp_dir,
-            sync_dir=False,
+            staging=staging,
+            sync=False,
         )
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hudi-footer") as pool:
         pending = pool.submit(bloom.footer_metadata, keys, entries)
-        return atomic_write(
-            path,
+        return file.store.write(
+            file.name,
             lambda tmp: parquet.write_table(
                 rows, tmp, statistics=[HOODIE_RECORD_KEY], footer=pending.result
             ),
-            tmp_dir=tmp_dir,
-            sync_dir=False,
+            staging=staging,
+            sync=False,
         )

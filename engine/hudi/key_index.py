@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from engine.files import private_file
 from engine.hudi import parquet
+from engine.hudi.data_file import DataFile
 from engine.hudi.log_file import LogBlock, read_log_file
 from engine.hudi.schema import HOODIE_RECORD_KEY
 
@@ -193,7 +194,9 @@ class ColumnCache:
         self.used = 0
         self.entries: dict[tuple[Any, ...], tuple[Any, int]] = {}
 
-    def get(self, path: str | Path, columns: list[str] | None, load: Callable[[], Any]) -> Any:
+    def get(
+        self, path: str | Path | DataFile, columns: list[str] | None, load: Callable[[], Any]
+    ) -> Any:
         """The cached value for these columns of ``path``, else ``load()`` (then cached)."""
         if columns is None or self.limit <= 0:
             return load()
@@ -206,15 +209,14 @@ class ColumnCache:
         self._insert(key, value)
         return value
 
-    def put(self, path: str | Path, columns: list[str], value: Any) -> None:
+    def put(self, path: str | Path | DataFile, columns: list[str], value: Any) -> None:
         """Remember what reading ``columns`` of the just-written ``path`` would return."""
         if self.limit > 0:
             self._insert(self._key(path, columns), value)
 
     @staticmethod
-    def _key(path: str | Path, columns: list[str]) -> tuple[Any, ...]:
-        st = os.stat(path)
-        return (str(path), st.st_size, st.st_mtime_ns, tuple(columns))
+    def _key(path: str | Path | DataFile, columns: list[str]) -> tuple[Any, ...]:
+        return (*DataFile.at(path).cache_key(), tuple(columns))
 
     def _insert(self, key: tuple[Any, ...], value: Any) -> None:
         old = self.entries.pop(key, None)
@@ -312,6 +314,7 @@ def index_blocks(blocks: list[LogBlock]) -> list[LogBlock]:
     return out
 
 
-def read_blocks(path: str, columns: list[str] | None) -> list[LogBlock]:
-    blocks = list(read_log_file(Path(path), columns=columns))
+def read_blocks(path: str | DataFile, columns: list[str] | None) -> list[LogBlock]:
+    file = DataFile.at(path)
+    blocks = list(read_log_file(str(file), columns=columns, data=file.read_bytes()))
     return index_blocks(blocks) if columns is not None else blocks

@@ -19,6 +19,17 @@ PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 OWN_DIR = ".cdcctl"
 
 
+#: Where a table's files are staged on a local disk before their rename, relative to
+#: the table (:func:`temp_dir`).
+TEMP_DIR = f"{HOODIE_DIR}/.temp"
+#: cdcctl's own folder, relative to the table.
+OWN_PATH = f"{HOODIE_DIR}/{OWN_DIR}"
+#: Where a fenced commit stages its completed file's content (object storage).
+STAGED_DIR = f"{OWN_PATH}/staged"
+#: The writer's lease of a table on object storage (engine/storage/lease.py).
+LEASE_FILE = f"{OWN_PATH}/lease.json"
+
+
 def meta_dir(table: Path) -> Path:
     """A table's ``.hoodie`` folder."""
     return Path(table) / HOODIE_DIR
@@ -37,7 +48,7 @@ def temp_dir(table: Path) -> Path:
     does, so hudi-rs lists a staged ``..<log name>.<random>.tmp`` as a log file and fails
     when the rename takes it away under the reader.
     """
-    return meta_dir(table) / ".temp"
+    return Path(table) / TEMP_DIR
 
 
 def has_meta_dir(path: Path) -> bool:

@@ -52,7 +52,7 @@ import pyarrow as pa
 from engine.errors import HudiError
 from engine.hudi import parquet
 from engine.hudi.avro_models import decode_delete_list, encode_delete_list
-from engine.storage import Storage
+from engine.storage import ObjectInfo, Storage
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
@@ -103,8 +103,9 @@ class LogFileName:
         return cls(m[1], m[2], int(m[3]), int(m[4]), int(middle), int(m[6]))
 
 
-#: Instant of each log file read so far, by (path, inode, mtime, size): files never change.
-_INSTANTS: dict[tuple[str, int, int, int], str] = {}
+#: Instant of each log file read so far, by (path, inode or version, mtime, size): a log
+#: file never changes, but the name of a rolled-back one is written again by the redo.
+_INSTANTS: dict[tuple[str, int | str, int, int], str] = {}
 _INSTANTS_LIMIT = 200_000
 
 
@@ -130,19 +131,21 @@ def log_instant(
     return _cached(key, lambda: _first_instant(head, st.st_size, str(path)))
 
 
-def log_instant_in(store: Storage, name: str, parsed: LogFileName, size: int) -> str:
-    """:func:`log_instant` of a log file ``name`` in a table's ``store`` (one ranged read
-    of its first block's header, cached by name and size: log files never change)."""
+def log_instant_in(store: Storage, info: ObjectInfo, parsed: LogFileName) -> str:
+    """:func:`log_instant` of a log file ``info`` (as listed) in a table's ``store``: one
+    ranged read of its first block's header, cached by name, version and size (a log file
+    is never appended to, but a rolled-back one's name is written again by the redo)."""
     if parsed.legacy_instant:
         return parsed.legacy_instant
+    name, size = info.path, info.size
     where = f"{store.url}/{name}"
     return _cached(
-        (where, 0, 0, size),
+        (where, info.version, 0, size),
         lambda: _first_instant(lambda n: store.read_range(name, 0, n), size, where),
     )
 
 
-def _cached(key: tuple[str, int, int, int], read: Callable[[], str]) -> str:
+def _cached(key: tuple[str, int | str, int, int], read: Callable[[], str]) -> str:
     found = _INSTANTS.get(key)
     if found is None:
         found = read()
@@ -422,9 +425,12 @@ def iter_blocks(
         i += 14 + size  # the block size counts everything after it
 
 
-def read_log_file(path: Path, columns: list[str] | None = None) -> Iterator[LogBlock]:
-    """Yield the data and delete blocks of a log file written by :func:`encode_log_file`."""
-    for block_type, header, content in iter_blocks(path):
+def read_log_file(
+    path: Path | str, columns: list[str] | None = None, data: bytes | None = None
+) -> Iterator[LogBlock]:
+    """Yield the data and delete blocks of a log file written by :func:`encode_log_file`
+    (its ``data`` if the caller read it already; ``path`` then names it in errors)."""
+    for block_type, header, content in iter_blocks(path, data):
         instant = header.get(HEADER_INSTANT_TIME, "")
         if block_type == BLOCK_PARQUET:
             yield LogBlock(instant, rows=parquet.read_table(pa.py_buffer(content), columns))

@@ -65,6 +65,9 @@ ARROW_SCHEMA_KEY: Final = "cdcctl.arrow_schema"
 #: File ids whose slice this instant gave a tombstone sidecar (comma-separated; a slice
 #: of a commit without the key predates it: its sidecar may or may not exist).
 TOMBSTONES_KEY: Final = "cdcctl.tombstones"
+#: The epoch of the writer's lease that committed the instant (a table on object
+#: storage, engine/storage/lease.py); absent on a local disk, where ``flock`` serves.
+LEASE_EPOCH_KEY: Final = "cdcctl.lease.epoch"
 
 #: JSON object of what the instant applied: net row effects (inserts, updates, deletes,
 #: truncated), source events applied by op (events_r, events_c, events_u, events_d,

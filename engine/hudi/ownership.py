@@ -31,7 +31,6 @@ dead-letter replay, ``delete --purge``). Readers (query, validate, status) do no
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from engine.errors import ForeignTableError
@@ -39,6 +38,7 @@ from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.options import HoodieOption as H
+from engine.storage import LocalStorage, Storage, StorageError
 
 #: Actions of the timeline that only another Hudi writer makes.
 FOREIGN_ACTIONS = ("compaction", "logcompaction", "savepoint", "restore", "indexing")
@@ -46,21 +46,22 @@ FOREIGN_ACTIONS = ("compaction", "logcompaction", "savepoint", "restore", "index
 NAMED = 3
 
 
-def _properties(path: Path) -> dict[str, str] | None:
+def _properties(store: Storage) -> dict[str, str] | None:
     try:
-        text = (path / HOODIE_DIR / PROPERTIES_FILE).read_text(encoding="utf-8")
+        text = store.read(f"{HOODIE_DIR}/{PROPERTIES_FILE}").decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None  # missing or unreadable: what opens the table says so
     return parse_properties(text)
 
 
-def findings(path: Path) -> list[str]:
-    """What in the table folder ``path`` shows another Hudi writer made or changed it,
-    in words (empty: nothing; a folder without ``hoodie.properties`` is not looked at)."""
-    props = _properties(path)
+def findings(path: Path | Storage) -> list[str]:
+    """What in the table folder ``path`` (or a store rooted at the table) shows another
+    Hudi writer made or changed it, in words (empty: nothing; a table without
+    ``hoodie.properties`` is not looked at)."""
+    store = path if isinstance(path, Storage) else LocalStorage(Path(path))
+    props = _properties(store)
     if props is None:
         return []
-    hoodie = path / HOODIE_DIR
     found: list[str] = []
     version = props.get(H.TABLE_VERSION.value, "")
     if version != o.TABLE_VERSION:
@@ -75,22 +76,30 @@ def findings(path: Path) -> list[str]:
     ]
     if mdt:
         found.append(f"a metadata table ({mdt[0]}={props[mdt[0]]})")
-    elif (hoodie / "metadata").exists():
+    elif _has_metadata_table(store):
         found.append("a metadata table (.hoodie/metadata)")
     if props.get(H.PARTITION_FIELDS.value, "").strip():
         found.append(f"a partitioned table ({H.PARTITION_FIELDS.value})")
     if not any(k.startswith("cdcctl.") for k in props):
         found.append("hoodie.properties without cdcctl's keys (another writer created the table)")
-    found += _timeline_findings(hoodie, props.get(H.TABLE_TYPE.value, "").upper())
+    found += _timeline_findings(store, props.get(H.TABLE_TYPE.value, "").upper())
     return found
 
 
-def _timeline_findings(hoodie: Path, table_type: str) -> list[str]:
+def _has_metadata_table(store: Storage) -> bool:
+    local = store.local_path(f"{HOODIE_DIR}/metadata")
+    if local is not None:
+        return local.exists()
+    return bool(store.entries(f"{HOODIE_DIR}/metadata/{HOODIE_DIR}"))
+
+
+def _timeline_findings(store: Storage, table_type: str) -> list[str]:
     try:
-        with os.scandir(hoodie) as entries:
-            names = sorted(e.name for e in entries if tl.INSTANT_RE.match(e.name))
-    except OSError:
+        listed = store.entries(HOODIE_DIR)
+    except (OSError, StorageError):
         return []
+    sizes = {o.path.rsplit("/", 1)[-1]: o.size for o in listed}
+    names = sorted(n for n in sizes if tl.INSTANT_RE.match(n))
     found: list[str] = []
     completed: dict[str, str] = {}
     requested_replace: dict[str, str] = {}
@@ -108,11 +117,7 @@ def _timeline_findings(hoodie: Path, table_type: str) -> list[str]:
     for instant, name in requested_replace.items():
         if instant in completed:
             continue
-        try:
-            planned = (hoodie / name).stat().st_size > 0
-        except OSError:
-            continue
-        if planned:  # cdcctl's own requested files are empty; clustering writes its plan
+        if sizes[name] > 0:  # cdcctl's own requested files are empty; clustering writes its plan
             found.append(f"a pending clustering ({name})")
     strangers: list[str] = []
     for instant, action in sorted(completed.items()):
@@ -120,7 +125,7 @@ def _timeline_findings(hoodie: Path, table_type: str) -> list[str]:
             found.append(f"a compaction ({instant}.commit on a Merge-on-Read table)")
             continue
         try:
-            meta = json.loads((hoodie / f"{instant}.{action}").read_bytes())
+            meta = json.loads(store.read(f"{HOODIE_DIR}/{instant}.{action}"))
         except (OSError, ValueError):
             continue  # damaged: the consistency check says so
         extra = meta.get("extraMetadata") if isinstance(meta, dict) else None
@@ -146,13 +151,14 @@ def advice(table: str) -> str:
     )
 
 
-def check(path: Path, table: str) -> None:
+def check(path: Path | Storage, table: str) -> None:
     """Raise :class:`ForeignTableError` if another Hudi writer made or changed the table
     in ``path`` (see :func:`findings`); nothing is written either way."""
     found = findings(path)
     if found:
+        where = path.url if isinstance(path, Storage) else path
         raise ForeignTableError(
-            f"table {table}: {path} holds a table another Hudi writer made or changed: "
+            f"table {table}: {where} holds a table another Hudi writer made or changed: "
             f"{'; '.join(found)}; cdcctl will not write into it",
             advice(table),
         )

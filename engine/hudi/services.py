@@ -10,41 +10,71 @@ adds the commit protocol. One process writes a table at a time; nothing here loc
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync
 from engine.hudi import archive as ar
 from engine.hudi import avro_models as am
 from engine.hudi import timeline as tl
 from engine.hudi.commit import PARTITION_PATH
 from engine.hudi.file_slice import BASE_FILE_RE
-from engine.hudi.layout import PARTITION_METADATA_FILE, parse_properties
+from engine.hudi.layout import HOODIE_DIR, PARTITION_METADATA_FILE, TEMP_DIR, parse_properties
 from engine.hudi.log_file import LogFileName
 from engine.hudi.retention import Retention
 from engine.hudi.view import HudiView
+from engine.storage import ObjectInfo, Storage
 
 log = logging.getLogger("cdcctl.hudi")
+
+#: Where archive files live, relative to the table.
+ARCHIVED = f"{HOODIE_DIR}/{ar.ARCHIVE_DIR}"
 
 #: Hudi's ``hoodie.compact.inline.max.delta.commits`` default: the archiver keeps that many
 #: delta commits since the last compaction for the compaction trigger to count (MOR).
 MAX_DELTA_COMMITS = 5
 
 
+class Fencing(Protocol):
+    """The writer's lease on a table on object storage (:class:`engine.storage.lease.Lease`):
+    what decides a commit, and proves before a destructive service that it still holds."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    def commit(self, completed: str, content: bytes, staged: str) -> ObjectInfo: ...
+
+    def renew(self) -> None: ...
+
+
 class TableServices(HudiView):
     """A table's instants and services as its one writer runs them."""
 
-    def __init__(self, base_path: Path, properties: dict[str, str]) -> None:
+    def __init__(self, base_path: Path | Storage, properties: dict[str, str]) -> None:
         """Wrap an existing table; use :meth:`open` or ``HudiTable.create`` instead."""
         super().__init__(base_path, properties)
-        self._temp = self._hoodie / ".temp"
         # Last instant handed out, so two calls in one millisecond still differ.
         self._last_instant = ""
+        # Whether the partition marker is known to be there (written by the first commit).
+        self._has_marker = False
+        self._fencing: Fencing | None = None
+
+    def fence(self, fencing: Fencing) -> None:
+        """Commit through ``fencing`` from now on, and renew it before deleting anything:
+        a writer whose lease was taken over commits and deletes nothing."""
+        self._fencing = fencing
+
+    def _fenced(self) -> None:
+        """Raise (``LeaseLost``) if this writer's lease was taken over."""
+        if self._fencing is not None:
+            self._fencing.renew()
+
+    def _put_meta(self, name: str, data: bytes) -> None:
+        """Write a file of ``.hoodie`` whole (staged in ``.hoodie/.temp`` on a disk)."""
+        self.store.write(f"{HOODIE_DIR}/{name}", data, staging=TEMP_DIR)
+        self._added(name)
 
     # ----------------------------------------------------------------- instants
 
@@ -96,9 +126,11 @@ class TableServices(HudiView):
         """
         timeline = self._rescan()
         rolled: list[str] = []
+        if timeline.pending or timeline.pending_services("rollback"):
+            self._fenced()
         for r in timeline.pending_services("rollback"):
             plan = am.deserialize_avro_metadata(
-                (self._hoodie / f"{r}.rollback.requested").read_bytes(), am.ROLLBACK_PLAN
+                self.store.read(f"{HOODIE_DIR}/{r}.rollback.requested"), am.ROLLBACK_PLAN
             )
             self._execute_rollback(r, plan, timeline)
             rolled.append(plan["instantToRollback"]["commitTime"])
@@ -112,10 +144,10 @@ class TableServices(HudiView):
                 names = timeline.pending[instant]
                 action = _pending_action(names)
                 requests = [
-                    _rollback_request(str(self.base_path / f[2])) for f in files if f[1] == instant
+                    _rollback_request(self._full_path(f[2])) for f in files if f[1] == instant
                 ]
                 requests += [
-                    _rollback_request(str(self.base_path / log.name))
+                    _rollback_request(self._full_path(log.name))
                     for log, _, written in logs
                     if written == instant
                 ]
@@ -125,17 +157,13 @@ class TableServices(HudiView):
                     "version": am.ROLLBACK_VERSION,
                 }
                 r = self.new_instant_time()
-                requested = f"{r}.rollback.requested"
-                atomic_write(
-                    self._hoodie / requested,
-                    am.serialize_avro_metadata(am.ROLLBACK_PLAN, plan),
-                    tmp_dir=self._temp,
+                self._put_meta(
+                    f"{r}.rollback.requested", am.serialize_avro_metadata(am.ROLLBACK_PLAN, plan)
                 )
-                self._added(requested)
                 self._execute_rollback(r, plan, self._timeline())
                 rolled.append(instant)
                 files = [f for f in files if f[1] != instant]
-        fsync(self._hoodie)
+        self.store.sync(HOODIE_DIR)
         return sorted(rolled)
 
     def _execute_rollback(self, r: str, plan: dict[str, Any], timeline: tl.Timeline) -> None:
@@ -145,35 +173,42 @@ class TableServices(HudiView):
         instant, action = target["commitTime"], target["action"]
         inflight = f"{r}.rollback.inflight"
         if inflight not in timeline.files.get(r, []):
-            atomic_write(self._hoodie / inflight, b"", tmp_dir=self._temp)  # empty, as Hudi's
-            self._added(inflight)
-        paths = [Path(p) for req in plan["RollbackRequests"] or [] for p in req["filesToBeDeleted"]]
+            self._put_meta(inflight, b"")  # empty, as Hudi's
+        planned = [p for req in plan["RollbackRequests"] or [] for p in req["filesToBeDeleted"]]
         log_sizes: dict[str, int] = {}
-        for path in paths:
-            try:
-                if LogFileName.parse(path.name) is not None:
-                    log_sizes[str(path)] = path.stat().st_size
-                path.unlink()
-            except FileNotFoundError:
-                pass
-        marker = self.base_path / PARTITION_METADATA_FILE
-        if (
-            marker.exists()
-            and parse_properties(marker.read_text()).get("commitTime") == instant
-            and not any(n.endswith(".parquet") for n in os.listdir(self.base_path))
+        deleted: list[str] = []
+        for text in planned:
+            name = self._own_data_file(text)
+            if name is None:
+                log.warning(
+                    "%s: rollback %s: %s is not a file of this table, left", self.location, r, text
+                )
+                continue
+            if LogFileName.parse(name) is not None:
+                found = self.store.head(name)
+                if found is not None:
+                    log_sizes[text] = found.size
+            self.store.delete(name)
+            deleted.append(text)
+        try:
+            marker = parse_properties(self.store.read(PARTITION_METADATA_FILE).decode())
+        except FileNotFoundError:
+            marker = {}
+        if marker.get("commitTime") == instant and not any(
+            e.path.endswith(".parquet") for e in self.store.entries()
         ):
-            marker.unlink()  # the failed write created the partition (12.3 step 1)
-        fsync(self.base_path)
+            # the failed write created the partition (12.3 step 1)
+            self.store.delete(PARTITION_METADATA_FILE)
+            self._has_marker = False
+        self.store.sync()
         # Inflight before requested: an interrupted rollback still shows the instant as
         # pending, and R stays pending too, so the next start finishes it.
         for name in sorted(
             timeline.pending.get(instant, []), key=lambda n: n.endswith(".requested")
         ):
-            (self._hoodie / name).unlink(missing_ok=True)
+            self.store.delete(f"{HOODIE_DIR}/{name}")
             self._removed(name)
-        shutil.rmtree(self._temp / instant, ignore_errors=True)
-        fsync(self._hoodie)
-        deleted = [str(p) for p in paths]
+        self.store.sync(HOODIE_DIR)
         metadata = {
             "startRollbackTime": r,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),
@@ -191,15 +226,10 @@ class TableServices(HudiView):
             "version": am.ROLLBACK_VERSION,
             "instantsRollback": [{"commitTime": instant, "action": action}],
         }
-        atomic_write(
-            self._hoodie / f"{r}.rollback",
-            am.serialize_avro_metadata(am.ROLLBACK_METADATA, metadata),
-            tmp_dir=self._temp,
-        )
-        self._added(f"{r}.rollback")
+        self._put_meta(f"{r}.rollback", am.serialize_avro_metadata(am.ROLLBACK_METADATA, metadata))
         self._last_instant = max(self._last_instant, instant, r)
 
-    def clean(self, retain: int | Retention, *, now: datetime | None = None) -> list[Path]:
+    def clean(self, retain: int | Retention, *, now: datetime | None = None) -> list[str]:
         """Delete data files no query at an instant ``retain`` keeps readable can need.
 
         ``retain`` is a :class:`~engine.hudi.retention.Retention` (by hours: Hudi's
@@ -218,7 +248,7 @@ class TableServices(HudiView):
             now: The time the by-hours window ends (default: the clock).
 
         Returns:
-            The deleted files.
+            The names of the deleted files.
         """
         retention = retain if isinstance(retain, Retention) else Retention(commits=retain)
         timeline = self._timeline()
@@ -257,7 +287,7 @@ class TableServices(HudiView):
             "filePathsToBeDeletedPerPartition": {
                 PARTITION_PATH: [
                     {  # full paths, as Hudi's plans hold: a re-run resolves none
-                        "filePath": str(self.base_file_path(n).absolute()),
+                        "filePath": self._full_path(n),
                         "isBootstrapBaseFile": False,
                     }
                     for n in doomed_names
@@ -266,13 +296,31 @@ class TableServices(HudiView):
             "partitionsToBeDeleted": [],
         }
         c = self.new_instant_time()
-        content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
-        atomic_write(self._hoodie / f"{c}.clean.requested", content, tmp_dir=self._temp)
-        self._added(f"{c}.clean.requested")
+        self._put_meta(f"{c}.clean.requested", am.serialize_avro_metadata(am.CLEANER_PLAN, plan))
         return self._execute_clean(c, plan)
 
-    def _own_data_file(self, planned: str) -> Path | None:
-        """The file of this table a clean plan's path names, or None: not one to delete.
+    def _full_path(self, name: str) -> str:
+        """A data file's full path, as Hudi's plans hold them (its folder or URL)."""
+        if self._local is not None:
+            return str((self._local / name).absolute())
+        return f"{self.location}/{name}"
+
+    def _in_table_folder(self, folder: str) -> bool:
+        """Whether a plan's folder (absolute path or URL) is this table's."""
+        if self._local is not None:
+            return Path(folder).is_absolute() and Path(folder).resolve() == self._local.resolve()
+        scheme, sep, rest = folder.partition("://")
+        own_scheme, _, own_rest = self.location.partition("://")
+        # Hudi's JVM writers name S3 files s3a://; the same object either way.
+        return (
+            bool(sep)
+            and scheme in ("s3", "s3a")
+            and own_scheme == "s3"
+            and rest.rstrip("/") == own_rest
+        )
+
+    def _own_data_file(self, planned: str) -> str | None:
+        """The file of this table a plan's path names, or None: not one to delete.
 
         The table is non-partitioned (its one partition is :data:`PARTITION_PATH`, the
         table's folder), so every data file lies directly in the folder. A full path (what
@@ -283,59 +331,53 @@ class TableServices(HudiView):
         its working directory; nothing of ours writes one). Either way the name must be a
         base or log file's.
         """
-        path = Path(planned)
-        if path.is_absolute():
-            if path.parent.resolve() != self.base_path.resolve():
-                return None
-        elif len(path.parts) != 1:
+        folder, _, name = planned.rpartition("/")
+        if folder and not self._in_table_folder(folder):
             return None
-        name = path.name
         if not (BASE_FILE_RE.match(name) or LogFileName.parse(name)):
             return None
-        return self.base_path / name
+        return name
 
-    def _execute_clean(self, c: str, plan: dict[str, Any]) -> list[Path]:
+    def _execute_clean(self, c: str, plan: dict[str, Any]) -> list[str]:
         """Run the cleaner plan of instant ``c`` (its requested file exists)."""
+        self._fenced()
         started = time.monotonic()
-        inflight = self._hoodie / f"{c}.clean.inflight"
-        if not inflight.exists():
+        inflight = f"{c}.clean.inflight"
+        if inflight not in self._timeline().files.get(c, []):
             # Hudi's inflight clean holds the plan again.
-            content = am.serialize_avro_metadata(am.CLEANER_PLAN, plan)
-            atomic_write(inflight, content, tmp_dir=self._temp)
-            self._added(inflight.name)
+            self._put_meta(inflight, am.serialize_avro_metadata(am.CLEANER_PLAN, plan))
         planned = [
             info["filePath"]
             for infos in (plan.get("filePathsToBeDeletedPerPartition") or {}).values()
             for info in infos
         ]
-        paths: list[Path] = []
+        names: list[str] = []
         left: list[str] = []
         for text in planned:
-            path = self._own_data_file(text)
-            if path is None:
+            name = self._own_data_file(text)
+            if name is None:
                 left.append(text)
             else:
-                paths.append(path)
+                names.append(name)
         if left:
             log.warning(
                 "%s: clean %s: %d file(s) of its plan left in place, not data files in the "
                 "table's folder (the table was copied or moved since it was planned?): %s",
-                self.base_path,
+                self.location,
                 c,
                 len(left),
                 ", ".join(left[:5]) + (" ..." if len(left) > 5 else ""),
             )
-        for path in paths:
-            path.unlink(missing_ok=True)
-        if paths:
-            fsync(self.base_path)
-        names = [p.name for p in paths]
-        failed = [Path(t).name for t in left]
+        for name in names:
+            self.store.delete(name)
+        if names:
+            self.store.sync()
+        failed = [t.rpartition("/")[2] for t in left]
         ectr = plan.get("earliestInstantToRetain") or {}
         metadata = {
             "startCleanTime": c,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-            "totalFilesDeleted": len(paths),
+            "totalFilesDeleted": len(names),
             "earliestCommitToRetain": ectr.get("timestamp") or "",
             "lastCompletedCommitTimestamp": plan.get("lastCompletedCommitTimestamp") or "",
             "partitionMetadata": {
@@ -351,14 +393,9 @@ class TableServices(HudiView):
             "version": am.CLEAN_VERSION,
             "bootstrapPartitionMetadata": {},
         }
-        atomic_write(
-            self._hoodie / f"{c}.clean",
-            am.serialize_avro_metadata(am.CLEAN_METADATA, metadata),
-            tmp_dir=self._temp,
-        )
-        self._added(f"{c}.clean")
+        self._put_meta(f"{c}.clean", am.serialize_avro_metadata(am.CLEAN_METADATA, metadata))
         self._last_instant = max(self._last_instant, c)
-        return paths
+        return names
 
     # ----------------------------------------------------------------- archiving
 
@@ -457,12 +494,16 @@ class TableServices(HudiView):
             names = [
                 n for t in instants for n in sorted(timeline.files.get(t, []), key=_state_rank)
             ]
-            records = [ar.meta_entry(self._hoodie / n) for n in names]
-            archived = self._hoodie / ar.ARCHIVE_DIR
-            archived.mkdir(exist_ok=True)
-            versions = ar.list_archives(archived)
+            written = {
+                info.path.rsplit("/", 1)[-1]: info.modified
+                for info in self.store.entries(HOODIE_DIR)
+            }
+            records = [
+                ar.meta_entry(n, self.store.read(f"{HOODIE_DIR}/{n}"), written[n]) for n in names
+            ]
+            versions = ar.archives_in(self.store)
             name = ar.archive_file_name(1 + max((v for v, _, _ in versions), default=0))
-            atomic_write(archived / name, ar.encode_archive(records), tmp_dir=self._temp)
+            self.store.write(f"{ARCHIVED}/{name}", ar.encode_archive(records), staging=TEMP_DIR)
             self._archive_index[name] = [(t, a, st) for t, a, st in _entries_of(records)]
             self._delete_instant_files(names)
         if retention_hours > 0:
@@ -470,23 +511,22 @@ class TableServices(HudiView):
         return instants
 
     def _delete_instant_files(self, names: list[str]) -> None:
+        self._fenced()
         pending = [n for n in names if n.endswith((".requested", ".inflight"))]
         completed = sorted((n for n in names if n not in pending), key=lambda n: n.split(".")[0])
         for name in [*pending, *completed]:
-            (self._hoodie / name).unlink(missing_ok=True)
+            self.store.delete(f"{HOODIE_DIR}/{name}")
             self._removed(name)
-        fsync(self._hoodie)
+        self.store.sync(HOODIE_DIR)
 
     def repair_archive(self) -> list[str]:
         """Finish an archiving run a crash interrupted: instants the newest archive file
         holds that still have files in ``.hoodie/`` lose them (Hudi's order). Returns the
         file names deleted."""
-        archived = self._hoodie / ar.ARCHIVE_DIR
         # Every file staged in .hoodie/.temp (archive files, instant files, data files:
-        # engine.hudi.layout.temp_dir) that a crash left unrenamed.
-        for stale in self._temp.glob(".*.tmp") if self._temp.is_dir() else []:
-            stale.unlink(missing_ok=True)
-        versions = ar.list_archives(archived)
+        # engine.hudi.layout.TEMP_DIR) that a crash left unrenamed.
+        self.store.discard_staged(TEMP_DIR)
+        versions = ar.archives_in(self.store)
         if not versions:
             return []
         entries = self._archive_entries(versions[-1][1])
@@ -499,19 +539,19 @@ class TableServices(HudiView):
 
     def _expire_archives(self, retention_hours: float, keep: set[str] | frozenset[str]) -> None:
         cutoff = tl.instant_at(datetime.now(UTC) - timedelta(hours=retention_hours))
-        archived = self._hoodie / ar.ARCHIVE_DIR
+        self._fenced()
         removed = False
-        for _, name, _ in ar.list_archives(archived):
+        for _, name, _ in ar.archives_in(self.store):
             instants = {t for t, _, _ in self._archive_entries(name)}
             if not instants or max(instants) >= cutoff:
                 break  # files are in time order: the rest is newer
             if instants & keep:
                 continue
-            (archived / name).unlink(missing_ok=True)
+            self.store.delete(f"{ARCHIVED}/{name}")
             self._archive_index.pop(name, None)
             removed = True
         if removed:
-            fsync(archived)
+            self.store.sync(ARCHIVED)
 
 
 def _state_rank(name: str) -> int:

@@ -27,7 +27,6 @@ One process writes a table at a time; nothing here locks against a second writer
 
 from __future__ import annotations
 
-import shutil
 import zlib
 from pathlib import Path
 from typing import Any
@@ -35,15 +34,21 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.bucket_index import RULE_JAVA
 from engine.hudi.commit import PARTITION_PATH, WriteStat, to_json_bytes
-from engine.hudi.layout import HOODIE_DIR, PARTITION_METADATA_FILE, PROPERTIES_FILE
+from engine.hudi.layout import (
+    HOODIE_DIR,
+    PARTITION_METADATA_FILE,
+    PROPERTIES_FILE,
+    STAGED_DIR,
+    TEMP_DIR,
+)
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_to_b64, avro_schema_json
 from engine.hudi.services import TableServices
+from engine.storage import LocalStorage, Storage
 
 
 def _table_checksum(name: str, database: str = "") -> str:
@@ -59,7 +64,7 @@ class HudiTable(TableServices):
     @classmethod
     def create(
         cls,
-        base_path: Path,
+        base_path: Path | Storage,
         name: str,
         record_key_fields: list[str],
         precombine_field: str,
@@ -70,7 +75,8 @@ class HudiTable(TableServices):
         """Create an empty table: ``.hoodie/hoodie.properties`` and the meta folders.
 
         Args:
-            base_path: Table folder; created if missing, must not hold a table yet.
+            base_path: Table folder (created if missing) or a store rooted at the
+                table; must not hold a table yet.
             name: Table name (a valid Avro name).
             record_key_fields: Record key columns, in key order.
             precombine_field: The single ordering column.
@@ -84,9 +90,9 @@ class HudiTable(TableServices):
         Raises:
             HudiError: If a table exists there or an argument is invalid.
         """
-        base_path = Path(base_path)
-        if cls.exists(base_path):
-            raise HudiError(f"a Hudi table already exists at {base_path}")
+        store = base_path if isinstance(base_path, Storage) else LocalStorage(Path(base_path))
+        if cls.exists(store):
+            raise HudiError(f"a Hudi table already exists at {store.url}")
         if not record_key_fields or any("," in f or not f for f in record_key_fields):
             raise HudiError(f"invalid record key fields {record_key_fields!r}")
         if "," in precombine_field or not precombine_field:
@@ -126,18 +132,22 @@ class HudiTable(TableServices):
             # Java validates the checksum on load and writes it last (section 2.2).
             H.TABLE_CHECKSUM.value: _table_checksum(name),
         }
-        hoodie = base_path / HOODIE_DIR
-        for sub in (
-            ".temp",
-            ".aux/.bootstrap/.partitions",
-            ".aux/.bootstrap/.fileids",
-            ".schema",
-            "archived",
-        ):
-            (hoodie / sub).mkdir(parents=True, exist_ok=True)
+        # What Hudi's writers make (an object store has no empty folders: none is needed).
+        store.make_folders(
+            *(
+                f"{HOODIE_DIR}/{sub}"
+                for sub in (
+                    ".temp",
+                    ".aux/.bootstrap/.partitions",
+                    ".aux/.bootstrap/.fileids",
+                    ".schema",
+                    "archived",
+                )
+            )
+        )
         text = "".join(f"{k}={v}\n" for k, v in props.items())
-        atomic_write(hoodie / PROPERTIES_FILE, text.encode("ascii"))
-        return cls(base_path, props)
+        store.write(f"{HOODIE_DIR}/{PROPERTIES_FILE}", text.encode("ascii"))
+        return cls(base_path if isinstance(base_path, Storage) else Path(base_path), props)
 
     @property
     def write_action(self) -> str:
@@ -191,9 +201,8 @@ class HudiTable(TableServices):
         inflight_name = tl.inflight_name(instant, action)
         # An empty requested file is what Spark writes for commits, and Java accepts it
         # for replacecommits of non-clustering operations.
-        atomic_write(self._hoodie / requested, b"", tmp_dir=self._temp)
-        atomic_write(self._hoodie / inflight_name, to_json_bytes(inflight), tmp_dir=self._temp)
-        self._added(requested, inflight_name)
+        self._put_meta(requested, b"")
+        self._put_meta(inflight_name, to_json_bytes(inflight))
         self._last_instant = max(self._last_instant, instant)
 
     def commit(
@@ -207,10 +216,10 @@ class HudiTable(TableServices):
     ) -> None:
         """Complete ``instant``: its files become visible to every reader at once.
 
-        The data files of ``write_stats`` are fsynced, the partition marker is written
-        on the first commit, then ``<T>.commit`` (or ``<T>.replacecommit``) appears by
-        an atomic rename: the single visibility point. Finally ``.hoodie/.temp/<T>/`` is
-        removed.
+        The data files of ``write_stats`` are made durable (on a local disk), the
+        partition marker is written on the first commit, then ``<T>.commit`` (or
+        ``<T>.replacecommit``) is created if absent (a hard link of a whole file on a
+        disk, a conditional put on object storage): the single visibility point.
 
         Args:
             instant: An instant started with :meth:`start_commit`.
@@ -223,8 +232,9 @@ class HudiTable(TableServices):
                 replacecommit, which needs ``start_commit(..., replace=True)``.
 
         Raises:
-            HudiError: If the instant was not started, a data file is missing, or the
-                metadata would change the number of buckets.
+            HudiError: If the instant was not started, a data file is missing (on a local
+                disk), the metadata would change the number of buckets, or the instant
+                was completed already (by another writer).
         """
         action = self.write_action if replaced_file_ids is None else "replacecommit"
         timeline = self._timeline()
@@ -251,6 +261,8 @@ class HudiTable(TableServices):
             extra.setdefault(o.BUCKET_HASH_FIELD_KEY, self.properties[o.BUCKET_HASH_FIELD_KEY])
         extra[o.SCHEMA_KEY] = avro_schema_json(arrow_schema, self.name)
         extra[o.ARROW_SCHEMA_KEY] = arrow_schema_to_b64(arrow_schema)
+        if self._fencing is not None:
+            extra[o.LEASE_EPOCH_KEY] = str(self._fencing.epoch)
         metadata: dict[str, Any] = {
             "partitionToWriteStats": (
                 {PARTITION_PATH: [s.to_json() for s in write_stats]} if write_stats else {}
@@ -264,21 +276,28 @@ class HudiTable(TableServices):
                 {PARTITION_PATH: list(replaced_file_ids)} if replaced_file_ids else {}
             )
 
-        # Data must be durable before the commit that makes it visible.
-        for stat in write_stats:
-            path = self.base_path / stat.path
-            if not path.is_file():
-                raise HudiError(f"write stat names a missing data file {path}")
-            fsync(path)
-        marker = self.base_path / PARTITION_METADATA_FILE
-        if not marker.exists():
-            text = f"#partition metadata\ncommitTime={instant}\npartitionDepth=0\n"
-            atomic_write(marker, text.encode("ascii"))
+        # Data must be durable before the commit that makes it visible (a finished put
+        # to object storage is).
         if write_stats:
-            fsync(self.base_path)
+            try:
+                self.store.sync("", [stat.path for stat in write_stats])
+            except FileNotFoundError as exc:
+                raise HudiError(f"write stat names a missing data file {exc.filename}") from None
+        if not self._has_marker:
+            if self.store.head(PARTITION_METADATA_FILE) is None:
+                text = f"#partition metadata\ncommitTime={instant}\npartitionDepth=0\n"
+                self.store.write(PARTITION_METADATA_FILE, text.encode("ascii"))
+            self._has_marker = True
 
-        tmp_dir = self._temp / instant
-        atomic_write(self._hoodie / f"{instant}.{action}", to_json_bytes(metadata), tmp_dir=tmp_dir)
-        self._added(f"{instant}.{action}")
+        name = f"{instant}.{action}"
+        completed, content = f"{HOODIE_DIR}/{name}", to_json_bytes(metadata)
+        if self._fencing is not None:
+            # The lease's swap decides the commit (LeaseLost: taken over, nothing done).
+            self._fencing.commit(completed, content, f"{STAGED_DIR}/{name}")
+        elif self.store.create(completed, content, staging=TEMP_DIR) is None:
+            raise HudiError(
+                f"instant {instant} of {self.location} was completed by another writer",
+                "only one replicator may write a table: stop the other one",
+            )
+        self._added(name)
         self._cache_metadata(instant, metadata)
-        shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -43,10 +43,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.errors import HudiError
-from engine.files import atomic_write, fsync
 from engine.hudi import key_index, parquet
-from engine.hudi.layout import own_dir
+from engine.hudi.data_file import DataFile
+from engine.hudi.layout import OWN_PATH, TEMP_DIR, own_dir
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
+from engine.storage import LocalStorage, Storage
 
 INSTANT = "_cdc_instant"
 SCHEMA = pa.schema(
@@ -60,14 +61,23 @@ SCHEMA = pa.schema(
 )
 
 
+#: The sidecar folder, relative to the table.
+FOLDER = f"{OWN_PATH}/tombstones"
+
+
 def folder(table_path: Path) -> Path:
-    """The sidecar folder of a table."""
+    """The sidecar folder of a table in a local folder."""
     return own_dir(table_path) / "tombstones"
 
 
 def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:
-    """The tombstone file belonging to one base file slice."""
+    """The tombstone file belonging to one base file slice of a table in a local folder."""
     return folder(table_path) / f"{file_id}_{instant}.parquet"
+
+
+def sidecar(store: Storage, file_id: str, instant: str) -> DataFile:
+    """The tombstone file belonging to one base file slice (``store``: the table's)."""
+    return DataFile(store, f"{FOLDER}/{file_id}_{instant}.parquet")
 
 
 #: Footer keys of a delta sidecar: the instant of the sidecar it applies to, and how
@@ -106,25 +116,26 @@ class Tombstones:
         return self.rows.nbytes
 
 
-def read(path: Path) -> pa.Table | None:
+def read(path: Path | DataFile) -> pa.Table | None:
     """The tombstones of a slice (None when it has no sidecar)."""
     found = read_chain(path)
     return None if found is None else found.rows
 
 
-def read_chain(path: Path) -> Tombstones | None:
+def read_chain(path: Path | DataFile) -> Tombstones | None:
     """The tombstones of a slice, with its sidecar's chain resolved (None: no sidecar).
 
     Raises:
         HudiError: A sidecar its chain applies to is missing, or one cannot be read.
     """
+    file = DataFile.at(path)
     try:
-        return key_index.FILE_CACHE.get(path, _RESOLVED, lambda: _read_chain(path))
+        return key_index.FILE_CACHE.get(file, _RESOLVED, lambda: _read_chain(file))
     except FileNotFoundError:
         return None
 
 
-def _read_chain(path: Path) -> Tombstones:
+def _read_chain(path: DataFile) -> Tombstones:
     first = _sidecar(path)
     if first is None:
         raise FileNotFoundError(path)
@@ -132,7 +143,7 @@ def _read_chain(path: Path) -> Tombstones:
     while chain[-1].parent is not None:
         if len(chain) > MAX_CHAIN + 1:  # a footer naming a sidecar of its own chain again
             raise _unreadable(path, f"its chain is longer than {MAX_CHAIN} deltas")
-        parent = path.with_name(_name_with_instant(path.name, chain[-1].parent))
+        parent = path.sibling(_name_with_instant(path.file_name, chain[-1].parent))
         found = _sidecar(parent)
         if found is None:
             raise missing(parent, chain[-1].parent)
@@ -142,23 +153,26 @@ def _read_chain(path: Path) -> Tombstones:
     return Tombstones(_resolve([c.rows for c in reversed(chain)]), first.depth)
 
 
-def parent_of(path: Path) -> str | None:
+def parent_of(path: Path | DataFile) -> str | None:
     """The instant of the sidecar a delta applies to (None: a full sidecar, or none).
 
     Raises:
         HudiError: The sidecar exists but its footer cannot be read.
     """
+    file = DataFile.at(path)
     try:
-        meta = pq.read_metadata(path).metadata or {}
+        source = file.source()
+        where = pa.BufferReader(source) if isinstance(source, pa.Buffer) else source
+        meta = pq.read_metadata(where).metadata or {}
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException) as exc:
-        raise _unreadable(path, exc) from None
+        raise _unreadable(file, exc) from None
     parent = meta.get(PARENT_KEY.encode())
     return None if parent is None else parent.decode()
 
 
-def _sidecar(path: Path) -> Sidecar | None:
+def _sidecar(path: DataFile) -> Sidecar | None:
     try:
         return key_index.FILE_CACHE.get(path, _CACHED, lambda: _load(path))
     except FileNotFoundError:
@@ -167,15 +181,15 @@ def _sidecar(path: Path) -> Sidecar | None:
         raise _unreadable(path, exc) from None
 
 
-def _unreadable(path: Path, why: object) -> HudiError:
+def _unreadable(path: object, why: object) -> HudiError:
     return HudiError(
         f"the tombstone sidecar {path} is unreadable ({why})",
         "the table's delete history is damaged: rebuild the table from its topic",
     )
 
 
-def _load(path: Path) -> Sidecar:
-    table = parquet.read_table(path)
+def _load(path: DataFile) -> Sidecar:
+    table = parquet.read_table(path.source())
     meta = table.schema.metadata or {}
     parent = meta.get(PARENT_KEY.encode())
     rows = table.replace_schema_metadata(None).cast(SCHEMA)
@@ -237,7 +251,7 @@ def delta(before: pa.Table, after: pa.Table | None, instant: str) -> pa.Table:
     return pa.concat_tables([new, dropped])
 
 
-def missing(path: Path, instant: str) -> HudiError:
+def missing(path: object, instant: str) -> HudiError:
     """The error for a sidecar its commit recorded but that is not there."""
     return HudiError(
         f"the tombstone sidecar {path} that commit {instant} recorded is missing",
@@ -248,7 +262,7 @@ def missing(path: Path, instant: str) -> HudiError:
 
 def write(
     table: pa.Table,
-    path: Path,
+    path: Path | DataFile,
     parent: str | None = None,
     depth: int = 0,
     resolved: pa.Table | None = None,
@@ -258,45 +272,52 @@ def write(
     With ``parent``, ``table`` is a delta (:func:`delta`) on the sidecar of that instant,
     the ``depth``-th of its chain, and ``resolved`` the set it makes (kept in this
     worker's cache for the group's next batch)."""
+    file = DataFile.at(path)
     rows = table.cast(SCHEMA)
     footer = None if parent is None else {PARENT_KEY: parent, DEPTH_KEY: str(depth)}
-    atomic_write(path, lambda tmp: parquet.write_table(rows, tmp, footer=footer), sync_dir=False)
-    key_index.FILE_CACHE.put(path, _CACHED, Sidecar(rows, parent, depth))
+    # Staged in the table's .hoodie/.temp when written through the table's store.
+    staging = TEMP_DIR if file.name.startswith(f"{FOLDER}/") else None
+    file.store.write(
+        file.name,
+        lambda tmp: parquet.write_table(rows, tmp, footer=footer),
+        staging=staging,
+        sync=False,
+    )
+    key_index.FILE_CACHE.put(file, _CACHED, Sidecar(rows, parent, depth))
     whole = rows if parent is None else None if resolved is None else resolved.cast(SCHEMA)
     if whole is not None:
-        key_index.FILE_CACHE.put(path, _RESOLVED, Tombstones(whole, depth))
+        key_index.FILE_CACHE.put(file, _RESOLVED, Tombstones(whole, depth))
 
 
-def sync_folder(table_path: Path) -> None:
+def sync_folder(store: Storage) -> None:
     """Make the sidecars written so far durable in the folder (before a commit names them)."""
-    fsync(folder(table_path))
+    store.sync(FOLDER)
 
 
-def sweep(table_path: Path, live: set[tuple[str, str]]) -> int:
+def sweep(table: Path | Storage, live: set[tuple[str, str]]) -> int:
     """Delete sidecars of slices that are not live (rolled back or cleaned) and that no
     live slice's sidecar chain reaches; return count."""
+    store = table if isinstance(table, Storage) else LocalStorage(Path(table))
     removed = 0
-    root = folder(table_path)
-    if not root.is_dir():
+    found = store.entries(FOLDER)
+    if not found:
         return 0
     live = set(live)
     unplaced: set[str] = set()  # groups whose chain cannot be read: all of theirs kept
     for file_id, instant in list(live):
         try:
-            parent = parent_of(root / f"{file_id}_{instant}.parquet")
+            parent = parent_of(sidecar(store, file_id, instant))
             while parent is not None and (file_id, parent) not in live:
                 live.add((file_id, parent))
-                parent = parent_of(root / f"{file_id}_{parent}.parquet")
+                parent = parent_of(sidecar(store, file_id, parent))
         except HudiError:
             unplaced.add(file_id)
-    for entry in root.iterdir():
-        name = entry.name
-        if name.startswith("."):
-            entry.unlink(missing_ok=True)  # a staged file a crash left behind
-            removed += 1
-            continue
+    for info in found:
+        name = info.path.rpartition("/")[2]
         file_id, _, rest = name.rpartition("_")
         if file_id not in unplaced and (file_id, rest.removesuffix(".parquet")) not in live:
-            entry.unlink(missing_ok=True)
+            store.delete(info.path)
             removed += 1
+    # What a crash left staged beside the sidecars (by earlier versions).
+    store.discard_staged(FOLDER)
     return removed

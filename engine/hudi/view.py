@@ -33,7 +33,7 @@ from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.log_file import LogFileName, log_instant, log_instant_in
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64
-from engine.storage import LocalStorage, Storage
+from engine.storage import LocalStorage, ObjectInfo, Storage
 
 #: Entries kept by the per-table caches of parsed commit metadata and schemas.
 CACHE_ENTRIES = 256
@@ -62,6 +62,8 @@ class HudiView:
         self._names: set[str] | None = None
         # Archive file name -> the (instant, action, state) it holds; read on demand.
         self._archive_index: dict[str, list[tuple[str, str, str]]] = {}
+        # On object storage: each data file's version (ETag) as last listed.
+        self._versions: dict[str, str] = {}
 
     @property
     def base_path(self) -> Path:
@@ -329,9 +331,12 @@ class HudiView:
         """Return every base file ``(file_id, instant, name, size)`` and every log file
         ``(name parts, size, instant that wrote it)`` of the table."""
         bases, logs = [], []
-        found: list[tuple[str, int, os.DirEntry[str] | None]]
+        found: list[tuple[str, int, os.DirEntry[str] | ObjectInfo]]
         if self._local is None:
-            found = [(o.path, o.size, None) for o in self.store.entries()]
+            listed = self.store.entries()
+            # What each object is as listed: a redo writes a rolled-back log's name again.
+            self._versions = {o.path: o.version for o in listed}
+            found = [(o.path, o.size, o) for o in listed]
         else:
             with os.scandir(self._local) as entries:
                 found = [(e.name, 0, e) for e in entries]
@@ -344,19 +349,19 @@ class HudiView:
                         f"{self.location}/{name} is not a Hudi base file name",
                         "remove or rename it: readers refuse tables with foreign parquet files",
                     )
-                if entry is not None:
+                if isinstance(entry, os.DirEntry):
                     size = entry.stat().st_size
                 bases.append((m.group(1), m.group(3), name, size))
             elif ".log." in name:
                 log = LogFileName.parse(name)
                 if log is None:
                     continue
-                if entry is not None:
+                if isinstance(entry, os.DirEntry):
                     st = entry.stat()
                     written = log_instant(self.base_path / name, log, st)
                     size = st.st_size
                 else:
-                    written = log_instant_in(self.store, name, log, size)
+                    written = log_instant_in(self.store, entry, log)
                 logs.append((log, size, written))
         return bases, logs
 
@@ -436,15 +441,21 @@ class HudiView:
                     "a bucket-indexed table allows one file group per bucket",
                 )
             own = sorted(logs_of.get((file_id, instant), []), key=lambda x: x[0].version)
+            logs_named = tuple(log.name for log, _, _ in own)
             result[bucket] = FileSlice(
                 file_id,
                 instant,
                 None if self._local is None else self._local / name,
                 name,
-                log_files=tuple(log.name for log, _, _ in own),
+                log_files=logs_named,
                 latest_instant=max([instant, *(written for _, _, written in own)]),
                 base_size=size,
                 log_size=sum(s for _, s, _ in own),
+                versions=(
+                    ()
+                    if self._local is not None
+                    else tuple((n, self._versions.get(n, "")) for n in (name, *logs_named))
+                ),
             )
         return result
 

@@ -20,7 +20,6 @@ same calls.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,9 @@ from engine.hudi.file_slice import FileSlice, RowCounts, SliceResult, SliceWrite
 from engine.hudi.log_file import LogFileName
 from engine.hudi.retention import Retention
 from engine.hudi.schema import HOODIE_RECORD_KEY, avro_schema_json, file_schema
+from engine.hudi.services import Fencing
 from engine.hudi.table import HudiTable
+from engine.storage import Storage
 
 #: Every this many commits of a table, old file slices are cleaned and instants archived.
 CLEAN_EVERY_COMMITS = 10
@@ -52,19 +53,19 @@ class HudiWriter:
     # ----------------------------------------------------------------- open / create
 
     @staticmethod
-    def exists(path: Path) -> bool:
-        """Whether ``path`` holds a Hudi table."""
+    def exists(path: Path | Storage) -> bool:
+        """Whether ``path`` (a folder, or a store rooted at the table) holds a Hudi table."""
         return HudiTable.exists(path)
 
     @classmethod
-    def open(cls, path: Path) -> HudiWriter:
+    def open(cls, path: Path | Storage) -> HudiWriter:
         """Open an existing table (see :meth:`HudiTable.open` for what is refused)."""
         return cls(HudiTable.open(path))
 
     @classmethod
     def create(
         cls,
-        path: Path,
+        path: Path | Storage,
         *,
         name: str,
         record_key_fields: list[str],
@@ -73,14 +74,16 @@ class HudiWriter:
         schema: pa.Schema,
         table_type: str,
     ) -> HudiWriter:
-        """Create an empty table in ``path`` (created if missing).
+        """Create an empty table in ``path`` (a folder, created if missing, or a store
+        rooted at the table).
 
         Raises:
             HudiError: the table cannot store ``schema`` (checked before anything is
                 written, :meth:`check_schema`).
         """
         avro_schema_json(file_schema(schema), name)
-        path.mkdir(parents=True, exist_ok=True)
+        if not isinstance(path, Storage):
+            path.mkdir(parents=True, exist_ok=True)
         table = HudiTable.create(
             path,
             name,
@@ -92,12 +95,18 @@ class HudiWriter:
         )
         return cls(table)
 
+    def fence(self, lease: Fencing) -> None:
+        """Commit through the writer's ``lease`` (a table on object storage): a commit is
+        decided by the lease's compare-and-swap, and a writer whose lease was taken over
+        commits and deletes nothing (``LeaseLost``)."""
+        self._table.fence(lease)
+
     def verify(self) -> list[str]:
         """Check the table is safe to write on (:func:`engine.hudi.consistency.check`:
         raises :class:`HudiError` saying what is damaged and what to do); returns the
         stray names in its folder, which readers skip."""
         consistency.check(self._table)
-        return consistency.strays(self.path)
+        return consistency.strays(self.store)
 
     def recover(self) -> list[str]:
         """Undo what a crashed writer left: unfinished instants (with their files), their
@@ -105,9 +114,7 @@ class HudiWriter:
         # Files staged in .hoodie/.temp go with the rollback (``repair_archive``); these
         # are those staged beside the data files by earlier versions.
         rolled = self._table.rollback_pending()
-        for entry in os.scandir(self.path):
-            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
-                Path(entry.path).unlink(missing_ok=True)
+        self.store.discard_staged("")
         self._sweep_tombstones()
         self.upgrade()
         return rolled
@@ -175,8 +182,18 @@ class HudiWriter:
 
     @property
     def path(self) -> Path:
-        """The table folder."""
+        """The table folder (a table on object storage has none: :attr:`store`)."""
         return self._table.base_path
+
+    @property
+    def store(self) -> Storage:
+        """The table's files: a folder, or a bucket's prefix."""
+        return self._table.store
+
+    @property
+    def location(self) -> str:
+        """Where the table is, for messages: its folder or ``s3://`` URL."""
+        return self._table.location
 
     @property
     def name(self) -> str:
@@ -290,20 +307,24 @@ class HudiWriter:
                     recorded[state] = None if ids is None else set(filter(None, ids.split(",")))
                 ids_of_state = recorded[state]
                 has_tombstones = None if ids_of_state is None else file_id in ids_of_state
-                sidecar = tombstones.sidecar_path(self.path, file_id, state)
-                if has_tombstones and not sidecar.is_file():
+                sidecar = tombstones.sidecar(self.store, file_id, state)
+                local = sidecar.local
+                # On object storage the merge task finds a missing sidecar when it reads
+                # it (a request per group and batch here would cost more than it saves).
+                if has_tombstones and local is not None and not local.is_file():
                     raise tombstones.missing(sidecar, state)
             writes.append(
                 SliceWrite(
-                    table_path=str(self.path),
+                    store=self.store,
                     instant=instant,
                     bucket=bucket,
                     file_id=file_id,
                     file_name=name,
                     task_partition=part,
-                    base_file=str(current.path) if current else None,
+                    base_file=current.file_name if current else None,
                     base_instant=current.instant if current else None,
                     log_files=current.log_files if current else (),
+                    file_versions=current.versions if current else (),
                     state_instant=current.state_instant if current else None,
                     has_tombstones=has_tombstones,
                     append=append,
@@ -345,7 +366,7 @@ class HudiWriter:
         """Commit what the writes of ``results`` wrote: the tombstone sidecars' folder is
         synced first (the data files' is by the commit), then the commit is completed."""
         if any(r.tombstones for r in results):
-            tombstones.sync_folder(self.path)
+            tombstones.sync_folder(self.store)
         self._table.commit(instant, self._stats(results), schema, extra)
 
     @staticmethod
@@ -368,7 +389,7 @@ class HudiWriter:
             if r.file_name
         ]
 
-    def clean(self, retain: int | Retention) -> list[Path]:
+    def clean(self, retain: int | Retention) -> list[str]:
         """Delete slices no query at an instant ``retain`` keeps readable needs (see
         :meth:`HudiTable.clean`; an int is a number of commits), and the tombstone
         sidecars of slices that are gone."""
@@ -416,7 +437,7 @@ class HudiWriter:
 
     def _sweep_tombstones(self) -> None:
         live = {(fs.file_id, fs.state_instant) for fs in self.file_groups().values()}
-        tombstones.sweep(self.path, live)
+        tombstones.sweep(self.store, live)
 
 
 def _log_version(name: str) -> int:

@@ -123,7 +123,7 @@ def _fold_key(task: MergeTask) -> object | None:
         return None
     if options.copies or options.truncate is not None:
         return None
-    key = (plan.table_path, plan.instant, task.data_schema_ipc, options, task.index_dir)
+    key = (plan.store.url, plan.instant, task.data_schema_ipc, options, task.index_dir)
     try:
         hash(key)
     except TypeError:  # an option value that cannot be compared cheaply

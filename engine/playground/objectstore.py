@@ -26,8 +26,11 @@ import http.client
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from engine.errors import EnvironmentProblem
 from engine.playground.children import Service, free_port
@@ -128,3 +131,69 @@ class S3Server(Service):
                 self._log.close()
             self._log = None
         atexit.unregister(self.stop)
+
+
+class S3Proxy:
+    """An HTTP proxy in front of an S3 server (a thread of this process) that records
+    every request and can drop headers: the benchmark counts the requests a replicator
+    makes, and a test drops the conditional headers to play a store that ignores them.
+
+    Attributes:
+        endpoint: ``http://127.0.0.1:PORT``, what a client is pointed at instead.
+        requests: ``(method, path and query, conditional header or "")`` of each request.
+    """
+
+    def __init__(self, upstream: str, drop_headers: tuple[str, ...] = ()) -> None:
+        parts = urlsplit(upstream)
+        target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        dropped = {h.lower() for h in drop_headers}
+        self.requests: list[tuple[str, str, str]] = []
+        record = self.requests.append
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                condition = next(
+                    (f"{k}: {v}" for k, v in self.headers.items() if k.lower().startswith("if-")),
+                    "",
+                )
+                record((self.command, self.path, condition))
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+                conn = http.client.HTTPConnection(*target, timeout=60)
+                try:
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                self.send_response(resp.status)
+                head = self.command == "HEAD"  # its Content-Length is the object's size
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                    elif k.lower() == "content-length" and head:
+                        self.send_header(k, v)
+                if not head:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> S3Proxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

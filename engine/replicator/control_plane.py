@@ -190,6 +190,11 @@ class ControlPlane:
         owner = self.tables.owner(rt.name)
         if owner != rt.topic:
             return f"error: the folder of {rt.name} belongs to topic {owner}"
+        if rt.store.local_path("") is None:
+            return (
+                f"error: table {rt.name} is on object storage ({rt.location}): resync works "
+                "on a folder only so far"
+            )
         found = ownership.findings(rt.path)
         if found:  # another writer's data may be there: never removed
             return (
@@ -215,7 +220,7 @@ class ControlPlane:
             self.recorder.reset(self.tables.store_name(rt))
             self.sync(force=True)
         try:
-            drop_replica(self.tables.target, rt.name, keep_lock=self.tables.locks is not None)
+            drop_replica(rt.path.parent, rt.name, keep_lock=self.tables.locks is not None)
             shutil.rmtree(self.tables.staging / rt.name, ignore_errors=True)
         except (TableNameError, OSError) as exc:
             self.offsets.fail(rt, f"resync: could not remove the replica: {exc}")

@@ -69,7 +69,7 @@ class Replicator:
         self.config_path = config_path
         #: The Prometheus endpoint (``replicator.metrics_port``), once started.
         self.metrics: MetricsServer | None = None
-        self.target = config.target_path()
+        self.target = config.target_store()
         self.work = config.work_path()
         self.on_batch = on_batch
         #: Set to stop after the batch in flight (``stop``: an event the caller may set
@@ -133,10 +133,10 @@ class Replicator:
 
     def _run_locked(self, until_caught_up: bool, max_batches: int | None) -> None:
         self._ended_by = None
-        locks = self.tables.locks = Locks()
+        locks = self.tables.locks = Locks(self.cfg.replicator.lease_seconds)
         try:
             try:
-                self.target.mkdir(parents=True, exist_ok=True)
+                self.target.make_folders("")
                 private_dir(self.work)  # owner-only: state, logs, dead letters
                 locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
                 recorder = self.recorder = StateRecorder(self.work, self.config_path)
@@ -358,7 +358,7 @@ class Replicator:
         Raises:
             WriterLockError: a replicator runs on the work folder (send it a request).
         """
-        locks = self.tables.locks = Locks()
+        locks = self.tables.locks = Locks(self.cfg.replicator.lease_seconds)
         try:
             locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
             return self.control.replay(table)

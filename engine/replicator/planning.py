@@ -255,7 +255,7 @@ def plan_table(
         if batch is None or not has_rows or not key_fields:
             return None
         rt.writer = HudiWriter.create(
-            rt.path,
+            rt.store,
             name=rt.name,
             record_key_fields=key_fields,
             ordering_field=ORDERING_FIELD,
@@ -263,12 +263,14 @@ def plan_table(
             schema=evolve_schema(None, batch.schema),
             table_type=cfg.hudi.table_type,
         )
+        if rt.lease is not None:
+            rt.writer.fence(rt.lease)
     writer = rt.writer
     if has_rows and key_fields and list(key_fields) != list(writer.record_key_fields):
         raise SchemaEvolutionError(
             f"the primary key changed from ({', '.join(writer.record_key_fields)}) to "
             f"({', '.join(key_fields)})",
-            hint=f"a key change redefines the table: move {rt.path} away and restart "
+            hint=f"a key change redefines the table: move {rt.location} away and restart "
             "to rebuild it from the topic",
         )
     current = writer.schema()
@@ -282,7 +284,7 @@ def plan_table(
         if ev.drop or fills or resets:  # every stored row changes shape or value
             rewrite_all = rewrite_all or not created
     if schema is None:
-        raise SchemaEvolutionError(f"{rt.path}: the table records no schema")
+        raise SchemaEvolutionError(f"{rt.location}: the table records no schema")
     if has_rows:
         writer.check_schema(schema)  # an unstorable column fails this table, before writing
     progress = rt.progress

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 from engine.config import Config
 from engine.errors import HudiError, TableNameError, WriterLockError
 from engine.hudi import HudiWriter, check_no_stray_timeline, ownership
-from engine.lock import Locks, table_lock_path
-from engine.naming import table_key, table_path
+from engine.lock import Locks
+from engine.naming import table_key, table_store
 from engine.replicator.progress import TOPIC_KEY, TableProgress
 from engine.replicator.retry import Incident
 from engine.state import TableCounters, TableState, TableStatus
+from engine.storage import Storage, StorageError
+from engine.storage.lease import Lease
 
 if TYPE_CHECKING:
     from engine.replicator.batches import DdlItem
@@ -70,7 +72,8 @@ class TableRuntime:
 
     topic: str
     name: str
-    path: Path
+    #: Its files: a folder, or a bucket's prefix.
+    store: Storage
     writer: HudiWriter | None = None
     partitions: list[int] = field(default_factory=list)
     progress: TableProgress = field(default_factory=TableProgress)
@@ -97,6 +100,29 @@ class TableRuntime:
     #: It stops once its batch in flight commits (``errors.tolerance``, a schema change
     #: it cannot take, an epoch change): nothing after that is read into a later batch.
     stopping: bool = False
+    #: This run's lease on it (a table on object storage, while the replicator runs).
+    lease: Lease | None = None
+
+    @property
+    def location(self) -> str:
+        """Where it is, for messages: its folder or ``s3://`` URL."""
+        return self.store.url
+
+    @property
+    def path(self) -> Path:
+        """Its folder.
+
+        Raises:
+            StorageError: It is on object storage, where what asked is not done yet.
+        """
+        local = self.store.local_path("")
+        if local is None:
+            raise StorageError(
+                f"table {self.name} is on object storage ({self.location}): this works on "
+                "a folder only so far",
+                hint="see docs/guide/tables.md#object-storage for what a bucket target does",
+            )
+        return local
 
     @property
     def live(self) -> bool:
@@ -165,7 +191,7 @@ class Tables:
 
     def __init__(self, config: Config, staging: Path) -> None:
         self.cfg = config
-        self.target = config.target_path()
+        self.target = config.target_store()
         self.staging = staging
         self.by_topic: dict[str, TableRuntime] = {}
         self._names: dict[str, str] = {}
@@ -174,9 +200,15 @@ class Tables:
         self.locks: Locks | None = None
 
     def lock(self, rt: TableRuntime) -> None:
-        """Hold ``rt``'s writer lock, if this run locks (before anything is written)."""
-        if self.locks is not None:
-            self.locks.take(table_lock_path(rt.path), f"table {rt.name} ({rt.path})")
+        """Hold ``rt``'s writer lock, if this run locks (before anything is written): a
+        ``flock`` in a folder, a lease in a bucket (its writer then commits through it)."""
+        if self.locks is None:
+            return
+        lease = self.locks.take_table(rt.store, f"table {rt.name} ({rt.location})")
+        if lease is not None:
+            rt.lease = lease
+            if rt.writer is not None:
+                rt.writer.fence(lease)
 
     def owner(self, name: str) -> str | None:
         """The topic whose table ``name`` is (None: no topic has it yet)."""
@@ -220,9 +252,11 @@ class Tables:
         if not self._selected(name):
             return None
         try:
-            path = table_path(self.target, name)
+            path = table_store(self.target, name)
         except TableNameError as exc:  # a folder it must not write: the table fails
-            rt = TableRuntime(topic, name, self.target / name, state=TableState.FAILED)
+            # Never opened nor written (FAILED from the start, no owner: resync refuses
+            # it); the target stands in for the store its name cannot have.
+            rt = TableRuntime(topic, name, self.target, state=TableState.FAILED)
             rt.error = exc.message
             self.by_topic[topic] = rt
             log.error("%s: FAILED: %s", name, exc.message)
@@ -263,23 +297,25 @@ class Tables:
             WriterLockError: another replicator writes it.
             OSError: its storage failed (retried).
         """
-        path, name = rt.path, rt.name
+        path, name = rt.store, rt.name
         if HudiWriter.exists(path):
             ownership.check(path, name)  # before the lock: its file is a write
             self.lock(rt)  # before rolling back: the unfinished instants may be another's
             writer = HudiWriter.open(path)
+            if rt.lease is not None:
+                writer.fence(rt.lease)
             for stray in writer.verify():
                 log.warning(
                     "%s: %s in the table folder is not a table file; readers skip it "
                     "(move it out of %s)",
                     name,
                     stray,
-                    path,
+                    rt.location,
                 )
             written_by = writer.extra_metadata().get(TOPIC_KEY)
             if written_by and written_by != rt.topic:
                 raise HudiError(
-                    f"the table folder {path} holds the replica of topic {written_by!r}, "
+                    f"the table folder {rt.location} holds the replica of topic {written_by!r}, "
                     f"not of {rt.topic!r} (both map to table {name!r}); exclude one of the "
                     "topics (source.exclude_topics), or move the folder out of target.path "
                     "to rebuild it from this topic"

@@ -20,10 +20,13 @@ none) or all of the new one, never a part.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from engine.errors import CdcError
+from engine.files import Content
 
 
 class StorageError(CdcError):
@@ -68,11 +71,22 @@ class Storage(ABC):
         """
 
     @abstractmethod
-    def write(self, path: str, data: bytes) -> ObjectInfo:
-        """Make ``data`` the object at ``path``, replacing any, whole or nothing."""
+    def write(
+        self, path: str, data: Content, *, staging: str | None = None, sync: bool = True
+    ) -> ObjectInfo:
+        """Make ``data`` the object at ``path``, replacing any, whole or nothing.
+
+        Args:
+            data: The bytes, or a callable writing the whole object to the local file it
+                is given (a Parquet writer streams into it; an object store uploads it).
+            staging: The folder a local store stages the new file in before its rename
+                (None: beside it); object stores ignore it.
+            sync: Also make the folder's entry durable now; False when the caller
+                :meth:`sync` s the folder once after several writes.
+        """
 
     @abstractmethod
-    def create(self, path: str, data: bytes) -> ObjectInfo | None:
+    def create(self, path: str, data: Content, *, staging: str | None = None) -> ObjectInfo | None:
         """Make ``data`` the object at ``path`` only if there is none; None if there is."""
 
     @abstractmethod
@@ -105,6 +119,32 @@ class Storage(ABC):
     @abstractmethod
     def delete(self, path: str) -> None:
         """Remove the object at ``path`` (nothing happens if there is none)."""
+
+    # What a local folder has beyond objects; an object store has nothing to do.
+
+    def local_path(self, path: str) -> Path | None:
+        """The file behind ``path`` when the store is a local folder (for memory-mapped
+        reads and file metadata), else None."""
+        return None
+
+    def sync(self, folder: str = "", files: Sequence[str] = ()) -> None:
+        """Make ``files`` (written by any process) and the entries of ``folder`` durable:
+        what a commit needs before it names them. A finished put is durable already.
+
+        Raises:
+            FileNotFoundError: One of ``files`` is missing (a local folder).
+        """
+        return None
+
+    def make_folders(self, *folders: str) -> None:
+        """Create empty folders where the store has folders (a local disk; ``""``: the
+        root)."""
+        return None
+
+    def discard_staged(self, staging: str) -> None:
+        """Remove what interrupted writes left staged in ``staging`` (a crash between
+        writing a temporary file and its rename)."""
+        return None
 
 
 def check_path(path: str) -> str:

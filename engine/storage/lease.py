@@ -44,6 +44,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from engine import faults
 from engine.errors import WriterLockError
 from engine.storage.base import ObjectInfo, Storage, StorageError
 
@@ -352,6 +353,7 @@ class Lease:
             if not self._named_by_lease(staged):
                 self.store.delete(staged)
             raise
+        faults.point("lease_swapped")  # committed, its file not yet made: rolled forward
         made = self.store.create(completed, content)
         if made is None:
             # A takeover rolled it forward while we stalled: it must be ours, byte for byte.

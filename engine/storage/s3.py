@@ -20,8 +20,12 @@ message without the request's headers.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +40,7 @@ from obstore.exceptions import (
 from obstore.store import S3Store
 from pydantic import SecretStr
 
+from engine.files import Content
 from engine.storage.base import ObjectInfo, Storage, StorageError, check_path
 
 #: What a failed request raises: obstore's errors, and the built-in ones it maps some to
@@ -96,6 +101,14 @@ class S3Settings:
     session_token: SecretStr | None = None
 
 
+def _produced(produce: Callable[[Path], None]) -> bytes:
+    """What ``produce`` writes to a file, as bytes (a small object put in one request)."""
+    with tempfile.TemporaryDirectory(prefix="cdcctl-put-") as tmp:
+        file = Path(tmp) / "object"
+        produce(file)
+        return file.read_bytes()
+
+
 def _first_line(exc: BaseException) -> str:
     """The store's message without the response body or debug dump."""
     text = str(exc).split("\n", 1)[0]
@@ -143,6 +156,11 @@ class ObjectStorage(Storage):
                 f"cannot use {self.url}: {_first_line(exc)}",
                 hint="check target.path and [target.s3] (endpoint, region)",
             ) from None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled into Spark tasks as its settings (credentials included: documented in
+        # docs/guide/operating.md), and rebuilt with a client of its own there.
+        return (partial(ObjectStorage, patient=self.patient), (self.settings,))
 
     def under(self, folder: str) -> ObjectStorage:
         url = f"{self.url}/{check_path(folder)}"
@@ -194,14 +212,30 @@ class ObjectStorage(Storage):
         except _ERRORS as exc:
             raise self._failed(exc, "reading", path) from None
 
-    def write(self, path: str, data: bytes) -> ObjectInfo:
+    def write(
+        self, path: str, data: Content, *, staging: str | None = None, sync: bool = True
+    ) -> ObjectInfo:
+        check_path(path)
+        if not isinstance(data, bytes):
+            # Written to a local temporary file first, then uploaded (in parts when large).
+            with tempfile.TemporaryDirectory(prefix="cdcctl-put-") as tmp:
+                file = Path(tmp) / "object"
+                data(file)
+                size = file.stat().st_size
+                try:
+                    result = obstore.put(self._store, path, file, mode="overwrite")
+                except _ERRORS as exc:
+                    raise self._failed(exc, "writing", path) from None
+            return ObjectInfo(path, size, datetime.now(UTC), str(result["e_tag"] or ""))
         try:
-            result = obstore.put(self._store, check_path(path), data, mode="overwrite")
+            result = obstore.put(self._store, path, data, mode="overwrite")
         except _ERRORS as exc:
             raise self._failed(exc, "writing", path) from None
         return self._written(path, result, data)
 
-    def create(self, path: str, data: bytes) -> ObjectInfo | None:
+    def create(self, path: str, data: Content, *, staging: str | None = None) -> ObjectInfo | None:
+        if not isinstance(data, bytes):
+            data = _produced(data)
         try:
             result = obstore.put(self._store, check_path(path), data, mode="create")
         except (AlreadyExistsError, FileExistsError, PreconditionError):

@@ -2,17 +2,14 @@
 (moto's): ``test-connection`` probes the bucket (list, create-if-absent, compare-and-swap,
 read, delete) and says what is wrong; a store that ignores conditional writes (moto
 behind a proxy that drops the ``If-None-Match`` and ``If-Match`` headers) fails the
-check; the commands that do not reach object storage yet refuse it with a clear error."""
+check; the commands that do not read object storage yet refuse it with a clear error
+(``cdcctl start`` writes it: tests/integration/test_object_storage_runs.py)."""
 
 from __future__ import annotations
 
-import http.client
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from engine.playground.objectstore import S3Server
+from engine.playground.objectstore import S3Proxy, S3Server
 from tests.integration.replicas import checks_of, config_text, run_cli
 
 #: The credentials, as the tests' environment holds them: never printed.
@@ -49,8 +46,9 @@ def test_bucket_probe_passes_and_names_what_is_not_there_yet(s3: S3Server, tmp_p
     assert bucket["status"] == "pass", bucket
     assert "s3://lake/replicas: list, create, create-if-absent refused" in bucket["detail"]
     writer = checks["target.writer"]
-    assert writer["status"] == "fail"
-    assert "do not read or write object storage yet" in writer["detail"]
+    assert writer["status"] == "warn"
+    assert "`cdcctl start` replicates into it" in writer["detail"]
+    assert "do not read object storage yet" in writer["detail"]
     # The folder checks do not run on a URL (no "folder" named s3: is created).
     assert "target.folder" not in checks and "target.free_space" not in checks
     assert not (tmp_path / "s3:").exists()
@@ -64,57 +62,22 @@ def test_missing_bucket(s3: S3Server, tmp_path: Path) -> None:
     assert "create the bucket" in bucket["fix"]
 
 
-class _Unconditional(BaseHTTPRequestHandler):
-    """Forwards every request to the S3 server without its conditional headers."""
-
-    target: tuple[str, int]
-
-    def _forward(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        headers = {
-            k: v for k, v in self.headers.items() if k.lower() not in ("if-none-match", "if-match")
-        }
-        conn = http.client.HTTPConnection(*self.target, timeout=30)
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        conn.close()
-
-    do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 def test_store_ignoring_conditional_writes_fails(s3: S3Server, tmp_path: Path) -> None:
-    parts = urlsplit(s3.endpoint)
-    handler = type("Handler", (_Unconditional,), {"target": (parts.hostname, parts.port)})
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
-        checks = _checks(_config(tmp_path, "s3://lake/unsafe", endpoint))
-    finally:
-        proxy.shutdown()
+    with S3Proxy(s3.endpoint, drop_headers=("If-None-Match", "If-Match")) as proxy:
+        checks = _checks(_config(tmp_path, "s3://lake/unsafe", proxy.endpoint))
+    assert any(cond for _, _, cond in proxy.requests), "no conditional request was made"
     bucket = checks["target.bucket"]
     assert bucket["status"] == "fail", bucket
     assert "ignores conditional writes" in bucket["detail"]
     assert "If-None-Match" in bucket["fix"]
 
 
-def test_start_refuses_an_object_target_before_anything_runs(s3: S3Server, tmp_path: Path) -> None:
+def test_query_refuses_an_object_target_before_anything_runs(s3: S3Server, tmp_path: Path) -> None:
     config = _config(tmp_path, "s3://lake/replicas", s3.endpoint)
-    for command in (["start"], ["query", "SELECT 1"]):
+    for command in (["query", "SELECT 1"],):
         r = run_cli(*command, "--config", str(config), env=ENV, timeout=120)
         assert r.returncode != 0, (command, r.stdout, r.stderr)
-        assert "object storage" in r.stderr and "set target.path to a folder" in r.stderr, (
+        assert "do not read it yet" in r.stderr and "set target.path to a folder" in r.stderr, (
             command,
             r.stderr,
         )

@@ -3,8 +3,8 @@
 The merge tasks write each data file and tombstone sidecar's content durably but leave
 their folders' entries to the commit: one folder sync for all of a batch's files instead
 of one per file. A power loss cannot be caused here, so the test spies on the real
-``fsync`` calls of the driver (each still runs) and checks their order against the
-moment the completed instant appears.
+``fsync`` calls of the driver through the table's store (each still runs) and checks
+their order against the moment the completed instant appears.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from engine.config import config_from_dict
 from engine.files import fsync as real_fsync
-from engine.hudi import table as hudi_table
 from engine.hudi import tombstones
 from engine.replicator import Replicator
+from engine.storage import local as local_storage
 from tests import builders
 from tests.engine.test_properties import Msg
 
@@ -57,8 +57,8 @@ def test_folders_are_synced_before_the_commit_names_their_files(
         synced.append((Path(path), {p.name for p in hoodie.iterdir()}))
         real_fsync(path)
 
-    monkeypatch.setattr(hudi_table, "fsync", spy)
-    monkeypatch.setattr(tombstones, "fsync", spy)
+    # The table's files are synced through its store (engine.storage.local).
+    monkeypatch.setattr(local_storage, "fsync", spy)
     # Deletes in both buckets: every touched group gets a tombstone sidecar.
     replicator.apply([_msg(i, 100 + i, "d", 20 + i) for i in range(0, 20, 3)])
     completed = {p.name for p in hoodie.iterdir()} - completed_before

@@ -33,6 +33,7 @@ from engine.hudi.file_slice import RowCounts, SliceWrite, base_rows, write_base_
 from engine.hudi.log_file import LogFileName
 from engine.hudi.parquet import read_table
 from engine.hudi.schema import HOODIE_RECORD_KEY
+from engine.storage import LocalStorage
 from tests.hudi_rs_data import table_zip
 
 #: Every hudi-rs test table (zips of tables Hudi's Spark writer made) with base files
@@ -366,7 +367,7 @@ def test_rewrites_and_compactions_carry_the_footer(tmp_path: Path) -> None:
         table = tmp_path / table_type
         table.mkdir()
         first = SliceWrite(
-            str(table),
+            LocalStorage(table),
             instants[0],
             0,
             "g-0",
@@ -390,13 +391,13 @@ def test_rewrites_and_compactions_carry_the_footer(tmp_path: Path) -> None:
             pc.invert(pc.is_in(stored.column(HOODIE_RECORD_KEY), pa.array(["1", "2"])))
         )
         second = SliceWrite(
-            str(table),
+            LocalStorage(table),
             instants[1],
             0,
             "g-0",
             "g-0_0-1-0_" + instants[1] + ".parquet",
             0,
-            base_file=str(base),
+            base_file=base.name,
             base_instant=instants[0],
             avro_schema=avro_schema,
         )
@@ -436,7 +437,7 @@ def test_data_files_are_staged_outside_the_table_folder(tmp_path: Path, monkeypa
     monkeypatch.setattr(os, "replace", spy)
     instants = ["20261125120000000", "20261125120000100"]
     base = SliceWrite(
-        str(table),
+        LocalStorage(table),
         instants[0],
         0,
         "g-0",
@@ -453,13 +454,13 @@ def test_data_files_are_staged_outside_the_table_folder(tmp_path: Path, monkeypa
     }
     base.write(upserts=upserts(["1", "2"]), counts=RowCounts(inserts=2), **write)
     log = SliceWrite(
-        str(table),
+        LocalStorage(table),
         instants[1],
         0,
         "g-0",
         LogFileName("g-0", instants[0], 1, 0).name,
         0,
-        base_file=str(table / base.file_name),
+        base_file=base.file_name,
         base_instant=instants[0],
         append=True,
         avro_schema=base.avro_schema,

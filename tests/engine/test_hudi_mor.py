@@ -218,7 +218,7 @@ def test_compaction_slice_and_clean(tmp_path: Path) -> None:
     assert group.instant == compacted and group.log_files == ()
     assert hudi_rs_rows(table.base_path) == {"1": ("a2", 20), "3": ("c", 30)}
     append_log(table, compacted, 1, {3: ("c2", 40)}, [])
-    deleted = {p.name for p in table.clean(1)}
+    deleted = set(table.clean(1))
     assert deleted == {base_file_name(FID, "0-1-0", base), log}
     assert hudi_rs_rows(table.base_path) == {"1": ("a2", 20), "3": ("c2", 40)}
 

@@ -285,7 +285,7 @@ def test_clean_is_recorded_and_a_pending_clean_finished(tmp_path: Path) -> None:
     m.log_write({1: ("a2", 2)}, [])
     second = m.base_write({3: ("c", 3)})
     m.log_write({3: ("c2", 4)}, [2])
-    deleted = {p.name for p in m.table.clean(1)}
+    deleted = set(m.table.clean(1))
     assert base_file_name(m.file_id, "0-1-0", first) in deleted
     hoodie = m.table.base_path / ".hoodie"
     timeline = tl.scan(hoodie)

@@ -103,7 +103,7 @@ def test_clean_by_hours_keeps_every_instant_of_the_window_readable(tmp_path: Pat
 
     # The window starts at t3 (t1 and t2 are older than an hour at that moment).
     now = _at(t3) + timedelta(hours=1)
-    deleted = sorted(p.name for p in table.clean(hour, now=now))
+    deleted = sorted(table.clean(hour, now=now))
     # Same files as keeping the newest two commits: t3 is the earliest retained either way.
     assert len(deleted) == 3 and all(t1 in n or t2 in n for n in deleted)
     for t in (t3, t4):
@@ -139,7 +139,7 @@ def test_clean_by_commits_records_its_own_policy(tmp_path: Path) -> None:
     t1 = w.upsert({1: ("a", 1)})
     t2 = w.upsert({1: ("b", 2)})
     w.upsert({1: ("c", 3)})
-    assert [p.name for p in table.clean(Retention(commits=1))] != []
+    assert table.clean(Retention(commits=1)) != []
     [clean] = tl.scan(base / ".hoodie").completed_services("clean")
     plan, meta = _plan_and_metadata(base, clean)
     assert plan["policy"] == meta["partitionMetadata"][""]["policy"] == KEEP_LATEST_COMMITS

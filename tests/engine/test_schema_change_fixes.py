@@ -21,6 +21,7 @@ from engine.merge.rules import MergeOptions, merge_file_group
 from engine.replicator.progress import SCHEMA_STATE_KEY, TableProgress
 from engine.replicator.schema_changes import evolve
 from engine.replicator.tables import TableRuntime
+from engine.storage import LocalStorage
 from tests.schema_events import decimal_field, event, field
 
 TOPIC = "srv.public.items"
@@ -58,7 +59,7 @@ def _restarted(rt: TableRuntime) -> TableRuntime:
     commit's extra metadata."""
     extra = rt.progress.extra(TOPIC, None)
     state = json.loads(extra[SCHEMA_STATE_KEY])
-    return TableRuntime(TOPIC, rt.name, rt.path, progress=TableProgress(schema_state=state))
+    return TableRuntime(TOPIC, rt.name, rt.store, progress=TableProgress(schema_state=state))
 
 
 def test_an_explicit_null_after_the_add_is_not_filled_when_old_events_are_resent() -> None:
@@ -69,7 +70,7 @@ def test_an_explicit_null_after_the_add_is_not_filled_when_old_events_are_resent
         # Connect restarted: the change of before the ALTER is sent again (old schema).
         event(TOPIC, OLD, "u", {"id": 1, "a": "x"}, 100),  # offset 2
     ])  # fmt: skip
-    rt = TableRuntime(TOPIC, "items", Path("unused"))
+    rt = TableRuntime(TOPIC, "items", LocalStorage(Path("unused")))
     batch, ev = evolve(_cfg(fill_defaults=True), rt, res.batch, res.row_schemas, TABLE, ["id"])
     assert ev.fills == {"d": 42, "g": Decimal("3.25")}
     rows = batch.select(["id", "d", "g"]).to_pylist()
@@ -81,7 +82,7 @@ def test_an_explicit_null_after_the_add_is_not_filled_when_old_events_are_resent
 
 
 def test_old_schema_events_of_a_later_batch_get_the_remembered_default() -> None:
-    rt = TableRuntime(TOPIC, "items", Path("unused"))
+    rt = TableRuntime(TOPIC, "items", LocalStorage(Path("unused")))
     # INSERT (1, 'x') at LSN 100 (partition 1); ALTER TABLE ADD COLUMN d ... DEFAULT 42;
     # INSERT (2, 'y', 7) at LSN 200 (partition 0). The batch reads partition 0 only.
     first = _decode([event(TOPIC, NEW, "c", {"id": 2, "a": "y", "d": 7, "g": None}, 200)], 0)
@@ -106,7 +107,7 @@ def test_old_schema_events_of_a_later_batch_get_the_remembered_default() -> None
 
 
 def test_without_fill_defaults_later_old_schema_events_stay_null() -> None:
-    rt = TableRuntime(TOPIC, "items", Path("unused"))
+    rt = TableRuntime(TOPIC, "items", LocalStorage(Path("unused")))
     first = _decode([event(TOPIC, NEW, "c", {"id": 2, "a": "y", "d": 7, "g": None}, 200)], 0)
     _, ev = evolve(_cfg(), rt, first.batch, first.row_schemas, TABLE, ["id"])
     second = _decode([event(TOPIC, OLD, "c", {"id": 1, "a": "x"}, 100)], 1)
@@ -137,7 +138,7 @@ def test_a_drop_is_judged_whatever_the_decode_path(tables) -> None:
     assert seen == sorted(set(res.batch.column("_cdc_offset").to_pylist())) == [1000, 1001]
     table = pa.schema([pa.field("id", pa.int32()), pa.field("a", pa.string()),
                        pa.field("b", pa.string()), *CDC_FIELDS])  # fmt: skip
-    rt = TableRuntime(TOPIC, cfg.table_name(TOPIC), Path("unused"))
+    rt = TableRuntime(TOPIC, cfg.table_name(TOPIC), LocalStorage(Path("unused")))
     with pytest.raises(SchemaEvolutionError, match="a no longer in the source"):
         evolve(cfg, rt, res.batch, res.row_schemas, table, ["id"])
 
@@ -164,7 +165,7 @@ def test_flattened_topics_report_row_schemas_at_real_offsets() -> None:
     keys = [json.dumps({"id": i}).encode() for i in (1, 2, 1)]
     res = decode(RecordBatch(TOPIC, keys, values, [0, 0, 0], [70, 71, 72]))
     assert not res.bad and res.row_schemas
-    rt = TableRuntime(TOPIC, cfg.table_name(TOPIC), Path("unused"))
+    rt = TableRuntime(TOPIC, cfg.table_name(TOPIC), LocalStorage(Path("unused")))
     batch, ev = evolve(cfg, rt, res.batch, res.row_schemas, TABLE, ["id"])
     assert ev.fills == {"d": 42}
     assert batch.select(["id", "d"]).to_pylist() == [
@@ -189,7 +190,7 @@ def _stored_rows() -> pa.Table:
 @pytest.mark.parametrize("fill", [True, False], ids=["fill_defaults", "no_fill"])
 def test_a_column_dropped_under_keep_and_added_again_loses_its_pre_drop_values(fill) -> None:
     cfg = _cfg(schema_changes="keep", fill_defaults=fill)
-    rt = TableRuntime(TOPIC, "items", Path("unused"))
+    rt = TableRuntime(TOPIC, "items", LocalStorage(Path("unused")))
     # The replica holds rows 1 and 3 with d = 7. ALTER TABLE DROP COLUMN d; UPDATE row 2.
     first = _decode([event(TOPIC, NO_D, "u", {"id": 2}, 200)], 0, 10)
     _, ev = evolve(cfg, rt, first.batch, first.row_schemas, STORED, ["id"])

@@ -23,7 +23,7 @@ from engine.replicator import Replicator
 from engine.storage import open_storage
 from tests import builders
 from tests.engine.test_properties import Msg
-from tests.s3_support import s3_settings
+from tests.s3_support import hudi_rs_options, s3_settings
 
 pytestmark = [pytest.mark.spark]
 
@@ -119,14 +119,7 @@ def test_the_view_of_a_table_on_s3_reads_what_the_folder_holds(
         _ = remote.base_path
 
     # hudi-rs reads the copy from S3 itself: the same rows as from the folder.
-    options = {
-        "aws_endpoint_url": s3.endpoint,
-        "aws_access_key_id": "cdcctl-test",
-        "aws_secret_access_key": "cdcctl-test-secret",
-        "aws_region": "us-east-1",
-        "aws_allow_http": "true",
-    }
-    from_s3 = pa.Table.from_batches(hudi.HudiTable(f"{url}/app_t", options).read())
+    from_s3 = pa.Table.from_batches(hudi.HudiTable(f"{url}/app_t", hudi_rs_options(s3)).read())
     from_folder = pa.Table.from_batches(hudi.HudiTable(str(folder)).read())
     key = "_hoodie_record_key"
     assert from_s3.num_rows == from_folder.num_rows > 0

@@ -19,6 +19,8 @@ from engine.hudi.schema import conform
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
+from engine.storage import ObjectStorage, Storage
+from tests.s3_support import hudi_rs_options_of
 
 META = (
     "_hoodie_commit_time",
@@ -295,9 +297,14 @@ def validate_tables(config: Path, dsn: str) -> dict[str, dict]:
     return {r["table"]: r for r in json.loads(done.stdout)}
 
 
-def read_replica(path: Path) -> dict[str, dict]:
-    """Rows of a replica read by hudi-rs, keyed by record key, without Hudi/cdc columns."""
-    batches = hudi.HudiTable(str(path)).read()
+def read_replica(path: Path | Storage) -> dict[str, dict]:
+    """Rows of a replica read by hudi-rs, keyed by record key, without Hudi/cdc columns
+    (``path``: its folder, or its store: hudi-rs reads a bucket itself)."""
+    if isinstance(path, ObjectStorage):
+        batches = hudi.HudiTable(path.url, hudi_rs_options_of(path.settings)).read()
+    else:
+        path = path.local_path("") if isinstance(path, Storage) else path
+        batches = hudi.HudiTable(str(path)).read()
     if not batches:
         return {}
     # hudi-rs labels naive timestamps UTC (no Avro type it reads means "naive"); restore
@@ -321,13 +328,17 @@ def replica_rows(path: Path) -> dict[str, dict]:
     return read_replica(path)
 
 
-def assert_replicas_match(target: Path, expected: dict[str, dict[str, dict]]) -> dict[str, int]:
-    """Every topic's replica equals the oracle's table; returns row counts per table."""
+def assert_replicas_match(
+    target: Path | Storage, expected: dict[str, dict[str, dict]]
+) -> dict[str, int]:
+    """Every topic's replica in ``target`` (a folder or a store) equals the oracle's
+    table; returns row counts per table."""
     counts = {}
     for topic, rows in expected.items():
-        path = target / table_name_for_topic(topic)
+        name = table_name_for_topic(topic)
+        path = target.under(name) if isinstance(target, Storage) else target / name
         # A table being created has its folder before its hoodie.properties: not yet a table.
-        actual = read_replica(path) if (path / ".hoodie" / "hoodie.properties").exists() else {}
+        actual = read_replica(path) if HudiTable.exists(path) else {}
         missing = expected_keys = set(rows)
         missing = expected_keys - set(actual)
         extra = set(actual) - expected_keys
@@ -344,17 +355,19 @@ def assert_replicas_match(target: Path, expected: dict[str, dict[str, dict]]) ->
     return counts
 
 
-def applied_counts(path: Path) -> dict[str, int]:
-    """What every completed commit of a table says it applied (``cdcctl.counts``), added
-    up over the active and the archived timeline."""
-    from engine.hudi.archive import list_archives, read_archive
+def applied_counts(path: Path | Storage) -> dict[str, int]:
+    """What every completed commit of a table (its folder or store) says it applied
+    (``cdcctl.counts``), added up over the active and the archived timeline."""
+    from engine.hudi.archive import archives_in, read_archive
     from engine.hudi.timeline import WRITE_ACTIONS
+    from engine.storage import LocalStorage
 
-    table = HudiTable.open(path)
+    store = path if isinstance(path, Storage) else LocalStorage(path)
+    table = HudiTable.open(store)
     instants = set(table.completed_instants())
-    archived = path / ".hoodie" / "archived"
-    for _, name, _ in list_archives(archived):
-        for entry in read_archive(archived / name):
+    for _, name, _ in archives_in(store):
+        archive = f".hoodie/archived/{name}"
+        for entry in read_archive(archive, store.read(archive)):
             if entry.action in WRITE_ACTIONS and entry.state == "COMPLETED":
                 instants.add(entry.instant)
     total: dict[str, int] = {}

@@ -1,0 +1,177 @@
+"""The writer's whole cycle through a table's store, once in a folder and once in moto's
+S3 server: create, batches of upserts and deletes (Merge-on-Read appends with delta
+tombstone sidecars, and rewrites), cleaning and archiving, an unfinished instant rolled
+back by the next writer, the consistency check. Each file is written as a merge task
+writes it (``SliceWrite.write``), in this process.
+
+The oracle is a plain dict of the rows and of the deleted keys' tombstones; hudi-rs
+reads the table (from S3 itself for the bucket), and the tombstones come back through
+the sidecar chain the writer plans the next write on."""
+
+from __future__ import annotations
+
+import random
+
+import hudi
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.hudi import HudiWriter, options, tombstones
+from engine.hudi.file_slice import RowCounts, SliceWrite
+from engine.hudi.retention import Retention
+from engine.hudi.schema import HOODIE_RECORD_KEY
+from engine.model import KEY, POS, POS_SUB, SOURCE_TS
+from engine.storage import LocalStorage, Storage
+from tests.s3_support import hudi_rs_options
+
+SCHEMA = pa.schema([("id", pa.string()), ("name", pa.string()), ("_cdc_pos", pa.int64())])
+TOPIC = "srv.app.t"
+BUCKETS = 3
+
+
+def _tombs(keys: list[str], pos: int, instant: str) -> pa.Table:
+    n = len(keys)
+    return pa.table(
+        {
+            KEY: pa.array(keys, pa.string()),
+            POS: pa.array([pos] * n, pa.int64()),
+            POS_SUB: pa.array([0] * n, pa.int64()),
+            SOURCE_TS: pa.array([pos] * n, pa.int64()),
+            tombstones.INSTANT: pa.array([instant] * n, pa.string()),
+        },
+        schema=tombstones.SCHEMA,
+    )
+
+
+def _write(w: SliceWrite, upserts: dict[str, str], deletes: list[str], pos: int) -> object:
+    """What a merge task does with one group: read, fold (here: the batch wins), write."""
+    previous = w.read_tombstone_chain()
+    known = previous.rows if previous is not None else tombstones.SCHEMA.empty_table()
+    touched = [*upserts, *deletes]
+    # A key written again loses its tombstone; a deleted key gets one.
+    kept = known.filter(pc.invert(pc.is_in(known.column(KEY), pa.array(touched, pa.string()))))
+    tombs = pa.concat_tables([kept, _tombs(deletes, pos, w.instant)])
+    rows = pa.table(
+        {
+            "id": pa.array(list(upserts), pa.string()),
+            "name": pa.array(list(upserts.values()), pa.string()),
+            "_cdc_pos": pa.array([pos] * len(upserts), pa.int64()),
+        },
+        schema=SCHEMA,
+    )
+    if w.append:
+        carried = pa.table({})
+        gone = pa.array(deletes, pa.string())
+    else:
+        stored = w.read()
+        carried = pa.table({}) if stored is None else stored
+        if carried.num_rows:
+            keep = pc.invert(pc.is_in(carried.column(HOODIE_RECORD_KEY), pa.array(touched)))
+            carried = carried.filter(keep)
+        gone = pa.array([], pa.string())
+    return w.write(
+        carried=carried,
+        upserts=rows,
+        deleted_keys=gone,
+        tombs=tombs,
+        key_column="id",
+        data_schema=SCHEMA,
+        counts=RowCounts(inserts=len(upserts), deletes=len(deletes)),
+        previous=previous,
+    )
+
+
+def _batch(writer: HudiWriter, number: int, upserts: dict[str, str], deletes: list[str]):
+    """One batch of the replicator's writer calls; returns the instant and the writes."""
+    instant = writer.begin()
+    groups = writer.file_groups()
+    keys = [*upserts, *deletes]
+    buckets = writer.bucket_ids(pa.array(keys, pa.string()))
+    by_bucket: dict[int, tuple[dict[str, str], list[str]]] = {}
+    for key, bucket in zip(keys, buckets, strict=True):
+        ups, dels = by_bucket.setdefault(int(bucket), ({}, []))
+        if key in upserts:
+            ups[key] = upserts[key]
+        else:
+            dels.append(key)
+    touched = sorted(by_bucket)
+    # Every third batch compacts (a new base file); the others append a log file.
+    rewrite = {b for b in touched if b not in groups or number % 3 == 0}
+    writes = writer.plan_writes(instant, groups, touched, rewrite, SCHEMA, 0)
+    return instant, [_write(w, *by_bucket[w.bucket], number) for w in writes]
+
+
+def _rows(table: Storage, s3) -> dict[str, tuple[str, int]]:
+    local = table.local_path("")
+    if local is not None:
+        reader = hudi.HudiTable(str(local))
+    else:
+        reader = hudi.HudiTable(table.url, hudi_rs_options(s3))
+    batches = reader.read()
+    out: dict[str, tuple[str, int]] = {}
+    for r in pa.Table.from_batches(batches).to_pylist() if batches else []:
+        assert r[HOODIE_RECORD_KEY] not in out, "a key is live twice"
+        out[r[HOODIE_RECORD_KEY]] = (r["name"], r["_cdc_pos"])
+    return out
+
+
+def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> None:
+    s3 = request.getfixturevalue("s3") if not isinstance(store, LocalStorage) else None
+    table = store.under("app_t")
+    writer = HudiWriter.create(
+        table,
+        name="app_t",
+        record_key_fields=["id"],
+        ordering_field="_cdc_pos",
+        num_buckets=BUCKETS,
+        schema=SCHEMA,
+        table_type=options.TABLE_TYPE_MOR,
+    )
+    rng = random.Random(26)
+    rows: dict[str, tuple[str, int]] = {}
+    deleted: dict[str, int] = {}
+    retention = Retention(commits=3)
+    for number in range(1, 24):
+        keys = rng.sample(range(40), 8)
+        upserts = {str(k): f"v{number}-{k}" for k in keys[:6]}
+        deletes = [str(k) for k in keys[6:]]
+        instant, results = _batch(writer, number, upserts, deletes)
+        writer.commit(instant, results, SCHEMA, TOPIC, {0: number * 10}, {})
+        writer.maintain(number, retention, keep_min=2, keep_max=4)
+        for k, v in upserts.items():
+            rows[k] = (v, number)
+            deleted.pop(k, None)
+        for k in deletes:
+            rows.pop(k, None)
+            deleted[k] = number
+    assert _rows(table, s3) == rows
+    assert writer.checkpoint(TOPIC) == {0: 230}
+
+    # A batch whose commit never came: its files are there, its instant pending.
+    instant, _ = _batch(writer, 24, {"1": "lost", "99": "lost"}, ["2"])
+    written = {o.path for o in table.entries()}
+    assert _rows(table, s3) == rows  # readers skip the pending instant's files
+
+    reopened = HudiWriter.open(table)
+    assert reopened.verify() == []
+    assert reopened.recover() == [instant]
+    assert reopened.verify() == []
+    left = {o.path for o in table.entries()}
+    assert not any(instant in name for name in left) and left < written
+    assert _rows(table, s3) == rows
+
+    # The tombstones, read back through each group's sidecar chain.
+    groups = reopened.file_groups()
+    plans = reopened.plan_writes(reopened.begin(), groups, sorted(groups), set(), SCHEMA, 0)
+    found = {}
+    for w in plans:
+        chain = w.read_tombstone_chain()
+        if chain is not None:
+            found.update(zip(*chain.rows.select([KEY, POS]).to_pydict().values(), strict=True))
+    assert found == deleted
+
+    # Cleaning and archiving ran through the store too.
+    meta = {o.path.rsplit("/", 1)[-1] for o in table.entries(".hoodie")}
+    assert any(n.endswith(".clean") for n in meta)
+    assert table.entries(".hoodie/archived"), "nothing was archived"
+    assert len(reopened.completed_instants()) < 23
