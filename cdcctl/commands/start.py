@@ -88,14 +88,14 @@ def _run_headless(
     run_log.info(
         "replicating %s -> %s (config %s, pid %d)",
         cfg.source.kafka.topics,
-        cfg.target_path(),
+        cfg.target_store().url,
         config.resolve(),
         os.getpid(),
         extra={"file_only": True},
     )
     if sys.stderr.isatty():
         err.print(
-            f"replicating {cfg.source.kafka.topics} -> {cfg.target_path()} (Ctrl-C to stop)",
+            f"replicating {cfg.source.kafka.topics} -> {cfg.target_store().url} (Ctrl-C to stop)",
             markup=False,
         )
     try:
@@ -158,7 +158,7 @@ def run_with_dashboard(
     run_log.info(
         "replicating %s -> %s (config %s, pid %d, with the dashboard)",
         cfg.source.kafka.topics,
-        cfg.target_path(),
+        cfg.target_store().url,
         config.resolve(),
         os.getpid(),
         extra={"file_only": True},
