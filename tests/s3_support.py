@@ -13,6 +13,25 @@ from pydantic import SecretStr
 from engine.playground.objectstore import S3Server
 from engine.storage import LocalStorage, S3Settings, Storage, open_storage
 
+#: The credentials of the config files the CLI tests write (:func:`s3_target_keys`), as
+#: their environment holds them: never printed.
+S3_SECRET = "cdcctl-test-secret-never-shown"
+S3_ENV = {"CDCCTL_TEST_S3_KEY": "cdcctl-test", "CDCCTL_TEST_S3_SECRET": S3_SECRET}
+
+
+def s3_target_keys(endpoint: str) -> dict[str, object]:
+    """The ``[target.s3]`` keys of a config reaching ``endpoint`` with :data:`S3_ENV`'s
+    credentials by reference."""
+    return {
+        "s3": {
+            "endpoint": endpoint,
+            "region": "us-east-1",
+            "path_style": True,
+            "access_key_id": "${env:CDCCTL_TEST_S3_KEY}",
+            "secret_access_key": "${env:CDCCTL_TEST_S3_SECRET}",
+        }
+    }
+
 
 def s3_settings(server: S3Server, url: str) -> S3Settings:
     """``url`` (``s3://lake/...``) on ``server``, path-style, with dummy credentials."""

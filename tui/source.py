@@ -52,7 +52,7 @@ class StatusSource:
 
     @property
     def target(self) -> str | None:
-        return str(self.config.target_path()) if self.config is not None else None
+        return self.config.target_store(patient=False).url if self.config is not None else None
 
     def read(self) -> Snapshot:
         """The status as last recorded (blocks: call it from a worker)."""

@@ -39,7 +39,7 @@ from engine.hudi.layout import (
 )
 from engine.hudi.log_file import MAGIC as LOG_MAGIC
 from engine.hudi.log_file import LogFileName, log_instant, log_instant_in
-from engine.storage import LocalStorage, Storage
+from engine.storage import LocalStorage, Storage, StoreUnavailable
 
 PARQUET_MAGIC = b"PAR1"
 #: Names in a table folder that are the format's own (besides data files).
@@ -84,8 +84,15 @@ class _Recorded:
 def check(table: Any) -> None:
     """Raise :class:`HudiError` if ``table`` (a :class:`HudiTable`) is damaged (see the
     module doc). Lists ``.hoodie`` and the table folder once, parses the active
-    timeline's commit files, opens each recorded data file for its magic."""
+    timeline's commit files, opens each recorded data file for its magic.
+
+    On a table whose writer holds its lease (object storage), an unfinished instant
+    older than a completed one and data files of instants the timeline does not know
+    are what a writer that lost the lease left (it can have committed none of it, and
+    the lease's decided commit was completed when it was taken over): the rollback and
+    :meth:`~engine.hudi.services.TableServices.drop_orphans` remove them instead."""
     store: Storage = table.store
+    fenced = table.epoch is not None
     label = table.location.rstrip("/").rsplit("/", 1)[-1]
     hint = resync_hint(label)
     timeline = table.rescan()
@@ -93,7 +100,7 @@ def check(table: Any) -> None:
     newest = completed[-1] if completed else ""
     action = timeline.completed.get(newest, "commit")
     for instant in sorted(timeline.pending):
-        if instant < newest:
+        if instant < newest and not fenced:
             raise HudiError(
                 f"table {label}: instant {instant} is unfinished but the later instant "
                 f"{newest} completed; its completed commit file ({instant}.{action}) "
@@ -145,13 +152,15 @@ def check(table: Any) -> None:
                     written = log_instant(local, log_name)
                 else:
                     written = log_instant_in(store, info, log_name)
+            except StoreUnavailable:
+                raise  # the store, not the file: retried
             except (HudiError, ValueError, OSError, UnicodeDecodeError) as exc:
                 raise HudiError(
                     f"table {label}: log file {where} is damaged (its first block "
                     f"cannot be read: {exc}); it was truncated or overwritten",
                     hint,
                 ) from exc
-        if written not in known and not written < first:
+        if written not in known and not written < first and not fenced:
             raise HudiError(
                 f"table {label}: data file {name} was written by instant {written}, "
                 "which the timeline does not know: that instant's commit files were "

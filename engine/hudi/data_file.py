@@ -56,18 +56,20 @@ class DataFile:
         folder = self.name.rpartition("/")[0]
         return DataFile(self.store, f"{folder}/{name}" if folder else name)
 
-    def cache_key(self) -> tuple[Any, ...]:
+    def cache_key(self) -> tuple[Any, ...] | None:
         """What identifies its content: on a disk its path, size and modification time
         (a file replaced under the same name is a new entry); on object storage its URL
         and version (names carrying their instant are never written twice; a log file's
-        name is, by the redo of a rolled-back batch).
+        name is, by the redo of a rolled-back batch); None if there is no telling.
 
         Raises:
             FileNotFoundError: It is not there (a local file).
         """
         local = self.local
         if local is None:
-            return (str(self), self.version)
+            # Without a version (a store that gives no ETag) its content is not known:
+            # None, never cached.
+            return (str(self), self.version) if self.version else None
         st = os.stat(local)
         return (str(local), st.st_size, st.st_mtime_ns)
 

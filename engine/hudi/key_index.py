@@ -201,6 +201,8 @@ class ColumnCache:
         if columns is None or self.limit <= 0:
             return load()
         key = self._key(path, columns)
+        if key is None:
+            return load()
         hit = self.entries.pop(key, None)
         if hit is not None:
             self.entries[key] = hit  # most recently used last
@@ -211,12 +213,14 @@ class ColumnCache:
 
     def put(self, path: str | Path | DataFile, columns: list[str], value: Any) -> None:
         """Remember what reading ``columns`` of the just-written ``path`` would return."""
-        if self.limit > 0:
-            self._insert(self._key(path, columns), value)
+        key = self._key(path, columns) if self.limit > 0 else None
+        if key is not None:
+            self._insert(key, value)
 
     @staticmethod
-    def _key(path: str | Path | DataFile, columns: list[str]) -> tuple[Any, ...]:
-        return (*DataFile.at(path).cache_key(), tuple(columns))
+    def _key(path: str | Path | DataFile, columns: list[str]) -> tuple[Any, ...] | None:
+        found = DataFile.at(path).cache_key()
+        return None if found is None else (*found, tuple(columns))
 
     def _insert(self, key: tuple[Any, ...], value: Any) -> None:
         old = self.entries.pop(key, None)

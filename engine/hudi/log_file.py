@@ -139,10 +139,13 @@ def log_instant_in(store: Storage, info: ObjectInfo, parsed: LogFileName) -> str
         return parsed.legacy_instant
     name, size = info.path, info.size
     where = f"{store.url}/{name}"
-    return _cached(
-        (where, info.version, 0, size),
-        lambda: _first_instant(lambda n: store.read_range(name, 0, n), size, where),
-    )
+
+    def read() -> str:
+        return _first_instant(lambda n: store.read_range(name, 0, n), size, where)
+
+    if not info.version:
+        return read()  # a store without ETags: no telling a rewritten name apart
+    return _cached((where, info.version, 0, size), read)
 
 
 def _cached(key: tuple[str, int | str, int, int], read: Callable[[], str]) -> str:

@@ -38,7 +38,7 @@ from engine.hudi import options as o
 from engine.hudi import timeline as tl
 from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.options import HoodieOption as H
-from engine.storage import LocalStorage, Storage, StorageError
+from engine.storage import LocalStorage, Storage, StorageError, StoreUnavailable
 
 #: Actions of the timeline that only another Hudi writer makes.
 FOREIGN_ACTIONS = ("compaction", "logcompaction", "savepoint", "restore", "indexing")
@@ -49,6 +49,8 @@ NAMED = 3
 def _properties(store: Storage) -> dict[str, str] | None:
     try:
         text = store.read(f"{HOODIE_DIR}/{PROPERTIES_FILE}").decode("utf-8")
+    except StoreUnavailable:
+        raise  # the store, not the table: retried
     except (OSError, UnicodeDecodeError):
         return None  # missing or unreadable: what opens the table says so
     return parse_properties(text)
@@ -96,6 +98,8 @@ def _has_metadata_table(store: Storage) -> bool:
 def _timeline_findings(store: Storage, table_type: str) -> list[str]:
     try:
         listed = store.entries(HOODIE_DIR)
+    except StoreUnavailable:
+        raise  # the store, not the table: retried
     except (OSError, StorageError):
         return []
     sizes = {o.path.rsplit("/", 1)[-1]: o.size for o in listed}
@@ -126,6 +130,8 @@ def _timeline_findings(store: Storage, table_type: str) -> list[str]:
             continue
         try:
             meta = json.loads(store.read(f"{HOODIE_DIR}/{instant}.{action}"))
+        except StoreUnavailable:
+            raise
         except (OSError, ValueError):
             continue  # damaged: the consistency check says so
         extra = meta.get("extraMetadata") if isinstance(meta, dict) else None

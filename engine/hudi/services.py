@@ -46,6 +46,8 @@ class Fencing(Protocol):
 
     def commit(self, completed: str, content: bytes, staged: str) -> ObjectInfo: ...
 
+    def settle(self) -> None: ...
+
     def renew(self) -> None: ...
 
 
@@ -66,7 +68,12 @@ class TableServices(HudiView):
         a writer whose lease was taken over commits and deletes nothing."""
         self._fencing = fencing
 
-    def _fenced(self) -> None:
+    @property
+    def epoch(self) -> int | None:
+        """The epoch of the lease this writer commits through (None: not fenced)."""
+        return None if self._fencing is None else self._fencing.epoch
+
+    def fenced(self) -> None:
         """Raise (``LeaseLost``) if this writer's lease was taken over."""
         if self._fencing is not None:
             self._fencing.renew()
@@ -124,10 +131,13 @@ class TableServices(HudiView):
         Returns:
             The rolled-back write instants, oldest first.
         """
+        if self._fencing is not None:
+            # A commit the lease decided is completed first, never rolled back.
+            self._fencing.settle()
         timeline = self._rescan()
         rolled: list[str] = []
         if timeline.pending or timeline.pending_services("rollback"):
-            self._fenced()
+            self.fenced()
         for r in timeline.pending_services("rollback"):
             plan = am.deserialize_avro_metadata(
                 self.store.read(f"{HOODIE_DIR}/{r}.rollback.requested"), am.ROLLBACK_PLAN
@@ -165,6 +175,30 @@ class TableServices(HudiView):
                 files = [f for f in files if f[1] != instant]
         self.store.sync(HOODIE_DIR)
         return sorted(rolled)
+
+    def drop_orphans(self) -> list[str]:
+        """On a table whose writer holds its lease (object storage): delete the data files
+        of instants the timeline does not know (not older than it either): late uploads
+        of a writer that lost the lease, after its successor rolled their instant back.
+        Returns their names; a table without a lease keeps them (the consistency check
+        refuses it: there they mean lost commit files)."""
+        if self._fencing is None:
+            return []
+        timeline = self._rescan()
+        first, known = timeline.first, set(timeline.files)
+        bases, logs = self._list_data_files()
+        names = [b[2] for b in bases if b[1] not in known and not b[1] < first]
+        names += [f.name for f, _, w in logs if w not in known and not w < first]
+        if names:
+            self.fenced()
+            for name in names:
+                self.store.delete(name)
+            log.info(
+                "%s: deleted %d file(s) a writer that lost its lease left",
+                self.location,
+                len(names),
+            )
+        return names
 
     def _execute_rollback(self, r: str, plan: dict[str, Any], timeline: tl.Timeline) -> None:
         """Run the rollback plan of instant ``r`` (its requested file exists)."""
@@ -311,6 +345,7 @@ class TableServices(HudiView):
             return Path(folder).is_absolute() and Path(folder).resolve() == self._local.resolve()
         scheme, sep, rest = folder.partition("://")
         own_scheme, _, own_rest = self.location.partition("://")
+        scheme, own_scheme = scheme.lower(), own_scheme.lower()
         # Hudi's JVM writers name S3 files s3a://; the same object either way.
         return (
             bool(sep)
@@ -340,7 +375,7 @@ class TableServices(HudiView):
 
     def _execute_clean(self, c: str, plan: dict[str, Any]) -> list[str]:
         """Run the cleaner plan of instant ``c`` (its requested file exists)."""
-        self._fenced()
+        self.fenced()
         started = time.monotonic()
         inflight = f"{c}.clean.inflight"
         if inflight not in self._timeline().files.get(c, []):
@@ -503,7 +538,15 @@ class TableServices(HudiView):
             ]
             versions = ar.archives_in(self.store)
             name = ar.archive_file_name(1 + max((v for v, _, _ in versions), default=0))
-            self.store.write(f"{ARCHIVED}/{name}", ar.encode_archive(records), staging=TEMP_DIR)
+            self.fenced()
+            made = self.store.create(
+                f"{ARCHIVED}/{name}", ar.encode_archive(records), staging=TEMP_DIR
+            )
+            if made is None:
+                raise HudiError(
+                    f"{self.location}: archive file {name} appeared while archiving",
+                    "only one replicator may write a table: stop the other one",
+                )
             self._archive_index[name] = [(t, a, st) for t, a, st in _entries_of(records)]
             self._delete_instant_files(names)
         if retention_hours > 0:
@@ -511,7 +554,7 @@ class TableServices(HudiView):
         return instants
 
     def _delete_instant_files(self, names: list[str]) -> None:
-        self._fenced()
+        self.fenced()
         pending = [n for n in names if n.endswith((".requested", ".inflight"))]
         completed = sorted((n for n in names if n not in pending), key=lambda n: n.split(".")[0])
         for name in [*pending, *completed]:
@@ -539,7 +582,7 @@ class TableServices(HudiView):
 
     def _expire_archives(self, retention_hours: float, keep: set[str] | frozenset[str]) -> None:
         cutoff = tl.instant_at(datetime.now(UTC) - timedelta(hours=retention_hours))
-        self._fenced()
+        self.fenced()
         removed = False
         for _, name, _ in ar.archives_in(self.store):
             instants = {t for t, _, _ in self._archive_entries(name)}

@@ -218,8 +218,9 @@ class HudiTable(TableServices):
 
         The data files of ``write_stats`` are made durable (on a local disk), the
         partition marker is written on the first commit, then ``<T>.commit`` (or
-        ``<T>.replacecommit``) is created if absent (a hard link of a whole file on a
-        disk, a conditional put on object storage): the single visibility point.
+        ``<T>.replacecommit``) appears: renamed into place in a folder (whose one writer
+        holds its ``flock``), decided by the writer's lease and then created if absent on
+        object storage. That is the single visibility point.
 
         Args:
             instant: An instant started with :meth:`start_commit`.
@@ -294,6 +295,10 @@ class HudiTable(TableServices):
         if self._fencing is not None:
             # The lease's swap decides the commit (LeaseLost: taken over, nothing done).
             self._fencing.commit(completed, content, f"{STAGED_DIR}/{name}")
+        elif self._local is not None:
+            # A folder's one writer holds its flock: a rename, which every file system
+            # has (a create-if-absent would need hard links).
+            self.store.write(completed, content, staging=TEMP_DIR)
         elif self.store.create(completed, content, staging=TEMP_DIR) is None:
             raise HudiError(
                 f"instant {instant} of {self.location} was completed by another writer",

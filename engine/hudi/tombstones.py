@@ -47,7 +47,7 @@ from engine.hudi import key_index, parquet
 from engine.hudi.data_file import DataFile
 from engine.hudi.layout import OWN_PATH, TEMP_DIR, own_dir
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
-from engine.storage import LocalStorage, Storage
+from engine.storage import LocalStorage, Storage, StoreUnavailable
 
 INSTANT = "_cdc_instant"
 SCHEMA = pa.schema(
@@ -166,6 +166,8 @@ def parent_of(path: Path | DataFile) -> str | None:
         meta = pq.read_metadata(where).metadata or {}
     except FileNotFoundError:
         return None
+    except StoreUnavailable:
+        raise  # the store, not the sidecar: retried
     except (OSError, pa.ArrowException) as exc:
         raise _unreadable(file, exc) from None
     parent = meta.get(PARENT_KEY.encode())
@@ -177,6 +179,8 @@ def _sidecar(path: DataFile) -> Sidecar | None:
         return key_index.FILE_CACHE.get(path, _CACHED, lambda: _load(path))
     except FileNotFoundError:
         return None
+    except StoreUnavailable:
+        raise  # the store, not the sidecar: retried
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise _unreadable(path, exc) from None
 
@@ -298,6 +302,8 @@ def sweep(table: Path | Storage, live: set[tuple[str, str]]) -> int:
     """Delete sidecars of slices that are not live (rolled back or cleaned) and that no
     live slice's sidecar chain reaches; return count."""
     store = table if isinstance(table, Storage) else LocalStorage(Path(table))
+    # What a crash left staged beside the sidecars (by earlier versions).
+    store.discard_staged(FOLDER)
     removed = 0
     found = store.entries(FOLDER)
     if not found:
@@ -318,6 +324,4 @@ def sweep(table: Path | Storage, live: set[tuple[str, str]]) -> int:
         if file_id not in unplaced and (file_id, rest.removesuffix(".parquet")) not in live:
             store.delete(info.path)
             removed += 1
-    # What a crash left staged beside the sidecars (by earlier versions).
-    store.discard_staged(FOLDER)
     return removed

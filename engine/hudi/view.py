@@ -33,7 +33,7 @@ from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.log_file import LogFileName, log_instant, log_instant_in
 from engine.hudi.options import HoodieOption as H
 from engine.hudi.schema import arrow_schema_from_b64
-from engine.storage import LocalStorage, ObjectInfo, Storage
+from engine.storage import LocalStorage, ObjectInfo, Storage, StoreUnavailable
 
 #: Entries kept by the per-table caches of parsed commit metadata and schemas.
 CACHE_ENTRIES = 256
@@ -110,6 +110,8 @@ class HudiView:
                 f"{where} is not a Hudi table ({path} is missing)",
                 "point the target at a table folder, or let cdcctl create the table",
             ) from None
+        except StoreUnavailable:
+            raise  # the store, not the table: retried
         except (OSError, UnicodeDecodeError) as exc:
             raise HudiError(f"cannot read {path}: {exc}") from exc
         expected = {
@@ -240,6 +242,8 @@ class HudiView:
                 meta = json.loads(self.store.read(name))
             except FileNotFoundError:
                 continue
+            except StoreUnavailable:
+                raise
             except (OSError, ValueError) as exc:
                 raise HudiError(f"unreadable commit file {self.location}/{name}: {exc}") from exc
             break
@@ -502,6 +506,8 @@ class HudiView:
                     used = plan.get("policy")
             except FileNotFoundError:
                 continue  # archived since the listing: a newer clean stays active
+            except StoreUnavailable:
+                raise
             except (OSError, ValueError) as exc:
                 raise HudiError(f"{self.location}: unreadable clean {instant}: {exc}") from exc
             if retained and retained > oldest:

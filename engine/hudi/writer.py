@@ -25,12 +25,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from engine.errors import HudiError
 from engine.hudi import consistency, tombstones, upgrade
 from engine.hudi import options as o
 from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
 from engine.hudi.file_slice import FileSlice, RowCounts, SliceResult, SliceWrite, base_file_name
-from engine.hudi.log_file import LogFileName
+from engine.hudi.log_file import WRITE_STAGE, LogFileName
 from engine.hudi.retention import Retention
 from engine.hudi.schema import HOODIE_RECORD_KEY, avro_schema_json, file_schema
 from engine.hudi.services import Fencing
@@ -114,6 +115,7 @@ class HudiWriter:
         # Files staged in .hoodie/.temp go with the rollback (``repair_archive``); these
         # are those staged beside the data files by earlier versions.
         rolled = self._table.rollback_pending()
+        self._table.drop_orphans()
         self.store.discard_staged("")
         self._sweep_tombstones()
         self.upgrade()
@@ -128,6 +130,13 @@ class HudiWriter:
         keys are left alone. Returns the buckets rewritten."""
         if not upgrade.missing_properties(self._table.properties):
             return []
+        if self.store.local_path("") is None:
+            raise HudiError(
+                f"{self.location} was written by an earlier cdcctl and copied into the "
+                "bucket: it needs an upgrade, which works in a folder",
+                "copy it to a folder, run `cdcctl start` there once with that folder as "
+                "target.path, then copy it back (or rebuild it: move it away)",
+            )
         groups = self.file_groups()
         buckets = upgrade.stale_buckets(self._table, groups)
         schema = self.schema()
@@ -295,7 +304,11 @@ class HudiWriter:
                 if current is None:
                     raise ValueError(f"bucket {bucket} has no slice to append to")
                 version = 1 + max((_log_version(name) for name in current.log_files), default=0)
-                name = LogFileName(file_id, current.instant, version, part).name
+                # On object storage the lease's epoch is the token's stage: a writer that
+                # lost its lease (whose late upload may still land) never writes the name
+                # of a log its successor committed.
+                stage = self._table.epoch or WRITE_STAGE
+                name = LogFileName(file_id, current.instant, version, part, stage).name
             else:
                 name = base_file_name(file_id, f"{part}-1-0", instant)
             has_tombstones = None
@@ -437,6 +450,7 @@ class HudiWriter:
 
     def _sweep_tombstones(self) -> None:
         live = {(fs.file_id, fs.state_instant) for fs in self.file_groups().values()}
+        self._table.fenced()  # it deletes: never after the lease was taken over
         tombstones.sweep(self.store, live)
 
 

@@ -130,7 +130,9 @@ class StandaloneCluster(Service):
             try:
                 if self.state().get("aliveworkers", 0) >= self.workers:
                     return self
-            except OSError:
+            except (OSError, ValueError):
+                # Not up yet, or its web UI is: while it starts, /json/ may answer with
+                # the HTML page (seen in CI), which is no JSON.
                 pass
             time.sleep(0.3)
 

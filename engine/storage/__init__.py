@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.storage.base import ObjectInfo, Storage, StorageError, check_path
+from engine.storage.base import ObjectInfo, Storage, StorageError, StoreUnavailable, check_path
 from engine.storage.local import LocalStorage
 from engine.storage.s3 import SCHEME, ObjectStorage, S3Settings, is_object_url, split_url
 
@@ -22,6 +22,7 @@ __all__ = [
     "S3Settings",
     "Storage",
     "StorageError",
+    "StoreUnavailable",
     "check_path",
     "is_object_url",
     "open_storage",

@@ -33,6 +33,13 @@ class StorageError(CdcError):
     """The store refused or failed an operation; ``hint`` says what to change."""
 
 
+class StoreUnavailable(StorageError, OSError):
+    """A request failed after the client's own retries (the store unreachable, timing
+    out, answering with server errors): to the replicator an I/O error like a disk's,
+    which it retries with backoff (``replicator.retry_max_seconds``). A missing bucket
+    or refused credentials stay a :class:`StorageError`: someone must fix them."""
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
     """One stored object.

@@ -327,6 +327,18 @@ class Lease:
             return True
         return False
 
+    def settle(self) -> None:
+        """Make the commit this lease records as completing whole (its completed file
+        created from the staged copy, if not yet), then clear the record: what a
+        holder does before it rolls anything back, so that a decided commit whose file
+        could not be created (a store error) is never rolled back and later rolled
+        forward over the rollback (LeaseLost if taken over)."""
+        if not self.state.completing:
+            return
+        self._roll_forward()
+        s = self.state
+        self._cas(LeaseState(s.epoch, s.holder, s.ttl, completing=None, beats=s.beats + 1))
+
     def renew(self) -> None:
         """Show this holder is alive (LeaseLost if it was taken over)."""
         s = self.state

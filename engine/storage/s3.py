@@ -41,7 +41,7 @@ from obstore.store import S3Store
 from pydantic import SecretStr
 
 from engine.files import Content
-from engine.storage.base import ObjectInfo, Storage, StorageError, check_path
+from engine.storage.base import ObjectInfo, Storage, StorageError, StoreUnavailable, check_path
 
 #: What a failed request raises: obstore's errors, and the built-in ones it maps some to
 #: (``FileNotFoundError`` for a 404, also a missing bucket's).
@@ -181,7 +181,7 @@ class ObjectStorage(Storage):
                 "environment) and the bucket's policy: cdcctl lists, reads, writes and "
                 "deletes under the prefix",
             )
-        return StorageError(
+        return StoreUnavailable(
             f"{what} {where}: {message}",
             hint="check target.s3.endpoint and that the store is reachable from here",
         )

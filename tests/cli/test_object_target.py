@@ -11,24 +11,15 @@ from pathlib import Path
 
 from engine.playground.objectstore import S3Proxy, S3Server
 from tests.integration.replicas import checks_of, config_text, run_cli
+from tests.s3_support import S3_ENV, S3_SECRET, s3_target_keys
 
-#: The credentials, as the tests' environment holds them: never printed.
-SECRET = "cdcctl-s3-secret-never-shown"
-ENV = {"CDCCTL_TEST_S3_KEY": "cdcctl-s3-key-id", "CDCCTL_TEST_S3_SECRET": SECRET}
+SECRET, ENV = S3_SECRET, S3_ENV
 
 
 def _config(tmp_path: Path, url: str, endpoint: str) -> Path:
-    s3 = {
-        "endpoint": endpoint,
-        "region": "us-east-1",
-        "path_style": True,
-        "access_key_id": "${env:CDCCTL_TEST_S3_KEY}",
-        "secret_access_key": "${env:CDCCTL_TEST_S3_SECRET}",
-    }
     path = tmp_path / "cdcctl.toml"
-    path.write_text(
-        config_text("127.0.0.1:1", "x", url, target_keys={"s3": s3}, work_dir=tmp_path / "w")
-    )
+    keys = s3_target_keys(endpoint)
+    path.write_text(config_text("127.0.0.1:1", "x", url, target_keys=keys, work_dir=tmp_path / "w"))
     return path
 
 

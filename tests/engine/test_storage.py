@@ -4,16 +4,20 @@ concurrent creators, compare-and-swap, listing, deletion, and clear errors."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import SecretStr
 
 from engine.playground.objectstore import S3Server
+from engine.replicator.retry import storage_cause
 from engine.storage import (
     LocalStorage,
     ObjectStorage,
     S3Settings,
     Storage,
     StorageError,
+    StoreUnavailable,
     is_object_url,
     split_url,
 )
@@ -113,6 +117,8 @@ def test_missing_bucket_is_a_clear_error(s3: S3Server) -> None:
         with pytest.raises(StorageError, match="bucket no-such-bucket does not exist") as err:
             call()
         assert "create the bucket" in err.value.hint
+        # Someone must act: not an I/O error the replicator would retry.
+        assert not isinstance(err.value, OSError)
 
 
 def test_unreachable_endpoint_is_a_clear_error(s3: S3Server) -> None:
@@ -128,6 +134,10 @@ def test_unreachable_endpoint_is_a_clear_error(s3: S3Server) -> None:
         ObjectStorage(dead, patient=False).list()
     assert "cdcctl-test-secret" not in str(err.value)
     assert "target.s3.endpoint" in err.value.hint
+    # Unreachable is transient: an I/O error, which the replicator retries with backoff
+    # (Recovery.table_trouble), saying what failed.
+    assert isinstance(err.value, StoreUnavailable) and isinstance(err.value, OSError)
+    assert storage_cause(err.value).startswith("storage error: listing s3://lake/x")
 
 
 def test_entries_and_ranges(store: Storage) -> None:
@@ -153,3 +163,14 @@ def test_under_a_folder(store: Storage) -> None:
     assert [o.path for o in table.entries(".hoodie")] == [".hoodie/hoodie.properties"]
     with pytest.raises(ValueError, match="inside the target"):
         store.under("../elsewhere")
+
+
+def test_a_written_objects_version_is_what_a_listing_says(store: Storage) -> None:
+    """The merge workers cache an object they wrote by the version its write returned and
+    find it by the version the driver's listing gave: the two must be the same (bytes
+    put in one request, and a file the writer streamed, uploaded in parts when large)."""
+    small = store.write("v/small", b"x" * 10)
+    big = store.write("v/big", lambda path: path.write_bytes(os.urandom(12 << 20)))
+    listed = {o.path: o.version for o in store.entries("v")}
+    assert listed == {"v/big": big.version, "v/small": small.version}
+    assert all(listed.values()) and big.size == 12 << 20

@@ -10,19 +10,25 @@ the sidecar chain the writer plans the next write on."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import hudi
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 
-from engine.hudi import HudiWriter, options, tombstones
-from engine.hudi.file_slice import RowCounts, SliceWrite
+from engine.errors import HudiError
+from engine.hudi import LEASE_FILE, HudiWriter, options, tombstones
+from engine.hudi import timeline as tl
+from engine.hudi.bucket_index import bucket_file_id
+from engine.hudi.file_slice import RowCounts, SliceWrite, base_file_name
 from engine.hudi.retention import Retention
 from engine.hudi.schema import HOODIE_RECORD_KEY
 from engine.model import KEY, POS, POS_SUB, SOURCE_TS
-from engine.storage import LocalStorage, Storage
-from tests.s3_support import hudi_rs_options
+from engine.storage import LocalStorage, Storage, StoreUnavailable, open_storage
+from engine.storage.lease import Lease
+from tests.s3_support import hudi_rs_options, s3_settings
 
 SCHEMA = pa.schema([("id", pa.string()), ("name", pa.string()), ("_cdc_pos", pa.int64())])
 TOPIC = "srv.app.t"
@@ -175,3 +181,87 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
     assert any(n.endswith(".clean") for n in meta)
     assert table.entries(".hoodie/archived"), "nothing was archived"
     assert len(reopened.completed_instants()) < 23
+
+
+def _fenced_writer(s3, tmp_path) -> tuple[Storage, HudiWriter, Lease]:
+    table = open_storage(s3_settings(s3, f"s3://lake/{tmp_path.name}")).under("app_t")
+    writer = HudiWriter.create(
+        table,
+        name="app_t",
+        record_key_fields=["id"],
+        ordering_field="_cdc_pos",
+        num_buckets=BUCKETS,
+        schema=SCHEMA,
+        table_type=options.TABLE_TYPE_MOR,
+    )
+    lease = Lease.acquire(table, LEASE_FILE, "table app_t", ttl=5)
+    writer.fence(lease)
+    return table, writer, lease
+
+
+def test_a_decided_commit_whose_file_failed_is_completed_not_rolled_back(
+    s3, tmp_path, monkeypatch
+) -> None:
+    """The lease's swap decided the commit, then creating its completed file failed (the
+    store): the reopen's recovery completes it from the lease, never rolls it back (a
+    later holder would roll it forward over the rollback)."""
+    table, writer, lease = _fenced_writer(s3, tmp_path)
+    instant, results = _batch(writer, 1, {"1": "a", "2": "b"}, [])
+    writer.commit(instant, results, SCHEMA, TOPIC, {0: 2}, {})
+    instant, results = _batch(writer, 2, {"1": "a2", "3": "c"}, ["2"])
+    create = table.create
+
+    def failing(path: str, data, **kw):
+        if path.endswith(".deltacommit"):
+            raise StoreUnavailable(f"creating {path}: injected", hint="")
+        return create(path, data, **kw)
+
+    monkeypatch.setattr(table, "create", failing)
+    with pytest.raises(StoreUnavailable):
+        writer.commit(instant, results, SCHEMA, TOPIC, {0: 5}, {})
+    monkeypatch.setattr(table, "create", create)
+    reopened = HudiWriter.open(table)
+    reopened.fence(lease)
+    reopened.verify()
+    assert reopened.recover() == []
+    assert instant in reopened.completed_instants()
+    assert reopened.checkpoint(TOPIC) == {0: 5}
+    assert _rows(table, s3) == {"1": ("a2", 2), "3": ("c", 2)}
+    stored = json.loads(table.read(LEASE_FILE))
+    assert stored["completing"] is None and stored["epoch"] == lease.epoch
+    assert not table.entries(".hoodie/.cdcctl/staged")
+    lease.release()
+
+
+def test_a_fenced_writer_clears_what_a_writer_that_lost_its_lease_left(s3, tmp_path) -> None:
+    """An instant the stale writer began (older than its successor's commits) and a late
+    upload of an instant the timeline never knew: with the lease held they cannot have
+    been committed, so the holder's recovery removes them; without it, the consistency
+    check refuses the table (they would mean lost commit files)."""
+    table, stale, old = _fenced_writer(s3, tmp_path)
+    instant, results = _batch(stale, 1, {"1": "a", "2": "b", "3": "c"}, [])
+    stale.commit(instant, results, SCHEMA, TOPIC, {0: 3}, {})
+    old.release()  # stands for its expiry: the next writer takes the lease over
+    lease = Lease.acquire(table, LEASE_FILE, "table app_t", ttl=5)
+    assert lease.epoch == old.epoch + 1
+    writer = HudiWriter.open(table)
+    writer.fence(lease)
+    begun, _ = _batch(stale, 2, {"1": "lost", "4": "lost"}, [])  # it still runs
+    instant, results = _batch(writer, 3, {"2": "b3"}, ["3"])
+    writer.commit(instant, results, SCHEMA, TOPIC, {0: 5}, {})
+    assert begun < instant
+    # A late upload of an instant its successor rolled back (the instant files are gone).
+    late = base_file_name(bucket_file_id(0), "0-1-0", tl.instant_plus_1ms(instant))
+    some = next(iter(writer.file_groups().values()))
+    table.write(late, table.read(some.file_name))
+    with pytest.raises(HudiError, match="unfinished"):
+        HudiWriter.open(table).verify()
+    reopened = HudiWriter.open(table)
+    reopened.fence(lease)
+    reopened.verify()
+    assert reopened.recover() == [begun]
+    names = {o.path for o in table.entries()}
+    assert late not in names and not any(begun in n for n in names)
+    assert _rows(table, s3) == {"1": ("a", 1), "2": ("b3", 3)}
+    assert HudiWriter.open(table).verify() == []
+    lease.release()

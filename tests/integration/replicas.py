@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -20,6 +21,7 @@ from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.storage import ObjectStorage, Storage
+from tests.oracle import fold
 from tests.s3_support import hudi_rs_options_of
 
 META = (
@@ -353,6 +355,28 @@ def assert_replicas_match(
         )
         counts[topic] = len(actual)
     return counts
+
+
+def assert_checkpoints_hold(
+    target: Path | Storage,
+    by_topic: dict[str, list],
+    skip: Callable[[Path | Storage], bool] = lambda table: False,
+) -> None:
+    """After a crash: every table in ``target`` equals the oracle's fold of exactly the
+    messages its newest commit's checkpoint covers (``by_topic``: each topic's messages
+    in offset order), and its commits' counters add up to its rows (nothing counted
+    twice). Tables not made yet, and those ``skip`` names, are left out."""
+    for topic, msgs in by_topic.items():
+        name = table_name_for_topic(topic)
+        table = target.under(name) if isinstance(target, Storage) else target / name
+        if not HudiTable.exists(table) or skip(table):
+            continue
+        checkpoint = HudiTable.open(table).checkpoint()
+        applied = int(checkpoint.rsplit(":", 1)[1]) if checkpoint else 0
+        rows = assert_replicas_match(target, {topic: fold(msgs[:applied]).get(topic, {})})
+        done = applied_counts(table)
+        live = done.get("inserts", 0) - done.get("deletes", 0) - done.get("truncated", 0)
+        assert live == rows[topic], (topic, done, rows)
 
 
 def applied_counts(path: Path | Storage) -> dict[str, int]:

@@ -21,7 +21,7 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests.integration.replicas import (
-    applied_counts,
+    assert_checkpoints_hold,
     assert_replicas_match,
     read_replica,
     run_cli,
@@ -47,20 +47,6 @@ CRASH_POINTS = [
 ]
 
 
-def _state_matches_checkpoints(target: Path, by_topic: dict[str, list]) -> None:
-    for topic, msgs in by_topic.items():
-        path = target / table_name_for_topic(topic)
-        if not path.exists() or not HudiTable.exists(path):
-            continue
-        checkpoint = HudiTable.open(path).checkpoint()
-        applied = int(checkpoint.rsplit(":", 1)[1]) if checkpoint else 0
-        rows = assert_replicas_match(target, {topic: fold(msgs[:applied]).get(topic, {})})
-        # Counters are kept with the commits: a crash never counts an event twice.
-        done = applied_counts(path)
-        live = done.get("inserts", 0) - done.get("deletes", 0) - done.get("truncated", 0)
-        assert live == rows[topic], (topic, done, rows)
-
-
 def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path: Path) -> None:
     messages = list(InventoryWorkload(seed=5, prefix=topic_prefix, schemas=True).events(24_000))
     topics = sorted({t for t, _, _ in messages})
@@ -83,7 +69,7 @@ def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path
         )
         assert run.returncode in (-signal.SIGKILL, 0), run.stderr
         killed += run.returncode == -signal.SIGKILL
-        _state_matches_checkpoints(target, by_topic)
+        assert_checkpoints_hold(target, by_topic)
     assert killed >= 10
     final = run_cli("start", "--config", str(config), "--until-caught-up")
     assert final.returncode == 0, final.stderr
