@@ -378,8 +378,21 @@ def requests_line(requests: list[tuple[str, str, str]]) -> str:
     commits = 0
     for method, path, condition in requests:
         bare = path.split("?", 1)[0]
-        if method == "GET":
-            kind = "LIST" if "list-type=" in path else "GET"
+        if method == "GET" and "list-type=" in path:
+            kind = "LIST"
+        elif method in ("GET", "HEAD"):
+            what = (
+                "lease"
+                if bare.endswith("lease.json")
+                else "timeline"
+                if "/.hoodie/" in bare
+                else "log"
+                if ".log." in bare
+                else "base"
+                if bare.endswith(".parquet")
+                else "other"
+            )
+            kind = f"{method} {what}"
         elif method == "PUT" and condition.lower().startswith("if-none-match"):
             kind = "PUT create-if-absent"
             commits += bool(_COMMIT.search(bare))

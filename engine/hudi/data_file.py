@@ -28,6 +28,9 @@ class DataFile:
     store: Storage
     name: str
     version: str = ""
+    #: Its name carries the instant that wrote it (a base file, a tombstone sidecar): it
+    #: is never written twice, so its URL alone identifies its content.
+    unique: bool = False
 
     @classmethod
     def at(cls, file: DataFile | str | Path) -> DataFile:
@@ -52,9 +55,9 @@ class DataFile:
         return self.name.rpartition("/")[2]
 
     def sibling(self, name: str) -> DataFile:
-        """Another file (``name``: without a folder) of the same folder."""
+        """Another file of the same kind (``name``: without a folder) in its folder."""
         folder = self.name.rpartition("/")[0]
-        return DataFile(self.store, f"{folder}/{name}" if folder else name)
+        return DataFile(self.store, f"{folder}/{name}" if folder else name, unique=self.unique)
 
     def cache_key(self) -> tuple[Any, ...] | None:
         """What identifies its content: on a disk its path, size and modification time
@@ -69,6 +72,8 @@ class DataFile:
         if local is None:
             # Without a version (a store that gives no ETag) its content is not known:
             # None, never cached.
+            if self.unique:
+                return (str(self),)
             return (str(self), self.version) if self.version else None
         st = os.stat(local)
         return (str(local), st.st_size, st.st_mtime_ns)

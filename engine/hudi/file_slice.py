@@ -407,7 +407,7 @@ class SliceWrite:
             return None
         versions = dict(self.file_versions)
         logs = [DataFile(self.store, name, versions.get(name, "")) for name in self.log_files]
-        base = DataFile(self.store, self.base_file, versions.get(self.base_file, ""))
+        base = DataFile(self.store, self.base_file, versions.get(self.base_file, ""), True)
         return read_slice(base, logs, keys=keys, columns=columns, index_dir=index_dir)
 
     def read_tombstones(self) -> pa.Table | None:
@@ -544,7 +544,7 @@ class SliceWrite:
                 index = KeyIndex.build(rows.select(cache_columns))
                 if index_dir is not None and local is not None:
                     index.save(index_path(index_dir, local, cache_columns), local)
-                new = DataFile(self.store, self.file_name, written.version)
+                new = DataFile(self.store, self.file_name, written.version, unique=True)
                 key_index.FILE_CACHE.put(new, cache_columns, index)
             num_writes = rows.num_rows
             base_file = None

@@ -77,7 +77,7 @@ def sidecar_path(table_path: Path, file_id: str, instant: str) -> Path:
 
 def sidecar(store: Storage, file_id: str, instant: str) -> DataFile:
     """The tombstone file belonging to one base file slice (``store``: the table's)."""
-    return DataFile(store, f"{FOLDER}/{file_id}_{instant}.parquet")
+    return DataFile(store, f"{FOLDER}/{file_id}_{instant}.parquet", unique=True)
 
 
 #: Footer keys of a delta sidecar: the instant of the sidecar it applies to, and how

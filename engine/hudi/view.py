@@ -236,7 +236,13 @@ class HudiView:
             self._metadata_cache.move_to_end(instant)
             return cached
         meta = None
-        for action in tl.WRITE_ACTIONS:
+        actions: tuple[str, ...] = tl.WRITE_ACTIONS
+        names = self._names
+        if names is not None:
+            # The listed one first: one read instead of up to three (a request each on
+            # object storage, where a miss costs as much as a hit).
+            actions = tuple(sorted(actions, key=lambda a: f"{instant}.{a}" not in names))
+        for action in actions:
             name = f"{HOODIE_DIR}/{instant}.{action}"
             try:
                 meta = json.loads(self.store.read(name))

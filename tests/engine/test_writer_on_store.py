@@ -121,10 +121,9 @@ def _rows(table: Storage, s3) -> dict[str, tuple[str, int]]:
     return out
 
 
-def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> None:
-    s3 = request.getfixturevalue("s3") if not isinstance(store, LocalStorage) else None
-    table = store.under("app_t")
-    writer = HudiWriter.create(
+def _create(table: Storage) -> HudiWriter:
+    """The Merge-on-Read table ``app_t`` in ``table``'s store."""
+    return HudiWriter.create(
         table,
         name="app_t",
         record_key_fields=["id"],
@@ -133,6 +132,12 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
         schema=SCHEMA,
         table_type=options.TABLE_TYPE_MOR,
     )
+
+
+def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> None:
+    s3 = request.getfixturevalue("s3") if not isinstance(store, LocalStorage) else None
+    table = store.under("app_t")
+    writer = _create(table)
     rng = random.Random(26)
     rows: dict[str, tuple[str, int]] = {}
     deleted: dict[str, int] = {}
@@ -185,15 +190,7 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
 
 def _fenced_writer(s3, tmp_path) -> tuple[Storage, HudiWriter, Lease]:
     table = open_storage(s3_settings(s3, f"s3://lake/{tmp_path.name}")).under("app_t")
-    writer = HudiWriter.create(
-        table,
-        name="app_t",
-        record_key_fields=["id"],
-        ordering_field="_cdc_pos",
-        num_buckets=BUCKETS,
-        schema=SCHEMA,
-        table_type=options.TABLE_TYPE_MOR,
-    )
+    writer = _create(table)
     lease = Lease.acquire(table, LEASE_FILE, "table app_t", ttl=5)
     writer.fence(lease)
     return table, writer, lease
