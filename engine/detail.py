@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import CdcError, HudiError
 from engine.hudi import HudiView, instant_datetime, parse_checkpoint
 from engine.hudi import options as o
-from engine.naming import table_path
+from engine.naming import table_store
 from engine.state.control import open_store, read_status
 from engine.state.recorder import HISTORY_STEP_S
 from engine.state.records import ReplicatorRecord, TableRecord
+from engine.storage import Storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -210,6 +211,7 @@ class TableDetailReader:
         self.timeline_entries = timeline_entries
         self.event_entries = event_entries
         self._hudi: HudiView | None = None
+        self._target: Storage | None = None
 
     # -- the state store and the replica ------------------------------------------------
     def read(self) -> TableDetail:
@@ -235,10 +237,12 @@ class TableDetailReader:
         else:
             try:
                 name = self.config.table_name(topic) if topic else self.table
-                path = table_path(self.config.target_path(), name)
-                replica = self._replica(path)
+                if self._target is None:
+                    self._target = self.config.target_store(patient=False)
+                table = table_store(self._target, name)
+                replica = self._replica(table)
                 if replica is None:
-                    error = f"no replica yet at {path}"
+                    error = f"no replica yet at {table.url}"
             except CdcError as exc:
                 error = exc.message
         if topic is None and replica is not None:
@@ -254,22 +258,22 @@ class TableDetailReader:
             replica_error=error,
         )
 
-    def _replica(self, path: Path) -> ReplicaDetail | None:
+    def _replica(self, store: Storage) -> ReplicaDetail | None:
         last: Exception | None = None
         for _ in range(_ATTEMPTS):
-            if not HudiView.exists(path):
+            if not HudiView.exists(store):
                 self._hudi = None
                 return None
             try:
-                if self._hudi is None or self._hudi.base_path != path:
-                    self._hudi = HudiView.open(path)
+                if self._hudi is None or self._hudi.location != store.url:
+                    self._hudi = HudiView.open(store)
                 return self._read_replica(self._hudi)
             except (FileNotFoundError, HudiError) as exc:
                 # Cleaned, archived or rolled back under us: list again.
                 self._hudi, last = None, exc
         if isinstance(last, HudiError):
             raise last
-        raise HudiError(f"{path}: the replica changed under every read: {last}")
+        raise HudiError(f"{store.url}: the replica changed under every read: {last}")
 
     def _read_replica(self, table: HudiView) -> ReplicaDetail:
         timeline = table.rescan()
@@ -288,7 +292,7 @@ class TableDetailReader:
                     compaction = Compaction(instant, n)
                     break
         return ReplicaDetail(
-            path=str(table.base_path),
+            path=table.location,
             table_type=table.table_type,
             instants=tuple(InstantInfo(*e) for e in entries[: self.timeline_entries]),
             completed=len(completed),

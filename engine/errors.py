@@ -119,7 +119,10 @@ class StateError(TerminalError):
 
 class StorageError(TerminalError):
     """A file the replicator needs cannot be written (a full or read-only disk,
-    permissions) before replication starts; during a run such errors are retried."""
+    permissions) before replication starts, or an object store refused or failed an
+    operation (a missing bucket, refused credentials; ``hint`` says what to change).
+    During a run a disk's I/O errors and an unavailable store
+    (:class:`~engine.storage.StoreUnavailable`, also an ``OSError``) are retried."""
 
 
 class WriterLockError(TerminalError):

@@ -31,6 +31,7 @@ from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiView, as_instant, conform, instant_at, instant_iso
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
 from engine.naming import table_key, unknown_table
+from engine.storage import LocalStorage, Storage
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -115,9 +116,7 @@ def _schema_of(table: HudiView, instant: str | None, meta: bool) -> pa.Schema:
     if schema is None:
         schema = table.arrow_schema()
     if schema is None:  # not written by cdcctl: ask hudi-rs
-        import hudi
-
-        schema = hudi.HudiTable(str(table.base_path)).get_schema()
+        schema = table.reader().get_schema()
     data = [f for f in schema if f.name not in HOODIE_META_COLUMNS]
     front = [pa.field(name, pa.string()) for name in HOODIE_META_COLUMNS] if meta else []
     return pa.schema(front + data)
@@ -129,7 +128,7 @@ def _read(table: HudiView, instant: str | None, schema: pa.Schema) -> pa.Table:
 
     if instant is None:
         return schema.empty_table()
-    reader = hudi.HudiTable(str(table.base_path))
+    reader = table.reader()
     options = hudi.HudiReadOptions().with_as_of_timestamp(instant)
     batches = reader.read(options)
     if not batches:
@@ -176,7 +175,7 @@ class Replica:
             # needed: hudi-rs then leaves rows out silently. Cleans plan (and record the
             # earliest commit they keep) before deleting, so this check after the read
             # sees every clean that can have touched it.
-            oldest = HudiView.open(self.table.base_path).oldest_readable()
+            oldest = HudiView.open(self.table.store).oldest_readable()
             if self.instant is not None and oldest is not None and self.instant < oldest:
                 raise QueryError(
                     f"{self.name}: instant {self.instant} was cleaned while the connection "
@@ -208,15 +207,16 @@ def read_table(path: str | Path, *, meta: bool = False, as_of: str | None = None
         meta: keep the ``_hoodie_*`` meta columns.
         as_of: read the state at this instant.
     """
-    replica = _replica(Path(path).resolve(), meta, parse_as_of(as_of) if as_of else None)
+    store = LocalStorage(Path(path).resolve())
+    replica = _replica(store, meta, parse_as_of(as_of) if as_of else None)
     return replica.rows()
 
 
-def _replica(path: Path, meta: bool, as_of: str | None) -> Replica:
-    if not HudiView.exists(path):
-        raise HudiError(f"{path} is not a Hudi table", hint="check the target folder")
-    table = HudiView.open(path)
-    name = path.name
+def _replica(store: Storage, meta: bool, as_of: str | None) -> Replica:
+    if not HudiView.exists(store):
+        raise HudiError(f"{store.url} is not a Hudi table", hint="check the target folder")
+    table = HudiView.open(store)
+    name = store.url.rstrip("/").rsplit("/", 1)[-1]
     try:
         instant = resolve_instant(table, name, as_of)
     except QueryError as exc:
@@ -225,23 +225,23 @@ def _replica(path: Path, meta: bool, as_of: str | None) -> Replica:
     return Replica(name, table, instant, _schema_of(table, instant, meta))
 
 
-def list_tables(target: str | Path) -> list[str]:
-    """Names of the Hudi tables under a target folder."""
-    return HudiView.tables_under(Path(target))
+def list_tables(target: str | Path | Storage) -> list[str]:
+    """Names of the Hudi tables under a target folder or store."""
+    return HudiView.tables_under(target if isinstance(target, Storage) else Path(target))
 
 
 @dataclass
 class _Session:
-    root: Path
+    root: str
     connection: duckdb.DuckDBPyConnection
     replicas: dict[str, Replica]
 
 
 def _open(target_or_config: str | Path | Config, as_of: str | None, meta: bool) -> _Session:
     if isinstance(target_or_config, str | Path):
-        root = Path(target_or_config).resolve()
+        root: Storage = LocalStorage(Path(target_or_config).resolve())
     else:
-        root = Path(target_or_config.target_path()).resolve()
+        root = target_or_config.target_store()
     instant = parse_as_of(as_of) if as_of else None
     con = duckdb.connect()
     # TIMESTAMP WITH TIME ZONE columns print and export in UTC, as they are stored.
@@ -249,19 +249,19 @@ def _open(target_or_config: str | Path | Config, as_of: str | None, meta: bool) 
     replicas: dict[str, Replica] = {}
     by_key: dict[str, str] = {}
     for name in list_tables(root):
-        replica = _replica(root / name, meta, instant)
+        replica = _replica(root.under(name), meta, instant)
         other = by_key.setdefault(table_key(name), name)
         if other != name:
             # DuckDB view names ignore case: one view for both, refused when read.
             replica.refused = QueryError(
-                f"the folders {other!r} and {name!r} in {root} differ only in case, and "
+                f"the folders {other!r} and {name!r} in {root.url} differ only in case, and "
                 "view names do not",
                 "move one of them out of the target folder",
             )
             replicas.pop(other, None)
         con.register(name, replica)  # a name, never SQL text: any folder name is safe
         replicas[name] = replica
-    return _Session(root, con, replicas)
+    return _Session(root.url, con, replicas)
 
 
 def connect(

@@ -46,21 +46,9 @@ def s3_settings(server: S3Server, url: str) -> S3Settings:
 
 
 def hudi_rs_options(server: S3Server) -> dict[str, str]:
-    """hudi-rs's storage options for a table on ``server`` (the settings above)."""
-    return hudi_rs_options_of(s3_settings(server, "s3://lake"))
-
-
-def hudi_rs_options_of(settings: S3Settings) -> dict[str, str]:
-    """hudi-rs's storage options that reach the bucket of ``settings``."""
-    options = {"aws_region": settings.region or "us-east-1"}
-    if settings.endpoint:
-        options["aws_endpoint_url"] = settings.endpoint
-        options["aws_allow_http"] = str(settings.endpoint.startswith("http://")).lower()
-    for key in ("access_key_id", "secret_access_key", "session_token"):
-        value = getattr(settings, key)
-        if value is not None:
-            options[f"aws_{key}"] = value.get_secret_value()
-    return options
+    """hudi-rs's storage options for a table on ``server`` (the settings above), as the
+    engine's readers pass them."""
+    return open_storage(s3_settings(server, "s3://lake")).reader_options()
 
 
 def local_or_s3(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:

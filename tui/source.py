@@ -82,7 +82,7 @@ class StatusSource:
     def wait_stopped(self, timeout: float) -> bool:
         return engine.wait_stopped(self.work_dir, timeout)
 
-    def resync_offline(self, table: str) -> list[Path]:
+    def resync_offline(self, table: str) -> list[str]:
         """`cdcctl resync` without a running replicator: drop the replica now."""
         if self.config is None:
             raise engine.StateError(

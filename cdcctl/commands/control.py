@@ -89,7 +89,7 @@ def _resync_offline(cfg: engine.Config, table: str, force: bool) -> int:
     for path in removed:
         print(f"removed {path}")
     if not removed:
-        print(f"resync {table}: no replica to drop (none under {cfg.target_path()})")
+        print(f"resync {table}: no replica to drop (none under {cfg.target_store().url})")
     print(f"resync {table}: no replicator runs; `cdcctl start` reads its topic from the beginning")
     return exit_codes.OK
 

@@ -39,8 +39,8 @@ def delete(
     err.print("This removes:", markup=False)
     for path in plan.work_files:
         err.print(f"  {path}", markup=False)
-    for name, path in plan.tables.items():
-        err.print(f"  {path}  (table {name})", markup=False)
+    for name, table in plan.tables.items():
+        err.print(f"  {table.url}  (table {name})", markup=False)
     if not yes:
         if not sys.stdin.isatty():
             raise exit_codes.UsageError("not confirmed: pass --yes to delete without a terminal")
@@ -48,6 +48,6 @@ def delete(
         if not Confirm.ask("Delete these?", console=err, default=False):
             err.print("nothing deleted", markup=False)
             return exit_codes.CHECK_FAILED
-    for path in engine.delete_state(plan):
-        print(f"removed {path}")
+    for removed in engine.delete_state(plan):
+        print(f"removed {removed}")
     return exit_codes.OK

@@ -140,13 +140,14 @@ def validate(
     cfg = engine.load_config(config)
     mapping = engine.parse_database_map(database_map or [])
     dsn = _dsn(source, cfg)
+    target = cfg.target_store()
     if not json_out:
         err.print(
-            f"comparing replicas under {cfg.target_path()} with {engine.redact_dsn(dsn)}",
+            f"comparing replicas under {target.url} with {engine.redact_dsn(dsn)}",
             markup=False,
         )
     reports = engine.validate_replicas(
-        cfg.target_path(),
+        target,
         dsn,
         table or None,
         recheck=recheck,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from engine.checks.result import Check, failed, passed, warned
+from engine.checks.result import Check, failed, passed
 from engine.config import Config
 from engine.errors import CdcError
 from engine.storage import Storage, StorageError, open_storage
@@ -74,18 +74,6 @@ def check_bucket(cfg: Config) -> Check:
         return failed("target.bucket", exc.message, exc.hint or "check [target.s3]")
 
 
-def check_object_writer(cfg: Config) -> Check:
-    """What reads and writes an object-storage target today (issue 26 lands it in
-    steps): the replicator writes it; the reading commands do not yet."""
-    return warned(
-        "target.writer",
-        f"target.path = {cfg.target.path}: `cdcctl start` replicates into it; query, "
-        "validate, status's table details and resync do not read object storage yet",
-        "read the replicas with a Hudi reader that reaches the bucket (hudi-rs, Spark with "
-        "s3a) meanwhile (docs/guide/tables.md#object-storage)",
-    )
-
-
 def object_target_checks(cfg: Config) -> list[Check]:
     """Every check of an object-storage target, in order."""
-    return [check_bucket(cfg), check_object_writer(cfg)]
+    return [check_bucket(cfg)]

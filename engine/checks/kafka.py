@@ -18,10 +18,10 @@ from engine.checks.common import listing, plural, topic_selected
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config
 from engine.decode import RecordBatch, decoder_for
-from engine.errors import CdcError, HudiError, KafkaSecurityError, TableNameError
+from engine.errors import CdcError, HudiError, KafkaSecurityError, StorageError, TableNameError
 from engine.hudi import HudiView, parse_checkpoint
 from engine.model import TX_ID
-from engine.naming import table_path
+from engine.naming import table_store
 from engine.replicator.progress import TOPIC_ID_KEY
 from engine.source.kafka import KafkaSource, consumer_settings, kafka_reason
 from engine.source.transactions import transaction_topic
@@ -169,16 +169,14 @@ def _checkpoint(cfg: Config, topic: str) -> tuple[str, dict[int, int] | None, st
         name = cfg.table_name(topic)
     except TableNameError:
         return "", None, None
-    if cfg.target_on_object_storage():
-        return name, None, None  # nothing writes tables there yet (target.writer says so)
-    path = table_path(cfg.target_path(), name)
-    if not HudiView.exists(path):
-        return name, None, None
     try:
-        table = HudiView.open(path)
+        store = table_store(cfg.target_store(patient=False), name)
+        if not HudiView.exists(store):
+            return name, None, None
+        table = HudiView.open(store)
         offsets = parse_checkpoint(table.checkpoint(), topic)
         topic_id = table.latest_extra_metadata().get(TOPIC_ID_KEY) or None
-    except HudiError:
+    except (HudiError, TableNameError, StorageError):
         return name, None, None  # reported by the target checks
     return name, offsets or None, topic_id
 

@@ -12,6 +12,7 @@ from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config, folder_problem
 from engine.errors import CdcError, TableNameError
 from engine.hudi import HudiView, has_meta_dir, ownership
+from engine.storage import LocalStorage, Storage
 
 #: Less free space than this is a warning.
 MIN_FREE_BYTES = 1 << 30
@@ -60,14 +61,18 @@ def check_free_space(cfg: Config) -> Check:
     return passed("target.free_space", detail)
 
 
-def check_table(cfg: Config, path: Path) -> Check:
-    """One existing table: readable, and its checkpoint's topic maps to it."""
-    name = f"target.table {path.name}"
+def check_table(cfg: Config, table: Path | Storage) -> Check:
+    """One existing table (a folder, or a bucket's prefix): readable, and its
+    checkpoint's topic maps to it."""
+    store = table if isinstance(table, Storage) else LocalStorage(Path(table))
+    path = store.url
+    folder = path.rstrip("/").rsplit("/", 1)[-1]
+    name = f"target.table {folder}"
     try:
-        table = HudiView.open(path)
-        completed = table.completed_instants()
-        pending = table.pending_instants()
-        checkpoint = table.checkpoint()
+        hudi = HudiView.open(store)
+        completed = hudi.completed_instants()
+        pending = hudi.pending_instants()
+        checkpoint = hudi.checkpoint()
     except CdcError as exc:
         return failed(
             name,
@@ -76,15 +81,15 @@ def check_table(cfg: Config, path: Path) -> Check:
         )
     except (OSError, ValueError) as exc:
         return failed(name, f"not a readable Hudi table: {exc}", f"move {path} out of target.path")
-    found = ownership.findings(path)
+    found = ownership.findings(store)
     if found:
         return failed(
             name,
             f"another Hudi writer made or changed it: {'; '.join(found)}; `cdcctl start` "
             "will not write into it",
-            ownership.advice(path.name),
+            ownership.advice(folder),
         )
-    kind = "Merge-on-Read" if table.is_mor else "Copy-on-Write"
+    kind = "Merge-on-Read" if hudi.is_mor else "Copy-on-Write"
     summary = f"{kind}, {len(completed)} completed instants"
     if pending:
         summary += f", {len(pending)} unfinished (rolled back by cdcctl start)"
@@ -96,10 +101,10 @@ def check_table(cfg: Config, path: Path) -> Check:
         mapped = cfg.table_name(topic)
     except TableNameError:
         mapped = ""
-    if mapped != path.name:
+    if mapped != folder:
         return failed(
             name,
-            f"{summary}: that topic maps to table {mapped or '(none)'}, not {path.name}",
+            f"{summary}: that topic maps to table {mapped or '(none)'}, not {folder}",
             f"move {path} out of target.path (it was not written for this folder)",
         )
     if not topic_selected(cfg, topic):
@@ -116,7 +121,15 @@ def check_table(cfg: Config, path: Path) -> Check:
 def target_checks(cfg: Config) -> list[Check]:
     """Every target check, in order."""
     if cfg.target_on_object_storage():
-        return object_target_checks(cfg)
+        checks = object_target_checks(cfg)
+        if any(c.status == "fail" for c in checks):
+            return checks
+        bucket = cfg.target_store(patient=False)
+        for folder in bucket.folders():
+            store = bucket.under(folder)
+            if has_meta_dir(store):
+                checks.append(check_table(cfg, store))
+        return checks
     checks = [check_target_folder(cfg), check_free_space(cfg)]
     target = cfg.target_path()
     if target.is_dir():

@@ -170,20 +170,16 @@ class Config(Section):
         return is_object_url(self.target.path)
 
     def target_path(self) -> Path:
-        """Absolute path of the target folder.
+        """Absolute path of the target folder (what only a folder has: free space, the
+        demo's files, a cluster's shared folders).
 
         Raises:
-            ConfigError: The target is on object storage, which the replicator writes
-                (:meth:`target_store`) but the commands asking for a folder do not
-                read yet.
+            ConfigError: The target is on object storage: use :meth:`target_store`.
         """
         if self.target_on_object_storage():
             raise ConfigError(
-                f"target.path = {self.target.path}: `cdcctl start` replicates into object "
-                "storage, but query, validate, status's table details and resync do not "
-                "read it yet",
-                hint="read the replicas with hudi-rs or Spark (s3a) meanwhile, or set "
-                "target.path to a folder (docs/guide/tables.md#object-storage)",
+                f"target.path = {self.target.path} is on object storage, and this needs a folder",
+                hint="set target.path to a folder for this (docs/guide/tables.md#object-storage)",
             )
         return (Path(self.base_dir) / self.target.path).resolve()
 

@@ -38,7 +38,7 @@ from engine.hudi.file_slice import (
     read_slice,
 )
 from engine.hudi.key_index import only_keys
-from engine.hudi.layout import LEASE_FILE, has_meta_dir, own_dir
+from engine.hudi.layout import LEASE_FILE, drop_objects, has_meta_dir, has_own_dir, own_dir
 from engine.hudi.schema import (
     HOODIE_META_COLUMNS,
     HOODIE_RECORD_KEY,
@@ -75,6 +75,8 @@ __all__ = [
     "instant_iso",
     "only_keys",
     "own_dir",
+    "drop_objects",
+    "has_own_dir",
     "parse_checkpoint",
     "read_slice",
     "LEASE_FILE",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from engine.storage import Storage
+
 HOODIE_DIR = ".hoodie"
 PROPERTIES_FILE = "hoodie.properties"
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
@@ -51,8 +53,14 @@ def temp_dir(table: Path) -> Path:
     return Path(table) / TEMP_DIR
 
 
-def has_meta_dir(path: Path) -> bool:
-    """Whether ``path`` has a ``.hoodie`` folder: a table, or what is left of one."""
+def has_meta_dir(path: Path | Storage) -> bool:
+    """Whether ``path`` (a folder or a store) has a ``.hoodie`` folder: a table, or what
+    is left of one (on object storage: ``.hoodie`` holds an object besides the lease)."""
+    if isinstance(path, Storage):
+        local = path.local_path("")
+        if local is None:  # the lease outlives a dropped table: epochs only grow
+            return any(o.path != LEASE_FILE for o in path.list(HOODIE_DIR))
+        path = local
     return meta_dir(path).is_dir()
 
 
@@ -68,3 +76,24 @@ def parse_properties(text: str) -> dict[str, str]:
         value = re.sub(r"\\([:=#!\\ ])", r"\1", value.strip())
         props[key.strip()] = value
     return props
+
+
+def has_own_dir(table: Path | Storage) -> bool:
+    """Whether cdcctl's own folder (``.hoodie/.cdcctl``) is in a table: cdcctl wrote it."""
+    if isinstance(table, Storage):
+        local = table.local_path("")
+        if local is None:
+            return bool(table.list(OWN_PATH))
+        table = local
+    return own_dir(table).is_dir()
+
+
+def drop_objects(table: Storage) -> bool:
+    """Delete every object of a table on object storage but its lease; whether there
+    was any. ``hoodie.properties`` goes first, so a drop cut short leaves no table (only
+    leftovers the stray-timeline check names), never a table missing its files."""
+    properties = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+    objects = [o.path for o in table.list() if o.path != LEASE_FILE]
+    for path in sorted(objects, key=lambda p: p != properties):
+        table.delete(path)
+    return bool(objects)

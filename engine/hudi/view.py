@@ -140,12 +140,18 @@ class HudiView:
         return (Path(base_path) / HOODIE_DIR / PROPERTIES_FILE).is_file()
 
     @staticmethod
-    def tables_under(folder: Path) -> list[str]:
-        """Names of the Hudi tables in ``folder`` (a target), sorted; none when it is no folder."""
-        folder = Path(folder)
-        if not folder.is_dir():
-            return []
-        return sorted(p.name for p in folder.iterdir() if HudiView.exists(p))
+    def tables_under(target: Path | Storage) -> list[str]:
+        """Names of the Hudi tables in ``target`` (a folder or a bucket's prefix), sorted;
+        none when it is no folder."""
+        store = target if isinstance(target, Storage) else LocalStorage(Path(target))
+        return [name for name in store.folders() if HudiView.exists(store.under(name))]
+
+    def reader(self) -> Any:
+        """hudi-rs's reader of this table (``hudi.HudiTable``): an independent Hudi
+        implementation, given the store's location and options."""
+        import hudi
+
+        return hudi.HudiTable(self.location, options=self.store.reader_options() or None)
 
     # ----------------------------------------------------------------- config
 

@@ -179,8 +179,9 @@ class ControlPlane:
         """Drop a table's replica and read its topic again from its start; the outcome.
 
         Carried out between batches (nothing of the table is merging): its partitions
-        are unassigned, its folder emptied (:func:`engine.replicator.reset.drop_replica`:
-        only that table's folder in the target; its writer lock is kept held), its staged
+        are unassigned, its folder or prefix emptied
+        (:func:`engine.replicator.reset.drop_replica`: only that table's in the target;
+        its writer lock or lease is kept held), its staged
         files dropped, its progress and counters start over, and its partitions are
         assigned again from the beginning. Works on a paused or stopped table too; it
         replicates afterwards. The other tables go on. Refused (nothing done) when the
@@ -190,20 +191,15 @@ class ControlPlane:
         owner = self.tables.owner(rt.name)
         if owner != rt.topic:
             return f"error: the folder of {rt.name} belongs to topic {owner}"
-        if rt.store.local_path("") is None:
-            return (
-                f"error: table {rt.name} is on object storage ({rt.location}): resync works "
-                "on a folder only so far"
-            )
-        found = ownership.findings(rt.path)
+        found = ownership.findings(rt.store)
         if found:  # another writer's data may be there: never removed
             return (
-                f"error: table {rt.name}: another Hudi writer made or changed {rt.path} "
+                f"error: table {rt.name}: another Hudi writer made or changed {rt.location} "
                 f"({'; '.join(found)}); resync will not remove it. {ownership.advice(rt.name)}"
             )
         try:
             note = trimmed.guard(
-                self.cfg, rt.name, rt.topic, rt.path, force=force, decode=self.intake.decode
+                self.cfg, rt.name, rt.topic, rt.store, force=force, decode=self.intake.decode
             )
             self.tables.lock(rt)
         except CdcError as exc:
@@ -220,9 +216,9 @@ class ControlPlane:
             self.recorder.reset(self.tables.store_name(rt))
             self.sync(force=True)
         try:
-            drop_replica(rt.path.parent, rt.name, keep_lock=self.tables.locks is not None)
+            drop_replica(self.tables.target, rt.name, keep_lock=self.tables.locks is not None)
             shutil.rmtree(self.tables.staging / rt.name, ignore_errors=True)
-        except (TableNameError, OSError) as exc:
+        except (CdcError, OSError) as exc:
             self.offsets.fail(rt, f"resync: could not remove the replica: {exc}")
             return f"error: {exc}"
         self.offsets.read_from_start(parts)

@@ -324,12 +324,12 @@ def accept_epoch(cfg: Config, table: str) -> str:
     """
     # Imported here: they import the loop's modules, which import this one.
     from engine.hudi import ownership
-    from engine.lock import LOCK_NAME, Locks, table_lock_path
+    from engine.lock import LOCK_NAME, Locks
     from engine.replicator.progress import TOPIC_KEY
-    from engine.replicator.reset import replica_folder
+    from engine.replicator.reset import replica_store
     from engine.state.control import alive, open_store
 
-    work, target = cfg.work_path(), cfg.target_path()
+    work, target = cfg.work_path(), cfg.target_store()
     if alive(work):
         raise StateError(
             f"a replicator runs on {work}",
@@ -345,13 +345,15 @@ def accept_epoch(cfg: Config, table: str) -> str:
                 hint="`cdcctl status` shows why a table stopped; `--new-epoch` accepts only "
                 "an epoch change the replicator found",
             )
-        folder = replica_folder(target, table)
+        folder = replica_store(target, table)
         ownership.check(folder, table)
         locks = Locks()
         try:
             locks.take(work / LOCK_NAME, f"the work folder {work}")
-            locks.take(table_lock_path(folder), f"table {table} ({folder})")
+            lease = locks.take_table(folder, f"table {table} ({folder.url})")
             writer = HudiWriter.open(folder)
+            if lease is not None:
+                writer.fence(lease)
             writer.recover()
             topic = row.get("topic") or writer.extra_metadata().get(TOPIC_KEY) or ""
             instant, committed = accept(writer, topic)

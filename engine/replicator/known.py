@@ -25,9 +25,7 @@ def known_tables(cfg: Config) -> list[str]:
             names.update(t["name"] for t in store.tables())
         finally:
             store.close()
-    if not cfg.target_on_object_storage():
-        # In a bucket the state store names every table the replicator wrote.
-        names.update(HudiView.tables_under(cfg.target_path()))
+    names.update(HudiView.tables_under(cfg.target_store(patient=False)))
     names.update(dead_letter_folder(cfg).tables())
     return sorted(names)
 

@@ -1,13 +1,15 @@
 """Dropping what a replicator wrote: one table's replica (resync), or all of its state.
 
 Nothing outside the target and the work folder is ever removed, and inside them only
-what cdcctl itself names: a table's folder is the one :func:`engine.naming.table_path`
-gives for its name (a direct child of the target, never a link out of it), and of the
+what cdcctl itself names: a table's folder or prefix is the one
+:func:`engine.naming.table_store` gives for its name (a direct child of the target, never
+a link out of it), and of the
 work folder only the files the replicator writes (:data:`WORK_FILES`), so a work folder
 shared with other files (``work_dir = "."``) keeps them.
 
-- :func:`drop_replica` empties one table's folder; the running replicator uses it for a
-  live resync (between batches, holding the table's writer lock, whose file it keeps).
+- :func:`drop_replica` empties one table's folder or prefix; the running replicator uses
+  it for a live resync (between batches, holding the table's writer lock, whose file it
+  keeps, or its lease, which a bucket always keeps).
 - :func:`resync_offline` does a resync without a running replicator: under the work
   folder's and the table's writer locks it removes the folder, the table's staging files
   and resets its row in the state store, so the next ``cdcctl start`` reads its topic
@@ -26,9 +28,9 @@ from pathlib import Path
 
 from engine.config import LOG_NAME, Config
 from engine.errors import ForeignTableError, HudiError, StateError, TableNameError
-from engine.hudi import HudiView, ownership
+from engine.hudi import HudiView, drop_objects, has_meta_dir, has_own_dir, ownership
 from engine.lock import LOCK_NAME, Locks, table_lock_path
-from engine.naming import table_path
+from engine.naming import table_store
 from engine.replicator import trimmed
 from engine.replicator.known import require_tables
 from engine.replicator.tables import table_selected
@@ -36,6 +38,7 @@ from engine.source.kafka import topic_matches
 from engine.state.control import alive, open_store
 from engine.state.recorder import RESYNC_EVENT
 from engine.state.store import STORE_NAME
+from engine.storage import LocalStorage, Storage
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -61,33 +64,50 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def replica_folder(target: Path, name: str) -> Path:
-    """A table's folder: a direct child of the target, and not a link out of it.
+def replica_store(target: Storage, name: str) -> Storage:
+    """A table's store: in a folder, a direct child of the target and not a link out of
+    it; in a bucket, the prefix ``<target>/<name>``.
 
     Raises:
         TableNameError: the name is not a table name, or its folder is a link.
     """
-    unresolved = target.resolve() / name
-    if unresolved.is_symlink():
-        raise TableNameError(
-            f"{unresolved} is a link, not a table folder cdcctl wrote",
-            hint="cdcctl never removes what a link points to; remove it yourself if meant",
-        )
-    return table_path(target, name)
+    local = target.local_path("")
+    if local is not None:
+        unresolved = local.resolve() / name
+        if unresolved.is_symlink():
+            raise TableNameError(
+                f"{unresolved} is a link, not a table folder cdcctl wrote",
+                hint="cdcctl never removes what a link points to; remove it yourself if meant",
+            )
+    return table_store(target, name)
 
 
-def drop_replica(target: Path, name: str, *, keep_lock: bool) -> bool:
-    """Empty a table's folder (``keep_lock``: all but its writer lock file, which the
-    caller holds); whether there was anything."""
-    folder = replica_folder(target, name)
-    if not folder.is_dir():
-        return False
-    lock = table_lock_path(folder)
-    if not keep_lock:
-        shutil.rmtree(folder)
+def drop_replica(target: Path | Storage, name: str, *, keep_lock: bool) -> bool:
+    """Empty the folder or prefix of table ``name`` in ``target``; whether there was
+    anything.
+
+    In a folder ``keep_lock`` keeps its writer lock file (which the caller holds), else
+    the folder goes. In a bucket the lease object always stays: a later writer takes it
+    at a higher epoch, so fencing never meets an epoch it saw before.
+    ``hoodie.properties`` goes first, so a drop cut short leaves no table but what the
+    stray-timeline check names, never a table missing its files.
+
+    Raises:
+        TableNameError: the name is not a table name, or its folder is a link.
+    """
+    if not isinstance(target, Storage):
+        target = LocalStorage(Path(target))
+    table = replica_store(target, name)
+    local = table.local_path("")
+    if local is not None:
+        if not local.is_dir():
+            return False
+        if not keep_lock:
+            shutil.rmtree(local)
+            return True
+        _remove_all_but(local, table_lock_path(local))
         return True
-    _remove_all_but(folder, lock)
-    return True
+    return drop_objects(table)
 
 
 def _remove_all_but(folder: Path, keep: Path) -> None:
@@ -99,8 +119,9 @@ def _remove_all_but(folder: Path, keep: Path) -> None:
             _remove(entry)
 
 
-def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
-    """Resync a table with no replicator running: what was removed.
+def resync_offline(cfg: Config, table: str, force: bool = False) -> list[str]:
+    """Resync a table with no replicator running: what was removed (folders and
+    ``s3://`` prefixes).
 
     Refused when its topic was trimmed past what rebuilds it whole, unless ``force``
     (:func:`engine.replicator.trimmed.guard`).
@@ -116,7 +137,7 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
         WriterLockError: a replicator took the work folder or the table meanwhile.
     """
     require_tables(cfg, [table])
-    work, target = cfg.work_path(), cfg.target_path()
+    work, target = cfg.work_path(), cfg.target_store()
     if alive(work):
         raise StateError(
             f"a replicator runs on {work}", hint="`cdcctl resync` asks it to resync the table"
@@ -124,7 +145,7 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
     store = open_store(work)
     try:
         known = {t["name"]: t["topic"] for t in store.tables()} if store is not None else {}
-        folder = replica_folder(target, table)
+        folder = replica_store(target, table)
         if table not in known and not HudiView.exists(folder):
             log.info("%s: resync: no replica and no state to drop (dead letters only)", table)
             return []
@@ -136,8 +157,9 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
         removed = []
         try:
             locks.take(work / LOCK_NAME, f"the work folder {work}")
-            if folder.is_dir():
-                locks.take(table_lock_path(folder), f"table {table} ({folder})")
+            local = folder.local_path("")
+            if local.is_dir() if local is not None else has_meta_dir(folder):
+                locks.take_table(folder, f"table {table} ({folder.url})")
             # The store first: a crash before the replica is gone leaves the next start
             # counting the commits it still finds.
             if store is not None:
@@ -145,11 +167,11 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
                     store.reset_table(db, table, known.get(table))
                     store.add_event(db, table, "resync", RESYNC_EVENT)
             if drop_replica(target, table, keep_lock=False):
-                removed.append(folder)
+                removed.append(folder.url)
             staging = work / "staging" / table
             if staging.exists():
                 shutil.rmtree(staging)
-                removed.append(staging)
+                removed.append(str(staging))
         finally:
             locks.release_all()
     finally:
@@ -159,7 +181,7 @@ def resync_offline(cfg: Config, table: str, force: bool = False) -> list[Path]:
     return removed
 
 
-def _checkpoint_topic(folder: Path) -> str | None:
+def _checkpoint_topic(folder: Storage) -> str | None:
     """The topic a table's checkpoint names (None: none, or not a table cdcctl reads)."""
     if not HudiView.exists(folder):
         return None
@@ -177,12 +199,14 @@ class DeletePlan:
     work_dir: Path
     #: The work folder's own files and folders.
     work_files: list[Path] = field(default_factory=list)
-    #: With ``purge``: table name -> folder.
-    tables: dict[str, Path] = field(default_factory=dict)
+    #: With ``purge``: table name -> its folder or prefix.
+    tables: dict[str, Storage] = field(default_factory=dict)
+    #: With ``purge``: the target they are in.
+    target: Storage | None = None
 
     @property
-    def paths(self) -> list[Path]:
-        return [*self.work_files, *self.tables.values()]
+    def paths(self) -> list[str]:
+        return [*map(str, self.work_files), *(t.url for t in self.tables.values())]
 
 
 def _selects(cfg: Config, topic: str, name: str) -> bool:
@@ -194,38 +218,35 @@ def _selects(cfg: Config, topic: str, name: str) -> bool:
     return mapped == name and topic_matches(cfg.source, topic) and table_selected(cfg, name)
 
 
-def _own_tables(cfg: Config, known: dict[str, str | None]) -> dict[str, Path]:
+def _own_tables(cfg: Config, target: Storage, known: dict[str, str | None]) -> dict[str, Storage]:
     """Tables under the target that this replicator wrote: Hudi tables with cdcctl's own
     metadata folder whose topic (from their checkpoint, else the state store) is one
     this config replicates and maps to that folder."""
-    target = cfg.target_path()
-    if not target.is_dir():
-        return {}
     own = {}
-    for entry in sorted(target.iterdir()):
+    for name in target.folders():
         try:
-            folder = replica_folder(target, entry.name)
+            folder = replica_store(target, name)
         except TableNameError:
             continue
-        if not HudiView.exists(folder) or not table_lock_path(folder).parent.is_dir():
+        if not HudiView.exists(folder) or not has_own_dir(folder):
             continue
         try:
             checkpoint = HudiView.open(folder).checkpoint()
         except HudiError as exc:  # not a table cdcctl can read: not one it wrote
-            log.debug("not purging %s: %s", folder, exc.message)
+            log.debug("not purging %s: %s", folder.url, exc.message)
             continue
-        topic = checkpoint.partition(",")[0] if checkpoint else known.get(entry.name)
-        if topic and _selects(cfg, topic, entry.name):
+        topic = checkpoint.partition(",")[0] if checkpoint else known.get(name)
+        if topic and _selects(cfg, topic, name):
             found = ownership.findings(folder)
             if found:  # made by cdcctl, changed by another writer: not removed
                 raise ForeignTableError(
-                    f"table {entry.name}: another Hudi writer changed {folder}: "
+                    f"table {name}: another Hudi writer changed {folder.url}: "
                     f"{'; '.join(found)}; `cdcctl delete --purge` will not remove it",
                     "move the folder out of target.path (or delete it yourself), or run "
                     "`cdcctl delete` without --purge, which removes only the work folder's "
                     "state",
                 )
-            own[entry.name] = folder
+            own[name] = folder
     return own
 
 
@@ -252,11 +273,12 @@ def plan_delete(cfg: Config, purge: bool) -> DeletePlan:
         finally:
             if store is not None:
                 store.close()
-        plan.tables = _own_tables(cfg, known)
+        plan.target = cfg.target_store()
+        plan.tables = _own_tables(cfg, plan.target, known)
     return plan
 
 
-def delete_state(plan: DeletePlan) -> list[Path]:
+def delete_state(plan: DeletePlan) -> list[str]:
     """Remove what :func:`plan_delete` listed, under the writer locks; what was removed.
 
     The work folder itself goes too when nothing else is left in it.
@@ -270,21 +292,22 @@ def delete_state(plan: DeletePlan) -> list[Path]:
         if plan.work_dir.is_dir():
             locks.take(plan.work_dir / LOCK_NAME, f"the work folder {plan.work_dir}")
         for name, folder in plan.tables.items():
-            locks.take(table_lock_path(folder), f"table {name} ({folder})")
+            locks.take_table(folder, f"table {name} ({folder.url})")
         for name, folder in plan.tables.items():
-            drop_replica(folder.parent, name, keep_lock=False)
-            removed.append(folder)
+            assert plan.target is not None  # set with the tables
+            drop_replica(plan.target, name, keep_lock=False)
+            removed.append(folder.url)
         for path in plan.work_files:
             if path.name != LOCK_NAME and (path.exists() or path.is_symlink()):
                 _remove(path)
-                removed.append(path)
+                removed.append(str(path))
     finally:
         locks.release_all()
     lock = plan.work_dir / LOCK_NAME
     if lock.exists():  # last: it kept a replicator from starting while the rest went
         lock.unlink()
         if lock in plan.work_files:
-            removed.append(lock)
+            removed.append(str(lock))
     if plan.work_dir.is_dir() and not any(plan.work_dir.iterdir()):
         plan.work_dir.rmdir()
     return removed

@@ -72,6 +72,7 @@ from engine.source.kafka import (
     kafka_reason,
     topic_ids,
 )
+from engine.storage import Storage
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -189,7 +190,7 @@ def guard(
     cfg: Config,
     table: str,
     topic: str,
-    folder: Path,
+    folder: Path | Storage,
     *,
     force: bool,
     decode: Decoder | None = None,

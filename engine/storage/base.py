@@ -25,12 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from engine.errors import CdcError
+from engine.errors import StorageError
 from engine.files import Content
-
-
-class StorageError(CdcError):
-    """The store refused or failed an operation; ``hint`` says what to change."""
 
 
 class StoreUnavailable(StorageError, OSError):
@@ -111,6 +107,11 @@ class Storage(ABC):
         their paths are relative to the root. A missing folder has none."""
 
     @abstractmethod
+    def folders(self, folder: str = "") -> list[str]:
+        """The names of the folders directly in ``folder`` (on object storage: the
+        prefixes one level down that hold objects), sorted. A missing folder has none."""
+
+    @abstractmethod
     def read_range(self, path: str, start: int, length: int) -> bytes:
         """``length`` bytes from ``start`` (fewer at the end of the object).
 
@@ -128,6 +129,11 @@ class Storage(ABC):
         """Remove the object at ``path`` (nothing happens if there is none)."""
 
     # What a local folder has beyond objects; an object store has nothing to do.
+
+    def reader_options(self) -> dict[str, str]:
+        """The storage options a reader built on Rust's ``object_store`` (hudi-rs) needs
+        to reach this store: none for a folder. Secrets included: never log them."""
+        return {}
 
     def local_path(self, path: str) -> Path | None:
         """The file behind ``path`` when the store is a local folder (for memory-mapped

@@ -110,6 +110,26 @@ def holder_ended(holder: dict[str, Any]) -> bool:
     return False
 
 
+def lease_holder(store: Storage, path: str) -> str | None:
+    """Who holds the lease at ``path`` (a running replicator, for messages), or None: no
+    lease, released, or its holder ran on this host and has ended. Read once, without
+    watching it: a holder that died on another host is named until its successor takes
+    over (the renewal time says how fresh it is)."""
+    try:
+        data = store.read(path)
+    except FileNotFoundError:
+        return None
+    state = LeaseState.decode(data)
+    if state.released or holder_ended(state.holder):
+        return None
+    try:
+        renewed = json.loads(data).get("renewed")
+    except ValueError:
+        renewed = None
+    said = f", lease renewed at {renewed}" if renewed else ""
+    return f"{describe_holder(state.holder)}{said}"
+
+
 @dataclass
 class LeaseState:
     """The lease object's content."""

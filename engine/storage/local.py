@@ -109,6 +109,14 @@ class LocalStorage(Storage):
             return []
         return sorted(out, key=lambda o: o.path)
 
+    def folders(self, folder: str = "") -> list[str]:
+        top = self._file(folder) if folder else self.root
+        try:
+            with os.scandir(top) as found:
+                return sorted(e.name for e in found if e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def read_range(self, path: str, start: int, length: int) -> bytes:
         with open(self._file(path), "rb") as f:
             f.seek(start)

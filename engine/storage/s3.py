@@ -20,6 +20,7 @@ message without the request's headers.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -162,6 +163,27 @@ class ObjectStorage(Storage):
         # docs/guide/operating.md), and rebuilt with a client of its own there.
         return (partial(ObjectStorage, patient=self.patient), (self.settings,))
 
+    def reader_options(self) -> dict[str, str]:
+        s = self.settings
+        options = {
+            "aws_region": s.region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1",
+            "aws_virtual_hosted_style_request": str(not s.path_style).lower(),
+        }
+        if s.endpoint:
+            options["aws_endpoint_url"] = s.endpoint
+            options["aws_allow_http"] = str(s.endpoint.lower().startswith("http://")).lower()
+        for key in ("access_key_id", "secret_access_key", "session_token"):
+            value = getattr(s, key)
+            secret = value.get_secret_value() if value is not None else None
+            # The standard AWS environment, as obstore reads it for the writer.
+            secret = secret or os.environ.get(f"AWS_{key.upper()}")
+            if secret:
+                options[f"aws_{key}"] = secret
+        return options
+
     def under(self, folder: str) -> ObjectStorage:
         url = f"{self.url}/{check_path(folder)}"
         return ObjectStorage(replace(self.settings, url=url), patient=self.patient)
@@ -271,6 +293,13 @@ class ObjectStorage(Storage):
         except _ERRORS as exc:
             raise self._failed(exc, "listing", folder) from None
         return sorted((self._info(m["path"], m) for m in found["objects"]), key=lambda o: o.path)
+
+    def folders(self, folder: str = "") -> list[str]:
+        try:
+            found = obstore.list_with_delimiter(self._store, check_path(folder) if folder else None)
+        except _ERRORS as exc:
+            raise self._failed(exc, "listing", folder) from None
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"])
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
         if length <= 0:

@@ -20,6 +20,7 @@ from pathlib import Path
 from engine.errors import ConfigError
 from engine.hudi import HudiView
 from engine.naming import unknown_table
+from engine.storage import LocalStorage, Storage
 from engine.validate.replica import Replica, lock_holder
 from engine.validate.report import ColumnDiff, Recheck, RowDiff, TableReport
 from engine.validate.source import SourceDB, TableRef, connect, dialect_of, redact
@@ -40,21 +41,22 @@ def redact_dsn(dsn: str) -> str:
     return redact(dsn)
 
 
-def _select(target: Path, patterns: list[str] | None) -> list[Path]:
+def _select(target: Storage, patterns: list[str] | None) -> list[Storage]:
     names = HudiView.tables_under(target)
     if not patterns:
         if not names:
             raise ConfigError(
-                f"no replica under {target}", hint="check target.path, or run cdcctl start first"
+                f"no replica under {target.url}",
+                hint="check target.path, or run cdcctl start first",
             )
-        return [target / n for n in names]
+        return [target.under(n) for n in names]
     chosen: list[str] = []
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
             raise unknown_table(pattern, names)
         chosen += [h for h in hits if h not in chosen]
-    return [target / n for n in chosen]
+    return [target.under(n) for n in chosen]
 
 
 def parse_database_map(entries: list[str]) -> dict[str, str]:
@@ -86,7 +88,7 @@ def _source_database(dialect: str, replica: Replica) -> str | None:
     return replica.source_table.get("db")
 
 
-def _check_database_map(dialect: str, paths: list[Path], database_map: dict[str, str]) -> None:
+def _check_database_map(dialect: str, paths: list[Storage], database_map: dict[str, str]) -> None:
     """Nothing when every ``--database-map`` original is a database a selected replica
     comes from.
 
@@ -147,7 +149,7 @@ def _ref(
 
 
 def validate_replicas(
-    target: str | Path,
+    target: str | Path | Storage,
     source_dsn: str,
     tables: list[str] | None = None,
     *,
@@ -159,7 +161,8 @@ def validate_replicas(
     """Compare every selected replica under ``target`` with its source table.
 
     Args:
-        target: the folder holding the replicas (``target.path``).
+        target: the folder holding the replicas (``target.path``), or its store (a
+            bucket's prefix: :meth:`~engine.config.Config.target_store`).
         source_dsn: ``postgresql://...`` (or a libpq key=value string) or ``mysql://...``.
         tables: replica names or glob patterns (default: every replica).
         recheck: read the differing keys again once the replica has moved past the
@@ -177,7 +180,8 @@ def validate_replicas(
     """
     dialect = dialect_of(source_dsn)  # a bad scheme is a usage error before anything else
     database_map = database_map or {}
-    paths = _select(Path(target).resolve(), tables)
+    store = target if isinstance(target, Storage) else LocalStorage(Path(target).resolve())
+    paths = _select(store, tables)
     _check_database_map(dialect, paths, database_map)
     running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
     db = connect(source_dsn)
@@ -192,7 +196,7 @@ def validate_replicas(
 
 def _validate_one(
     db: SourceDB,
-    path: Path,
+    path: Storage,
     running: str | None,
     recheck: bool,
     wait: float,

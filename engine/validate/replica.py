@@ -21,10 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import HudiError
-from engine.hudi import HOODIE_META_COLUMNS, HudiView, conform
+from engine.hudi import HOODIE_META_COLUMNS, LEASE_FILE, HudiView, conform
 from engine.hudi.options import SCHEMA_STATE_KEY, SOURCE_TABLE_KEY
 from engine.lock import table_lock_path
 from engine.model import NO_POS, REPLICA_CDC_COLUMNS, ROW_POS, STREAMED_BIT
+from engine.storage import LocalStorage, Storage
+from engine.storage.lease import lease_holder
 
 TOPIC_KEY = "cdcctl.source.topic"  # engine.replicator.progress writes it
 TAIL_KEY = "cdcctl.partition.tail"
@@ -35,7 +37,8 @@ class Replica:
     """One replica as of one instant."""
 
     name: str
-    path: Path
+    #: The replica's files (a folder, or a bucket's prefix).
+    store: Storage
     instant: str | None
     key_fields: list[str]
     schema: pa.Schema  # data columns only (no _hoodie_*, no _cdc_*)
@@ -47,10 +50,12 @@ class Replica:
     kept_columns: tuple[str, ...] = ()
 
     @classmethod
-    def open(cls, path: Path) -> Replica:
-        if not HudiView.exists(path):
-            raise HudiError(f"{path} is not a Hudi table", hint="check target.path")
-        table = HudiView.open(path)
+    def open(cls, path: Path | Storage) -> Replica:
+        store = path if isinstance(path, Storage) else LocalStorage(Path(path))
+        if not HudiView.exists(store):
+            raise HudiError(f"{store.url} is not a Hudi table", hint="check target.path")
+        table = HudiView.open(store)
+        name = store.url.rstrip("/").rsplit("/", 1)[-1]
         completed = table.completed_instants()
         instant = completed[-1] if completed else None
         extra: dict[str, str] = {}
@@ -74,7 +79,7 @@ class Replica:
                 source = {}
         if "table" not in source:
             recorded = False
-            source = source_from_topic(extra.get(TOPIC_KEY) or "", path.name)
+            source = source_from_topic(extra.get(TOPIC_KEY) or "", name)
         tail = None
         try:
             tails = json.loads(extra.get(TAIL_KEY) or "{}")
@@ -88,7 +93,7 @@ class Replica:
         except (ValueError, TypeError, AttributeError):
             kept = ()
         return cls(
-            path.name, path, instant, table.record_key_fields, data, source, recorded, tail, kept
+            name, store, instant, table.record_key_fields, data, source, recorded, tail, kept
         )
 
     def slices(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
@@ -105,10 +110,10 @@ class Replica:
         import hudi
 
         options = hudi.HudiReadOptions().with_as_of_timestamp(self.instant)
-        reader_table = hudi.HudiTable(str(self.path.resolve()))
+        stored = HudiView.open(self.store)
+        reader_table = stored.reader()
         slices = reader_table.get_file_slices(options)
         reader = reader_table.create_file_group_reader_with_options(options)
-        stored = HudiView.open(self.path)
         full = stored.schema_at(self.instant) or stored.arrow_schema()
 
         def read(fs: Any) -> pa.Table:
@@ -121,8 +126,11 @@ class Replica:
         return [functools.partial(read, fs) for fs in slices]
 
     def holder(self) -> str | None:
-        """Who holds the table's writer lock (a running replicator), or None."""
-        return lock_holder(table_lock_path(self.path))
+        """Who holds the table's writer lock or lease (a running replicator), or None."""
+        local = self.store.local_path("")
+        if local is None:
+            return lease_holder(self.store, LEASE_FILE)
+        return lock_holder(table_lock_path(local))
 
 
 def source_from_topic(topic: str, fallback: str) -> dict[str, str]:

@@ -2,11 +2,12 @@
 (moto's): ``test-connection`` probes the bucket (list, create-if-absent, compare-and-swap,
 read, delete) and says what is wrong; a store that ignores conditional writes (moto
 behind a proxy that drops the ``If-None-Match`` and ``If-Match`` headers) fails the
-check; the commands that do not read object storage yet refuse it with a clear error
-(``cdcctl start`` writes it: tests/integration/test_object_storage_runs.py)."""
+check; a query of a bucket without replicas yet (``cdcctl start`` writes it, and the
+commands read and drop replicas there: tests/integration/test_object_storage_runs.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from engine.playground.objectstore import S3Proxy, S3Server
@@ -36,10 +37,7 @@ def test_bucket_probe_passes_and_names_what_is_not_there_yet(s3: S3Server, tmp_p
     bucket = checks["target.bucket"]
     assert bucket["status"] == "pass", bucket
     assert "s3://lake/replicas: list, create, create-if-absent refused" in bucket["detail"]
-    writer = checks["target.writer"]
-    assert writer["status"] == "warn"
-    assert "`cdcctl start` replicates into it" in writer["detail"]
-    assert "do not read object storage yet" in writer["detail"]
+    assert not any(name.startswith("target.table") for name in checks)  # none there yet
     # The folder checks do not run on a URL (no "folder" named s3: is created).
     assert "target.folder" not in checks and "target.free_space" not in checks
     assert not (tmp_path / "s3:").exists()
@@ -63,13 +61,11 @@ def test_store_ignoring_conditional_writes_fails(s3: S3Server, tmp_path: Path) -
     assert "If-None-Match" in bucket["fix"]
 
 
-def test_query_refuses_an_object_target_before_anything_runs(s3: S3Server, tmp_path: Path) -> None:
-    config = _config(tmp_path, "s3://lake/replicas", s3.endpoint)
-    for command in (["query", "SELECT 1"],):
-        r = run_cli(*command, "--config", str(config), env=ENV, timeout=120)
-        assert r.returncode != 0, (command, r.stdout, r.stderr)
-        assert "do not read it yet" in r.stderr and "set target.path to a folder" in r.stderr, (
-            command,
-            r.stderr,
-        )
-        assert "Traceback" not in r.stderr and SECRET not in r.stdout + r.stderr
+def test_query_of_an_empty_bucket_names_where_it_looked(s3: S3Server, tmp_path: Path) -> None:
+    config = _config(tmp_path, "s3://lake/empty-replicas", s3.endpoint)
+    r = run_cli("query", "SELECT 42 AS n", "--config", str(config), "--json", env=ENV)
+    assert r.returncode == 0 and json.loads(r.stdout) == [{"n": 42}], (r.stdout, r.stderr)
+    r = run_cli("query", "SELECT * FROM orders", "--config", str(config), env=ENV)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "orders" in r.stderr and "Traceback" not in r.stderr
+    assert SECRET not in r.stdout + r.stderr

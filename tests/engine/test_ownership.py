@@ -205,4 +205,5 @@ def test_the_same_table_unchanged_opens_for_writing(tmp_path: Path) -> None:
         assert rt.state is not TableState.FAILED
     finally:
         tables.locks.release_all()
-    assert plan_delete(cfg, purge=True).tables == {path.name: path}
+    tables = plan_delete(cfg, purge=True).tables
+    assert {n: t.url for n, t in tables.items()} == {path.name: str(path)}

@@ -3,6 +3,7 @@ folder's own files, never anything else (links out of the target, the user's fil
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -10,9 +11,13 @@ import pytest
 
 from engine.config import config_from_dict
 from engine.errors import TableNameError
+from engine.hudi import LEASE_FILE, HudiView, has_meta_dir
 from engine.lock import table_lock_path
 from engine.replicator.reset import delete_state, drop_replica, plan_delete
 from engine.state import StateStore, store_path
+from engine.storage import open_storage
+from engine.storage.lease import Lease, lease_holder
+from tests.s3_support import s3_settings
 
 
 def _table(folder: Path) -> None:
@@ -100,3 +105,40 @@ def test_a_store_from_before_resync_accepts_resync_requests(tmp_path: Path) -> N
             store.request("explode", [None])
     finally:
         store.close()
+
+
+def test_drop_replica_in_a_bucket_keeps_the_lease_and_only_that_table(s3) -> None:
+    """On object storage a table is a prefix: a drop deletes its objects, properties
+    first, and keeps the lease object (epochs only grow); another table stays."""
+    target = open_storage(s3_settings(s3, "s3://lake/drop-test/lake"))
+    for name in ("a", "b"):
+        table = target.under(name)
+        table.write(".hoodie/hoodie.properties", b"hoodie.table.name=x\n")
+        table.write(".hoodie/.cdcctl/tombstones/f.parquet", b"x")
+        table.write("00000000-0_0-1-1_1.parquet", b"x")
+    Lease.acquire(target.under("a"), LEASE_FILE, "test").release()
+    target.write("user-notes.txt", b"not a table")
+    assert HudiView.tables_under(target) == ["a", "b"]  # prefixes with properties
+    assert target.folders() == ["a", "b"] and has_meta_dir(target.under("a"))
+    assert lease_holder(target.under("a"), LEASE_FILE) is None  # released
+
+    assert drop_replica(target, "a", keep_lock=False)
+    assert [o.path for o in target.under("a").list()] == [LEASE_FILE]
+    assert not has_meta_dir(target.under("a"))  # the lease alone is no table
+    assert HudiView.tables_under(target) == ["b"]
+    assert len(target.under("b").list()) == 3 and target.head("user-notes.txt") is not None
+    assert not drop_replica(target, "a", keep_lock=False)
+    for name in ("..", "a/b", "", "x y/../.."):
+        with pytest.raises(TableNameError):
+            drop_replica(target, name, keep_lock=False)
+
+
+def test_lease_holder_names_a_live_holder(s3) -> None:
+    table = open_storage(s3_settings(s3, "s3://lake/holder-test/t"))
+    lease = Lease.acquire(table, LEASE_FILE, "test")
+    try:
+        said = lease_holder(table, LEASE_FILE)
+        assert said is not None and f"pid {os.getpid()}" in said and "lease renewed at" in said
+    finally:
+        lease.release()
+    assert lease_holder(table, LEASE_FILE) is None

@@ -22,7 +22,6 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.storage import ObjectStorage, Storage
 from tests.oracle import fold
-from tests.s3_support import hudi_rs_options_of
 
 META = (
     "_hoodie_commit_time",
@@ -303,7 +302,7 @@ def read_replica(path: Path | Storage) -> dict[str, dict]:
     """Rows of a replica read by hudi-rs, keyed by record key, without Hudi/cdc columns
     (``path``: its folder, or its store: hudi-rs reads a bucket itself)."""
     if isinstance(path, ObjectStorage):
-        batches = hudi.HudiTable(path.url, hudi_rs_options_of(path.settings)).read()
+        batches = hudi.HudiTable(path.url, path.reader_options()).read()
     else:
         path = path.local_path("") if isinstance(path, Storage) else path
         batches = hudi.HudiTable(str(path)).read()

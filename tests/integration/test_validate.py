@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import re
 import uuid
 from decimal import Decimal
@@ -18,14 +19,19 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from engine.hudi import LEASE_FILE
+from engine.lock import LOCK_NAME
 from engine.playground.broker import produce_messages
+from engine.storage import LocalStorage, open_storage
+from engine.storage.lease import Lease
 from engine.validate import canonical as cn
 from engine.validate.compare import make_plan
 from engine.validate.replica import Replica
 from engine.validate.report import TableReport
 from engine.validate.source import TableRef, connect
-from tests.integration.replicas import run_cli, write_config
+from tests.integration.replicas import config_text, run_cli, write_config
 from tests.pg_logical import LogicalSlot
+from tests.s3_support import S3_ENV, s3_settings, s3_target_keys
 
 SMALL_SEGMENTS = {"CDCCTL_VALIDATE_SEGMENT_ROWS": "40"}
 
@@ -289,6 +295,48 @@ def test_parallel_and_kept_slices_find_what_rows_find(pg_replica, monkeypatch) -
         conn.execute("DELETE FROM public.items WHERE id = 200000")
         conn.execute("UPDATE public.items SET note = %s, price = %s WHERE id = 2", old)
         conn.execute("UPDATE public.pairs SET v = 'w2' WHERE a = 2 AND b = 'k2'")
+
+
+def test_validate_reads_replicas_in_a_bucket(pg_replica, s3, tmp_path: Path) -> None:
+    """The same replicas copied byte for byte into a bucket validate as they do in their
+    folder (read by hudi-rs from the bucket); a table whose lease is held is reported
+    as being written, naming the holder."""
+    dsn, _, config = pg_replica
+    local = LocalStorage(config.parent / "lake")
+    url = f"s3://lake/{tmp_path.name}/lake"
+    bucket = open_storage(s3_settings(s3, url))
+    for info in local.list():
+        if not info.path.endswith(LOCK_NAME):
+            bucket.write(info.path, local.read(info.path))
+    on_s3 = tmp_path / "cdcctl.toml"
+    on_s3.write_text(
+        config_text(
+            "127.0.0.1:1",
+            "^x\\.",
+            url,
+            target_keys=s3_target_keys(s3.endpoint),
+            work_dir=tmp_path / "work",
+        )  # fmt: skip
+    )
+
+    def essentials(reports: dict) -> dict:
+        keys = ("status", "source_rows", "replica_rows", "missing", "extra", "differing",
+                "replica_instant", "replica_position", "replicator")  # fmt: skip
+        return {name: {k: r.get(k) for k in keys} for name, r in reports.items()}
+
+    _, in_folder = _validate(config, dsn)
+    code, in_bucket = _validate(on_s3, dsn, env=S3_ENV)
+    assert essentials(in_bucket) == essentials(in_folder)
+    assert set(in_bucket) == {"public_items", "public_pairs"}
+    assert in_bucket["public_pairs"]["replicator"] is None
+
+    lease = Lease.acquire(bucket.under("public_pairs"), LEASE_FILE, "test")
+    try:
+        _, in_bucket = _validate(on_s3, dsn, "--table", "public_pairs", env=S3_ENV)
+    finally:
+        lease.release()
+    holder = in_bucket["public_pairs"]["replicator"]
+    assert holder and f"pid {os.getpid()}" in holder, in_bucket["public_pairs"]
 
 
 # ----------------------------------------------------------------------------- MariaDB
