@@ -31,7 +31,7 @@ from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiView, as_instant, conform, instant_at, instant_iso
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
 from engine.naming import table_key, unknown_table
-from engine.storage import LocalStorage, Storage
+from engine.storage import LocalStorage, Storage, is_object_url
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -237,9 +237,18 @@ class _Session:
     replicas: dict[str, Replica]
 
 
-def _open(target_or_config: str | Path | Config, as_of: str | None, meta: bool) -> _Session:
-    if isinstance(target_or_config, str | Path):
-        root: Storage = LocalStorage(Path(target_or_config).resolve())
+def _open(
+    target_or_config: str | Path | Storage | Config, as_of: str | None, meta: bool
+) -> _Session:
+    if isinstance(target_or_config, Storage):
+        root: Storage = target_or_config
+    elif isinstance(target_or_config, str | Path):
+        if is_object_url(str(target_or_config)):
+            raise ConfigError(
+                f"{target_or_config} is a bucket: its endpoint and credentials come with a config",
+                hint="pass the Config (engine.load_config) or a store instead of the URL",
+            )
+        root = LocalStorage(Path(target_or_config).resolve())
     else:
         root = target_or_config.target_store()
     instant = parse_as_of(as_of) if as_of else None
@@ -265,7 +274,7 @@ def _open(target_or_config: str | Path | Config, as_of: str | None, meta: bool) 
 
 
 def connect(
-    target_or_config: str | Path | Config, as_of: str | None = None, meta: bool = False
+    target_or_config: str | Path | Storage | Config, as_of: str | None = None, meta: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection where every replica is a view named after its table.
 
@@ -276,7 +285,8 @@ def connect(
     (naming its oldest readable instant). Open a new connection to see newer commits.
 
     Args:
-        target_or_config: the target folder, or a :class:`~engine.config.Config`.
+        target_or_config: the target folder, its store, or a
+            :class:`~engine.config.Config` (a bucket target needs one of the last two).
         as_of: a 17-digit instant or an ISO time (UTC unless it says otherwise).
         meta: include Hudi's ``_hoodie_*`` meta columns.
 
@@ -293,7 +303,7 @@ _MISSING_TABLE = re.compile(r"Table with name (.+) does not exist!")
 
 
 def query(
-    target_or_config: str | Path | Config,
+    target_or_config: str | Path | Storage | Config,
     sql: str,
     *,
     as_of: str | None = None,

@@ -16,9 +16,11 @@ import pyarrow as pa
 import pytest
 
 from engine.config import config_from_dict
+from engine.errors import ConfigError
 from engine.hudi import HudiView
 from engine.hudi.archive import list_archives, read_archive
 from engine.playground.objectstore import S3Server
+from engine.query import query
 from engine.replicator import Replicator
 from engine.storage import open_storage
 from tests import builders
@@ -124,3 +126,13 @@ def test_the_view_of_a_table_on_s3_reads_what_the_folder_holds(
     key = "_hoodie_record_key"
     assert from_s3.num_rows == from_folder.num_rows > 0
     assert from_s3.sort_by(key).to_pylist() == from_folder.sort_by(key).to_pylist()
+
+    # The engine's query over the bucket's store: the same rows, as of an old instant too.
+    sql = "SELECT * FROM app_t ORDER BY ALL"
+    assert query(target, sql) == query(folder.parent, sql)
+    oldest = local.oldest_readable()
+    assert oldest is not None and oldest < local.completed_instants()[-1]
+    old = query(target, sql, as_of=oldest)
+    assert old == query(folder.parent, sql, as_of=oldest)
+    with pytest.raises(ConfigError, match="is a bucket"):
+        query(url, "SELECT 1")
