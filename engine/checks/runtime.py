@@ -20,6 +20,7 @@ from engine.checks.target import folder_check
 from engine.config import Config, folder_problem
 from engine.errors import CdcError
 from engine.spark import SPARK_LOG, check_java, get_spark
+from engine.storage import Storage
 
 
 def check_java_version() -> Check:
@@ -48,28 +49,53 @@ EXECUTOR_WAIT_S = 15.0
 PROBE_NAME = ".cdcctl-executor-probe"
 
 
-def _executor_probe(folders: dict[str, str | None]) -> Iterator[dict[str, Any]]:
-    """Run on an executor: where it runs, its cdcctl, and for each folder the merge
-    tasks use whether it sees the driver's probe file there (the same folder, not one of
-    its own at the same path) and can write it (``None``: yes; else why not)."""
+def _executor_probe(
+    folders: dict[str, str | None], bucket: Storage | None, token: str
+) -> Iterator[dict[str, Any]]:
+    """Run on an executor: where it runs, its cdcctl, and for the target (a folder, or a
+    bucket whose store the task carries) whether it sees the driver's probe there (the
+    same folder or bucket, not one of its own at the same path) and can write it
+    (``None``: yes; else why not)."""
     problems: dict[str, str | None] = {}
-    for folder, token in folders.items():
+    for folder, seen_token in folders.items():
         found = folder_problem(Path(folder))
         problem = None if found is None else found[0]
-        if problem is None and token is not None:
+        if problem is None and seen_token is not None:
             try:
                 seen: str | None = (Path(folder) / PROBE_NAME).read_text()
             except OSError:
                 seen = None
-            if seen != token:
+            if seen != seen_token:
                 problem = f"{folder} here is not the driver's (its probe file is not there)"
         problems[folder] = problem
+    if bucket is not None:
+        problems[bucket.url] = _bucket_problem(bucket, token)
     yield {
         "host": socket.gethostname(),
         "executor": os.environ.get("SPARK_EXECUTOR_ID") or f"pid {os.getpid()}",
         "version": _package_version(),
         "problems": problems,
     }
+
+
+def _bucket_problem(bucket: Storage, token: str) -> str | None:
+    """Whether this executor reads the driver's probe object in ``bucket`` and can put
+    and delete one of its own (None), else why not."""
+    try:
+        try:
+            seen = bucket.read(f"{PROBE_NAME}/{token}").decode()
+        except FileNotFoundError:
+            seen = None
+        if seen != token:
+            return f"{bucket.url} from here is not the driver's (its probe object is not there)"
+        mine = f"{PROBE_NAME}/{token}-{uuid.uuid4().hex[:8]}"
+        bucket.write(mine, b"executor probe")
+        bucket.delete(mine)
+    except CdcError as exc:
+        return exc.message
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def _master_address(master: str) -> tuple[str, int] | None:
@@ -89,22 +115,33 @@ def _loopback(host: str) -> bool:
 
 def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
     """On a standalone cluster: every executor that answers runs this cdcctl and can
-    write the target and work folders at their paths here."""
-    paths = [cfg.work_path()]
-    if not cfg.target_on_object_storage():
-        paths.insert(0, cfg.target_path())
+    write the target: its folder at the same path here, or its bucket (with the
+    credentials each task carries). The work folder stays the driver's: each batch
+    travels with its tasks."""
+    token = uuid.uuid4().hex
+    bucket: Storage | None = None
+    paths: list[Path] = []
     folders: dict[str, str | None] = {}
-    for path in paths:
+    if cfg.target_on_object_storage():
+        try:
+            bucket = cfg.target_store(patient=False)
+            bucket.write(f"{PROBE_NAME}/{token}", token.encode())
+        except (CdcError, OSError):
+            bucket = None  # target.bucket says why
+    else:
+        path = cfg.target_path()
+        paths.append(path)
         folders[str(path)] = None  # not there yet: created by start, nothing to compare
         if path.is_dir():
-            token = uuid.uuid4().hex
             try:
                 (path / PROBE_NAME).write_text(token)
                 folders[str(path)] = token
             except OSError:
                 pass  # the folder checks say why
     slots = max(int(context.defaultParallelism), 1)
-    job = context.parallelize(range(slots), slots).mapPartitions(lambda _: _executor_probe(folders))
+    job = context.parallelize(range(slots), slots).mapPartitions(
+        lambda _: _executor_probe(folders, bucket, token)
+    )
     try:
         found = in_thread("executors", job.collect).result(timeout=EXECUTOR_WAIT_S)
     except FutureTimeout:
@@ -118,6 +155,8 @@ def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
     finally:
         for path in paths:
             (path / PROBE_NAME).unlink(missing_ok=True)
+        if bucket is not None:
+            bucket.delete(f"{PROBE_NAME}/{token}")
     executors = {(f["host"], f["executor"]): f for f in found}
     here = _package_version()
     for (host, executor), f in sorted(executors.items()):
@@ -133,16 +172,21 @@ def _check_cluster(cfg: Config, context: Any, booted: float) -> Check:
                 return failed(
                     "engine.spark",
                     f"{where} cannot use {folder}: {problem}",
-                    "the merge tasks read and write the target and work folders at the same "
-                    "paths on every worker: mount them there (docs/guide/operating.md#spark-"
-                    "cluster)",
+                    "the merge tasks read and write the target on every worker: a folder at "
+                    "the same path (mount it there), or a bucket they reach with the same "
+                    "endpoint (docs/guide/operating.md#spark-cluster)",
                 )
     hosts = sorted({host for host, _ in executors})
+    if bucket is not None:
+        reach = f"reach and can write {bucket.url}"
+    elif folders:
+        reach = f"see and can write {' and '.join(folders)}"
+    else:
+        reach = "the bucket was not probed (see target.bucket)"
     return passed(
         "engine.spark",
         f"{cfg.spark.master} started in {booted:.1f} s; {len(executors)} executors on "
-        f"{', '.join(hosts)} answered, run cdcctl {here} and see and can write "
-        f"{' and '.join(folders)}",
+        f"{', '.join(hosts)} answered, run cdcctl {here} and {reach}",
     )
 
 

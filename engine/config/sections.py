@@ -353,6 +353,12 @@ class ErrorsConfig(Section):
         return value
 
 
+def is_local_master(master: str) -> bool:
+    """Whether a Spark master runs in the driver's own JVM (``local``, ``local[N]``),
+    rather than on a cluster's executors."""
+    return master.strip().lower().startswith("local")
+
+
 class SparkConfig(Section):
     """Local Spark session settings (the only place Spark is configured)."""
 
@@ -371,3 +377,10 @@ class SparkConfig(Section):
         description="extra Spark settings (`spark.driver.extraJavaOptions` here is appended to "
         "the engine's JVM flags, so a flag given here wins)",
     )
+
+    @property
+    def on_cluster(self) -> bool:
+        """Whether the merges run on a cluster's executors (the master, as
+        ``[spark.options]`` may override it, is not local): each batch then travels
+        with its tasks instead of through the work folder."""
+        return not is_local_master(self.options.get("spark.master", self.master))

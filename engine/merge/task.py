@@ -1,8 +1,10 @@
 """One merge task: a file group's events folded into its stored state, inside Spark.
 
-The driver stages each touched bucket's events as an Arrow IPC file and sends a
-:class:`MergeTask` (paths and small values only, so it pickles cheaply) holding the
-Hudi writer's plan for the group (:class:`~engine.hudi.SliceWrite`). The task reads the
+The driver stages each touched bucket's events as an Arrow IPC file in the work folder
+and sends a :class:`MergeTask` (paths and small values only, so it pickles cheaply)
+holding the Hudi writer's plan for the group (:class:`~engine.hudi.SliceWrite`). On a
+cluster the events travel in the task itself (``events_ipc``): no executor needs the
+driver's work folder. The task reads the
 group's current rows and tombstones through that plan, runs the pure fold
 (:func:`engine.merge.rules.merge_file_group`) and writes the result through the plan.
 """
@@ -37,7 +39,8 @@ class MergeTask:
     """Everything a Spark task needs to merge one file group (picklable)."""
 
     slice: SliceWrite
-    #: The group's events (Arrow IPC file), or None when only a truncate touches it.
+    #: The group's events (Arrow IPC file), or None when only a truncate touches it (or
+    #: they travel in ``events_ipc``).
     events_file: str | None
     #: The table's data schema, IPC-serialised.
     data_schema_ipc: bytes
@@ -49,6 +52,13 @@ class MergeTask:
     #: The table's folder of base-file key indexes, shared by the merge workers (None:
     #: each worker keeps its own in memory).
     index_dir: str | None = None
+    #: The group's events as Arrow IPC bytes, shipped with the task (a cluster).
+    events_ipc: bytes | None = None
+
+    @property
+    def has_events(self) -> bool:
+        """Whether the task brings events (else only a truncate or rewrite touches it)."""
+        return bool(self.events_file or self.events_ipc)
 
 
 @dataclass
@@ -119,7 +129,7 @@ def _fold_key(task: MergeTask) -> object | None:
     one table in one batch, with the same options, of a table without partial images
     or row counts, and no truncate."""
     plan, options = task.slice, task.options
-    if not (task.events_file and _appends(task)):
+    if not (task.has_events and _appends(task)):
         return None
     if options.copies or options.truncate is not None:
         return None
@@ -135,7 +145,9 @@ def _read(task: MergeTask) -> _Inputs:
     data_schema = pa.ipc.read_schema(pa.py_buffer(task.data_schema_ipc))
     plan = task.slice
     events = None
-    if task.events_file:
+    if task.events_ipc:
+        events = pa.ipc.open_file(pa.py_buffer(task.events_ipc)).read_all()
+    elif task.events_file:
         with pa.memory_map(task.events_file) as source:
             events = pa.ipc.open_file(source).read_all()
     light_append = False

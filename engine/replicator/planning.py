@@ -319,17 +319,23 @@ def plan_table(
     touched = sorted(set(chunks) | (set(groups) if everything else set()))
     if not touched:
         return plan
+    # On a cluster the events travel with their tasks and each worker keeps its key
+    # indexes: no executor needs the driver's work folder.
+    ship = cfg.spark.on_cluster
     stage = staging / rt.name / instant
     index_dir = staging / rt.name / KEY_INDEX_DIR
-    for folder in (staging, staging / rt.name, stage, index_dir):  # message contents: owner-only
-        private_dir(folder)
+    if not ship:
+        for folder in (staging, staging / rt.name, stage, index_dir):  # message contents
+            private_dir(folder)  # owner-only
     schema_ipc = schema.serialize().to_pybytes()
     rewrite = choose_rewrites(writer, groups, touched, schema, everything, cfg.hudi)
     writes = writer.plan_writes(instant, groups, touched, rewrite, schema, first_task)
     for write in writes:
-        events_file = None
+        events_file = events_ipc = None
         chunk = chunks.get(write.bucket)
-        if chunk is not None:
+        if chunk is not None and ship:
+            events_ipc = _ipc_bytes(chunk)
+        elif chunk is not None:
             events_file = private_file(stage / f"bucket-{write.bucket:08d}.arrow")
             with pa.OSFile(str(events_file), "wb") as sink:
                 with pa.ipc.new_file(sink, chunk.schema) as ipc:
@@ -342,7 +348,16 @@ def plan_table(
                 options=options,
                 driver_pid=os.getpid(),
                 weight=_task_weight(groups.get(write.bucket), chunk, write.append),
-                index_dir=str(index_dir) if writer.is_mor else None,
+                index_dir=str(index_dir) if writer.is_mor and not ship else None,
+                events_ipc=events_ipc,
             )
         )
     return plan
+
+
+def _ipc_bytes(chunk: pa.Table) -> bytes:
+    """``chunk`` as the bytes of an Arrow IPC file (what a staged file would hold)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, chunk.schema) as ipc:
+        ipc.write_table(chunk)
+    return sink.getvalue().to_pybytes()

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.arrow_memory import use_jemalloc
+from engine.config.sections import is_local_master
 from engine.errors import EnvironmentProblem
 from engine.files import private_dir, private_file
 
@@ -148,7 +149,7 @@ def spark_settings(
             filter(None, [java_options, options.get("spark.driver.extraJavaOptions", "")])
         ),
     }
-    if not settings.get("spark.master", master).strip().lower().startswith("local"):
+    if not is_local_master(settings.get("spark.master", master)):
         # A cluster's executor JVMs only relay rows to their Python workers: the same two
         # flags (not the driver's class archive, a file of this machine). A catch-up of
         # 1M events on two one-core workers: 54-56k -> 67-69k events/s, the cluster's CPU

@@ -3,9 +3,10 @@ executors (a master and two one-core workers started from the pyspark installati
 classes), the driver keeps the consumer and the state; the replicas equal the oracle's
 fold of the same messages, over two runs, with inserts, updates and deletes.
 
-The target and work folders are on this machine's disk, which the executors share (the
-cluster is on the same machine); a target on object storage, which executors elsewhere
-need, is issue 26's next step.
+A target folder is on this machine's disk, which the executors share (the cluster is on
+the same machine); a target in a bucket (moto's S3 server) is what executors elsewhere
+would use: the run into it stages nothing in the work folder (each batch travels with
+its tasks), so no executor needs a folder of the driver's.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ import pytest
 
 from engine.playground.broker import produce_messages
 from engine.playground.children import free_port
+from engine.playground.objectstore import S3Server
 from engine.playground.spark_cluster import StandaloneCluster
 from engine.playground.workload import InventoryWorkload
+from engine.storage import open_storage
 from tests.integration.replicas import (
     assert_replicas_match,
     checks_of,
+    config_text,
     produced_config,
     run_cli,
     write_config,
 )
 from tests.oracle import fold
+from tests.s3_support import S3_ENV, S3_SECRET, s3_settings, s3_target_keys
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -103,12 +108,72 @@ def test_merges_on_a_two_worker_standalone_cluster(
             assert "-XX:TieredStopAtLevel=1" in launched and "-XX:+UseSerialGC" in launched
 
 
+def test_merges_on_the_cluster_into_a_bucket(
+    cluster: StandaloneCluster, s3: S3Server, broker, topic_prefix: str, tmp_path: Path
+) -> None:
+    messages = list(InventoryWorkload(seed=6, prefix=topic_prefix).events(6_000))
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+    produce_messages(broker.bootstrap_servers, messages)
+    url = f"s3://lake/{tmp_path.name}/lake"
+    config = tmp_path / "cdcctl.toml"
+    config.write_text(
+        config_text(
+            broker.bootstrap_servers,
+            f"^{re.escape(topic_prefix)}\\.",
+            url,
+            target_keys=s3_target_keys(s3.endpoint),
+            work_dir=tmp_path / "work",
+            hudi={"num_buckets": 2},
+            max_batch_events=2_000,
+            spark=_spark(cluster.url),
+        )  # fmt: skip
+    )
+    earlier = {a["id"] for a in cluster.state()["completedapps"]}
+    run = run_cli("start", "--config", str(config), "--until-caught-up", env=S3_ENV, timeout=600)
+    assert run.returncode == 0, run.stderr
+    counts = assert_replicas_match(open_storage(s3_settings(s3, url)), fold(messages))
+    assert sum(counts.values()) > 1_000
+    # Nothing was staged in the work folder: the events went to the executors in the
+    # tasks, the files to the bucket.
+    assert (tmp_path / "work").is_dir() and not (tmp_path / "work" / "staging").exists()
+    [app] = [a["id"] for a in cluster.state()["completedapps"] if a["id"] not in earlier]
+    assert _executors(cluster, 1, app) and _executors(cluster, 2, app)
+
+
 def test_test_connection_asks_the_executors(cluster: StandaloneCluster, tmp_path: Path) -> None:
     spark = _spark_check(tmp_path, cluster.url)
     assert spark["status"] == "pass", spark
     answered = r"\d executors on .+ answered, run cdcctl \S+ and see and can write"
     assert re.search(answered, spark["detail"])
-    assert str(tmp_path / "lake") in spark["detail"] and str(tmp_path / "work") in spark["detail"]
+    assert str(tmp_path / "lake") in spark["detail"]
+    # The work folder stays the driver's: the batch travels with its tasks.
+    assert str(tmp_path / "work") not in spark["detail"]
+
+
+def test_test_connection_executors_reach_the_bucket(
+    cluster: StandaloneCluster, s3: S3Server, tmp_path: Path
+) -> None:
+    url = f"s3://lake/{tmp_path.name}/lake"
+    config = tmp_path / "cdcctl.toml"
+    config.write_text(
+        config_text(
+            "127.0.0.1:1",
+            "x",
+            url,
+            target_keys=s3_target_keys(s3.endpoint),
+            work_dir=tmp_path / "work",
+            spark=_spark(cluster.url),
+        )  # fmt: skip
+    )
+    r = run_cli("test-connection", "--config", str(config), "--json", env=S3_ENV, timeout=300)
+    assert S3_SECRET not in r.stdout + r.stderr
+    spark = checks_of(r)["engine.spark"]
+    assert spark["status"] == "pass", spark
+    assert re.search(
+        rf"executors on .+ answered, run cdcctl \S+ and reach and can write {url}", spark["detail"]
+    ), spark
+    target = open_storage(s3_settings(s3, url))
+    assert target.list() == []  # the probe objects are gone
 
 
 def test_test_connection_without_a_master(tmp_path: Path) -> None:
