@@ -365,7 +365,7 @@ class SparkConfig(Section):
     master: str = Field(
         default="local[2]",
         description="Spark master: `local[N]`, or a standalone cluster `spark://host:7077` "
-        "whose executors reach the target and work folders (see "
+        "whose executors reach the target (see "
         "[Spark cluster](operating.md#spark-cluster))",
         json_schema_extra=init(),
     )
