@@ -288,7 +288,8 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             server = stack.enter_context(S3Server(bucket="lake"))
             proxy = stack.enter_context(S3Proxy(server.endpoint))
             target = "s3://lake/bench"
-            # The standard AWS environment (no [target.s3] credentials in the file).
+            # Credentials by reference to the environment: resolved by the driver, they
+            # travel in the tasks (a cluster's executors have no AWS environment).
             env.update({k: v for k, v in server.env().items() if k.startswith("AWS_")})
         config = Path(tmp) / "cdcctl.toml"
         config.write_text(
@@ -301,6 +302,8 @@ def run_one(events: int, args: argparse.Namespace) -> tuple[float, float]:
             + f'[target]\npath = "{target}"\n'
             + (
                 f'[target.s3]\nendpoint = "{proxy.endpoint}"\npath_style = true\n'
+                'access_key_id = "${env:AWS_ACCESS_KEY_ID}"\n'
+                'secret_access_key = "${env:AWS_SECRET_ACCESS_KEY}"\n'
                 if proxy is not None
                 else ""
             )

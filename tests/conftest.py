@@ -31,7 +31,7 @@ from hypothesis import settings
 from engine.playground.broker import EmbeddedBroker
 from engine.playground.objectstore import S3Server
 from engine.storage import Storage
-from tests.s3_support import local_or_s3
+from tests.s3_support import ReplicaTarget, local_or_s3, replica_target
 
 # Hypothesis judges correctness here, not speed (speed lives in bench/): no per-example
 # deadline, which a loaded 2-core machine exceeds on large examples (a flaky failure that
@@ -119,6 +119,13 @@ def s3() -> Iterator[S3Server]:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
     """A target store, once a folder and once a prefix in the ``s3`` server's bucket."""
     return local_or_s3(request, tmp_path)
+
+
+@pytest.fixture(params=["folder", "s3"])
+def lake(request: pytest.FixtureRequest, tmp_path: Path) -> ReplicaTarget:
+    """Where a replicator test writes its replicas: once a folder, once a bucket prefix
+    (moto's server); its config, store to read back and CLI environment."""
+    return replica_target(request, tmp_path)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,39 @@ def race(count: int, work: Callable[[int], object]) -> dict[int, object]:
     for t in threads:
         t.join()
     return results
+
+
+@dataclass
+class ReplicaTarget:
+    """Where a replicator test's replicas go: a folder, or a prefix in moto's bucket.
+
+    Attributes:
+        path: What ``target.path`` says (a folder, or an ``s3://`` URL).
+        keys: The ``[target]`` keys beside it (``[target.s3]`` for a bucket).
+        store: The target, to read the replicas back (hudi-rs reads a bucket itself).
+        env: What the CLI's environment needs (the bucket's credentials).
+    """
+
+    path: Path | str
+    keys: dict[str, object]
+    store: Storage
+    env: dict[str, str]
+
+    def config(self, path: Path, bootstrap: str, topics: str, **options: object) -> Path:
+        """:func:`tests.integration.replicas.write_config` into this target, with the
+        work folder in the test's own folder."""
+        from tests.integration.replicas import write_config
+
+        options.setdefault("work_dir", path.parent / "work")
+        return write_config(path, bootstrap, topics, self.path, target_keys=self.keys, **options)
+
+
+def replica_target(request: pytest.FixtureRequest, tmp_path: Path) -> ReplicaTarget:
+    """The target of a test parametrized ``["folder", "s3"]``."""
+    if request.param == "folder":
+        folder = tmp_path / "lake"
+        return ReplicaTarget(folder, {}, LocalStorage(folder), {})
+    server = request.getfixturevalue("s3")
+    url = f"s3://lake/{tmp_path.name}/lake"
+    store = open_storage(s3_settings(server, url))
+    return ReplicaTarget(url, s3_target_keys(server.endpoint), store, dict(S3_ENV))

@@ -84,14 +84,16 @@ def write_config(
     path: Path,
     bootstrap: str,
     topics: str,
-    target: Path,
+    target: Path | str,
     *,
     hudi: dict | None = None,
     **options,
 ) -> Path:
     """A replicator test's config file at ``path``: :func:`config_text` with the work folder
-    beside ``target`` and four buckets unless ``hudi`` says otherwise."""
-    options.setdefault("work_dir", target.parent / "work")
+    beside ``target`` (a folder; give ``work_dir`` for a bucket) and four buckets unless
+    ``hudi`` says otherwise."""
+    if "work_dir" not in options:
+        options["work_dir"] = Path(target).parent / "work"
     text = config_text(
         bootstrap, topics, target, hudi={"num_buckets": 4, **(hudi or {})}, **options
     )

@@ -28,6 +28,7 @@ from tests.integration.replicas import (
     write_config,
 )
 from tests.oracle import fold
+from tests.s3_support import ReplicaTarget
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.crash, pytest.mark.slow]
 
@@ -47,33 +48,33 @@ CRASH_POINTS = [
 ]
 
 
-def test_sigkill_at_many_points_then_restart(broker, topic_prefix: str, tmp_path: Path) -> None:
+def test_sigkill_at_many_points_then_restart(
+    broker, topic_prefix: str, tmp_path: Path, lake: ReplicaTarget
+) -> None:
+    """In a folder and in a bucket (where the commit goes through the table's lease)."""
     messages = list(InventoryWorkload(seed=5, prefix=topic_prefix, schemas=True).events(24_000))
     topics = sorted({t for t, _, _ in messages})
     broker.create_topics(topics)
     produce_messages(broker.bootstrap_servers, messages)
     by_topic = {t: [m for m in messages if m[0] == t] for t in topics}
-    target = tmp_path / "lake"
-    config = write_config(
+    config = lake.config(
         tmp_path / "cdcctl.toml",
         broker.bootstrap_servers,
         f"^{re.escape(topic_prefix)}\\.",
-        target,
         max_batch_events=1_500,
         max_batch_seconds=0.5,
     )
     killed = 0
     for point in CRASH_POINTS:
-        run = run_cli(
-            "start", "--config", str(config), "--until-caught-up", env={"CDCCTL_CRASH_AT": point}
-        )
+        env = {**lake.env, "CDCCTL_CRASH_AT": point}
+        run = run_cli("start", "--config", str(config), "--until-caught-up", env=env)
         assert run.returncode in (-signal.SIGKILL, 0), run.stderr
         killed += run.returncode == -signal.SIGKILL
-        assert_checkpoints_hold(target, by_topic)
+        assert_checkpoints_hold(lake.store, by_topic)
     assert killed >= 10
-    final = run_cli("start", "--config", str(config), "--until-caught-up")
+    final = run_cli("start", "--config", str(config), "--until-caught-up", env=lake.env)
     assert final.returncode == 0, final.stderr
-    assert_replicas_match(target, fold(messages))
+    assert_replicas_match(lake.store, fold(messages))
 
 
 def _files_of(path: Path, instant: str) -> list[Path]:

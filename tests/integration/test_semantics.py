@@ -15,6 +15,7 @@ from engine.playground.workload import InventoryWorkload
 from tests import builders
 from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
 from tests.oracle import fold
+from tests.s3_support import ReplicaTarget
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -43,7 +44,10 @@ def with_replayed_windows(msgs: list, fraction: float, seed: int) -> tuple[list,
     return out, stale
 
 
-def test_replayed_windows_are_late_and_change_nothing(broker, topic_prefix, tmp_path) -> None:
+def test_replayed_windows_are_late_and_change_nothing(
+    broker, topic_prefix, tmp_path, lake: ReplicaTarget
+) -> None:
+    """In a folder and in a bucket."""
     workload = InventoryWorkload(seed=21, prefix=topic_prefix, schemas=False)
     clean = list(workload.events(100_000))
     topics = sorted({t for t, _, _ in clean})
@@ -57,19 +61,17 @@ def test_replayed_windows_are_late_and_change_nothing(broker, topic_prefix, tmp_
     assert any(b'"op":"d"' in (v or b"") for _, _, v in sent[-5000:])
     broker.create_topics(topics)
     produce_messages(broker.bootstrap_servers, sent)
-    target = tmp_path / "lake"
-    config = write_config(
+    config = lake.config(
         tmp_path / "c.toml",
         broker.bootstrap_servers,
         f"^{re.escape(topic_prefix)}\\.",
-        target,
         max_batch_events=30_000,
     )
-    run = run_cli("start", "--config", str(config), "--until-caught-up", "--json")
+    run = run_cli("start", "--config", str(config), "--until-caught-up", "--json", env=lake.env)
     assert run.returncode == 0, run.stderr
     status = json.loads(run.stdout)["tables"]
     # Replica == the source state (the fold of the stream without replays).
-    assert_replicas_match(target, fold(clean, types=None))
+    assert_replicas_match(lake.store, fold(clean, types=None))
     assert sum(t["late"] for t in status) == stale
 
 
