@@ -1,7 +1,9 @@
 """Apache Hudi's own Spark reader, as a long-lived child process of the test session.
 
 Run with the interop/spark3.5 virtualenv's Python (pyspark 3.5) and one argument: the
-folder of a resolved Hudi bundle set (``~/.cache/cdcctl/interop/hudi-<...>/lib``). One
+folder of a resolved Hudi bundle set (``~/.cache/cdcctl/interop/hudi-<...>/lib``), then
+any more folders of jars for the class path (``os.pathsep``-separated: the S3A file
+system of ``interop/hadoop-aws``). One
 local SparkSession is started with the settings of Hudi's quick start (Kryo with Hudi's
 registrar, ``HoodieSparkSessionExtension``, ``HoodieCatalog``) and every other option
 left at Hudi's defaults; then each line of stdin is one JSON request and gets one JSON
@@ -15,6 +17,8 @@ line on stdout:
 ``{"op": "timeline", "path": P}`` -> the active and archived timelines as Hudi's
   ``HoodieTableMetaClient`` loads them, and the commit metadata of every archived write
 ``{"op": "version"}`` -> Spark and Hudi versions
+``{"op": "hadoop", "conf": {key: value}}`` -> Hadoop settings for the reads that follow
+  (``fs.s3a.*``: a bucket's endpoint and credentials)
 ``{"op": "plan", ...a read request...}`` -> ``{"ok": true, "handle": N}``: the query is
   loaded and planned now (Hudi lists the files of the instant it reads) and its rows are
   read only by a later ``{"op": "collect", "handle": N}`` (the same answer as ``read``):
@@ -38,10 +42,10 @@ import sys
 import traceback
 
 
-def _session(lib: str):
+def _session(libs: list[str]):
     from pyspark.sql import SparkSession
 
-    jars = ",".join(sorted(glob.glob(os.path.join(lib, "*.jar"))))
+    jars = ",".join(j for lib in libs for j in sorted(glob.glob(os.path.join(lib, "*.jar"))))
     return (
         SparkSession.builder.master("local[1]")
         .appName("hudi-peer-reader")
@@ -181,14 +185,24 @@ def _version(spark, lib):
     return {"ok": True, "spark": spark.version, "hudi": hudi}
 
 
+def _hadoop(spark, req):
+    # Hadoop settings for the reads that follow (the S3A file system's endpoint and
+    # credentials): set before a path of that bucket is first read.
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in req["conf"].items():
+        conf.set(key, value)
+    return {"ok": True}
+
+
 def main() -> int:
-    lib = sys.argv[1]
+    libs = sys.argv[1].split(os.pathsep)
+    lib = libs[0]
     # Answers go to the original stdout; everything else (the JVM's and Spark's chatter,
     # which inherit file descriptor 1) to stderr.
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    spark = _session(lib)
+    spark = _session(libs)
     spark.sparkContext.setLogLevel("ERROR")
     planned = {}
     print(json.dumps({"ok": True, "ready": True, "spark": spark.version}), file=out, flush=True)
@@ -204,6 +218,8 @@ def main() -> int:
                 answer = _timeline(spark, req)
             elif op == "version":
                 answer = _version(spark, lib)
+            elif op == "hadoop":
+                answer = _hadoop(spark, req)
             elif op == "plan":
                 frame = _frame(spark, req)
                 frame._jdf.queryExecution().executedPlan()  # the file listing happens here

@@ -287,7 +287,7 @@ secret_access_key = "${file:secret}"
     # A relative secret file is read from beside the config, like every path in it.
     assert s3.secret_access_key.get_secret_value() == "cdcctl-secret-in-a-file"
     assert "cdcctl-secret" not in repr(s3)
-    with pytest.raises(ConfigError, match="do not read it yet") as info:
+    with pytest.raises(ConfigError, match="is on object storage, and this needs a folder") as info:
         cfg.target_path()
     assert "set target.path to a folder" in info.value.hint
     # Nothing named "s3:" was created as if it were a folder.

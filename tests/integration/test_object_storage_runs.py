@@ -4,11 +4,10 @@ hudi-rs from the bucket itself, equal the oracle's fold of the same messages, ov
 runs. Every commit was decided by the run's lease (its epoch is in the commit), and the
 lease is left released, so the next run takes it at once.
 
-SIGKILLs during commits to the bucket (``CDCCTL_CRASH_AT``, engine/faults.py), among
-them right after the lease's swap decided a commit and before its completed file exists
-(``lease_swapped``): after each, every table equals the fold of exactly the messages
-its newest commit's checkpoint covers, and the next start completes what was decided
-(rolled forward from the lease) or rolls back what was not."""
+The commands read and drop replicas there (query, the dashboard's detail,
+test-connection, resync offline and live, delete --purge). SIGKILLs during commits to a
+bucket are tests/integration/test_crash_recovery.py's walk, run on a folder and a
+bucket."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.objectstore import S3Server
 from engine.playground.workload import InventoryWorkload
-from engine.storage import Storage, open_storage
+from engine.storage import open_storage
 from tests.integration.replicas import (
-    assert_checkpoints_hold,
     assert_replicas_match,
     checks_of,
     config_text,
@@ -96,55 +94,6 @@ def test_start_replicates_into_a_bucket(
         lease = json.loads(table.read(".hoodie/.cdcctl/lease.json"))
         assert lease["released"] and lease["epoch"] == 2
         assert not table.entries(".hoodie/.cdcctl/staged")
-
-
-#: Where a run is killed: while merge tasks write, between the files and the commit,
-#: between the lease's swap and the completed file (twice), after a commit.
-CRASH_POINTS = [
-    "task_written:1",
-    "lease_swapped:1",
-    "after_commit:2",
-    "files_written:2",
-    "lease_swapped:3",
-]
-
-
-def test_sigkill_during_commits_to_a_bucket(
-    s3: S3Server, broker, topic_prefix: str, tmp_path: Path
-) -> None:
-    messages = list(InventoryWorkload(seed=27, prefix=topic_prefix).events(14_000))
-    broker.create_topics(sorted({t for t, _, _ in messages}))
-    produce_messages(broker.bootstrap_servers, messages)
-    url = f"s3://lake/{tmp_path.name}/lake"
-    config = _config(tmp_path, broker, topic_prefix, url, s3.endpoint)
-    target = open_storage(s3_settings(s3, url))
-    by_topic: dict[str, list] = {}
-    for m in messages:
-        by_topic.setdefault(m[0], []).append(m)
-    rolled_forward: list[str] = []
-
-    def decided_not_made(table: Storage) -> bool:
-        """A commit its lease decided whose completed file the next start creates."""
-        completing = json.loads(table.read(".hoodie/.cdcctl/lease.json")).get("completing")
-        if completing and table.head(completing["path"]) is None:
-            rolled_forward.append(completing["path"])
-            return True
-        return False
-
-    for point in CRASH_POINTS:
-        env = {**ENV, "CDCCTL_CRASH_AT": point}
-        run = run_cli("start", "--config", str(config), "--until-caught-up", env=env)
-        assert run.returncode == -9, (point, run.returncode, run.stderr[-2000:])
-        assert_checkpoints_hold(target, by_topic, skip=decided_not_made)
-    assert rolled_forward, "no kill fell between a lease's swap and its commit file"
-    run = run_cli("start", "--config", str(config), "--until-caught-up", env=ENV)
-    assert run.returncode == 0, run.stderr
-    assert_replicas_match(target, fold(messages))
-    for topic in by_topic:
-        table = target.under(table_name_for_topic(topic))
-        assert not table.entries(".hoodie/.cdcctl/staged")
-        view = HudiView.open(table)
-        assert not view.pending_instants()
 
 
 def test_commands_read_and_drop_replicas_in_a_bucket(

@@ -41,14 +41,16 @@ class HudiReader:
         (``interop/spark3.5/hudi_upsert.py``, the upsert benchmark's writer)."""
         self.version = version
         python = venv_python("spark3.5")
-        lib = lib_dir(VERSIONS[version])
+        # Hudi's bundle, and for the reader Hadoop's S3A file system (replicas in a bucket).
+        sets = (VERSIONS[version], "hadoop-aws") if script == SCRIPT else (VERSIONS[version],)
+        lib = os.pathsep.join(str(lib_dir(n)) for n in sets)
         env = {**os.environ, "TZ": "UTC", "PYSPARK_PYTHON": str(python)}
         env.pop("SPARK_HOME", None)  # the venv's pyspark, not the engine's
         env.pop("PYTHONPATH", None)
         self._log = Path(tempfile.gettempdir()) / f"{script.stem}-{version}-{os.getpid()}.log"
         self._stderr = open(self._log, "wb")  # noqa: SIM115 - lives as long as the process
         self._proc = subprocess.Popen(
-            [str(python), str(script), str(lib), *args],
+            [str(python), str(script), lib, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -99,7 +101,13 @@ class HudiReader:
             raise ReaderError(answer.get("error", "unknown error"))
         return answer
 
-    def read(self, path: Path, query: str = "snapshot", **options: Any) -> list[dict[str, Any]]:
+    def hadoop(self, conf: dict[str, str]) -> None:
+        """Hadoop settings for the reads that follow (``fs.s3a.bucket.<b>.endpoint``...)."""
+        self.request({"op": "hadoop", "conf": conf})
+
+    def read(
+        self, path: Path | str, query: str = "snapshot", **options: Any
+    ) -> list[dict[str, Any]]:
         """Rows of ``path`` read with Hudi's datasource (``query``: snapshot,
         read_optimized, incremental with ``begin``/``end``, time_travel with ``as_of``)."""
         return self.request({"op": "read", "path": str(path), "query": query, **options})["rows"]

@@ -31,6 +31,7 @@ from engine.config import config_from_dict
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.replicator import Replicator
+from engine.storage import Storage
 from tests.engine.test_properties import Msg
 from tests.oracle import fold
 
@@ -159,7 +160,8 @@ def batches() -> list[list[tuple]]:
 @dataclass
 class Replica:
     table_type: str
-    path: Path
+    #: The table's folder, or its store in a bucket (``build``'s ``bucket``).
+    path: Path | Storage
     #: Completed instant of each batch, in batch order.
     instants: list[str] = field(default_factory=list)
     #: The oracle's rows after each batch: {record key: {column: value}}.
@@ -171,17 +173,23 @@ def build(
     root: Path,
     table_types: tuple[str, ...] = TABLE_TYPES,
     n_batches: int | None = None,
+    bucket: tuple[str, dict[str, Any]] | None = None,
 ) -> list[Replica]:
     """Replicate :func:`batches` (the first ``n_batches``) into one table per table type
-    under ``root`` (``<root>/<table type>/lake/app_peers``)."""
+    under ``root`` (``<root>/<table type>/lake/app_peers``), or with ``bucket`` (an
+    ``s3://`` URL and the ``[target]`` keys that reach it) under
+    ``<url>/<table type>/lake``, the work folders staying under ``root``."""
     stream = batches()[:n_batches]
     replicas = []
     for table_type in table_types:
         base = root / table_type.lower()
+        target: dict[str, Any] = {"path": str(base / "lake")}
+        if bucket is not None:
+            target = {"path": f"{bucket[0]}/{table_type.lower()}/lake", **bucket[1]}
         cfg = config_from_dict(
             {
                 "source": {"bootstrap_servers": "127.0.0.1:1", "topics": "."},
-                "target": {"path": str(base / "lake")},
+                "target": target,
                 "hudi": {
                     "num_buckets": 2,
                     "table_type": table_type,
@@ -194,7 +202,10 @@ def build(
             }
         )
         replicator = Replicator(cfg, spark=spark)
-        path = base / "lake" / table_name_for_topic(TOPIC)
+        name = table_name_for_topic(TOPIC)
+        path: Path | Storage = base / "lake" / name
+        if bucket is not None:
+            path = cfg.target_store().under(name)
         replica = Replica(table_type, path)
         offset = 0
         sent: list[tuple] = []
