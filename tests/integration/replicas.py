@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -401,3 +402,27 @@ def applied_counts(path: Path | Storage) -> dict[str, int]:
         for name, value in counts.items():
             total[name] = total.get(name, 0) + value
     return total
+
+
+def with_replayed_windows(msgs: list, fraction: float, seed: int) -> tuple[list, int]:
+    """Re-send windows of earlier messages (as a restarted connector does).
+
+    Returns the new stream and the number of stale change events it contains (replayed
+    tombstones repeat their delete and are not counted).
+    """
+    rng = random.Random(seed)
+    out = list(msgs)
+    budget, stale = int(len(msgs) * fraction), 0
+    while budget > 0:
+        i = rng.randrange(len(out) - 50)
+        while out[i][2] is None:
+            i += 1  # windows start at an event, as a connector resumes at a position
+        j = i + rng.randint(5, 40)
+        if out[j - 1][2] is not None and b'"op":"d"' in out[j - 1][2]:
+            j += 1  # a delete and its tombstone travel together
+        window = out[i:j]
+        at = rng.randrange(j, min(len(out), j + 2000) + 1)
+        out[at:at] = window
+        stale += sum(1 for _, _, v in window if v is not None)
+        budget -= len(window)
+    return out, stale

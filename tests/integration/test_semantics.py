@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import re
 
 import pytest
@@ -13,35 +12,17 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from tests import builders
-from tests.integration.replicas import assert_replicas_match, read_replica, run_cli, write_config
+from tests.integration.replicas import (
+    assert_replicas_match,
+    read_replica,
+    run_cli,
+    with_replayed_windows,
+    write_config,
+)
 from tests.oracle import fold
 from tests.s3_support import ReplicaTarget
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
-
-
-def with_replayed_windows(msgs: list, fraction: float, seed: int) -> tuple[list, int]:
-    """Re-send windows of earlier messages (as a restarted connector does).
-
-    Returns the new stream and the number of stale change events it contains (replayed
-    tombstones repeat their delete and are not counted).
-    """
-    rng = random.Random(seed)
-    out = list(msgs)
-    budget, stale = int(len(msgs) * fraction), 0
-    while budget > 0:
-        i = rng.randrange(len(out) - 50)
-        while out[i][2] is None:
-            i += 1  # windows start at an event, as a connector resumes at a position
-        j = i + rng.randint(5, 40)
-        if out[j - 1][2] is not None and b'"op":"d"' in out[j - 1][2]:
-            j += 1  # a delete and its tombstone travel together
-        window = out[i:j]
-        at = rng.randrange(j, min(len(out), j + 2000) + 1)
-        out[at:at] = window
-        stale += sum(1 for _, _, v in window if v is not None)
-        budget -= len(window)
-    return out, stale
 
 
 def test_replayed_windows_are_late_and_change_nothing(

@@ -11,6 +11,7 @@ its tasks), so no executor needs a folder of the driver's.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.integration.replicas import (
     config_text,
     produced_config,
     run_cli,
+    with_replayed_windows,
     write_config,
 )
 from tests.oracle import fold
@@ -111,8 +113,17 @@ def test_merges_on_a_two_worker_standalone_cluster(
 def test_merges_on_the_cluster_into_a_bucket(
     cluster: StandaloneCluster, s3: S3Server, broker, topic_prefix: str, tmp_path: Path
 ) -> None:
-    messages = list(InventoryWorkload(seed=6, prefix=topic_prefix).events(6_000))
-    broker.create_topics(sorted({t for t, _, _ in messages}))
+    """The disorder check on the cluster: windows of earlier events sent again (as a
+    restarted connector does) are late and change nothing."""
+    clean = list(InventoryWorkload(seed=6, prefix=topic_prefix).events(6_000))
+    topics = sorted({t for t, _, _ in clean})
+    messages, stale = [], 0
+    for n, t in enumerate(topics):
+        replayed, count = with_replayed_windows([m for m in clean if m[0] == t], 0.02, seed=n)
+        messages += replayed
+        stale += count
+    assert stale > 50
+    broker.create_topics(topics)
     produce_messages(broker.bootstrap_servers, messages)
     url = f"s3://lake/{tmp_path.name}/lake"
     config = tmp_path / "cdcctl.toml"
@@ -129,10 +140,13 @@ def test_merges_on_the_cluster_into_a_bucket(
         )  # fmt: skip
     )
     earlier = {a["id"] for a in cluster.state()["completedapps"]}
-    run = run_cli("start", "--config", str(config), "--until-caught-up", env=S3_ENV, timeout=600)
+    run = run_cli(
+        "start", "--config", str(config), "--until-caught-up", "--json", env=S3_ENV, timeout=600
+    )
     assert run.returncode == 0, run.stderr
-    counts = assert_replicas_match(open_storage(s3_settings(s3, url)), fold(messages))
+    counts = assert_replicas_match(open_storage(s3_settings(s3, url)), fold(clean))
     assert sum(counts.values()) > 1_000
+    assert sum(t["late"] for t in json.loads(run.stdout)["tables"]) == stale
     # Nothing was staged in the work folder: the events went to the executors in the
     # tasks, the files to the bucket.
     assert (tmp_path / "work").is_dir() and not (tmp_path / "work" / "staging").exists()
