@@ -103,13 +103,39 @@ class TableServices(HudiView):
         Returns:
             A 17-digit instant.
         """
-        candidate = tl.now_instant()
         # The one listing of .hoodie a batch makes: every instant file on disk counts.
         floor = max(self._rescan().latest, self._last_instant)
-        if candidate <= floor:
-            candidate = tl.instant_plus_1ms(floor)
+        if self.store.local_path("") is None:
+            candidate = self._second_after(floor)
+        else:
+            candidate = tl.now_instant()
+            if candidate <= floor:
+                candidate = tl.instant_plus_1ms(floor)
         self._last_instant = candidate
         return candidate
+
+    def _second_after(self, floor: str) -> str:
+        """An instant on object storage: a whole second (``...000``), now or just past,
+        later than ``floor`` and than the second the store last wrote a timeline file.
+
+        Hudi 1.x readers take a version-6 instant's completion time from its completed
+        file's modification time, which S3 gives in whole seconds, and attach a log file
+        to the newest slice whose base instant is not after the completion time of the
+        instant its name carries. With millisecond instants a commit completing in the
+        same second as it began reads as completed before it began, and its logs were
+        merged into the older slice (stale rows, seen with Hudi 1.0.2 over S3A). Whole
+        seconds taken as the time already past make every completion time at or after
+        its instant; starting no instant in a second the store wrote the timeline in keeps
+        it before the next. At most one instant a second per table: a batch waits for the
+        next second when the last one ended in this one.
+        """
+        written = self.timeline_written
+        while True:
+            now = datetime.now(UTC).replace(microsecond=0)
+            candidate = tl.instant_at(now)
+            if candidate > floor and (written is None or now > written.replace(microsecond=0)):
+                return candidate
+            time.sleep(1.001 - datetime.now(UTC).microsecond / 1e6)
 
     # ----------------------------------------------------------------- recovery
 

@@ -17,6 +17,7 @@ import json
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
@@ -64,6 +65,7 @@ class HudiView:
         self._archive_index: dict[str, list[tuple[str, str, str]]] = {}
         # On object storage: each data file's version (ETag) as last listed.
         self._versions: dict[str, str] = {}
+        self.timeline_written: datetime | None = None
 
     @property
     def base_path(self) -> Path:
@@ -203,7 +205,10 @@ class HudiView:
             timeline = tl.scan(self._hoodie)
         else:
             tl.SCANS += 1
-            timeline = tl.build(o.path.rsplit("/", 1)[-1] for o in self.store.entries(HOODIE_DIR))
+            entries = self.store.entries(HOODIE_DIR)
+            timeline = tl.build(o.path.rsplit("/", 1)[-1] for o in entries)
+            #: When the store last wrote a timeline file (its clock, whole seconds on S3).
+            self.timeline_written = max((o.modified for o in entries), default=None)
         self._names = {n for names in timeline.files.values() for n in names}
         return timeline
 

@@ -10,6 +10,7 @@ the sidecar chain the writer plans the next write on."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -134,6 +135,22 @@ def _create(table: Storage) -> HudiWriter:
     )
 
 
+def _assert_completion_times_slice_logs(table: Storage) -> None:
+    """What Hudi 1.x readers need of a version-6 table on object storage: the completion
+    time they take for an instant (its completed file's Last-Modified, whole seconds)
+    is at or after the instant and before the next one, so each log file joins the
+    slice of the base instant its name carries (docs/guide/tables.md#object-storage)."""
+    done = sorted(
+        (o.path.rsplit("/", 1)[-1].split(".")[0], o.modified)
+        for o in table.entries(".hoodie")
+        if o.path.endswith((".deltacommit", ".commit", ".clean", ".rollback"))
+    )
+    assert len(done) >= 8  # the active timeline after archiving
+    for (instant, written), (after, _) in itertools.pairwise(done):
+        completion = tl.instant_at(written.replace(microsecond=0))
+        assert instant.endswith("000") and instant <= completion < after, (instant, after)
+
+
 def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> None:
     s3 = request.getfixturevalue("s3") if not isinstance(store, LocalStorage) else None
     table = store.under("app_t")
@@ -157,6 +174,8 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
             deleted[k] = number
     assert _rows(table, s3) == rows
     assert writer.checkpoint(TOPIC) == {0: 230}
+    if s3 is not None:
+        _assert_completion_times_slice_logs(table)
 
     # A batch whose commit never came: its files are there, its instant pending.
     instant, _ = _batch(writer, 24, {"1": "lost", "99": "lost"}, ["2"])
