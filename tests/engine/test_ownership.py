@@ -27,6 +27,7 @@ from engine.decode.result import BadMessage
 from engine.errors import ForeignTableError, TableNameError
 from engine.hudi import options as o
 from engine.hudi import ownership
+from engine.hudi import timeline as tl
 from engine.hudi.commit import format_checkpoint
 from engine.hudi.table import HudiTable
 from engine.lock import Locks
@@ -76,6 +77,11 @@ def _our_table(cfg: Config, table_type: str = o.TABLE_TYPE_COW) -> tuple[Path, l
     return path, instants
 
 
+def _after(instants: list[str]) -> str:
+    """An instant after the table's last (a pending one another writer could start)."""
+    return tl.instant_plus_1ms(instants[-1])
+
+
 def _metadata_folder(path: Path, instants: list[str]) -> str:
     (path / ".hoodie" / "metadata" / ".hoodie").mkdir(parents=True)
     (path / ".hoodie" / "metadata" / ".hoodie" / "hoodie.properties").write_text("x=y\n")
@@ -89,13 +95,13 @@ def _metadata_partitions(path: Path, instants: list[str]) -> str:
 
 
 def _pending_compaction(path: Path, instants: list[str]) -> str:
-    name = f"{instants[-1][:-3]}999.compaction.requested"
+    name = f"{_after(instants)}.compaction.requested"
     (path / ".hoodie" / name).write_bytes(b"Obj\x01 a plan Hudi wrote")
     return f"a pending compaction ({name})"
 
 
 def _pending_clustering(path: Path, instants: list[str]) -> str:
-    name = f"{instants[-1][:-3]}999.replacecommit.requested"
+    name = f"{_after(instants)}.replacecommit.requested"
     (path / ".hoodie" / name).write_bytes(b"Obj\x01 HoodieRequestedReplaceMetadata CLUSTER")
     return f"a pending clustering ({name})"
 
@@ -129,7 +135,7 @@ def test_our_own_tables_show_nothing_foreign(tmp_path: Path) -> None:
     path, instants = _our_table(cfg, o.TABLE_TYPE_MOR)
     assert ownership.findings(path) == []
     # Our own crashed truncate leaves an empty requested replacecommit: ours, rolled back.
-    (path / ".hoodie" / f"{instants[-1][:-3]}999.replacecommit.requested").write_bytes(b"")
+    (path / ".hoodie" / f"{_after(instants)}.replacecommit.requested").write_bytes(b"")
     assert ownership.findings(path) == []
     # A folder without hoodie.properties is left to what opens it.
     assert ownership.findings(tmp_path / "nothing") == []

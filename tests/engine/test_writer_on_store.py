@@ -135,6 +135,11 @@ def _create(table: Storage) -> HudiWriter:
     )
 
 
+#: Batches of the writer's cycle: the tenth cleans and archives (on a bucket each takes a
+#: second: instants a second apart).
+BATCHES = 14
+
+
 def _assert_completion_times_slice_logs(table: Storage) -> None:
     """What Hudi 1.x readers need of a version-6 table on object storage: the completion
     time they take for an instant (its completed file's Last-Modified, whole seconds)
@@ -159,7 +164,7 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
     rows: dict[str, tuple[str, int]] = {}
     deleted: dict[str, int] = {}
     retention = Retention(commits=3)
-    for number in range(1, 24):
+    for number in range(1, BATCHES + 1):
         keys = rng.sample(range(40), 8)
         upserts = {str(k): f"v{number}-{k}" for k in keys[:6]}
         deletes = [str(k) for k in keys[6:]]
@@ -173,12 +178,12 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
             rows.pop(k, None)
             deleted[k] = number
     assert _rows(table, s3) == rows
-    assert writer.checkpoint(TOPIC) == {0: 230}
+    assert writer.checkpoint(TOPIC) == {0: BATCHES * 10}
     if s3 is not None:
         _assert_completion_times_slice_logs(table)
 
     # A batch whose commit never came: its files are there, its instant pending.
-    instant, _ = _batch(writer, 24, {"1": "lost", "99": "lost"}, ["2"])
+    instant, _ = _batch(writer, BATCHES + 1, {"1": "lost", "99": "lost"}, ["2"])
     written = {o.path for o in table.entries()}
     assert _rows(table, s3) == rows  # readers skip the pending instant's files
 
@@ -204,7 +209,7 @@ def test_the_writer_keeps_a_table_through_its_store(store: Storage, request) -> 
     meta = {o.path.rsplit("/", 1)[-1] for o in table.entries(".hoodie")}
     assert any(n.endswith(".clean") for n in meta)
     assert table.entries(".hoodie/archived"), "nothing was archived"
-    assert len(reopened.completed_instants()) < 23
+    assert len(reopened.completed_instants()) < BATCHES
 
 
 def _fenced_writer(s3, tmp_path) -> tuple[Storage, HudiWriter, Lease]:

@@ -63,8 +63,6 @@ BUCKET_CRASH_POINTS = [
     "before_commit:2",
     "after_commit:2",
     "lease_swapped:3",
-    "consumed:3",
-    "after_commit:5",
 ]
 
 

@@ -26,7 +26,7 @@ from engine.naming import table_name_for_topic
 from engine.playground.broker import produce_messages
 from engine.playground.objectstore import S3Server
 from engine.playground.workload import InventoryWorkload
-from engine.storage import open_storage
+from engine.storage import Storage, open_storage
 from tests.integration.replicas import (
     assert_replicas_match,
     checks_of,
@@ -96,17 +96,25 @@ def test_start_replicates_into_a_bucket(
         assert not table.entries(".hoodie/.cdcctl/staged")
 
 
+def _produced(
+    s3: S3Server, broker, prefix: str, tmp_path: Path, seed: int, count: int
+) -> tuple[list, str, Path, Storage]:
+    """``count`` workload messages on the broker, and a config replicating them into a
+    prefix of the bucket of its own: the messages, the URL, the config and the store."""
+    messages = list(InventoryWorkload(seed=seed, prefix=prefix).events(count))
+    broker.create_topics(sorted({t for t, _, _ in messages}))
+    produce_messages(broker.bootstrap_servers, messages)
+    url = f"s3://lake/{tmp_path.name}/lake"
+    config = _config(tmp_path, broker, prefix, url, s3.endpoint)
+    return messages, url, config, open_storage(s3_settings(s3, url))
+
+
 def test_commands_read_and_drop_replicas_in_a_bucket(
     s3: S3Server, broker, topic_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """query, the dashboard's table detail, test-connection's table checks, an offline
     resync and ``delete --purge`` work on replicas in a bucket as in a folder."""
-    messages = list(InventoryWorkload(seed=28, prefix=topic_prefix).events(3_000))
-    broker.create_topics(sorted({t for t, _, _ in messages}))
-    produce_messages(broker.bootstrap_servers, messages)
-    url = f"s3://lake/{tmp_path.name}/lake"
-    config = _config(tmp_path, broker, topic_prefix, url, s3.endpoint)
-    target = open_storage(s3_settings(s3, url))
+    messages, url, config, target = _produced(s3, broker, topic_prefix, tmp_path, 28, 3_000)
     run = run_cli("start", "--config", str(config), "--until-caught-up", env=ENV)
     assert run.returncode == 0, run.stderr
     expected = fold(messages)
@@ -181,12 +189,7 @@ def test_live_resync_of_a_table_in_a_bucket(
 ) -> None:
     """``cdcctl resync`` sent to a running replicator drops a table's objects in the
     bucket (its lease held throughout) and rebuilds it from its topic while it runs."""
-    messages = list(InventoryWorkload(seed=29, prefix=topic_prefix).events(2_000))
-    broker.create_topics(sorted({t for t, _, _ in messages}))
-    produce_messages(broker.bootstrap_servers, messages)
-    url = f"s3://lake/{tmp_path.name}/lake"
-    config = _config(tmp_path, broker, topic_prefix, url, s3.endpoint)
-    target = open_storage(s3_settings(s3, url))
+    messages, url, config, target = _produced(s3, broker, topic_prefix, tmp_path, 29, 2_000)
     expected = fold(messages)
     name = sorted(table_name_for_topic(t) for t in expected)[0]
     table = target.under(name)
