@@ -31,7 +31,7 @@ from engine.errors import CdcError, ConfigError, HudiError, QueryError
 from engine.hudi import HOODIE_META_COLUMNS, HudiView, as_instant, conform, instant_at, instant_iso
 from engine.hudi.retention import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS
 from engine.naming import table_key, unknown_table
-from engine.storage import LocalStorage, Storage, is_object_url
+from engine.storage import Storage, folder_store
 
 if TYPE_CHECKING:
     from engine.config import Config
@@ -207,8 +207,7 @@ def read_table(path: str | Path, *, meta: bool = False, as_of: str | None = None
         meta: keep the ``_hoodie_*`` meta columns.
         as_of: read the state at this instant.
     """
-    store = LocalStorage(Path(path).resolve())
-    replica = _replica(store, meta, parse_as_of(as_of) if as_of else None)
+    replica = _replica(folder_store(path), meta, parse_as_of(as_of) if as_of else None)
     return replica.rows()
 
 
@@ -227,7 +226,7 @@ def _replica(store: Storage, meta: bool, as_of: str | None) -> Replica:
 
 def list_tables(target: str | Path | Storage) -> list[str]:
     """Names of the Hudi tables under a target folder or store."""
-    return HudiView.tables_under(target if isinstance(target, Storage) else Path(target))
+    return HudiView.tables_under(target if isinstance(target, Storage) else folder_store(target))
 
 
 @dataclass
@@ -243,12 +242,7 @@ def _open(
     if isinstance(target_or_config, Storage):
         root: Storage = target_or_config
     elif isinstance(target_or_config, str | Path):
-        if is_object_url(str(target_or_config)):
-            raise ConfigError(
-                f"{target_or_config} is a bucket: its endpoint and credentials come with a config",
-                hint="pass the Config (engine.load_config) or a store instead of the URL",
-            )
-        root = LocalStorage(Path(target_or_config).resolve())
+        root = folder_store(target_or_config)
     else:
         root = target_or_config.target_store()
     instant = parse_as_of(as_of) if as_of else None

@@ -29,6 +29,9 @@ from engine.storage import ObjectInfo, Storage
 
 log = logging.getLogger("cdcctl.hudi")
 
+#: On object storage, how far ahead of this machine's clock the table's last instant or
+#: its store's clock may be before a new instant stops waiting for it (a warning instead).
+SKEW_WAIT_S = 5.0
 #: Where archive files live, relative to the table.
 ARCHIVED = f"{HOODIE_DIR}/{ar.ARCHIVE_DIR}"
 
@@ -128,13 +131,30 @@ class TableServices(HudiView):
         its instant; starting no instant in a second the store wrote the timeline in keeps
         it before the next. At most one instant a second per table: a batch waits for the
         next second when the last one ended in this one.
+
+        When ``floor`` or the store's last write is more than :data:`SKEW_WAIT_S` ahead
+        of this machine's clock (a store or an earlier writer whose clock runs ahead),
+        the instant is the second after them at once, with a warning: waiting for the
+        clocks to agree could take hours, and only Hudi 1.x readers' slicing suffers.
         """
         written = self.timeline_written
+        never = datetime.min.replace(tzinfo=UTC)
+        last = max(tl.instant_datetime(floor) if floor else never, written or never)
+        last = last.replace(microsecond=0)
+        ahead = (last - datetime.now(UTC)).total_seconds()
+        if ahead > SKEW_WAIT_S:
+            log.warning(
+                "%s: the table's last instant or its store's clock is %.0f s ahead of this "
+                "machine's clock: instants go on from there; check the clocks (NTP), Hudi "
+                "1.x readers may misplace log files meanwhile",
+                self.location,
+                ahead,
+            )
+            return tl.instant_at(last + timedelta(seconds=1))
         while True:
             now = datetime.now(UTC).replace(microsecond=0)
-            candidate = tl.instant_at(now)
-            if candidate > floor and (written is None or now > written.replace(microsecond=0)):
-                return candidate
+            if now > last:
+                return tl.instant_at(now)
             time.sleep(1.001 - datetime.now(UTC).microsecond / 1e6)
 
     # ----------------------------------------------------------------- recovery

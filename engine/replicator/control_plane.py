@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine import faults
 from engine.config import Config
 from engine.decode import RecordBatch
 from engine.errors import CdcError, HudiError, TableNameError, WriterLockError
@@ -191,18 +192,24 @@ class ControlPlane:
         owner = self.tables.owner(rt.name)
         if owner != rt.topic:
             return f"error: the folder of {rt.name} belongs to topic {owner}"
-        found = ownership.findings(rt.store)
-        if found:  # another writer's data may be there: never removed
-            return (
-                f"error: table {rt.name}: another Hudi writer made or changed {rt.location} "
-                f"({'; '.join(found)}); resync will not remove it. {ownership.advice(rt.name)}"
-            )
         try:
+            found = ownership.findings(rt.store)
+            if found:  # another writer's data may be there: never removed
+                return (
+                    f"error: table {rt.name}: another Hudi writer made or changed "
+                    f"{rt.location} ({'; '.join(found)}); resync will not remove it. "
+                    f"{ownership.advice(rt.name)}"
+                )
             note = trimmed.guard(
                 self.cfg, rt.name, rt.topic, rt.store, force=force, decode=self.intake.decode
             )
             self.tables.lock(rt)
-        except CdcError as exc:
+            if rt.lease is not None:
+                # The lease records the last commit as completing until the next one; its
+                # files go with the replica, so the record must go first (a reopen or the
+                # next start would roll forward a commit whose files are gone).
+                rt.lease.settle()
+        except (CdcError, OSError) as exc:
             return f"error: {exc}"
         parts = [(rt.topic, p) for p in rt.partitions]
         self.offsets.stop_reading(rt)
@@ -217,6 +224,7 @@ class ControlPlane:
             self.sync(force=True)
         try:
             drop_replica(self.tables.target, rt.name, keep_lock=self.tables.locks is not None)
+            faults.point("resync_dropped")  # the replica gone, its rebuild not begun
             shutil.rmtree(self.tables.staging / rt.name, ignore_errors=True)
         except (CdcError, OSError) as exc:
             self.offsets.fail(rt, f"resync: could not remove the replica: {exc}")

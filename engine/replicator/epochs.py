@@ -304,7 +304,7 @@ def accept(writer: HudiWriter, topic: str) -> tuple[str, dict[int, int]]:
     progress.epoch.accepted.append(epoch)
     schema = writer.schema()
     if schema is None:
-        raise StateError(f"{writer.path} records no schema", hint="rebuild it: `cdcctl resync`")
+        raise StateError(f"{writer.location} records no schema", hint="rebuild it: `cdcctl resync`")
     instant = writer.begin()
     writer.commit(
         instant, [], schema, topic, progress.committed, progress.extra(topic, progress.floor)

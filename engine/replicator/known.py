@@ -18,6 +18,11 @@ from engine.state.control import open_store
 
 def known_tables(cfg: Config) -> list[str]:
     """Names of the tables of a config's state store, target folder and dead letters."""
+    return sorted(_local_names(cfg) | set(HudiView.tables_under(cfg.target_store(patient=False))))
+
+
+def _local_names(cfg: Config) -> set[str]:
+    """The tables the work folder knows: its state store's and its dead letters'."""
     names: set[str] = set()
     store = open_store(cfg.work_path())
     if store is not None:
@@ -25,9 +30,8 @@ def known_tables(cfg: Config) -> list[str]:
             names.update(t["name"] for t in store.tables())
         finally:
             store.close()
-    names.update(HudiView.tables_under(cfg.target_store(patient=False)))
     names.update(dead_letter_folder(cfg).tables())
-    return sorted(names)
+    return names
 
 
 def require_tables(cfg: Config, names: Iterable[str]) -> None:
@@ -37,8 +41,8 @@ def require_tables(cfg: Config, names: Iterable[str]) -> None:
         UnknownTableError: the first name that is not, naming the known ones.
     """
     wanted = list(names)
-    if not wanted:
-        return
+    if not wanted or set(wanted) <= _local_names(cfg):
+        return  # the target (maybe a bucket) is listed only for a name the work folder lacks
     known = known_tables(cfg)
     for name in wanted:
         if name not in known:

@@ -356,8 +356,11 @@ def plan_table(
 
 
 def _ipc_bytes(chunk: pa.Table) -> bytes:
-    """``chunk`` as the bytes of an Arrow IPC file (what a staged file would hold)."""
+    """``chunk`` as the bytes of an Arrow IPC file (what a staged file would hold),
+    compressed: the tasks of a batch travel through Spark's RPC, whose messages have a
+    size limit (``spark.rpc.message.maxSize``, 128 MiB)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, chunk.schema) as ipc:
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_file(sink, chunk.schema, options=options) as ipc:
         ipc.write_table(chunk)
     return sink.getvalue().to_pybytes()

@@ -24,10 +24,26 @@ __all__ = [
     "StorageError",
     "StoreUnavailable",
     "check_path",
+    "folder_store",
     "is_object_url",
     "open_storage",
     "split_url",
 ]
+
+
+def folder_store(path: str | Path) -> LocalStorage:
+    """The store of a folder given by name (an API caller's target or table folder).
+
+    Raises:
+        StorageError: ``path`` is an ``s3://`` URL: a bucket needs its endpoint and
+            credentials, which come with a config (``Config.target_store``).
+    """
+    if is_object_url(str(path)):
+        raise StorageError(
+            f"{path} is a bucket: its endpoint and credentials come with a config",
+            hint="pass the Config (engine.load_config) or its target_store() instead of the URL",
+        )
+    return LocalStorage(Path(path).resolve())
 
 
 def open_storage(target: Path | S3Settings, *, patient: bool = True) -> Storage:

@@ -112,15 +112,20 @@ def holder_ended(holder: dict[str, Any]) -> bool:
 
 def lease_holder(store: Storage, path: str) -> str | None:
     """Who holds the lease at ``path`` (a running replicator, for messages), or None: no
-    lease, released, or its holder ran on this host and has ended. Read once, without
-    watching it: a holder that died on another host is named until its successor takes
-    over (the renewal time says how fresh it is)."""
+    lease, released, its holder ran on this host and has ended, or it was not renewed
+    for three times its time to live by the store's clock (a holder that died on another
+    host). Read once, without watching it (the renewal time says how fresh it is)."""
     try:
         data = store.read(path)
     except FileNotFoundError:
         return None
     state = LeaseState.decode(data)
     if state.released or holder_ended(state.holder):
+        return None
+    info = store.head(path)
+    if info is not None and (dt.datetime.now(dt.UTC) - info.modified).total_seconds() > (
+        3 * state.ttl
+    ):
         return None
     try:
         renewed = json.loads(data).get("renewed")

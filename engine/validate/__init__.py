@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.errors import ConfigError
 from engine.hudi import HudiView
 from engine.naming import unknown_table
-from engine.storage import LocalStorage, Storage
+from engine.storage import Storage, folder_store
 from engine.validate.replica import Replica, lock_holder
 from engine.validate.report import ColumnDiff, Recheck, RowDiff, TableReport
 from engine.validate.source import SourceDB, TableRef, connect, dialect_of, redact
@@ -180,7 +180,7 @@ def validate_replicas(
     """
     dialect = dialect_of(source_dsn)  # a bad scheme is a usage error before anything else
     database_map = database_map or {}
-    store = target if isinstance(target, Storage) else LocalStorage(Path(target).resolve())
+    store = target if isinstance(target, Storage) else folder_store(target)
     paths = _select(store, tables)
     _check_database_map(dialect, paths, database_map)
     running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None

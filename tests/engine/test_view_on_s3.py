@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from engine.config import config_from_dict
-from engine.errors import ConfigError
+from engine.errors import StorageError
 from engine.hudi import HudiView
 from engine.hudi.archive import list_archives, read_archive
 from engine.playground.objectstore import S3Server
@@ -134,5 +134,22 @@ def test_the_view_of_a_table_on_s3_reads_what_the_folder_holds(
     assert oldest is not None and oldest < local.completed_instants()[-1]
     old = query(target, sql, as_of=oldest)
     assert old == query(folder.parent, sql, as_of=oldest)
-    with pytest.raises(ConfigError, match="is a bucket"):
+    with pytest.raises(StorageError, match="is a bucket"):
         query(url, "SELECT 1")
+
+
+def test_a_bucket_url_without_its_config_is_refused(tmp_path: Path) -> None:
+    """Given as text, an ``s3://`` URL is never taken for a folder named ``s3:``."""
+    from engine.query import list_tables, read_table
+    from engine.validate import validate_replicas
+
+    url = "s3://lake/replicas"
+    for call in (
+        lambda: list_tables(url),
+        lambda: read_table(f"{url}/t"),
+        lambda: validate_replicas(url, "postgresql://u@127.0.0.1:1/x"),
+    ):
+        with pytest.raises(StorageError, match="is a bucket") as info:
+            call()
+        assert "target_store()" in (info.value.hint or "")
+    assert not Path("s3:").exists()

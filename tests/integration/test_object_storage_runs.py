@@ -216,3 +216,27 @@ def test_live_resync_of_a_table_in_a_bucket(
     assert stopped.returncode == 0, stopped.stderr
     assert proc.wait() == 0, proc.describe()
     assert_replicas_match(target, expected)
+
+
+def test_a_run_killed_right_after_a_live_resync_starts_again(
+    s3: S3Server, broker, topic_prefix: str, tmp_path: Path, replicator
+) -> None:
+    """A live resync drops the table's objects, the lease's record of its last commit
+    included: a run SIGKILLed right after the drop (``resync_dropped``) starts again
+    and rebuilds the table, instead of rolling forward a commit whose files are gone."""
+    messages, url, config, target = _produced(s3, broker, topic_prefix, tmp_path, 30, 1_500)
+    expected = fold(messages)
+    name = sorted(table_name_for_topic(t) for t in expected)[0]
+
+    def caught_up() -> bool:
+        return bool(assert_replicas_match(target, expected))
+
+    env = {**ENV, "CDCCTL_CRASH_AT": "resync_dropped:1"}
+    proc = replicator.cli("start", "--config", str(config), env=env)
+    wait_until(caught_up, "the first catch-up", 180, child=proc, retry_on=(AssertionError,))
+    run_cli("resync", name, "--config", str(config), "--wait", "5", env=ENV)
+    assert proc.wait(timeout=60) == -9, proc.describe()
+    assert not HudiView.exists(target.under(name))  # dropped, not rebuilt
+    run = run_cli("start", "--config", str(config), "--until-caught-up", env=ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert_replicas_match(target, expected)
