@@ -215,7 +215,7 @@ def _replica(store: Storage, meta: bool, as_of: str | None) -> Replica:
     if not HudiView.exists(store):
         raise HudiError(f"{store.url} is not a Hudi table", hint="check the target folder")
     table = HudiView.open(store)
-    name = store.url.rstrip("/").rsplit("/", 1)[-1]
+    name = store.name
     try:
         instant = resolve_instant(table, name, as_of)
     except QueryError as exc:

@@ -66,7 +66,7 @@ def check_table(cfg: Config, table: Path | Storage) -> Check:
     checkpoint's topic maps to it."""
     store = table if isinstance(table, Storage) else LocalStorage(Path(table))
     path = store.url
-    folder = path.rstrip("/").rsplit("/", 1)[-1]
+    folder = store.name
     name = f"target.table {folder}"
     try:
         hudi = HudiView.open(store)

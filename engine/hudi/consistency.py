@@ -93,7 +93,7 @@ def check(table: Any) -> None:
     :meth:`~engine.hudi.services.TableServices.drop_orphans` remove them instead."""
     store: Storage = table.store
     fenced = table.epoch is not None
-    label = table.location.rstrip("/").rsplit("/", 1)[-1]
+    label = store.name
     hint = resync_hint(label)
     timeline = table.rescan()
     completed = sorted(timeline.completed)

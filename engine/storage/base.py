@@ -60,6 +60,11 @@ class Storage(ABC):
     #: Where the root is, for messages: a folder or ``s3://bucket/prefix``.
     url: str
 
+    @property
+    def name(self) -> str:
+        """The root's last part: a table's name when the store is a table's."""
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
     @abstractmethod
     def under(self, folder: str) -> Storage:
         """The same store rooted at ``folder`` (a table's folder within a target)."""

@@ -55,7 +55,7 @@ class Replica:
         if not HudiView.exists(store):
             raise HudiError(f"{store.url} is not a Hudi table", hint="check target.path")
         table = HudiView.open(store)
-        name = store.url.rstrip("/").rsplit("/", 1)[-1]
+        name = store.name
         completed = table.completed_instants()
         instant = completed[-1] if completed else None
         extra: dict[str, str] = {}

@@ -151,6 +151,10 @@ def test_entries_and_ranges(store: Storage) -> None:
     assert store.entries("nothing/here") == []
     assert store.read_range("t/f", 2, 3) == b"234"
     assert store.read_range("t/f", 8, 10) == b"89"
+    assert store.read_range("t/f", 10, 4) == b""  # at the end: S3 refuses it (416)
+    assert store.read_range("t/f", 12, 4) == b""
+    store.write("t/empty", b"")
+    assert store.read_range("t/empty", 0, 4) == b""
     with pytest.raises(FileNotFoundError):
         store.read_range("t/missing", 0, 4)
 

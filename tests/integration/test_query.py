@@ -27,7 +27,13 @@ from engine.query import _open
 from tests.integration.replicas import META, run_cli, write_config
 from tests.oracle import fold
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+#: One worker builds the module's replicas (about 50 s), not both (xdist_group).
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("query"),
+]
 
 TABLES = ("inventory_customers", "inventory_orders", "inventory_products")
 HUDI = {

@@ -36,7 +36,13 @@ from tests.integration.replicas import (
 from tests.oracle import fold
 from tests.s3_support import S3_ENV, S3_SECRET, s3_settings, s3_target_keys
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+#: One worker starts the module's cluster (xdist_group), not both.
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("spark_cluster"),
+]
 
 
 @pytest.fixture(scope="module")

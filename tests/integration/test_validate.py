@@ -33,6 +33,9 @@ from tests.integration.replicas import config_text, run_cli, write_config
 from tests.pg_logical import LogicalSlot
 from tests.s3_support import S3_ENV, s3_settings, s3_target_keys
 
+#: One worker builds the module's PostgreSQL replica (xdist_group), not both.
+pytestmark = pytest.mark.xdist_group("validate")
+
 SMALL_SEGMENTS = {"CDCCTL_VALIDATE_SEGMENT_ROWS": "40"}
 
 ITEMS = """

@@ -52,7 +52,8 @@ from tests.peers.connect import (
 )
 from tests.peers.jars import lib_dir
 
-pytestmark = pytest.mark.peers
+#: One worker runs the module's MariaDB and connector (xdist_group), not both.
+pytestmark = [pytest.mark.peers, pytest.mark.xdist_group("mariadb_run")]
 
 CONNECTOR = "io.debezium.connector.mariadb.MariaDbConnector"
 FLUSH_MS = 2000

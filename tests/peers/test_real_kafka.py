@@ -49,7 +49,8 @@ from tests.peers.kafka import KafkaBroker, KafkaOptions, Listener, TlsFiles, sta
 from tests.tls_support import make_certs
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.peers]
+#: One worker starts the module's TLS and SASL broker (xdist_group), not both.
+pytestmark = [pytest.mark.peers, pytest.mark.xdist_group("secure_broker")]
 
 SCRAM = "SCRAM-SHA-512"
 SCRAM_256 = "SCRAM-SHA-256"
