@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         shown_counters,
         wait_stopped,
     )
+    from engine.upstream import SourceView
     from engine.validate import TableReport, parse_database_map, redact_dsn, validate_replicas
 
 #: Where each exported name lives.
@@ -157,6 +158,7 @@ _EXPORTS = {
     "TableCounters": "engine.state",
     "TableState": "engine.state",
     "TableStatus": "engine.state",
+    "SourceView": "engine.upstream",
     "TableReport": "engine.validate",
     "parse_database_map": "engine.validate",
     "redact_dsn": "engine.validate",

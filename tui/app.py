@@ -281,6 +281,11 @@ class DashboardApp(App[None]):
         pairs.append(("last commit", ago if head.last_commit_ago is None else f"{ago} ago"))
         line.append(SEPARATOR, style="dim")
         line.append_text(_labelled(*pairs))
+        if head.source_problems:
+            line.append(SEPARATOR, style="dim")
+            line.append(f"source: {head.source_problems[0]}", style="bold red")
+            if len(head.source_problems) > 1:
+                line.append(f" (+{len(head.source_problems) - 1} more)", style="bold red")
         return line
 
     def _fill(self, tables: list[engine.TableRecord]) -> None:

@@ -144,7 +144,10 @@ def state_text(table: engine.TableRecord, *, compact: bool = False) -> Text:
         label += f" {count(table.counters.snapshot_rows, compact=True)}"
     elif state == "FAILING":
         label += f" ×{table.this_run.retries}"
-    return Text(label, style=style)
+    text = Text(label, style=style)
+    if table.source_problems:  # its connector or slot stopped: loud, whatever its state
+        text.append(" ✗ SOURCE", style="bold red")
+    return text
 
 
 def sort_value(table: engine.TableRecord, key: str) -> tuple[int, Any]:
@@ -239,6 +242,8 @@ class Headline:
     last_commit_ago: float | None
     updated_ago: float | None
     error: str | None
+    #: The source side's problems at its newest look (connectors, slots, unreachable).
+    source_problems: tuple[str, ...] = ()
 
 
 def headline(status: engine.StatusRecord, now: float) -> Headline:
@@ -268,6 +273,7 @@ def headline(status: engine.StatusRecord, now: float) -> Headline:
         last_commit_ago=now - max(commits) if commits else None,
         updated_ago=now - updated if updated is not None else None,
         error=rep.error,
+        source_problems=tuple(status.source.problems()) if status.source is not None else (),
     )
 
 

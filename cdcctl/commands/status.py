@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -116,6 +118,34 @@ def _headline(rep: engine.ReplicatorRecord) -> str:
     return line
 
 
+def source_lines(view: engine.SourceView) -> list[str]:
+    """The source side as ``status`` prints it: each connector and its tasks, each
+    replication slot, each connector's newest heartbeat, and what could not be read."""
+    at = time.time()
+    when = dt.datetime.fromtimestamp(view.checked_at, dt.UTC).strftime("%H:%M:%S")
+    lines = [f"source side (looked at {when} UTC):"]
+    for c in view.connectors or ():
+        tasks = ", ".join(f"task {t.id} {t.state}" for t in c.tasks) or "no task"
+        lines.append(f"  connector {c.name} (topics {c.prefix or '?'}.*): {c.state}, {tasks}")
+    for s in view.slots or ():
+        kept = ""
+        if s.retained_bytes is not None:
+            kept = f", {s.retained_bytes / 2**20:.1f} MiB of WAL kept"
+        wal = f", WAL {s.wal_status}" if s.wal_status else ""
+        lines.append(
+            f"  replication slot {s.name}: {'read' if s.active else 'NOT READ'}{wal}{kept}"
+        )
+    for prefix, beat in sorted(view.heartbeats.items()):
+        lines.append(f"  heartbeat of {prefix}: {_duration(max(at - beat, 0.0))} ago")
+    if len(lines) == 1:
+        lines.append(
+            "  nothing watched (set source.connect_url, source.database_dsn, or "
+            "heartbeat.interval.ms on the connectors)"
+        )
+    lines += [f"  PROBLEM: {p}" for p in view.problems()]
+    return lines
+
+
 def print_status(status: engine.StatusRecord, json_out: bool, *, after_run: bool = False) -> None:
     """Print a :func:`engine.read_status` record: JSON, a Rich table, or plain columns,
     then each FAILING or FAILED table's error and the newest events (``after_run``:
@@ -152,6 +182,11 @@ def print_status(status: engine.StatusRecord, json_out: bool, *, after_run: bool
     for t in () if after_run else status.tables:
         if t.last_error and t.state in ("FAILING", "FAILED"):
             print(f"{t.table}: {t.state}: {t.last_error}")
+        for problem in t.source_problems:
+            print(f"{t.table}: SOURCE: {problem}")
+    if status.source is not None and not after_run:
+        for line in source_lines(status.source):
+            print(line)
     if status.control_topics:
         print("topics that are not tables (records skipped this run):")
         for c in status.control_topics:

@@ -13,6 +13,7 @@ from engine.checks.registry import registry_checks
 from engine.checks.result import Check, failed
 from engine.checks.runtime import check_java_version, check_spark, check_work_dir
 from engine.checks.target import target_checks
+from engine.checks.upstream import source_checks
 from engine.config import Config
 from engine.spark import SPARK_LOG
 
@@ -69,6 +70,13 @@ def run_checks(cfg: Config, source_dsn: str | None = None) -> list[Check]:
         area = "postgres" if parse_dsn(url).kind == "postgresql" else "mysql"
         work = in_thread(area, lambda: database_checks(cfg, url, known_topics))
         jobs.append((f"{area}.checks", slow, work))
+    jobs.append(
+        (
+            "source.checks",
+            slow,
+            in_thread("source", lambda: source_checks(cfg, dsn, known_topics)),
+        )
+    )
     checks: list[Check] = []
     for name, fix, future in jobs:
         try:

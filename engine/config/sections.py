@@ -279,6 +279,15 @@ class ReplicatorConfig(Section):
         'stopping (FAILED; see "Gaps in Kafka" in [Tables](tables.md#tables)); each accepted '
         "gap is recorded in the table's next commit (`cdcctl.accepted_gaps`)",
     )
+    source_check_seconds: float = Field(
+        default=10.0,
+        ge=1.0,
+        le=3600.0,
+        description="how often the running replicator looks at the source side: Kafka "
+        "Connect's connectors (`source.connect_url`), the database's replication slots "
+        "(`source.database_dsn`, PostgreSQL) and Debezium's heartbeats; see "
+        "[The source side](operating.md#the-source-side)",
+    )
     metrics_port: int | None = Field(
         default=None,
         ge=0,

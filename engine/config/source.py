@@ -313,6 +313,39 @@ class LimitsConfig(Section):
     )
 
 
+class UpstreamConfig(Section):
+    """What feeds the topics, watched while the replicator runs (``cdcctl status``, the
+    dashboard, metrics, ``test-connection``): Kafka Connect's connectors and Debezium's
+    heartbeats; the database's replication slots come from ``source.database_dsn``."""
+
+    connect_url: str | None = Field(
+        default=None,
+        description="Kafka Connect's REST API (`http://connect:8083`): each connector's and "
+        "task's state, shown beside the tables its `topic.prefix` names; a FAILED task or a "
+        "PAUSED connector is a problem of its tables. Unset: not watched. See "
+        "[The source side](operating.md#the-source-side)",
+    )
+    heartbeat_topic_prefix: str = Field(
+        default="__debezium-heartbeat",
+        min_length=1,
+        description="Debezium's `topic.heartbeat.prefix`: the newest record of "
+        "`<this>.<topic.prefix>` tells when the connector was last alive, so an idle "
+        "table's lag grows when it stops (set `heartbeat.interval.ms` on the connector)",
+    )
+
+    @field_validator("connect_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")) or "@" in value.split("/")[2]:
+            raise ValueError(
+                "source.connect_url is Kafka Connect's REST address, "
+                "http(s)://host:port, without a user or password in it"
+            )
+        return value.rstrip("/")
+
+
 def _flat(section: type[Section]) -> Any:
     """A section whose keys sit directly under ``[source]`` in the file."""
     name = section.__name__.removesuffix("Config").lower()
@@ -328,6 +361,7 @@ class SourceConfig(Section):
     kafka: KafkaConfig = _flat(KafkaConfig)
     security: SecurityConfig = _flat(SecurityConfig)
     database: DatabaseConfig = _flat(DatabaseConfig)
+    upstream: UpstreamConfig = _flat(UpstreamConfig)
     limits: LimitsConfig = _flat(LimitsConfig)
     format: str = Field(
         default="debezium-json",

@@ -31,6 +31,7 @@ from engine.replicator.progress import TableProgress
 from engine.replicator.reset import drop_replica
 from engine.replicator.tables import TableRuntime, Tables
 from engine.state import Request, StateRecorder, TableCounters, TableState
+from engine.upstream import SourceWatcher
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -54,6 +55,8 @@ class ControlPlane:
     #: Asks the loop to stop after the batch in flight.
     stop: Callable[[], None]
     recorder: StateRecorder | None = None
+    #: The source side's watcher while the replicator runs (its newest look is kept).
+    watcher: SourceWatcher | None = None
 
     def _event(self, rt: TableRuntime, kind: str, message: str) -> None:
         if self.recorder is not None:
@@ -86,7 +89,11 @@ class ControlPlane:
         the topics that hold no rows, with the records each had skipped."""
         if self.recorder is not None:
             self.recorder.sync(
-                self.tables.statuses(), lag, force=force, controls=self.control_topics()
+                self.tables.statuses(),
+                lag,
+                force=force,
+                controls=self.control_topics(),
+                source=self.watcher.latest if self.watcher is not None else None,
             )
 
     def control_topics(self) -> dict[str, tuple[str, int]]:

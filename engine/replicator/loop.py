@@ -49,6 +49,7 @@ from engine.signals import stop_on_signals
 from engine.source import Record, group_by_topic
 from engine.state import StateRecorder, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
+from engine.upstream import SourceWatcher
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -157,6 +158,7 @@ class Replicator:
             metrics = None
             try:
                 metrics = self._serve_metrics(recorder)
+                self.control.watcher = SourceWatcher(self.cfg).start()
                 self._run(until_caught_up, max_batches)
             except BaseException as exc:
                 recorder.replicator_state("failed", str(exc) or type(exc).__name__)
@@ -166,6 +168,9 @@ class Replicator:
                 recorder.replicator_state(*(("failed", ended_by) if ended_by else ("stopped",)))
             finally:
                 self.control.sync(force=True)
+                if self.control.watcher is not None:
+                    self.control.watcher.close()
+                    self.control.watcher = None
                 if metrics is not None:
                     metrics.close()
                 recorder.close()

@@ -9,7 +9,7 @@ resume or stop request and waits (bounded) for the running replicator's answer.
 
 from __future__ import annotations
 
-import datetime as dt
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,14 +23,10 @@ from engine.state.records import (
     ReplicatorRecord,
     StatusRecord,
     TableRecord,
+    iso,
 )
 from engine.state.store import Request, StateStore, store_path
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
+from engine.upstream.model import SourceView
 
 
 def alive(work_dir: Path) -> bool:
@@ -67,6 +63,7 @@ def read_status(work_dir: Path) -> StatusRecord | None:
         tables = store.tables()
         controls = store.control_topics()
         events = store.events(20)
+        source_text = store.source()
     finally:
         store.close()
     is_alive = alive(work_dir)
@@ -76,31 +73,36 @@ def read_status(work_dir: Path) -> StatusRecord | None:
             f"the replicator (pid {rep.get('pid')}) ended without stopping cleanly; "
             "`cdcctl start` resumes from each table's last commit"
         )
+    source = None if source_text is None else SourceView.from_json(json.loads(source_text))
     replicator = ReplicatorRecord(
         state=rep["state"],
         alive=is_alive,
         pid=rep.get("pid"),
         host=rep.get("host"),
-        started_at=_iso(rep.get("started_at")),
-        updated_at=_iso(rep.get("updated_at")),
+        started_at=iso(rep.get("started_at")),
+        updated_at=iso(rep.get("updated_at")),
         config=rep.get("config"),
         error=rep.get("error"),
         work_dir=str(work_dir),
     )
     return StatusRecord(
         replicator=replicator,
-        tables=[_table(t, is_alive, rep.get("updated_at")) for t in tables],
+        tables=[_table(t, is_alive, rep.get("updated_at"), source) for t in tables],
         control_topics=[
-            ControlTopicRecord(c["topic"], c["kind"], c["skipped"], _iso(c["updated_at"]))
+            ControlTopicRecord(c["topic"], c["kind"], c["skipped"], iso(c["updated_at"]))
             for c in controls
         ],
-        events=[EventRecord(_iso(e["at"]), e["tbl"], e["kind"], e["message"]) for e in events],
+        events=[EventRecord(iso(e["at"]), e["tbl"], e["kind"], e["message"]) for e in events],
+        source=source,
     )
 
 
-def _table(row: dict[str, Any], running: bool, stopped_at: float | None) -> TableRecord:
+def _table(
+    row: dict[str, Any], running: bool, stopped_at: float | None, source: SourceView | None
+) -> TableRecord:
     """A table's record from its row in the store (not ``running``: as it rests, since
-    the replicator's last update ``stopped_at``)."""
+    the replicator's last update ``stopped_at``), with the problems ``source`` (the
+    source side's newest look) has for its topic."""
     state, since = TableState(row["state"]), row["state_since"]
     if not running and state.at_rest() is not state:
         state, since = state.at_rest(), stopped_at or since
@@ -108,7 +110,7 @@ def _table(row: dict[str, Any], running: bool, stopped_at: float | None) -> Tabl
         table=row["name"],
         topic=row["topic"],
         state=state,
-        state_since=_iso(since),
+        state_since=iso(since),
         counters=TableCounters(**{c: row[c] for c in COUNTER_NAMES}),
         this_run=TableCounters(**{c: row[f"run_{c}"] for c in COUNTER_NAMES}),
         lag_messages=row["lag_messages"],
@@ -117,11 +119,12 @@ def _table(row: dict[str, Any], running: bool, stopped_at: float | None) -> Tabl
         latency_p95_s=row["latency_p95_s"],
         latency_p99_s=row["latency_p99_s"],
         events_per_s=row["events_per_s"],
-        last_event_at=_iso(row["last_event_at"]),
-        last_commit_at=_iso(row["last_commit_at"]),
+        last_event_at=iso(row["last_event_at"]),
+        last_commit_at=iso(row["last_commit_at"]),
         last_error=row["last_error"],
-        last_error_at=_iso(row["last_error_at"]),
+        last_error_at=iso(row["last_error_at"]),
         throughput=row["throughput"],
+        source_problems=source.problems_for(row["topic"]) if source and row["topic"] else [],
     )
 
 

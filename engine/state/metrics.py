@@ -39,7 +39,9 @@ GAUGES = {
     "cdcctl_lag_messages": ("lag_messages", "Messages in the topic not applied yet"),
     "cdcctl_lag_seconds": (
         "lag_seconds",
-        "Now minus the source time of the newest applied event while messages wait, else 0",
+        "Now minus the source time of the newest applied event while messages wait; "
+        "else now minus the connector's newest heartbeat (or event), when it sends them; "
+        "else 0",
     ),
     "cdcctl_events_per_second": ("events_per_s", "Events applied per second, last minute"),
     "cdcctl_last_commit_timestamp_seconds": (
@@ -116,6 +118,62 @@ class StateCollector(Collector):
         for topic, (kind, count) in sorted(self.recorder.control_snapshot().items()):
             skipped.add_metric([topic, kind], float(count))
         yield skipped
+        yield from self._source(tables)
+
+    def _source(self, tables: list[tuple[str, dict]]) -> Iterator[Metric]:
+        """The source side at the watcher's newest look (nothing before the first)."""
+        view = self.recorder.source_snapshot()
+        if view is None:
+            return
+        up = GaugeMetricFamily(
+            "cdcctl_source_connector_up",
+            "1: the Kafka Connect connector and all its tasks are RUNNING (source.connect_url)",
+            labels=["connector"],
+        )
+        for c in view.connectors or ():
+            running = c.state == "RUNNING" and all(t.state == "RUNNING" for t in c.tasks)
+            up.add_metric([c.name], 1.0 if running and c.tasks else 0.0)
+        yield up
+        active = GaugeMetricFamily(
+            "cdcctl_source_slot_active",
+            "1: a connector reads the replication slot",
+            labels=["slot"],
+        )
+        lost = GaugeMetricFamily(
+            "cdcctl_source_slot_lost", "1: the replication slot lost WAL it needed", labels=["slot"]
+        )
+        kept = GaugeMetricFamily(
+            "cdcctl_source_slot_retained_wal_bytes",
+            "WAL the replication slot keeps the database from recycling",
+            labels=["slot"],
+        )
+        for s in view.slots or ():
+            active.add_metric([s.name], 1.0 if s.active else 0.0)
+            lost.add_metric([s.name], 1.0 if s.wal_status == "lost" else 0.0)
+            if s.retained_bytes is not None:
+                kept.add_metric([s.name], float(s.retained_bytes))
+        yield from (active, lost, kept)
+        beats = GaugeMetricFamily(
+            "cdcctl_source_heartbeat_timestamp_seconds",
+            "Unix time of the newest Debezium heartbeat of each topic prefix",
+            labels=["prefix"],
+        )
+        for prefix, at in sorted(view.heartbeats.items()):
+            beats.add_metric([prefix], at)
+        yield beats
+        problems = GaugeMetricFamily(
+            "cdcctl_table_source_problems",
+            "Problems of the connector and slot behind the table (a stopped task, a lost slot)",
+            labels=["table"],
+        )
+        for name, row in tables:
+            problems.add_metric([name], float(len(view.problems_for(row["topic"]))))
+        yield problems
+        yield GaugeMetricFamily(
+            "cdcctl_source_unreachable",
+            "Parts of the source side the last look could not reach (Connect, the database)",
+            value=float(len(view.errors)),
+        )
 
 
 @dataclass

@@ -37,6 +37,7 @@ from engine.state.model import (
     add_commit_counts,
 )
 from engine.state.store import Request, StateStore, store_path
+from engine.upstream.model import SourceView
 
 log = logging.getLogger("cdcctl.state")
 
@@ -106,6 +107,12 @@ class StateRecorder:
         #: and as the loop last told (see :meth:`sync`).
         self._controls: dict[str, tuple[str, int]] = {}
         self._next_controls: dict[str, tuple[str, int]] = {}
+        #: The newest look at the source side (:meth:`sync`), and the one last written.
+        self._source: SourceView | None = None
+        self._source_written: float | None = None
+        #: What the event log last said of the source side: table (None: the whole
+        #: source side) -> its problems then.
+        self._source_said: dict[str | None, tuple[str, ...]] = {}
 
     # -- the replicator -------------------------------------------------------------------
     def started(self) -> None:
@@ -162,6 +169,10 @@ class StateRecorder:
     def snapshot(self) -> tuple[str, dict[str, dict[str, Any]]]:
         """The replicator's state and every table's row as last written (any thread)."""
         return self._state, self._rows
+
+    def source_snapshot(self) -> SourceView | None:
+        """The source side's newest look handed to the store (any thread)."""
+        return self._source
 
     def control_snapshot(self) -> dict[str, tuple[str, int]]:
         """Topics holding no rows as last written: topic -> (kind, records skipped)
@@ -234,15 +245,20 @@ class StateRecorder:
         *,
         force: bool = False,
         controls: Mapping[str, tuple[str, int]] | None = None,
+        source: SourceView | None = None,
     ) -> None:
         """Note state changes and lag; write the store if due (or ``force``).
 
         ``controls``: the topics recognised as holding no rows, topic -> (kind, records
-        skipped this run); None keeps what was last given.
+        skipped this run); None keeps what was last given. ``source``: the newest look
+        at the source side (None keeps the last).
         """
         now = time.time()
         if controls is not None:
             self._next_controls = dict(controls)
+        if source is not None and source is not self._source:
+            self._source = source
+            self._note_source(source)
         for s in statuses:
             live = self._live.get(s.table)
             if live is None:
@@ -259,6 +275,23 @@ class StateRecorder:
                 self.event(s.table, "error", error)
         if force or self._answers or now - self._last_flush >= FLUSH_SECONDS:
             self._flush(statuses, now)
+
+    def _note_source(self, view: SourceView) -> None:
+        """Log what changed on the source side: a table's problems (its connector, its
+        slot) as they appear and clear, and what could not be reached."""
+        said: dict[str | None, tuple[str, ...]] = {None: view.errors}
+        for name, live in self._live.items():
+            said[name] = tuple(view.problems_for(live.topic))
+        for table, problems in said.items():
+            before = self._source_said.get(table, ())
+            for problem in problems:
+                if problem not in before:
+                    self.event(table, "source", problem)
+                    log.warning("%s%s", f"{table}: " if table else "", problem)
+            if before and not problems:
+                self.event(table, "source", "the source side is well again")
+                log.info("%sthe source side is well again", f"{table}: " if table else "")
+        self._source_said = said
 
     def _write(self, write: Callable[[sqlite3.Connection], None]) -> bool:
         """Run ``write`` in one store transaction; False if the storage refused it.
@@ -290,9 +323,12 @@ class StateRecorder:
     def _flush(self, statuses: Sequence[TableStatus], now: float) -> None:
         rows = dict(self._rows)
         controls = self._next_controls
+        source = self._source
 
         def write(db: sqlite3.Connection) -> None:
             self.store.set_replicator(db, state=self._state, error=self._error)
+            if source is not None and source.checked_at != self._source_written:
+                self.store.put_source(db, json.dumps(source.to_json()), source.checked_at)
             for s in statuses:
                 live = self._live.get(s.table)
                 if live is not None:
@@ -314,6 +350,8 @@ class StateRecorder:
         self._last_flush = now
         self._rows = rows  # one reference swap: a reader sees the old rows or the new
         self._controls = controls
+        if source is not None:
+            self._source_written = source.checked_at
 
     def _row(
         self,
@@ -341,10 +379,16 @@ class StateRecorder:
         last_event_at = (
             counters.last_source_ts_ms / 1000.0 if counters.last_source_ts_ms is not None else None
         )
-        # Nothing waiting: 0. Waiting, with nothing applied yet to measure from: unknown.
+        # Waiting: since the newest event applied (unknown with none applied yet).
+        # Nothing waiting: since the connector's newest heartbeat, when it sends them
+        # (an idle table behind a stopped connector falls behind); else 0.
         lag_seconds: float | None = 0.0
         if live.lag_messages:
             lag_seconds = None if last_event_at is None else round(max(now - last_event_at, 0), 3)
+        else:
+            beat = self._source.heartbeat_for(live.topic) if self._source is not None else None
+            if beat is not None:
+                lag_seconds = round(max(now - max(beat, last_event_at or 0.0), 0), 3)
         state = status.state if status is not None else (live.state or TableState.REPLICATING)
         row: dict[str, Any] = {
             "topic": live.topic,

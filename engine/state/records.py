@@ -6,10 +6,12 @@ Times are ISO 8601 text in UTC (milliseconds), as ``--json`` prints them.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.state.model import COUNTER_NAMES, COUNTERS, TableCounters, TableState
+from engine.upstream.model import SourceView
 
 #: Keys of a table in ``status --json``, in order (the documented ones first).
 STATUS_FIELDS = (
@@ -26,6 +28,13 @@ STATUS_FIELDS = (
     "last_commit_at",
     "last_error",
 )
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 text in UTC (milliseconds)."""
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,9 @@ class TableRecord:
     last_error_at: str | None
     #: Events applied per second, oldest point first (see ``HISTORY_STEP_S``).
     throughput: list[float] = field(default_factory=list)
+    #: Why its changes may not be reaching Kafka, at the source side's newest look: its
+    #: connector or a task stopped, its replication slot lost WAL or has no reader.
+    source_problems: list[str] = field(default_factory=list)
 
     def figure(self, key: str) -> Any:
         """A field of ``--json`` by its key: a counter (cumulative) or an attribute (for
@@ -90,6 +102,7 @@ class TableRecord:
                 "last_error_at": self.last_error_at,
                 "this_run": {c: getattr(self.this_run, c) for c in COUNTER_NAMES},
                 "throughput": self.throughput,
+                "source_problems": self.source_problems,
             }
         )
         return out
@@ -128,6 +141,9 @@ class StatusRecord:
     control_topics: list[ControlTopicRecord]
     events: list[EventRecord]
 
+    #: The source side at its newest look (None: never looked at).
+    source: SourceView | None = None
+
     def table(self, name: str) -> TableRecord | None:
         return next((t for t in self.tables if t.table == name), None)
 
@@ -137,4 +153,14 @@ class StatusRecord:
             "replicator": self.replicator.to_json(),
             "tables": [t.to_json() for t in self.tables],
             "control_topics": [c.to_json() for c in self.control_topics],
+            "source": None if self.source is None else source_json(self.source),
         }
+
+
+def source_json(view: SourceView) -> dict[str, Any]:
+    """``status --json``'s ``source``: the view, its times as ISO text, its problems."""
+    out = view.to_json()
+    out["checked_at"] = iso(view.checked_at)
+    out["heartbeats"] = {prefix: iso(at) for prefix, at in view.heartbeats.items()}
+    out["problems"] = view.problems()
+    return out

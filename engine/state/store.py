@@ -82,6 +82,11 @@ CREATE TABLE IF NOT EXISTS control_topics (
     skipped INTEGER NOT NULL DEFAULT 0,
     updated_at REAL
 );
+CREATE TABLE IF NOT EXISTS source (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    view TEXT NOT NULL,
+    checked_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in REQUEST_KINDS)})),
@@ -309,6 +314,14 @@ class StateStore:
             (topic, kind, skipped, time.time()),
         )
 
+    def put_source(self, db: sqlite3.Connection, view: str, checked_at: float) -> None:
+        """The newest look at the source side (:class:`engine.upstream.SourceView` JSON)."""
+        db.execute(
+            "INSERT INTO source (id, view, checked_at) VALUES (1, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET view = excluded.view, checked_at = excluded.checked_at",
+            (view, checked_at),
+        )
+
     def clear_control_topics(self, db: sqlite3.Connection) -> None:
         """Forget the topics of the last run that held no rows (a run reads them again
         from their start, and counts again)."""
@@ -403,6 +416,17 @@ class StateStore:
                 raise
             return []
         return [dict(r) for r in rows]
+
+    def source(self) -> str | None:
+        """The newest look at the source side as JSON; None if none was recorded (or the
+        store was made before they were)."""
+        try:
+            row = self._db.execute("SELECT view FROM source WHERE id = 1").fetchone()
+        except sqlite3.OperationalError as exc:  # a store from before, read only
+            if "no such table" not in str(exc):
+                raise
+            return None
+        return None if row is None else str(row["view"])
 
     def events(self, limit: int = 50, table: str | None = None) -> list[dict[str, Any]]:
         """The newest events of the log (with ``table``: of that table), oldest first."""

@@ -1,0 +1,153 @@
+"""What the source side looked like at one check: Kafka Connect's connectors, the
+database's replication slots, Debezium's heartbeats, and what could not be reached.
+
+A :class:`SourceView` is made by :func:`engine.upstream.check_source` (the running
+replicator's watcher calls it every ``replicator.source_check_seconds``), kept in the
+state store as JSON, and read back by ``cdcctl status``, the dashboard and the metrics.
+Which tables a connector, slot or heartbeat stands for is decided by topic prefix: a
+connector's ``topic.prefix`` ``P`` writes the topics ``P.<schema>.<table>`` and the
+heartbeat topic ``__debezium-heartbeat.P``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Connector and task states of Kafka Connect that mean no change reaches the topics.
+STOPPED_STATES = ("FAILED", "PAUSED", "STOPPED", "UNASSIGNED")
+
+
+@dataclass(frozen=True)
+class ConnectorTask:
+    id: int
+    state: str
+    #: The first line of the task's stack trace (FAILED tasks).
+    trace: str | None = None
+
+
+@dataclass(frozen=True)
+class Connector:
+    """A Kafka Connect connector as its REST API reported it."""
+
+    name: str
+    state: str
+    #: Its ``topic.prefix`` (``database.server.name`` before Debezium 2.0).
+    prefix: str | None
+    tasks: tuple[ConnectorTask, ...] = ()
+    #: Its PostgreSQL replication slot (``slot.name``; Debezium's default ``debezium``).
+    slot: str | None = None
+    trace: str | None = None
+
+    def problems(self) -> list[str]:
+        """Why no change of this connector reaches Kafka, if none does."""
+        out = []
+        if self.state in STOPPED_STATES:
+            why = f": {self.trace}" if self.trace else ""
+            out.append(f"connector {self.name} is {self.state}{why}")
+        for task in self.tasks:
+            if task.state in STOPPED_STATES and self.state not in STOPPED_STATES:
+                why = f": {task.trace}" if task.trace else ""
+                out.append(f"connector {self.name} task {task.id} is {task.state}{why}")
+        if self.state == "RUNNING" and not self.tasks:
+            out.append(f"connector {self.name} has no task running")
+        return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A logical replication slot of the source database (PostgreSQL)."""
+
+    name: str
+    database: str | None
+    plugin: str | None
+    active: bool
+    #: ``reserved``, ``extended``, ``unreserved`` or ``lost`` (PostgreSQL 13+).
+    wal_status: str | None
+    #: WAL the slot keeps the server from recycling (bytes from its restart LSN).
+    retained_bytes: int | None
+    confirmed_flush_lsn: str | None
+
+    def problems(self) -> list[str]:
+        if self.wal_status == "lost":
+            return [
+                f"replication slot {self.name} lost WAL it still needed "
+                "(max_slot_wal_keep_size): its connector cannot resume without a new "
+                "snapshot (then `cdcctl resync` the tables)"
+            ]
+        if not self.active:
+            mb = ""
+            if self.retained_bytes:
+                mb = f", keeping {self.retained_bytes / 2**20:.1f} MiB of WAL"
+            return [f"replication slot {self.name} has no reader{mb}: its connector is not running"]
+        return []
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """One look at the source side (times in seconds since the epoch)."""
+
+    checked_at: float
+    #: None: ``source.connect_url`` is not set.
+    connectors: tuple[Connector, ...] | None = None
+    #: None: no PostgreSQL ``source.database_dsn``.
+    slots: tuple[Slot, ...] | None = None
+    #: topic prefix -> when its newest heartbeat was written (Kafka's record time).
+    heartbeats: dict[str, float] = field(default_factory=dict)
+    #: What could not be reached or read, one line each.
+    errors: tuple[str, ...] = ()
+
+    def connector_for(self, topic: str) -> Connector | None:
+        """The connector writing ``topic`` (the longest matching prefix)."""
+        found = [c for c in self.connectors or () if c.prefix and topic.startswith(c.prefix + ".")]
+        return max(found, key=lambda c: len(c.prefix or ""), default=None)
+
+    def heartbeat_for(self, topic: str) -> float | None:
+        """When the connector writing ``topic`` last sent a heartbeat, if it sends them."""
+        found = [p for p in self.heartbeats if topic.startswith(p + ".")]
+        return self.heartbeats[max(found, key=len)] if found else None
+
+    def problems_for(self, topic: str) -> list[str]:
+        """Why changes of ``topic``'s source table may not be reaching Kafka: its
+        connector or a task stopped, or its replication slot lost WAL or has no reader.
+        Unreachable watch targets are :attr:`errors`, not a table's problems."""
+        connector = self.connector_for(topic)
+        if connector is None:
+            return []
+        out = connector.problems()
+        slot_name = connector.slot
+        for slot in self.slots or ():
+            if slot_name is not None and slot.name == slot_name:
+                out.extend(slot.problems())
+        return out
+
+    def problems(self) -> list[str]:
+        """Every problem (connectors, their slots), and every unreachable target."""
+        out: list[str] = []
+        for c in self.connectors or ():
+            out.extend(c.problems())
+        named = {c.slot for c in self.connectors or ()} if self.connectors is not None else None
+        for slot in self.slots or ():
+            if named is None or slot.name in named:
+                out.extend(slot.problems())
+        return out + list(self.errors)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SourceView:
+        connectors = data.get("connectors")
+        slots = data.get("slots")
+        return cls(
+            checked_at=float(data["checked_at"]),
+            connectors=None
+            if connectors is None
+            else tuple(
+                Connector(**{**c, "tasks": tuple(ConnectorTask(**t) for t in c.get("tasks", ()))})
+                for c in connectors
+            ),
+            slots=None if slots is None else tuple(Slot(**s) for s in slots),
+            heartbeats={str(k): float(v) for k, v in data.get("heartbeats", {}).items()},
+            errors=tuple(data.get("errors", ())),
+        )

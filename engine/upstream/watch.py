@@ -1,0 +1,114 @@
+"""Looking at the source side: one look (:class:`SourceWatch`), and the running
+replicator's thread that looks every ``replicator.source_check_seconds``
+(:class:`SourceWatcher`). Nothing here writes: the replicator's own thread takes the
+newest view (:attr:`SourceWatcher.latest`) into the state store."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaException
+
+from engine.config import Config
+from engine.errors import ConfigError
+from engine.redaction import redact
+from engine.source.kafka import consumer_settings, kafka_reason
+from engine.upstream.connect import ConnectUnreachable, connectors
+from engine.upstream.heartbeats import HeartbeatReader
+from engine.upstream.model import SourceView
+from engine.upstream.slots import SlotsUnreadable, postgres_slots
+
+log = logging.getLogger("cdcctl.source")
+
+
+class SourceWatch:
+    """One config's source side: :meth:`check` looks at all of it once (``dsn``: the
+    database instead of ``source.database_dsn``)."""
+
+    def __init__(self, cfg: Config, dsn: str | None = None) -> None:
+        self.cfg = cfg
+        upstream = cfg.source.upstream
+        self.connect_url = upstream.connect_url
+        self._heartbeats = HeartbeatReader(
+            consumer_settings(cfg.source, 1), upstream.heartbeat_topic_prefix
+        )
+        self._dsn: str | None = None
+        self._password: str | None = None
+        url = dsn or cfg.source.database.database_dsn
+        if url:
+            # Here, not at the top: engine.checks imports this module for its own checks.
+            from engine.checks.database import database_password
+            from engine.checks.dsn import parse_dsn
+
+            try:
+                parsed = parse_dsn(url)
+            except ConfigError:
+                parsed = None
+            if parsed is not None and parsed.kind == "postgresql":
+                self._dsn, self._password = url, database_password(cfg, parsed)
+
+    def check(self) -> SourceView:
+        """Connectors, slots and heartbeats as they are now; what could not be read is
+        in :attr:`SourceView.errors` (never raised)."""
+        errors: list[str] = []
+        found_connectors = None
+        if self.connect_url is not None:
+            try:
+                found_connectors = connectors(self.connect_url)
+            except ConnectUnreachable as exc:
+                errors.append(str(exc))
+        slots = None
+        if self._dsn is not None:
+            try:
+                slots = postgres_slots(self._dsn, self._password)
+            except SlotsUnreadable as exc:
+                errors.append(redact(f"the source database's replication slots: {exc}"))
+        try:
+            heartbeats = self._heartbeats.read()
+        except KafkaException as exc:
+            heartbeats = {}
+            errors.append(f"Debezium's heartbeat topics: {kafka_reason(exc)}")
+        return SourceView(
+            checked_at=time.time(),
+            connectors=found_connectors,
+            slots=slots,
+            heartbeats=heartbeats,
+            errors=tuple(errors),
+        )
+
+    def close(self) -> None:
+        self._heartbeats.close()
+
+
+class SourceWatcher:
+    """A daemon thread looking at the source side every ``interval`` seconds; the newest
+    look is :attr:`latest` (None until the first ends)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.interval = cfg.replicator.source_check_seconds
+        self._watch = SourceWatch(cfg)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cdcctl-source-watch", daemon=True)
+        self.latest: SourceView | None = None
+
+    def start(self) -> SourceWatcher:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.latest = self._watch.check()
+                except Exception:  # noqa: BLE001 - a watcher never takes the replicator down
+                    log.exception("looking at the source side failed")
+                self._stop.wait(self.interval)
+        finally:
+            self._watch.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
