@@ -158,7 +158,6 @@ class Replicator:
             metrics = None
             try:
                 metrics = self._serve_metrics(recorder)
-                self.control.watcher = SourceWatcher(self.cfg).start()
                 self._run(until_caught_up, max_batches)
             except BaseException as exc:
                 recorder.replicator_state("failed", str(exc) or type(exc).__name__)
@@ -196,6 +195,7 @@ class Replicator:
         # wrong address), before Spark's JVM takes the CPU; once running, Kafka failures
         # are retried (Recovery.retry).
         self.offsets.connect().topics()
+        self.control.watcher = SourceWatcher(self.cfg).start()  # Kafka answers: look around
         self.runner.start()  # the JVM boots while the tables open and Kafka is read
         self._refresh_topics()
         self.offsets.probe_goal(until_caught_up)

@@ -34,6 +34,7 @@ class SourceWatch:
         self._heartbeats = HeartbeatReader(
             consumer_settings(cfg.source, 1), upstream.heartbeat_topic_prefix
         )
+        self._last_heartbeats: dict[str, float] = {}
         self._dsn: str | None = None
         self._password: str | None = None
         url = dsn or cfg.source.database.database_dsn
@@ -67,9 +68,10 @@ class SourceWatch:
                 errors.append(redact(f"the source database's replication slots: {exc}"))
         try:
             heartbeats = self._heartbeats.read()
-        except KafkaException as exc:
-            heartbeats = {}
-            errors.append(f"Debezium's heartbeat topics: {kafka_reason(exc)}")
+        except KafkaException as exc:  # Kafka's own failures are the loop's to report;
+            heartbeats = self._last_heartbeats  # the heartbeats seen stay as old as they are
+            log.debug("Debezium's heartbeat topics: %s", kafka_reason(exc))
+        self._last_heartbeats = heartbeats
         return SourceView(
             checked_at=time.time(),
             connectors=found_connectors,

@@ -43,10 +43,8 @@ CRASH_POINTS = [
     "files_written:1",  # between the files and the commit
     "before_commit:2",  # one table committed in this batch, the next not
     "after_commit:1",  # right after a commit, before the other tables and group offsets
-    "task_written:1",
     "files_written:2",
     "before_commit:3",
-    "after_commit:3",
 ]
 
 

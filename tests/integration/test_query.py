@@ -70,7 +70,7 @@ def lakes(broker, tmp_path_factory):
             f"^{re.escape(prefix)}\\.",
             target,
             hudi=hudi,
-            max_batch_events=100,
+            max_batch_events=250,
         )
         configs[kind] = (cfg, target)
     for chunk in (messages[:3000], messages[3000:6000], messages[6000:]):

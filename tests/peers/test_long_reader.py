@@ -3,7 +3,7 @@
 A busy Merge-on-Read table: a real replicator (``cdcctl start``, a child process) applies
 a stream of changes as fast as it comes, a commit every fraction of a second, compacting
 file groups every two log files, cleaning every ten commits by time
-(``hudi.clean_retain_hours`` of a minute here) and archiving past six commits. Once
+(``hudi.clean_retain_hours`` of 40 seconds here) and archiving past six commits. Once
 cleans have deleted slices older than the window, readers pin the newest instant P:
 
 * a DuckDB connection through the engine's query path (``engine.connect(as_of=P)``),
@@ -50,7 +50,7 @@ pytestmark = [
     pytest.mark.xdist_group("hudi_readers"),
 ]
 
-WINDOW_SECONDS = 60
+WINDOW_SECONDS = 40
 ORDERS_ONLY = {"orders": {"insert": 0.3, "update": 0.6, "delete": 0.1}}
 
 
