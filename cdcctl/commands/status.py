@@ -135,6 +135,16 @@ def source_lines(view: engine.SourceView) -> list[str]:
         lines.append(
             f"  replication slot {s.name}: {'read' if s.active else 'NOT READ'}{wal}{kept}"
         )
+    for b in view.binlogs:
+        at_end = f"{b.server_file}:{b.server_pos}"
+        if b.connector_file is None:
+            lines.append(f"  binlog {at_end}; connector {b.connector} has recorded no position")
+        else:
+            behind = "?" if b.behind_bytes is None else f"{b.behind_bytes:,}"
+            lines.append(
+                f"  binlog {at_end}; connector {b.connector} at "
+                f"{b.connector_file}:{b.connector_pos}, {behind} bytes behind"
+            )
     for prefix, beat in sorted(view.heartbeats.items()):
         lines.append(f"  heartbeat of {prefix}: {_duration(max(at - beat, 0.0))} ago")
     if len(lines) == 1:

@@ -153,6 +153,16 @@ class StateCollector(Collector):
             if s.retained_bytes is not None:
                 kept.add_metric([s.name], float(s.retained_bytes))
         yield from (active, lost, kept)
+        behind = GaugeMetricFamily(
+            "cdcctl_source_binlog_behind_bytes",
+            "MySQL/MariaDB binlog bytes between the server's end and the connector's "
+            "recorded position",
+            labels=["connector"],
+        )
+        for b in view.binlogs:
+            if b.behind_bytes is not None:
+                behind.add_metric([b.connector], float(b.behind_bytes))
+        yield behind
         beats = GaugeMetricFamily(
             "cdcctl_source_heartbeat_timestamp_seconds",
             "Unix time of the newest Debezium heartbeat of each topic prefix",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -26,18 +27,11 @@ def _first_line(trace: str | None) -> str | None:
     return line[:300]
 
 
-def connectors(url: str, timeout: float = TIMEOUT_S) -> tuple[Connector, ...]:
-    """The connectors of the Kafka Connect cluster at ``url``, by name.
-
-    Raises:
-        ConnectUnreachable: no answer, an HTTP error, or not the expected JSON.
-    """
-    request = urllib.request.Request(
-        f"{url}/connectors?expand=status&expand=info", headers={"Accept": "application/json"}
-    )
+def _get(address: str, url: str, timeout: float) -> Any:
+    request = urllib.request.Request(address, headers={"Accept": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - configured http(s) URL
-            body: Any = json.loads(response.read())
+            return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         raise ConnectUnreachable(f"Kafka Connect at {url} answered HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
@@ -45,6 +39,15 @@ def connectors(url: str, timeout: float = TIMEOUT_S) -> tuple[Connector, ...]:
         raise ConnectUnreachable(f"Kafka Connect at {url} is unreachable: {reason}") from None
     except ValueError:
         raise ConnectUnreachable(f"Kafka Connect at {url} did not answer with JSON") from None
+
+
+def connectors(url: str, timeout: float = TIMEOUT_S) -> tuple[Connector, ...]:
+    """The connectors of the Kafka Connect cluster at ``url``, by name.
+
+    Raises:
+        ConnectUnreachable: no answer, an HTTP error, or not the expected JSON.
+    """
+    body = _get(f"{url}/connectors?expand=status&expand=info", url, timeout)
     if not isinstance(body, dict):
         raise ConnectUnreachable(f"Kafka Connect at {url} did not list connectors")
     return tuple(_connector(name, entry) for name, entry in sorted(body.items()))
@@ -60,7 +63,9 @@ def _connector(name: str, entry: dict[str, Any]) -> Connector:
         )
         for t in sorted(status.get("tasks") or [], key=lambda t: int(t.get("id", 0)))
     )
-    postgres = "postgres" in str(config.get("connector.class", "")).lower()
+    cls = str(config.get("connector.class", "")).lower()
+    postgres = "postgres" in cls
+    kind = "postgres" if postgres else "mysql" if ("mysql" in cls or "mariadb" in cls) else "other"
     return Connector(
         name=name,
         state=str(top.get("state", "UNKNOWN")),
@@ -68,4 +73,19 @@ def _connector(name: str, entry: dict[str, Any]) -> Connector:
         tasks=tasks,
         slot=(config.get("slot.name") or "debezium") if postgres else None,
         trace=_first_line(top.get("trace")),
+        kind=kind,
     )
+
+
+def offsets(url: str, name: str, timeout: float = TIMEOUT_S) -> list[dict[str, Any]]:
+    """The source offsets connector ``name`` last committed (``GET
+    /connectors/<name>/offsets``, Kafka Connect 3.6+): each ``offset`` object.
+
+    Raises:
+        ConnectUnreachable: no answer, an HTTP error, or not the expected JSON.
+    """
+    body = _get(f"{url}/connectors/{urllib.parse.quote(name)}/offsets", url, timeout)
+    found = body.get("offsets") if isinstance(body, dict) else None
+    if not isinstance(found, list):
+        raise ConnectUnreachable(f"Kafka Connect at {url} did not list {name}'s offsets")
+    return [o["offset"] for o in found if isinstance(o, dict) and isinstance(o.get("offset"), dict)]

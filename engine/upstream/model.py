@@ -38,6 +38,8 @@ class Connector:
     #: Its PostgreSQL replication slot (``slot.name``; Debezium's default ``debezium``).
     slot: str | None = None
     trace: str | None = None
+    #: ``postgres``, ``mysql`` (MySQL's and MariaDB's connectors) or ``other``.
+    kind: str = "other"
 
     def problems(self) -> list[str]:
         """Why no change of this connector reaches Kafka, if none does."""
@@ -84,6 +86,21 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class Binlog:
+    """Where a MySQL or MariaDB server's binlog ends, and where a connector reading it
+    last recorded its position (Kafka Connect's offsets)."""
+
+    connector: str
+    server_file: str
+    server_pos: int
+    #: None: the connector has recorded no position yet.
+    connector_file: str | None
+    connector_pos: int | None
+    #: Binlog bytes between the two (None: unknown, e.g. the connector's file is gone).
+    behind_bytes: int | None
+
+
+@dataclass(frozen=True)
 class SourceView:
     """One look at the source side (times in seconds since the epoch)."""
 
@@ -94,6 +111,9 @@ class SourceView:
     slots: tuple[Slot, ...] | None = None
     #: topic prefix -> when its newest heartbeat was written (Kafka's record time).
     heartbeats: dict[str, float] = field(default_factory=dict)
+    #: MySQL/MariaDB connectors' positions against the server's binlog (a MySQL
+    #: ``source.database_dsn`` and ``source.connect_url``).
+    binlogs: tuple[Binlog, ...] = ()
     #: What could not be reached or read, one line each.
     errors: tuple[str, ...] = ()
 
@@ -149,5 +169,6 @@ class SourceView:
             ),
             slots=None if slots is None else tuple(Slot(**s) for s in slots),
             heartbeats={str(k): float(v) for k, v in data.get("heartbeats", {}).items()},
+            binlogs=tuple(Binlog(**b) for b in data.get("binlogs", ())),
             errors=tuple(data.get("errors", ())),
         )

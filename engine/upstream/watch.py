@@ -15,9 +15,10 @@ from engine.config import Config
 from engine.errors import ConfigError
 from engine.redaction import redact
 from engine.source.kafka import consumer_settings, kafka_reason
-from engine.upstream.connect import ConnectUnreachable, connectors
+from engine.upstream.binlog import BinlogUnreadable, binlog_files, position
+from engine.upstream.connect import ConnectUnreachable, connectors, offsets
 from engine.upstream.heartbeats import HeartbeatReader
-from engine.upstream.model import SourceView
+from engine.upstream.model import Binlog, Connector, SourceView
 from engine.upstream.slots import SlotsUnreadable, postgres_slots
 
 log = logging.getLogger("cdcctl.source")
@@ -36,6 +37,7 @@ class SourceWatch:
         )
         self._last_heartbeats: dict[str, float] = {}
         self._dsn: str | None = None
+        self._kind: str | None = None  # "postgresql" or "mysql"
         self._password: str | None = None
         url = dsn or cfg.source.database.database_dsn
         if url:
@@ -47,8 +49,9 @@ class SourceWatch:
                 parsed = parse_dsn(url)
             except ConfigError:
                 parsed = None
-            if parsed is not None and parsed.kind == "postgresql":
+            if parsed is not None:
                 self._dsn, self._password = url, database_password(cfg, parsed)
+                self._kind = parsed.kind
 
     def check(self) -> SourceView:
         """Connectors, slots and heartbeats as they are now; what could not be read is
@@ -61,11 +64,12 @@ class SourceWatch:
             except ConnectUnreachable as exc:
                 errors.append(str(exc))
         slots = None
-        if self._dsn is not None:
+        if self._dsn is not None and self._kind == "postgresql":
             try:
                 slots = postgres_slots(self._dsn, self._password)
             except SlotsUnreadable as exc:
                 errors.append(redact(f"the source database's replication slots: {exc}"))
+        binlogs = self._binlogs(found_connectors or (), errors)
         try:
             heartbeats = self._heartbeats.read()
         except KafkaException as exc:  # Kafka's own failures are the loop's to report;
@@ -77,8 +81,33 @@ class SourceWatch:
             connectors=found_connectors,
             slots=slots,
             heartbeats=heartbeats,
+            binlogs=binlogs,
             errors=tuple(errors),
         )
+
+    def _binlogs(self, found: tuple[Connector, ...], errors: list[str]) -> tuple[Binlog, ...]:
+        """Each MySQL/MariaDB connector's recorded position against the server's binlog
+        (a MySQL ``source.database_dsn`` and Kafka Connect's offsets)."""
+        readers = [c for c in found if c.kind == "mysql"]
+        if not readers or self._dsn is None or self._kind != "mysql" or not self.connect_url:
+            return ()
+        try:
+            files = binlog_files(self._dsn, self._password)
+        except BinlogUnreadable as exc:
+            errors.append(redact(f"the source database's binlog: {exc}"))
+            return ()
+        out = []
+        for c in readers:
+            try:
+                recorded = offsets(self.connect_url, c.name)
+            except ConnectUnreachable as exc:
+                errors.append(str(exc))
+                continue
+            offset = next((o for o in recorded if "file" in o), None)
+            place = position(c.name, files, offset)
+            if place is not None:
+                out.append(place)
+        return tuple(out)
 
     def close(self) -> None:
         self._heartbeats.close()

@@ -652,3 +652,93 @@ def test_ddl_ignore(mariadb_run, kafka_broker) -> None:
     assert len(old) == 5 and old["1"]["v"] == "before rename"
     REPORT["ignore"] = summary(found)
     print(f"\nDebezium MariaDB, ddl=ignore: {REPORT['ignore']}")
+
+
+def _put(url: str) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=10) as r:
+        assert r.status in (200, 202, 204), r.status
+
+
+def test_the_source_side_shows_the_connector_and_how_far_it_is_behind_the_binlog(
+    mariadb_run, kafka_broker
+) -> None:
+    """Kafka Connect's REST API (status, info and the connector's offsets) and MariaDB's
+    ``SHOW BINARY LOGS``. Debezium records where to restart: the start of the last
+    transaction it read, so a caught-up connector is that transaction's bytes behind the
+    end. Paused, a write moves the end and not the connector: it is behind by exactly
+    the bytes written more; resumed, its position moves to that write or later. (Last in
+    the module: it pauses the connector.)"""
+    from engine.config import load_config
+    from engine.upstream import SourceWatch
+    from tests.waiting import wait_until
+
+    run = mariadb_run
+    connect = run["connect"]
+    rest = f"http://127.0.0.1:{connect.port}"
+    config = write_config(
+        run["tmp"] / "source-side.toml",
+        kafka_broker.bootstrap_servers,
+        f"^{run['prefix']}\\.",
+        run["tmp"] / "source-side" / "lake",
+        source={"connect_url": rest},
+    )
+    cfg = load_config(config)
+    topic = f"{run['prefix']}.{run['dbname']}.marker"
+
+    def look():
+        watch = SourceWatch(cfg, dsn=run["dsn"])
+        try:
+            view = watch.check()
+        finally:
+            watch.close()
+        assert not view.errors, view.errors
+        return view
+
+    last: list = []
+
+    def settled():
+        """Two looks a flush apart with the connector at the same place, one
+        transaction (well under 4 KiB here) from the end."""
+        view = look()
+        (binlog,) = view.binlogs
+        same = last and last[0] == binlog
+        last[:] = [binlog]
+        small = binlog.behind_bytes is not None and 0 < binlog.behind_bytes < 4096
+        return view if same and small else None
+
+    view = wait_until(settled, "the connector settled at the binlog's end", 60, interval=2.5)
+    (connector,) = view.connectors or ()
+    assert (connector.name, connector.state, connector.kind) == ("mariadb", "RUNNING", "mysql")
+    assert connector.prefix == run["prefix"] and view.problems_for(topic) == []
+    before = view.binlogs[0]
+    assert before.connector_file == before.server_file, before
+
+    _put(f"{rest}/connectors/mariadb/pause")
+    try:
+        wait_until(
+            lambda: (connect.status("mariadb") or {}).get("connector", {}).get("state") == "PAUSED",
+            "the connector PAUSED",
+            60,
+        )
+        run["work"].mark(2)
+        paused = look()
+        after = paused.binlogs[0]
+        assert after.server_file == before.server_file, (before, after)  # no rotation
+        grown = after.server_pos - before.server_pos
+        assert grown > 0, (before, after)
+        assert after.behind_bytes == before.behind_bytes + grown, (before, after)
+        assert (after.connector_file, after.connector_pos) == (
+            before.connector_file,
+            before.connector_pos,
+        )
+        assert paused.problems_for(topic) == ["connector mariadb is PAUSED"]
+    finally:
+        _put(f"{rest}/connectors/mariadb/resume")
+
+    def moved_on():
+        (binlog,) = look().binlogs
+        return binlog.connector_pos is not None and binlog.connector_pos >= before.server_pos
+
+    wait_until(moved_on, "the resumed connector's position at the new write", 90, interval=1)
