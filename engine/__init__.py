@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         read_status,
         send_request,
         shown_counters,
+        slo_window_text,
         wait_stopped,
     )
     from engine.upstream import SourceView
@@ -159,6 +160,7 @@ _EXPORTS = {
     "TableState": "engine.state",
     "TableStatus": "engine.state",
     "SourceView": "engine.upstream",
+    "slo_window_text": "engine.state",
     "TableReport": "engine.validate",
     "parse_database_map": "engine.validate",
     "redact_dsn": "engine.validate",

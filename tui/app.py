@@ -281,6 +281,14 @@ class DashboardApp(App[None]):
         pairs.append(("last commit", ago if head.last_commit_ago is None else f"{ago} ago"))
         line.append(SEPARATOR, style="dim")
         line.append_text(_labelled(*pairs))
+        if head.slo_compliance is not None and head.slo_percent is not None:
+            met = head.slo_compliance * 100 >= head.slo_percent
+            line.append(SEPARATOR, style="dim")
+            line.append("SLO ", style="bold")
+            line.append(
+                f"{head.slo_compliance * 100:.2f}% {'met' if met else 'MISSED'}",
+                style="green" if met else "bold red",
+            )
         if head.source_problems:
             line.append(SEPARATOR, style="dim")
             line.append(f"source: {head.source_problems[0]}", style="bold red")

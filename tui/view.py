@@ -244,6 +244,9 @@ class Headline:
     error: str | None
     #: The source side's problems at its newest look (connectors, slots, unreachable).
     source_problems: tuple[str, ...] = ()
+    #: The lowest table's compliance with ``replicator.slo``, and the SLO's percent.
+    slo_compliance: float | None = None
+    slo_percent: float | None = None
 
 
 def headline(status: engine.StatusRecord, now: float) -> Headline:
@@ -274,6 +277,8 @@ def headline(status: engine.StatusRecord, now: float) -> Headline:
         updated_ago=now - updated if updated is not None else None,
         error=rep.error,
         source_problems=tuple(status.source.problems()) if status.source is not None else (),
+        slo_compliance=status.slo_compliance,
+        slo_percent=status.slo.percent if status.slo is not None else None,
     )
 
 

@@ -118,6 +118,25 @@ def _headline(rep: engine.ReplicatorRecord) -> str:
     return line
 
 
+def slo_line(status: engine.StatusRecord) -> str:
+    """The SLO and each table's compliance with it: ``SLO 99% of the time within 60 s
+    over 24h: MET (99.95%); a_table 99.95%, b_table 100.00%``."""
+    goal = status.slo
+    assert goal is not None
+    overall = status.slo_compliance
+    if overall is None:
+        verdict = "not judged yet"
+    else:
+        verdict = f"{'MET' if overall * 100 >= goal.percent else 'MISSED'} ({overall * 100:.2f}%)"
+    shares = ", ".join(
+        f"{t.table} {t.slo_compliance * 100:.2f}%{'' if t.slo_met else ' MISSED'}"
+        for t in status.tables
+        if t.slo_compliance is not None
+    )
+    window = engine.slo_window_text(goal.window_s)
+    return f"SLO {goal.describe()} over {window}: {verdict}" + (f"; {shares}" if shares else "")
+
+
 def source_lines(view: engine.SourceView) -> list[str]:
     """The source side as ``status`` prints it: each connector and its tasks, each
     replication slot, each connector's newest heartbeat, and what could not be read."""
@@ -197,6 +216,8 @@ def print_status(status: engine.StatusRecord, json_out: bool, *, after_run: bool
     if status.source is not None and not after_run:
         for line in source_lines(status.source):
             print(line)
+    if status.slo is not None:
+        print(slo_line(status))
     if status.control_topics:
         print("topics that are not tables (records skipped this run):")
         for c in status.control_topics:

@@ -239,6 +239,32 @@ class HudiConfig(Section):
         return self
 
 
+_WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class SloConfig(Section):
+    """``replicator.slo``: "``percent`` % of the time every table is replicated within
+    ``within_seconds``", judged over the last ``window``."""
+
+    percent: float = Field(
+        gt=0, le=100, description="the share of the window a table must be within its goal"
+    )
+    within_seconds: float = Field(
+        gt=0,
+        description="the goal: a table's lag time (with the source side: since its connector "
+        "was last alive) at most this",
+    )
+    window: str = Field(
+        default="24h",
+        pattern=r"^[1-9][0-9]*[smhd]$",
+        description="the window compliance is judged over: a number and `s`, `m`, `h` or `d`",
+    )
+
+    @property
+    def window_seconds(self) -> float:
+        return float(int(self.window[:-1]) * _WINDOW_UNITS[self.window[-1]])
+
+
 class ReplicatorConfig(Section):
     """Micro-batch sizing and bookkeeping."""
 
@@ -278,6 +304,14 @@ class ReplicatorConfig(Section):
         "gap in their topic (a checkpoint before the log's start or past its end) instead of "
         'stopping (FAILED; see "Gaps in Kafka" in [Tables](tables.md#tables)); each accepted '
         "gap is recorded in the table's next commit (`cdcctl.accepted_gaps`)",
+    )
+    slo: SloConfig | None = Field(
+        default=None,
+        description="a replication SLO, `{ percent = 99, within_seconds = 60, window = "
+        '"24h" }`: each table\'s compliance in `status`, the dashboard and metrics, an event '
+        "when a table falls out of it and when it is back; see "
+        "[Replication SLO](operating.md#replication-slo)",
+        json_schema_extra={"shown_default": "unset"},
     )
     source_check_seconds: float = Field(
         default=10.0,

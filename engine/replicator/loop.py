@@ -49,6 +49,7 @@ from engine.signals import stop_on_signals
 from engine.source import Record, group_by_topic
 from engine.state import StateRecorder, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
+from engine.state.slo import SloGoal
 from engine.upstream import SourceWatcher
 
 log = logging.getLogger("cdcctl.replicator")
@@ -140,7 +141,13 @@ class Replicator:
                 self.target.make_folders("")
                 private_dir(self.work)  # owner-only: state, logs, dead letters
                 locks.take(self.work / LOCK_NAME, f"the work folder {self.work}")
-                recorder = self.recorder = StateRecorder(self.work, self.config_path)
+                slo = self.cfg.replicator.slo
+                goal = (
+                    None
+                    if slo is None
+                    else SloGoal(slo.percent, slo.within_seconds, slo.window_seconds)
+                )
+                recorder = self.recorder = StateRecorder(self.work, self.config_path, goal)
                 recorder.started()
             except OSError as exc:  # nothing has run yet: there is nothing to retry
                 raise StorageError(f"cannot start: {storage_cause(exc)}") from exc

@@ -28,6 +28,8 @@ from engine.state.records import (
     StatusRecord,
     TableRecord,
 )
+from engine.state.slo import SloGoal
+from engine.state.slo import span_text as slo_window_text
 from engine.state.store import Request, StateStore, store_path
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "ReplicatorRecord",
     "STATUS_FIELDS",
     "Request",
+    "SloGoal",
     "StateRecorder",
     "StateStore",
     "StatusRecord",
@@ -53,6 +56,7 @@ __all__ = [
     "read_status",
     "send_request",
     "shown_counters",
+    "slo_window_text",
     "store_path",
     "wait_stopped",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from engine.state.records import (
     TableRecord,
     iso,
 )
+from engine.state.slo import Segment, SloGoal, compliance
 from engine.state.store import Request, StateStore, store_path
 from engine.upstream.model import SourceView
 
@@ -64,6 +66,7 @@ def read_status(work_dir: Path) -> StatusRecord | None:
         controls = store.control_topics()
         events = store.events(20)
         source_text = store.source()
+        goal_row, segments, first = store.slo()
     finally:
         store.close()
     is_alive = alive(work_dir)
@@ -74,6 +77,16 @@ def read_status(work_dir: Path) -> StatusRecord | None:
             "`cdcctl start` resumes from each table's last commit"
         )
     source = None if source_text is None else SourceView.from_json(json.loads(source_text))
+    goal = None if goal_row is None else SloGoal(*goal_row)
+    now = time.time()
+
+    def slo_of(name: str) -> tuple[float | None, bool | None]:
+        if goal is None:
+            return None, None
+        kept = (Segment(*s) for s in segments.get(name, ()))
+        share = compliance(kept, now, goal.window_s, first.get(name))
+        return share, None if share is None else share * 100 >= goal.percent
+
     replicator = ReplicatorRecord(
         state=rep["state"],
         alive=is_alive,
@@ -87,14 +100,22 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     )
     return StatusRecord(
         replicator=replicator,
-        tables=[_table(t, is_alive, rep.get("updated_at"), source) for t in tables],
+        tables=[
+            replace(_table(t, is_alive, rep.get("updated_at"), source), **_slo(slo_of(t["name"])))
+            for t in tables
+        ],
         control_topics=[
             ControlTopicRecord(c["topic"], c["kind"], c["skipped"], iso(c["updated_at"]))
             for c in controls
         ],
         events=[EventRecord(iso(e["at"]), e["tbl"], e["kind"], e["message"]) for e in events],
         source=source,
+        slo=goal,
     )
+
+
+def _slo(found: tuple[float | None, bool | None]) -> dict[str, Any]:
+    return {"slo_compliance": found[0], "slo_met": found[1]}
 
 
 def _table(

@@ -119,6 +119,26 @@ class StateCollector(Collector):
             skipped.add_metric([topic, kind], float(count))
         yield skipped
         yield from self._source(tables)
+        yield from self._slo()
+
+    def _slo(self) -> Iterator[Metric]:
+        """Each table's compliance with ``replicator.slo`` (nothing without one)."""
+        goal, shares = self.recorder.slo_snapshot()
+        if goal is None:
+            return
+        ratio = GaugeMetricFamily(
+            "cdcctl_slo_compliance_ratio",
+            f"Share of the SLO's window the table was within {goal.within_seconds:g} s",
+            labels=["table"],
+        )
+        met = GaugeMetricFamily(
+            "cdcctl_slo_met", f"1: the table meets its SLO ({goal.percent:g}%)", labels=["table"]
+        )
+        for name, share in sorted(shares.items()):
+            ratio.add_metric([name], share)
+            met.add_metric([name], 1.0 if share * 100 >= goal.percent else 0.0)
+        yield ratio
+        yield met
 
     def _source(self, tables: list[tuple[str, dict]]) -> Iterator[Metric]:
         """The source side at the watcher's newest look (nothing before the first)."""

@@ -36,6 +36,8 @@ from engine.state.model import (
     TableStatus,
     add_commit_counts,
 )
+from engine.state.slo import Segment, SloGoal, SloLedger
+from engine.state.slo import span_text as _span
 from engine.state.store import Request, StateStore, store_path
 from engine.upstream.model import SourceView
 
@@ -89,8 +91,16 @@ def weighted_quantiles(
 class StateRecorder:
     """The replicator's writer of its work folder's state store (one thread)."""
 
-    def __init__(self, work_dir: Path, config_path: str | None = None) -> None:
+    def __init__(
+        self, work_dir: Path, config_path: str | None = None, slo: SloGoal | None = None
+    ) -> None:
         self.store = StateStore(store_path(work_dir))
+        #: The replication SLO (``replicator.slo``), each table's judgements, and whether
+        #: each table met it at the last write (for the event log).
+        self.slo = slo
+        self._ledger = SloLedger(slo.window_s) if slo is not None else None
+        self._slo_met: dict[str, bool] = {}
+        self._slo_shares: dict[str, float] = {}
         self.config_path = config_path
         self.started_at = time.time()
         self._live: dict[str, _Live] = {}
@@ -128,6 +138,11 @@ class StateRecorder:
             )
             self.store.clear_control_topics(db)
             self.store.add_event(db, None, "state", f"replicator started (pid {os.getpid()})")
+            if self.slo is None:
+                db.execute("DELETE FROM slo_goal")
+            else:
+                goal = self.slo
+                self.store.put_slo_goal(db, goal.percent, goal.within_seconds, goal.window_s)
 
     def replicator_state(self, state: str, error: str | None = None) -> None:
         """Set the replicator's state (running, paused, stopping, stopped, failed).
@@ -170,6 +185,10 @@ class StateRecorder:
         """The replicator's state and every table's row as last written (any thread)."""
         return self._state, self._rows
 
+    def slo_snapshot(self) -> tuple[SloGoal | None, dict[str, float]]:
+        """The SLO and each table's compliance at the last write (any thread)."""
+        return self.slo, self._slo_shares
+
     def source_snapshot(self) -> SourceView | None:
         """The source side's newest look handed to the store (any thread)."""
         return self._source
@@ -200,6 +219,9 @@ class StateRecorder:
         """
         row = self.store.table(name)
         live = self._live[name] = _Live(topic)
+        if self._ledger is not None:
+            _, segments, first = self.store.slo()
+            self._ledger.load(name, (Segment(*s) for s in segments.get(name, ())), first.get(name))
         stored = None
         if row is not None:
             for counter in COUNTER_NAMES:
@@ -293,6 +315,47 @@ class StateRecorder:
                 log.info("%sthe source side is well again", f"{table}: " if table else "")
         self._source_said = said
 
+    def _judge(
+        self, db: sqlite3.Connection, status: TableStatus, row: dict[str, Any], now: float
+    ) -> None:
+        """Judge a table against the SLO now (see :mod:`engine.state.slo`), keep the
+        judgement, and log when it falls out of the SLO or is back within it."""
+        goal, ledger = self.slo, self._ledger
+        if goal is None or ledger is None:
+            return
+        lag = row["lag_seconds"]
+        source = self._source
+        ok = (
+            lag is not None
+            and lag <= goal.within_seconds
+            and status.state is not TableState.FAILED
+            and not (source is not None and source.problems_for(row["topic"]))
+        )
+        kept = ledger.segments.get(status.table, [])
+        before = kept[-1] if kept else None
+        segment = ledger.judge(status.table, now, ok)
+        if before is not None and before is not segment:
+            self.store.put_slo_segment(db, status.table, before.start, before.end, before.ok)
+        self.store.put_slo_segment(db, status.table, segment.start, segment.end, segment.ok)
+        share = ledger.compliance(status.table, now)
+        if share is None:
+            return
+        self._slo_shares = {**self._slo_shares, status.table: share}
+        met = share * 100 >= goal.percent
+        said = self._slo_met.get(status.table)
+        self._slo_met[status.table] = met
+        if said == met or (said is None and met):
+            return
+        window = _span(goal.window_s)
+        figure = f"{share * 100:.2f}% of the last {window} within {goal.within_seconds:g} s"
+        if met:
+            self.event(
+                status.table, "slo", f"back within its SLO: {figure} (goal {goal.percent:g}%)"
+            )
+        else:
+            self.event(status.table, "slo", f"out of its SLO: {figure} (goal {goal.percent:g}%)")
+            log.warning("%s: out of its SLO: %s (goal %g%%)", status.table, figure, goal.percent)
+
     def _write(self, write: Callable[[sqlite3.Connection], None]) -> bool:
         """Run ``write`` in one store transaction; False if the storage refused it.
 
@@ -334,6 +397,9 @@ class StateRecorder:
                 if live is not None:
                     rows[s.table] = self._row(live, s.counters, now, s)
                     self.store.put_table(db, s.table, rows[s.table])
+                    self._judge(db, s, rows[s.table], now)
+            if self._ledger is not None:
+                self.store.prune_slo_segments(db, now - self._ledger.window_s)
             for topic, (kind, skipped) in controls.items():
                 if self._controls.get(topic) != (kind, skipped):
                     self.store.put_control_topic(db, topic, kind, skipped)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.state.model import COUNTER_NAMES, COUNTERS, TableCounters, TableState
+from engine.state.slo import SloGoal
 from engine.upstream.model import SourceView
 
 #: Keys of a table in ``status --json``, in order (the documented ones first).
@@ -84,6 +85,10 @@ class TableRecord:
     #: Why its changes may not be reaching Kafka, at the source side's newest look: its
     #: connector or a task stopped, its replication slot lost WAL or has no reader.
     source_problems: list[str] = field(default_factory=list)
+    #: The share of the SLO's window it was within its goal (``replicator.slo``; None
+    #: without one, or before its first judgement), and whether that meets the SLO.
+    slo_compliance: float | None = None
+    slo_met: bool | None = None
 
     def figure(self, key: str) -> Any:
         """A field of ``--json`` by its key: a counter (cumulative) or an attribute (for
@@ -103,6 +108,8 @@ class TableRecord:
                 "this_run": {c: getattr(self.this_run, c) for c in COUNTER_NAMES},
                 "throughput": self.throughput,
                 "source_problems": self.source_problems,
+                "slo_compliance": self.slo_compliance,
+                "slo_met": self.slo_met,
             }
         )
         return out
@@ -143,6 +150,14 @@ class StatusRecord:
 
     #: The source side at its newest look (None: never looked at).
     source: SourceView | None = None
+    #: The replication SLO the tables are judged against (None: none configured).
+    slo: SloGoal | None = None
+
+    @property
+    def slo_compliance(self) -> float | None:
+        """Overall: the lowest table's (every table must be within its goal)."""
+        shares = [t.slo_compliance for t in self.tables if t.slo_compliance is not None]
+        return min(shares) if shares else None
 
     def table(self, name: str) -> TableRecord | None:
         return next((t for t in self.tables if t.table == name), None)
@@ -154,6 +169,17 @@ class StatusRecord:
             "tables": [t.to_json() for t in self.tables],
             "control_topics": [c.to_json() for c in self.control_topics],
             "source": None if self.source is None else source_json(self.source),
+            "slo": None
+            if self.slo is None
+            else {
+                "percent": self.slo.percent,
+                "within_seconds": self.slo.within_seconds,
+                "window_seconds": self.slo.window_s,
+                "compliance": self.slo_compliance,
+                "met": None
+                if self.slo_compliance is None
+                else self.slo_compliance * 100 >= self.slo.percent,
+            },
         }
 
 

@@ -87,6 +87,23 @@ CREATE TABLE IF NOT EXISTS source (
     view TEXT NOT NULL,
     checked_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS slo_goal (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    percent REAL NOT NULL,
+    within_seconds REAL NOT NULL,
+    window_seconds REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS slo_origin (
+    tbl TEXT PRIMARY KEY,
+    first_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS slo_segments (
+    tbl TEXT NOT NULL,
+    start REAL NOT NULL,
+    end_at REAL NOT NULL,
+    ok INTEGER NOT NULL,
+    PRIMARY KEY (tbl, start)
+);
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in REQUEST_KINDS)})),
@@ -313,6 +330,59 @@ class StateStore:
             "skipped = excluded.skipped, updated_at = excluded.updated_at",
             (topic, kind, skipped, time.time()),
         )
+
+    def put_slo_goal(
+        self, db: sqlite3.Connection, percent: float, within_s: float, window_s: float
+    ) -> None:
+        """The SLO the segments are judged against (``replicator.slo``)."""
+        db.execute(
+            "INSERT INTO slo_goal (id, percent, within_seconds, window_seconds) "
+            "VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET percent = excluded.percent, "
+            "within_seconds = excluded.within_seconds, window_seconds = excluded.window_seconds",
+            (percent, within_s, window_s),
+        )
+
+    def put_slo_segment(
+        self, db: sqlite3.Connection, table: str, start: float, end: float, ok: bool
+    ) -> None:
+        """A table's stretch of time judged within its SLO (``ok``) or not (the first
+        one of a table is its origin: time before it is not judged)."""
+        db.execute(
+            "INSERT INTO slo_origin (tbl, first_at) VALUES (?, ?) ON CONFLICT (tbl) DO NOTHING",
+            (table, start),
+        )
+        db.execute(
+            "INSERT INTO slo_segments (tbl, start, end_at, ok) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (tbl, start) DO UPDATE SET end_at = excluded.end_at, ok = excluded.ok",
+            (table, start, end, int(ok)),
+        )
+
+    def prune_slo_segments(self, db: sqlite3.Connection, before: float) -> None:
+        db.execute("DELETE FROM slo_segments WHERE end_at < ?", (before,))
+
+    def slo(
+        self,
+    ) -> tuple[tuple[float, float, float] | None, dict[str, list[tuple]], dict[str, float]]:
+        """The SLO (percent, within seconds, window seconds), each table's segments
+        ``(start, end, ok)`` in time order, and each table's first judgement; (None, {},
+        {}) in a store without them."""
+        try:
+            goal = self._db.execute("SELECT * FROM slo_goal WHERE id = 1").fetchone()
+            rows = self._db.execute(
+                "SELECT tbl, start, end_at, ok FROM slo_segments ORDER BY tbl, start"
+            ).fetchall()
+            origins = self._db.execute("SELECT tbl, first_at FROM slo_origin").fetchall()
+        except sqlite3.OperationalError as exc:  # a store from before, read only
+            if "no such table" not in str(exc):
+                raise
+            return None, {}, {}
+        segments: dict[str, list[tuple]] = {}
+        for r in rows:
+            segments.setdefault(r["tbl"], []).append((r["start"], r["end_at"], bool(r["ok"])))
+        first = {r["tbl"]: float(r["first_at"]) for r in origins}
+        if goal is None:
+            return None, segments, first
+        return (goal["percent"], goal["within_seconds"], goal["window_seconds"]), segments, first
 
     def put_source(self, db: sqlite3.Connection, view: str, checked_at: float) -> None:
         """The newest look at the source side (:class:`engine.upstream.SourceView` JSON)."""

@@ -54,6 +54,7 @@ def test_heartbeats_tell_an_idle_table_from_a_stopped_connector(
         max_batch_seconds=0.3,
         source_check_seconds=1,
         metrics_port=port,
+        slo={"percent": 80, "within_seconds": 2.5, "window": "20s"},
     )
     work = tmp_path / "work"
     beating = threading.Event()
@@ -101,9 +102,35 @@ def test_heartbeats_tell_an_idle_table_from_a_stopped_connector(
         )
         for t in tables():
             assert t.lag_messages == 0, t  # nothing waits in Kafka: the lag is the source's
+
+        # The SLO (80% of 20 s within 2.5 s): out once the lag stays past its goal ...
+        def slo_events(kind: str) -> set[str]:
+            found = engine.read_status(work)
+            return {e.table for e in found.events if e.kind == "slo" and kind in e.message}
+
+        names = {t.table for t in tables()}
+        wait_until(lambda: slo_events("out of its SLO") == names, "the SLO missed", 60, child=proc)
         text = run_cli("status", "--config", str(config))
         assert text.returncode == 0, text.stderr
         assert f"heartbeat of {topic_prefix}: " in text.stdout, text.stdout
+        assert "SLO 80% of the time within 2.5 s over 20s: MISSED" in text.stdout, text.stdout
+        as_json = json.loads(run_cli("status", "--config", str(config), "--json").stdout)
+        assert as_json["slo"]["met"] is False and as_json["slo"]["compliance"] < 0.8
+        assert all(t["slo_met"] is False for t in as_json["tables"]), as_json["tables"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        for name in names:
+            assert f'cdcctl_slo_met{{table="{name}"}} 0.0' in metrics
+
+        # ... and back within it once the heartbeats come again and the window moves on.
+        beating.set()
+        beats = threading.Thread(target=beat, daemon=True)
+        beats.start()
+        wait_until(
+            lambda: slo_events("back within its SLO") == names, "the SLO met again", 90, child=proc
+        )
+        as_json = json.loads(run_cli("status", "--config", str(config), "--json").stdout)
+        assert as_json["slo"]["met"] is True, as_json["slo"]
         stopped = run_cli("stop", "--config", str(config))
         assert stopped.returncode == 0, stopped.stderr
         assert proc.wait() == 0, proc.describe()
