@@ -471,3 +471,36 @@ async def test_a_resized_terminal_gets_the_counts_of_its_width(recorded_running)
             10,
         )
         assert _headings(app) == AT_80
+
+
+async def test_a_source_problem_and_a_missed_slo_are_loud(recorded_running) -> None:
+    """A paused connector behind every table and a table under its SLO, written into the
+    recorded store as a running replicator writes them: ``✗ SOURCE`` beside each state,
+    the problem and the SLO in the header."""
+    import json
+    import time
+
+    from engine.upstream import Connector, ConnectorTask, SourceView
+    from tests.data.recorded_store import PREFIX
+
+    now = time.time()
+    view = SourceView(
+        checked_at=now,
+        connectors=(Connector("dbz", "PAUSED", PREFIX, (ConnectorTask(0, "PAUSED"),)),),
+    )
+    store = StateStore(store_path(recorded_running.work_path()))
+    try:
+        with store.transaction() as db:
+            store.put_source(db, json.dumps(view.to_json()), now)
+            store.put_slo_goal(db, 99.0, 60.0, 3600.0)
+            store.put_slo_segment(db, "inventory_orders", now - 100, now - 50, True)
+            store.put_slo_segment(db, "inventory_orders", now - 50, now, False)
+    finally:
+        store.close()
+    app = make_app(recorded_running)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, app)
+        text = screen_text(app)
+        assert "source: connector dbz is PAUSED" in text, text
+        assert re.search(r"SLO 4\d\.\d\d% MISSED", text), text
+        assert text.count("✗ SOURCE") == len(ALL), text
