@@ -281,8 +281,8 @@ class DashboardApp(App[None]):
         pairs.append(("last commit", ago if head.last_commit_ago is None else f"{ago} ago"))
         line.append(SEPARATOR, style="dim")
         line.append_text(_labelled(*pairs))
-        if head.slo_compliance is not None and head.slo_percent is not None:
-            met = head.slo_compliance * 100 >= head.slo_percent
+        if head.slo_compliance is not None and head.slo_met is not None:
+            met = head.slo_met
             line.append(SEPARATOR, style="dim")
             line.append("SLO ", style="bold")
             line.append(

@@ -244,9 +244,9 @@ class Headline:
     error: str | None
     #: The source side's problems at its newest look (connectors, slots, unreachable).
     source_problems: tuple[str, ...] = ()
-    #: The lowest table's compliance with ``replicator.slo``, and the SLO's percent.
+    #: The lowest table's compliance with ``replicator.slo``, and whether it meets it.
     slo_compliance: float | None = None
-    slo_percent: float | None = None
+    slo_met: bool | None = None
 
 
 def headline(status: engine.StatusRecord, now: float) -> Headline:
@@ -276,9 +276,13 @@ def headline(status: engine.StatusRecord, now: float) -> Headline:
         last_commit_ago=now - max(commits) if commits else None,
         updated_ago=now - updated if updated is not None else None,
         error=rep.error,
-        source_problems=tuple(status.source.problems()) if status.source is not None else (),
+        source_problems=tuple(status.source.problems(t.topic for t in tables if t.topic))
+        if status.source is not None
+        else (),
         slo_compliance=status.slo_compliance,
-        slo_percent=status.slo.percent if status.slo is not None else None,
+        slo_met=None
+        if status.slo is None or status.slo_compliance is None
+        else status.slo.met(status.slo_compliance),
     )
 
 

@@ -127,7 +127,7 @@ def slo_line(status: engine.StatusRecord) -> str:
     if overall is None:
         verdict = "not judged yet"
     else:
-        verdict = f"{'MET' if overall * 100 >= goal.percent else 'MISSED'} ({overall * 100:.2f}%)"
+        verdict = f"{'MET' if goal.met(overall) else 'MISSED'} ({overall * 100:.2f}%)"
     shares = ", ".join(
         f"{t.table} {t.slo_compliance * 100:.2f}%{'' if t.slo_met else ' MISSED'}"
         for t in status.tables
@@ -137,7 +137,7 @@ def slo_line(status: engine.StatusRecord) -> str:
     return f"SLO {goal.describe()} over {window}: {verdict}" + (f"; {shares}" if shares else "")
 
 
-def source_lines(view: engine.SourceView) -> list[str]:
+def source_lines(view: engine.SourceView, topics: list[str]) -> list[str]:
     """The source side as ``status`` prints it: each connector and its tasks, each
     replication slot, each connector's newest heartbeat, and what could not be read."""
     at = time.time()
@@ -171,7 +171,7 @@ def source_lines(view: engine.SourceView) -> list[str]:
             "  nothing watched (set source.connect_url, source.database_dsn, or "
             "heartbeat.interval.ms on the connectors)"
         )
-    lines += [f"  PROBLEM: {p}" for p in view.problems()]
+    lines += [f"  PROBLEM: {p}" for p in view.problems(topics)]
     return lines
 
 
@@ -214,7 +214,8 @@ def print_status(status: engine.StatusRecord, json_out: bool, *, after_run: bool
         for problem in t.source_problems:
             print(f"{t.table}: SOURCE: {problem}")
     if status.source is not None and not after_run:
-        for line in source_lines(status.source):
+        topics = [t.topic for t in status.tables if t.topic]
+        for line in source_lines(status.source, topics):
             print(line)
     if status.slo is not None:
         print(slo_line(status))

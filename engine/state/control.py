@@ -83,9 +83,12 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     def slo_of(name: str) -> tuple[float | None, bool | None]:
         if goal is None:
             return None, None
-        kept = (Segment(*s) for s in segments.get(name, ()))
-        share = compliance(kept, now, goal.window_s, first.get(name))
-        return share, None if share is None else share * 100 >= goal.percent
+        kept = [Segment(*s) for s in segments.get(name, ())]
+        # A live replicator judged the table at its last write: as of then (the time
+        # since is not out); with none running, as of now (nothing replicates).
+        at = min(now, kept[-1].end) if is_alive and kept else now
+        share = compliance(kept, at, goal.window_s, first.get(name))
+        return share, None if share is None else goal.met(share)
 
     replicator = ReplicatorRecord(
         state=rep["state"],

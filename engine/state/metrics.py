@@ -136,7 +136,7 @@ class StateCollector(Collector):
         )
         for name, share in sorted(shares.items()):
             ratio.add_metric([name], share)
-            met.add_metric([name], 1.0 if share * 100 >= goal.percent else 0.0)
+            met.add_metric([name], 1.0 if goal.met(share) else 0.0)
         yield ratio
         yield met
 

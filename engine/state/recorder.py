@@ -101,6 +101,8 @@ class StateRecorder:
         self._ledger = SloLedger(slo.window_s) if slo is not None else None
         self._slo_met: dict[str, bool] = {}
         self._slo_shares: dict[str, float] = {}
+        self._slo_stored: tuple[Any, dict[str, list[tuple]], dict[str, float]] | None = None
+        self._slo_pruned = 0.0
         self.config_path = config_path
         self.started_at = time.time()
         self._live: dict[str, _Live] = {}
@@ -179,6 +181,10 @@ class StateRecorder:
         transaction metadata, heartbeats, ...): its row leaves the store."""
         self._live.pop(name, None)
         self._rows = {k: v for k, v in self._rows.items() if k != name}
+        if self._ledger is not None:
+            self._ledger.forget(name)
+            self._slo_met.pop(name, None)
+            self._slo_shares = {k: v for k, v in self._slo_shares.items() if k != name}
         self._write(lambda db: self.store.remove_table(db, name))
 
     def snapshot(self) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -187,7 +193,7 @@ class StateRecorder:
 
     def slo_snapshot(self) -> tuple[SloGoal | None, dict[str, float]]:
         """The SLO and each table's compliance at the last write (any thread)."""
-        return self.slo, self._slo_shares
+        return self.slo, dict(self._slo_shares)  # a copy: one C call, safe from this thread
 
     def source_snapshot(self) -> SourceView | None:
         """The source side's newest look handed to the store (any thread)."""
@@ -220,7 +226,9 @@ class StateRecorder:
         row = self.store.table(name)
         live = self._live[name] = _Live(topic)
         if self._ledger is not None:
-            _, segments, first = self.store.slo()
+            if self._slo_stored is None:  # read once, for every table taken on
+                self._slo_stored = self.store.slo()
+            _, segments, first = self._slo_stored
             self._ledger.load(name, (Segment(*s) for s in segments.get(name, ())), first.get(name))
         stored = None
         if row is not None:
@@ -340,8 +348,8 @@ class StateRecorder:
         share = ledger.compliance(status.table, now)
         if share is None:
             return
-        self._slo_shares = {**self._slo_shares, status.table: share}
-        met = share * 100 >= goal.percent
+        self._slo_shares[status.table] = share  # read by the metrics thread: one key set
+        met = goal.met(share)
         said = self._slo_met.get(status.table)
         self._slo_met[status.table] = met
         if said == met or (said is None and met):
@@ -398,8 +406,9 @@ class StateRecorder:
                     rows[s.table] = self._row(live, s.counters, now, s)
                     self.store.put_table(db, s.table, rows[s.table])
                     self._judge(db, s, rows[s.table], now)
-            if self._ledger is not None:
+            if self._ledger is not None and now - self._slo_pruned >= 60:
                 self.store.prune_slo_segments(db, now - self._ledger.window_s)
+                self._slo_pruned = now
             for topic, (kind, skipped) in controls.items():
                 if self._controls.get(topic) != (kind, skipped):
                     self.store.put_control_topic(db, topic, kind, skipped)

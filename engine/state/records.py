@@ -168,7 +168,9 @@ class StatusRecord:
             "replicator": self.replicator.to_json(),
             "tables": [t.to_json() for t in self.tables],
             "control_topics": [c.to_json() for c in self.control_topics],
-            "source": None if self.source is None else source_json(self.source),
+            "source": None
+            if self.source is None
+            else source_json(self.source, [t.topic for t in self.tables if t.topic]),
             "slo": None
             if self.slo is None
             else {
@@ -176,17 +178,15 @@ class StatusRecord:
                 "within_seconds": self.slo.within_seconds,
                 "window_seconds": self.slo.window_s,
                 "compliance": self.slo_compliance,
-                "met": None
-                if self.slo_compliance is None
-                else self.slo_compliance * 100 >= self.slo.percent,
+                "met": None if self.slo_compliance is None else self.slo.met(self.slo_compliance),
             },
         }
 
 
-def source_json(view: SourceView) -> dict[str, Any]:
+def source_json(view: SourceView, topics: list[str]) -> dict[str, Any]:
     """``status --json``'s ``source``: the view, its times as ISO text, its problems."""
     out = view.to_json()
     out["checked_at"] = iso(view.checked_at)
     out["heartbeats"] = {prefix: iso(at) for prefix, at in view.heartbeats.items()}
-    out["problems"] = view.problems()
+    out["problems"] = view.problems(topics)
     return out

@@ -51,11 +51,20 @@ class SloLedger:
         self.segments: dict[str, list[Segment]] = {}
         #: Each table's first judgement ever (time before it is not counted).
         self.first: dict[str, float] = {}
+        self._fresh: set[str] = set()
 
     def load(self, table: str, segments: Iterable[Segment], first: float | None) -> None:
+        """A table's judgements from an earlier run: the next one begins a segment of its
+        own (the time between the runs was judged by no one: out)."""
         self.segments[table] = sorted(segments, key=lambda s: s.start)
         if first is not None:
             self.first[table] = first
+        self._fresh.add(table)
+
+    def forget(self, table: str) -> None:
+        self.segments.pop(table, None)
+        self.first.pop(table, None)
+        self._fresh.discard(table)
 
     def judge(self, table: str, now: float, ok: bool) -> Segment:
         """Add a judgement at ``now``; the segment it extended or began."""
@@ -65,6 +74,9 @@ class SloLedger:
         while kept and kept[0].end < horizon:
             kept.pop(0)
         last = kept[-1] if kept else None
+        if table in self._fresh:
+            self._fresh.discard(table)
+            last = None
         if last is not None and now - last.end <= GAP_S:
             if last.ok == ok:
                 last.end = now
@@ -85,6 +97,10 @@ class SloGoal:
     percent: float
     within_seconds: float
     window_s: float
+
+    def met(self, share: float) -> bool:
+        """Whether a compliance ``share`` (0 to 1) meets the SLO."""
+        return share * 100 >= self.percent
 
     def describe(self) -> str:
         return f"{self.percent:g}% of the time within {self.within_seconds:g} s"

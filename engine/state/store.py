@@ -104,6 +104,7 @@ CREATE TABLE IF NOT EXISTS slo_segments (
     ok INTEGER NOT NULL,
     PRIMARY KEY (tbl, start)
 );
+CREATE INDEX IF NOT EXISTS slo_segments_end ON slo_segments (end_at);
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK (kind IN ({", ".join(f"'{k}'" for k in REQUEST_KINDS)})),

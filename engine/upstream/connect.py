@@ -4,6 +4,7 @@ one request)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -20,6 +21,10 @@ class ConnectUnreachable(Exception):
     """Kafka Connect did not answer, or not with its connectors."""
 
 
+class ConnectUnsupported(ConnectUnreachable):
+    """Kafka Connect has no such API (404: e.g. the offsets API before 3.6)."""
+
+
 def _first_line(trace: str | None) -> str | None:
     if not trace:
         return None
@@ -33,7 +38,13 @@ def _get(address: str, url: str, timeout: float) -> Any:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - configured http(s) URL
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise ConnectUnsupported(f"Kafka Connect at {url} has no {address}") from None
         raise ConnectUnreachable(f"Kafka Connect at {url} answered HTTP {exc.code}") from None
+    except http.client.HTTPException as exc:  # not HTTP there, or cut short
+        raise ConnectUnreachable(
+            f"Kafka Connect at {url} did not answer over HTTP: {type(exc).__name__}"
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ConnectUnreachable(f"Kafka Connect at {url} is unreachable: {reason}") from None
@@ -50,7 +61,12 @@ def connectors(url: str, timeout: float = TIMEOUT_S) -> tuple[Connector, ...]:
     body = _get(f"{url}/connectors?expand=status&expand=info", url, timeout)
     if not isinstance(body, dict):
         raise ConnectUnreachable(f"Kafka Connect at {url} did not list connectors")
-    return tuple(_connector(name, entry) for name, entry in sorted(body.items()))
+    try:
+        return tuple(_connector(name, entry) for name, entry in sorted(body.items()))
+    except (AttributeError, TypeError, ValueError):
+        raise ConnectUnreachable(
+            f"Kafka Connect at {url} listed connectors in an unknown form"
+        ) from None
 
 
 def _connector(name: str, entry: dict[str, Any]) -> Connector:

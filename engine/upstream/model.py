@@ -11,7 +11,8 @@ heartbeat topic ``__debezium-heartbeat.P``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 #: Connector and task states of Kafka Connect that mean no change reaches the topics.
@@ -77,11 +78,8 @@ class Slot:
                 "(max_slot_wal_keep_size): its connector cannot resume without a new "
                 "snapshot (then `cdcctl resync` the tables)"
             ]
-        if not self.active:
-            mb = ""
-            if self.retained_bytes:
-                mb = f", keeping {self.retained_bytes / 2**20:.1f} MiB of WAL"
-            return [f"replication slot {self.name} has no reader{mb}: its connector is not running"]
+        if not self.active:  # the WAL it keeps is a figure of its own (it grows)
+            return [f"replication slot {self.name} has no reader: its connector is not running"]
         return []
 
 
@@ -116,6 +114,9 @@ class SourceView:
     binlogs: tuple[Binlog, ...] = ()
     #: What could not be reached or read, one line each.
     errors: tuple[str, ...] = ()
+    #: Why Kafka Connect could not be asked this time (:attr:`connectors` are then as
+    #: last seen): a problem of every table whose connector is known.
+    connect_error: str | None = None
 
     def connector_for(self, topic: str) -> Connector | None:
         """The connector writing ``topic`` (the longest matching prefix)."""
@@ -135,28 +136,39 @@ class SourceView:
         if connector is None:
             return []
         out = connector.problems()
+        if self.connect_error:
+            out.append(self.connect_error)
         slot_name = connector.slot
         for slot in self.slots or ():
             if slot_name is not None and slot.name == slot_name:
                 out.extend(slot.problems())
         return out
 
-    def problems(self) -> list[str]:
-        """Every problem (connectors, their slots), and every unreachable target."""
+    def problems(self, topics: Iterable[str] | None = None) -> list[str]:
+        """The problems of the connectors writing ``topics`` (None: of every connector)
+        and of their slots (every slot, when no Kafka Connect is watched), then every
+        unreachable target."""
+        wanted = None if topics is None else list(topics)
+        ours = [
+            c
+            for c in self.connectors or ()
+            if wanted is None or any(self.connector_for(t) is c for t in wanted)
+        ]
         out: list[str] = []
-        for c in self.connectors or ():
+        for c in ours:
             out.extend(c.problems())
-        named = {c.slot for c in self.connectors or ()} if self.connectors is not None else None
+        named = {c.slot for c in ours} if self.connectors is not None else None
         for slot in self.slots or ():
             if named is None or slot.name in named:
                 out.extend(slot.problems())
-        return out + list(self.errors)
+        return list(dict.fromkeys(out)) + list(self.errors)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SourceView:
+        """The view :meth:`to_json` wrote (keys a newer version added are left out)."""
         connectors = data.get("connectors")
         slots = data.get("slots")
         return cls(
@@ -164,11 +176,20 @@ class SourceView:
             connectors=None
             if connectors is None
             else tuple(
-                Connector(**{**c, "tasks": tuple(ConnectorTask(**t) for t in c.get("tasks", ()))})
+                _made(
+                    Connector,
+                    {**c, "tasks": tuple(_made(ConnectorTask, t) for t in c.get("tasks", ()))},
+                )
                 for c in connectors
             ),
-            slots=None if slots is None else tuple(Slot(**s) for s in slots),
+            slots=None if slots is None else tuple(_made(Slot, s) for s in slots),
             heartbeats={str(k): float(v) for k, v in data.get("heartbeats", {}).items()},
-            binlogs=tuple(Binlog(**b) for b in data.get("binlogs", ())),
+            binlogs=tuple(_made(Binlog, b) for b in data.get("binlogs", ())),
             errors=tuple(data.get("errors", ())),
+            connect_error=data.get("connect_error"),
         )
+
+
+def _made(kind: Any, values: dict[str, Any]) -> Any:
+    known = {f.name for f in fields(kind)}
+    return kind(**{k: v for k, v in values.items() if k in known})

@@ -16,9 +16,9 @@ from engine.errors import ConfigError
 from engine.redaction import redact
 from engine.source.kafka import consumer_settings, kafka_reason
 from engine.upstream.binlog import BinlogUnreadable, binlog_files, position
-from engine.upstream.connect import ConnectUnreachable, connectors, offsets
+from engine.upstream.connect import ConnectUnreachable, ConnectUnsupported, connectors, offsets
 from engine.upstream.heartbeats import HeartbeatReader
-from engine.upstream.model import Binlog, Connector, SourceView
+from engine.upstream.model import Binlog, Connector, Slot, SourceView
 from engine.upstream.slots import SlotsUnreadable, postgres_slots
 
 log = logging.getLogger("cdcctl.source")
@@ -36,6 +36,8 @@ class SourceWatch:
             consumer_settings(cfg.source, 1), upstream.heartbeat_topic_prefix
         )
         self._last_heartbeats: dict[str, float] = {}
+        self._last_connectors: tuple[Connector, ...] | None = None
+        self._last_slots: tuple[Slot, ...] | None = None
         self._dsn: str | None = None
         self._kind: str | None = None  # "postgresql" or "mysql"
         self._password: str | None = None
@@ -57,19 +59,28 @@ class SourceWatch:
         """Connectors, slots and heartbeats as they are now; what could not be read is
         in :attr:`SourceView.errors` (never raised)."""
         errors: list[str] = []
-        found_connectors = None
+        # What cannot be read now stays as it was last read (a Connect worker that died
+        # takes its REST API with it: its connectors' problems must not vanish with it).
+        found_connectors = self._last_connectors
+        connect_error = None
         if self.connect_url is not None:
             try:
                 found_connectors = connectors(self.connect_url)
             except ConnectUnreachable as exc:
-                errors.append(str(exc))
-        slots = None
+                connect_error = str(exc)
+                errors.append(connect_error)
+        slots = self._last_slots
         if self._dsn is not None and self._kind == "postgresql":
             try:
                 slots = postgres_slots(self._dsn, self._password)
             except SlotsUnreadable as exc:
                 errors.append(redact(f"the source database's replication slots: {exc}"))
-        binlogs = self._binlogs(found_connectors or (), errors)
+        self._last_connectors, self._last_slots = found_connectors, slots
+        try:
+            binlogs = self._binlogs(found_connectors or (), errors)
+        except Exception as exc:  # noqa: BLE001 - one part's failure is a line, not the look
+            errors.append(redact(f"the source database's binlog: {type(exc).__name__}: {exc}"))
+            binlogs = ()
         try:
             heartbeats = self._heartbeats.read()
         except KafkaException as exc:  # Kafka's own failures are the loop's to report;
@@ -83,6 +94,7 @@ class SourceWatch:
             heartbeats=heartbeats,
             binlogs=binlogs,
             errors=tuple(errors),
+            connect_error=connect_error,
         )
 
     def _binlogs(self, found: tuple[Connector, ...], errors: list[str]) -> tuple[Binlog, ...]:
@@ -100,6 +112,8 @@ class SourceWatch:
         for c in readers:
             try:
                 recorded = offsets(self.connect_url, c.name)
+            except ConnectUnsupported:
+                return ()  # Kafka Connect before 3.6: no offsets API, no positions
             except ConnectUnreachable as exc:
                 errors.append(str(exc))
                 continue
@@ -141,5 +155,5 @@ class SourceWatcher:
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        if self._thread.is_alive():  # a look under way ends within its timeouts; the
+            self._thread.join(timeout=2)  # run does not wait for it (a daemon thread)

@@ -142,6 +142,20 @@ def test_a_paused_connector_is_its_tables_loud_problem_and_its_lag(
         wait_until(well, "the resumed connector's problems cleared", 90, child=proc)
         events = [(e.table, e.kind, e.message) for e in status().events]
         assert (table, "source", "the source side is well again") in events, events
+
+        # The whole worker ends, its REST API with it: not "well", but unreachable.
+        connect.stop()
+
+        def gone() -> bool:
+            t = row()
+            problems = t.source_problems if t is not None else []
+            return any(f"Kafka Connect at {rest} is unreachable" in p for p in problems) and any(
+                f"replication slot {slot} has no reader" in p for p in problems
+            )
+
+        wait_until(gone, "the worker's end a problem of its table", 60, child=proc)
+        events = [(e.table, e.kind, e.message) for e in status().events]
+        assert events.count((table, "source", "the source side is well again")) == 1, events
         stopped = run_cli("stop", "--config", str(config))
         assert stopped.returncode == 0, stopped.stderr
         assert proc.wait() == 0, proc.describe()
