@@ -255,6 +255,8 @@ def test_registry_over_tls(broker, topic_prefix: str, tmp_path: Path) -> None:
             assert "certificate verify failed" in reachable["detail"], reachable
             assert "source.schema_registry.ssl_ca_location" in reachable["fix"], reachable
 
+            if name == "other-ca":  # start refuses it as it refuses no CA (below): once
+                continue
             started = time.monotonic()
             run = run_cli("start", "--config", str(tmp_path / name / "cdcctl.toml"),
                           "--until-caught-up", timeout=300)  # fmt: skip

@@ -43,7 +43,6 @@ CRASH_POINTS = [
     "files_written:1",  # between the files and the commit
     "before_commit:2",  # one table committed in this batch, the next not
     "after_commit:1",  # right after a commit, before the other tables and group offsets
-    "files_written:2",
     "before_commit:3",
 ]
 
@@ -56,7 +55,6 @@ BUCKET_CRASH_POINTS = [
     "lease_swapped:1",
     "files_written:1",
     "before_commit:2",
-    "after_commit:2",
     "lease_swapped:3",
 ]
 
