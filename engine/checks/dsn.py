@@ -4,6 +4,7 @@ scrubbed of it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from engine.config import DATABASE_SCHEMES
@@ -12,6 +13,33 @@ from engine.errors import ConfigError
 #: Seconds to wait for a connection, and for one statement.
 CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_S = 10
+
+
+def postgres_options(password: str | None) -> dict[str, Any]:
+    """``psycopg.connect``'s keyword arguments besides the URL: autocommit, the
+    timeouts above, the password (when not in the URL)."""
+    options: dict[str, Any] = {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "autocommit": True,
+        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}",
+    }
+    if password is not None:
+        options["password"] = password
+    return options
+
+
+def mysql_options(dsn: Dsn, password: str | None) -> dict[str, Any]:
+    """``pymysql.connect``'s keyword arguments for ``dsn``, with the timeouts above."""
+    return {
+        "host": dsn.host or "127.0.0.1",
+        "port": dsn.port or 3306,
+        "user": dsn.user or "root",
+        "password": password or "",
+        "database": dsn.database,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": STATEMENT_TIMEOUT_S,
+        "write_timeout": STATEMENT_TIMEOUT_S,
+    }
 
 
 @dataclass(frozen=True)

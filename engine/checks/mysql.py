@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.checks.dsn import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, Dsn
+from engine.checks.dsn import Dsn, mysql_options
 from engine.checks.result import FAIL, WARN, Check, Status, failed, passed, verdict, warned
 from engine.checks.source_tables import Problems, connected, select_tables, tables_checks
 from engine.config import Config
@@ -42,16 +42,7 @@ def mysql_checks(
         "mysql",
         dsn,
         password,
-        lambda: pymysql.connect(
-            host=dsn.host or "127.0.0.1",
-            port=dsn.port or 3306,
-            user=dsn.user or "root",
-            password=password or "",
-            database=dsn.database,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=STATEMENT_TIMEOUT_S,
-            write_timeout=STATEMENT_TIMEOUT_S,
-        ),
+        lambda: pymysql.connect(**mysql_options(dsn, password)),
         pymysql.Error,
         lambda conn: _mysql(cfg, dsn, conn, topics),
         access="",

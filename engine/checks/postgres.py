@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.checks.common import listing, plural
-from engine.checks.dsn import CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, Dsn
+from engine.checks.dsn import Dsn, postgres_options
 from engine.checks.result import FAIL, WARN, Check, Status, passed, verdict, warned
 from engine.checks.source_tables import Problems, connected, select_tables, tables_checks
 from engine.config import Config
@@ -41,13 +41,7 @@ def postgres_checks(
     """Every PostgreSQL check, in order."""
     import psycopg
 
-    kwargs: dict[str, Any] = {
-        "connect_timeout": CONNECT_TIMEOUT_S,
-        "autocommit": True,
-        "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}",
-    }
-    if password is not None:
-        kwargs["password"] = password
+    kwargs = postgres_options(password)
     return connected(
         "postgres",
         dsn,

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from engine.upstream.model import Binlog
 
-#: Seconds to connect and to read.
-TIMEOUT_S = 5
-
 
 class BinlogUnreadable(Exception):
     """The server could not be reached, or refused to list its binlogs."""
@@ -21,20 +18,12 @@ def binlog_files(url: str, password: str | None) -> list[tuple[str, int]]:
     Raises:
         BinlogUnreadable: unreachable, refused, or binary logging is off.
     """
-    from urllib.parse import unquote, urlsplit
-
     import pymysql
 
-    parts = urlsplit(url)
+    from engine.checks.dsn import mysql_options, parse_dsn
+
     try:
-        conn = pymysql.connect(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 3306,
-            user=unquote(parts.username or "root"),
-            password=password or "",
-            connect_timeout=TIMEOUT_S,
-            read_timeout=TIMEOUT_S,
-        )
+        conn = pymysql.connect(**mysql_options(parse_dsn(url), password))
     except pymysql.Error as exc:
         raise BinlogUnreadable(str(exc.args[-1]) if exc.args else type(exc).__name__) from None
     try:

@@ -4,12 +4,7 @@ readable without REPLICATION)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.upstream.model import Slot
-
-#: Seconds to connect, and for the one query.
-TIMEOUT_S = 5
 
 _SLOTS_SQL = """
 SELECT slot_name::text, database::text, plugin::text, active,
@@ -35,15 +30,10 @@ def postgres_slots(url: str, password: str | None) -> tuple[Slot, ...]:
     """
     import psycopg
 
-    kwargs: dict[str, Any] = {
-        "connect_timeout": TIMEOUT_S,
-        "autocommit": True,
-        "options": f"-c statement_timeout={TIMEOUT_S * 1000}",
-    }
-    if password is not None:
-        kwargs["password"] = password
+    from engine.checks.dsn import postgres_options
+
     try:
-        with psycopg.connect(url, **kwargs) as conn:
+        with psycopg.connect(url, **postgres_options(password)) as conn:
             version = conn.info.server_version
             standby = conn.execute("SELECT pg_is_in_recovery()").fetchone()
             current = (
