@@ -13,7 +13,7 @@ SELECT slot_name::text, database::text, plugin::text, active,
             ELSE pg_wal_lsn_diff({current}, restart_lsn)::bigint END,
        confirmed_flush_lsn::text
 FROM pg_replication_slots
-WHERE slot_type = 'logical'
+WHERE slot_type = 'logical' AND database = current_database()
 ORDER BY slot_name
 """
 
@@ -23,7 +23,8 @@ class SlotsUnreadable(Exception):
 
 
 def postgres_slots(url: str, password: str | None) -> tuple[Slot, ...]:
-    """The logical replication slots of the PostgreSQL server at ``url``.
+    """The logical replication slots of the database at ``url`` (a server's slots of
+    other databases are not its connectors').
 
     Raises:
         SlotsUnreadable: it could not be reached, or refused the query.

@@ -170,6 +170,9 @@ def test_slots_that_lost_wal_or_have_no_reader_are_named_with_the_fix(
                 conn.execute("SELECT pg_switch_wal()")
             conn.execute("CHECKPOINT")
             conn.execute("SELECT pg_create_logical_replication_slot('cdc_idle', 'pgoutput')")
+            conn.execute("CREATE DATABASE elsewhere")
+        with pg.connect("elsewhere") as conn:  # another database's slot is not ours
+            conn.execute("SELECT pg_create_logical_replication_slot('theirs', 'pgoutput')")
         config = write_config(
             tmp_path / "cdcctl.toml",
             broker.bootstrap_servers,
