@@ -147,9 +147,7 @@ def source_lines(view: engine.SourceView, topics: list[str]) -> list[str]:
         tasks = ", ".join(f"task {t.id} {t.state}" for t in c.tasks) or "no task"
         lines.append(f"  connector {c.name} (topics {c.prefix or '?'}.*): {c.state}, {tasks}")
     for s in view.slots or ():
-        kept = ""
-        if s.retained_bytes is not None:
-            kept = f", {s.retained_bytes / 2**20:.1f} MiB of WAL kept"
+        kept = s.kept_text
         wal = f", WAL {s.wal_status}" if s.wal_status else ""
         lines.append(
             f"  replication slot {s.name}: {'read' if s.active else 'NOT READ'}{wal}{kept}"

@@ -11,7 +11,6 @@ from engine.checks.common import listing, plural
 from engine.checks.result import Check, failed, passed, warned
 from engine.config import Config
 from engine.upstream import SourceView, SourceWatch
-from engine.upstream.model import Connector
 
 
 def source_checks(
@@ -31,10 +30,6 @@ def source_checks(
     return checks
 
 
-def _writes(connector: Connector, topics: list[str]) -> bool:
-    return bool(connector.prefix) and any(t.startswith(f"{connector.prefix}.") for t in topics)
-
-
 def _connect_checks(cfg: Config, view: SourceView, topics: list[str]) -> list[Check]:
     url = cfg.source.upstream.connect_url
     if url is None:
@@ -48,7 +43,7 @@ def _connect_checks(cfg: Config, view: SourceView, topics: list[str]) -> list[Ch
                 f"check source.connect_url (curl {url}/connectors should list the connectors)",
             )
         ]
-    ours = [c for c in view.connectors if _writes(c, topics)]
+    ours = view.connectors_of(topics)
     if not ours:
         prefixes = listing([c.prefix or "?" for c in view.connectors]) or "none"
         return [
@@ -88,9 +83,7 @@ def _connect_checks(cfg: Config, view: SourceView, topics: list[str]) -> list[Ch
 def _heartbeat_checks(view: SourceView, topics: list[str]) -> list[Check]:
     if not topics:
         return []
-    beats = {
-        p: at for p, at in view.heartbeats.items() if any(t.startswith(p + ".") for t in topics)
-    }
+    beats = view.heartbeats_of(topics)
     if not beats:
         return [
             warned(
@@ -110,19 +103,10 @@ def _slot_checks(view: SourceView, topics: list[str]) -> list[Check]:
     if view.slots is None:
         slot_errors = [e for e in view.errors if "replication slots" in e]
         return [warned("postgres.slots", e, "check source.database_dsn") for e in slot_errors]
-    named = None
-    if view.connectors is not None:
-        named = {c.slot for c in view.connectors if _writes(c, topics) and c.slot}
     checks = []
-    for slot in view.slots:
-        if named is not None and slot.name not in named:
-            continue
+    for slot in view.slots_of(topics):
         name = f"postgres.slot {slot.name}"
-        kept = (
-            ""
-            if slot.retained_bytes is None
-            else f", {slot.retained_bytes / 2**20:.1f} MiB of WAL kept"
-        )
+        kept = slot.kept_text
         if slot.wal_status == "lost":
             checks.append(
                 failed(

@@ -80,15 +80,16 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     goal = None if goal_row is None else SloGoal(*goal_row)
     now = time.time()
 
-    def slo_of(name: str) -> tuple[float | None, bool | None]:
+    def slo_of(name: str) -> dict[str, Any]:
+        """A table's ``slo_compliance`` and ``slo_met``."""
         if goal is None:
-            return None, None
+            return {}
         kept = [Segment(*s) for s in segments.get(name, ())]
         # A live replicator judged the table at its last write: as of then (the time
         # since is not out); with none running, as of now (nothing replicates).
         at = min(now, kept[-1].end) if is_alive and kept else now
         share = compliance(kept, at, goal.window_s, first.get(name))
-        return share, None if share is None else goal.met(share)
+        return {"slo_compliance": share, "slo_met": None if share is None else goal.met(share)}
 
     replicator = ReplicatorRecord(
         state=rep["state"],
@@ -104,7 +105,7 @@ def read_status(work_dir: Path) -> StatusRecord | None:
     return StatusRecord(
         replicator=replicator,
         tables=[
-            replace(_table(t, is_alive, rep.get("updated_at"), source), **_slo(slo_of(t["name"])))
+            replace(_table(t, is_alive, rep.get("updated_at"), source), **slo_of(t["name"]))
             for t in tables
         ],
         control_topics=[
@@ -115,10 +116,6 @@ def read_status(work_dir: Path) -> StatusRecord | None:
         source=source,
         slo=goal,
     )
-
-
-def _slo(found: tuple[float | None, bool | None]) -> dict[str, Any]:
-    return {"slo_compliance": found[0], "slo_met": found[1]}
 
 
 def _table(

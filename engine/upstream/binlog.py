@@ -4,14 +4,19 @@ position is from its end."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.upstream.model import Binlog
+
+if TYPE_CHECKING:
+    from engine.checks.dsn import Dsn
 
 
 class BinlogUnreadable(Exception):
     """The server could not be reached, or refused to list its binlogs."""
 
 
-def binlog_files(url: str, password: str | None) -> list[tuple[str, int]]:
+def binlog_files(dsn: Dsn, password: str | None) -> list[tuple[str, int]]:
     """The server's binlog files and their sizes, oldest first (needs REPLICATION
     CLIENT, or BINLOG MONITOR on MariaDB).
 
@@ -20,10 +25,10 @@ def binlog_files(url: str, password: str | None) -> list[tuple[str, int]]:
     """
     import pymysql
 
-    from engine.checks.dsn import mysql_options, parse_dsn
+    from engine.checks.dsn import mysql_options
 
     try:
-        conn = pymysql.connect(**mysql_options(parse_dsn(url), password))
+        conn = pymysql.connect(**mysql_options(dsn, password))
     except pymysql.Error as exc:
         raise BinlogUnreadable(str(exc.args[-1]) if exc.args else type(exc).__name__) from None
     try:

@@ -71,6 +71,13 @@ class Slot:
     retained_bytes: int | None
     confirmed_flush_lsn: str | None
 
+    @property
+    def kept_text(self) -> str:
+        """``, 1.2 MiB of WAL kept`` (empty when unknown)."""
+        if self.retained_bytes is None:
+            return ""
+        return f", {self.retained_bytes / 2**20:.1f} MiB of WAL kept"
+
     def problems(self) -> list[str]:
         if self.wal_status == "lost":
             return [
@@ -144,23 +151,38 @@ class SourceView:
                 out.extend(slot.problems())
         return out
 
-    def problems(self, topics: Iterable[str] | None = None) -> list[str]:
-        """The problems of the connectors writing ``topics`` (None: of every connector)
-        and of their slots (every slot, when no Kafka Connect is watched), then every
-        unreachable target."""
+    def connectors_of(self, topics: Iterable[str] | None) -> list[Connector]:
+        """The connectors writing ``topics`` (None: every connector)."""
         wanted = None if topics is None else list(topics)
-        ours = [
+        return [
             c
             for c in self.connectors or ()
             if wanted is None or any(self.connector_for(t) is c for t in wanted)
         ]
+
+    def slots_of(self, topics: Iterable[str] | None) -> list[Slot]:
+        """The slots of the connectors writing ``topics``; every slot when no Kafka
+        Connect is watched (no connector names its slot)."""
+        if self.connectors is None:
+            return list(self.slots or ())
+        named = {c.slot for c in self.connectors_of(topics)}
+        return [s for s in self.slots or () if s.name in named]
+
+    def heartbeats_of(self, topics: Iterable[str]) -> dict[str, float]:
+        """The heartbeats of the connectors writing ``topics``, by topic prefix."""
+        return {
+            p: at for p, at in self.heartbeats.items() if any(t.startswith(p + ".") for t in topics)
+        }
+
+    def problems(self, topics: Iterable[str] | None = None) -> list[str]:
+        """The problems of the connectors writing ``topics`` (None: of every connector)
+        and of their slots (:meth:`slots_of`), then every unreachable target."""
+        wanted = None if topics is None else list(topics)
         out: list[str] = []
-        for c in ours:
+        for c in self.connectors_of(wanted):
             out.extend(c.problems())
-        named = {c.slot for c in ours} if self.connectors is not None else None
-        for slot in self.slots or ():
-            if named is None or slot.name in named:
-                out.extend(slot.problems())
+        for slot in self.slots_of(wanted):
+            out.extend(slot.problems())
         return list(dict.fromkeys(out)) + list(self.errors)
 
     def to_json(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
@@ -20,6 +21,9 @@ from engine.upstream.connect import ConnectUnreachable, ConnectUnsupported, conn
 from engine.upstream.heartbeats import HeartbeatReader
 from engine.upstream.model import Binlog, Connector, Slot, SourceView
 from engine.upstream.slots import SlotsUnreadable, postgres_slots
+
+if TYPE_CHECKING:
+    from engine.checks.dsn import Dsn
 
 log = logging.getLogger("cdcctl.source")
 
@@ -38,8 +42,7 @@ class SourceWatch:
         self._last_heartbeats: dict[str, float] = {}
         self._last_connectors: tuple[Connector, ...] | None = None
         self._last_slots: tuple[Slot, ...] | None = None
-        self._dsn: str | None = None
-        self._kind: str | None = None  # "postgresql" or "mysql"
+        self._db: Dsn | None = None
         self._password: str | None = None
         url = dsn or cfg.source.database.database_dsn
         if url:
@@ -48,12 +51,11 @@ class SourceWatch:
             from engine.checks.dsn import parse_dsn
 
             try:
-                parsed = parse_dsn(url)
+                self._db = parse_dsn(url)
             except ConfigError:
-                parsed = None
-            if parsed is not None:
-                self._dsn, self._password = url, database_password(cfg, parsed)
-                self._kind = parsed.kind
+                self._db = None
+            if self._db is not None:
+                self._password = database_password(cfg, self._db)
 
     def check(self) -> SourceView:
         """Connectors, slots and heartbeats as they are now; what could not be read is
@@ -70,9 +72,9 @@ class SourceWatch:
                 connect_error = str(exc)
                 errors.append(connect_error)
         slots = self._last_slots
-        if self._dsn is not None and self._kind == "postgresql":
+        if self._db is not None and self._db.kind == "postgresql":
             try:
-                slots = postgres_slots(self._dsn, self._password)
+                slots = postgres_slots(self._db.url, self._password)
             except SlotsUnreadable as exc:
                 errors.append(redact(f"the source database's replication slots: {exc}"))
         self._last_connectors, self._last_slots = found_connectors, slots
@@ -101,10 +103,11 @@ class SourceWatch:
         """Each MySQL/MariaDB connector's recorded position against the server's binlog
         (a MySQL ``source.database_dsn`` and Kafka Connect's offsets)."""
         readers = [c for c in found if c.kind == "mysql"]
-        if not readers or self._dsn is None or self._kind != "mysql" or not self.connect_url:
+        db = self._db
+        if not readers or db is None or db.kind != "mysql" or not self.connect_url:
             return ()
         try:
-            files = binlog_files(self._dsn, self._password)
+            files = binlog_files(db, self._password)
         except BinlogUnreadable as exc:
             errors.append(redact(f"the source database's binlog: {exc}"))
             return ()
