@@ -34,6 +34,7 @@ ERROR_CODES: tuple[tuple[type[engine.CdcError], int], ...] = (
     (UsageError, USAGE),
     (engine.UnknownTableError, USAGE),
     (engine.QueryError, CHECK_FAILED),
+    (engine.RepairError, CHECK_FAILED),
     (engine.StateError, CHECK_FAILED),
     (engine.TableNameError, CHECK_FAILED),
 )

@@ -27,6 +27,7 @@ from cdcctl.commands.delete import delete
 from cdcctl.commands.demo import demo
 from cdcctl.commands.init import init
 from cdcctl.commands.query import query
+from cdcctl.commands.repair import repair
 from cdcctl.commands.start import start
 from cdcctl.commands.status import status
 from cdcctl.commands.test_connection import test_connection
@@ -97,6 +98,7 @@ for command in (
     demo,
     test_connection,
     validate,
+    repair,
 ):
     app.command(cls=_PlainCommand)(_exits(command))
 

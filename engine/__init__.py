@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         HudiError,
         KafkaSecurityError,
         QueryError,
+        RepairError,
         SchemaEvolutionError,
         SourceDatabaseError,
         SourceError,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from engine.playground.demo import DemoReport, live_demo, run_demo
     from engine.query import connect, list_tables, query, read_table
     from engine.redaction import RedactFilter, redact
+    from engine.repair import RepairPlan, RepairResult, repair_table
     from engine.replicator import BatchReport, Replicator
     from engine.replicator.epochs import accept_epoch
     from engine.replicator.known import known_tables, require_tables
@@ -109,6 +111,7 @@ _EXPORTS = {
     "HudiError": "engine.errors",
     "KafkaSecurityError": "engine.errors",
     "QueryError": "engine.errors",
+    "RepairError": "engine.errors",
     "SchemaEvolutionError": "engine.errors",
     "SourceDatabaseError": "engine.errors",
     "SourceError": "engine.errors",
@@ -162,6 +165,9 @@ _EXPORTS = {
     "SourceView": "engine.upstream",
     "slo_window_text": "engine.state",
     "TableReport": "engine.validate",
+    "RepairPlan": "engine.repair",
+    "RepairResult": "engine.repair",
+    "repair_table": "engine.repair",
     "parse_database_map": "engine.validate",
     "redact_dsn": "engine.validate",
     "validate_replicas": "engine.validate",

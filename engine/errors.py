@@ -117,6 +117,11 @@ class StateError(TerminalError):
     replicator runs where none may, or the table is unknown)."""
 
 
+class RepairError(TerminalError):
+    """A replica cannot be repaired as asked (``cdcctl repair``): it cannot be compared,
+    no signal table is known, or its extra rows cannot be ordered with its changes."""
+
+
 class StorageError(TerminalError):
     """A file the replicator needs cannot be written (a full or read-only disk,
     permissions) before replication starts, or an object store refused or failed an

@@ -14,7 +14,7 @@ from cdcctl import exit_codes
 from cdcctl.console import err, out, print_json
 
 
-def _dsn(source: str | None, cfg: Any) -> str:
+def source_dsn(source: str | None, cfg: Any) -> str:
     if source:
         return source
     dsn = cfg.source.database.database_dsn
@@ -139,7 +139,7 @@ def validate(
     """
     cfg = engine.load_config(config)
     mapping = engine.parse_database_map(database_map or [])
-    dsn = _dsn(source, cfg)
+    dsn = source_dsn(source, cfg)
     target = cfg.target_store()
     if not json_out:
         err.print(

@@ -72,6 +72,9 @@ class TableShare:
     fail: str | None = None
     #: A replay of dead letters: the ones this share applies (checkpoint unchanged).
     replayed: list[Coordinates] = field(default_factory=list)
+    #: A repair's deletes (:mod:`engine.replicator.repairs`): from no topic, committed
+    #: though no checkpoint moves.
+    repair: bool = False
     #: Schema change events handled with this share, and the column drops and renames
     #: they apply (``source.ddl = "apply"``).
     ddl_events: int = 0

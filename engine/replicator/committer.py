@@ -117,7 +117,8 @@ class Committer:
         """One table's plan (None: nothing to merge; what it settles is settled here)."""
         rt = share.rt
         offsets = {**rt.progress.committed, **share.read_to}
-        if offsets == rt.progress.committed and not share.replayed and not share.ddl_events:
+        moved = share.replayed or share.repair or share.ddl_events
+        if offsets == rt.progress.committed and not moved:
             rt.counters.bad += share.bad
             if share.fail is not None:
                 self.offsets.fail(rt, share.fail)

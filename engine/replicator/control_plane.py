@@ -2,9 +2,11 @@
 
 Between batches (and every half second of a long merge) :meth:`ControlPlane.poll` hands
 new tables to the :class:`~engine.state.StateRecorder` (:meth:`ControlPlane.adopt`),
-carries out waiting requests — pause, resume, stop, replay, resync, accept an epoch —
-measures the lag when due and lets the recorder write the store. A resync or a replay
-first commits the batch in flight; a resume waits until it is committed.
+carries out waiting requests — pause, resume, stop, replay, resync, accept an epoch,
+apply a repair's deletes — measures the lag when due and lets the recorder write the
+store. A resync, a replay or a repair first commits the batch in flight; a resume waits
+until it is committed. Deletes a repair filed while no replicator ran are applied at the
+first poll.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from engine.config import Config
 from engine.decode import RecordBatch
 from engine.errors import CdcError, HudiError, TableNameError, WriterLockError
 from engine.hudi import ownership
-from engine.replicator import epochs, trimmed
+from engine.replicator import epochs, repairs, trimmed
 from engine.replicator.batches import PreparedBatch, TableShare
 from engine.replicator.committer import commit_counts, commit_extra
 from engine.replicator.deadletter import DeadLetters, ReplayOutcome
@@ -57,6 +59,8 @@ class ControlPlane:
     recorder: StateRecorder | None = None
     #: The source side's watcher while the replicator runs (its newest look is kept).
     watcher: SourceWatcher | None = None
+    #: Whether the deletes repairs filed before this run were looked for.
+    repairs_seen: bool = False
 
     def _event(self, rt: TableRuntime, kind: str, message: str) -> None:
         if self.recorder is not None:
@@ -122,8 +126,14 @@ class ControlPlane:
             elif self.settle():  # the batch in flight may write the table
                 requests = recorder.requests()
         for request in requests:
-            if not (merging and request.kind in ("resume", "replay")):
+            if not (merging and request.kind in ("resume", "replay", "repair")):
                 recorder.answer(request, self._handle(request))
+        if not merging and not self.repairs_seen:
+            self.repairs_seen = True
+            for name in repairs.tables_with_pending(self.cfg.work_path()):
+                rt = next((t for t in self.tables if self.tables.store_name(t) == name), None)
+                if rt is not None:
+                    log.info("%s: %s", name, self._repair(rt))
         if all(rt.state is TableState.PAUSED for rt in self.tables) and any(self.tables):
             recorder.replicator_state("paused")
         elif recorder.state == "paused":
@@ -147,11 +157,13 @@ class ControlPlane:
                 return f"error: {exc.message}"
             return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
         named = [rt for rt in self.tables if self.tables.store_name(rt) == request.table]
-        if request.kind.startswith("resync") or request.kind == "epoch":
+        if request.kind.startswith("resync") or request.kind in ("epoch", "repair"):
             if not named:
                 return f"error: no table named {request.table!r}"
             if request.kind == "epoch":
                 return self._epoch(named[0])
+            if request.kind == "repair":
+                return self._repair(named[0])
             return self._resync(named[0], force=request.kind == "resync-force")
         troubled = (TableState.FAILED, TableState.FAILING)
         if request.table is None:
@@ -257,6 +269,42 @@ class ControlPlane:
         self._event(rt, "epoch", f"new position epoch accepted at {instant}")
         log.info("%s: new position epoch accepted at %s", rt.name, instant)
         return f"new position epoch accepted at {instant}; reading {rt.topic} from its checkpoint"
+
+    def _repair(self, rt: TableRuntime) -> str:
+        """Apply the deletes repairs filed for a table (:mod:`.repairs`), each as one
+        instant of deletes at the source position it was found at; the outcome."""
+        try:
+            todo = repairs.pending(self.cfg.work_path(), self.tables.store_name(rt))
+        except CdcError as exc:
+            return f"error: {exc.message}"
+        if not todo:
+            return "no repair deletes waiting"
+        if rt.state.stopped or rt.state is TableState.FAILING or rt.writer is None:
+            why = rt.error or "it has no replica yet"
+            return f"error: table {rt.name} is {rt.state.value}: {why}; the deletes wait"
+        self.settle()  # the batch in flight commits first
+        deleted = late = 0
+        for item in todo:
+            batch = self.intake.mapped(rt, item.batch())
+            prepared = PreparedBatch(count=0, started=time.monotonic())
+            keys = rt.writer.record_key_fields
+            prepared.tables.append(TableShare(rt, batch, keys, {}, repair=True))
+            before = (rt.counters.deletes, rt.counters.late)
+            instant = self.apply(prepared)
+            if rt.state.stopped or rt.state is TableState.FAILING or instant is None:
+                return (
+                    f"error: table {rt.name}: the repair's deletes were not committed: {rt.error}"
+                )
+            repairs.done(item)
+            now = rt.counters.deletes - before[0], rt.counters.late - before[1]
+            deleted, late = deleted + now[0], late + now[1]
+            said = f"deleted {now[0]} row(s) the source no longer had at {item.position_text}" + (
+                f" ({now[1]} changed since: kept)" if now[1] else ""
+            )
+            self._event(rt, "repair", f"{said}, instant {instant}")
+            log.info("%s: repair: %s, instant %s", rt.name, said, instant)
+        kept = f", {late} kept (changed in the source since)" if late else ""
+        return f"repair: {deleted} row(s) deleted{kept}"
 
     # -- dead letters ----------------------------------------------------------------------
     def replay(self, name: str) -> ReplayOutcome:

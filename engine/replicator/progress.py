@@ -126,6 +126,8 @@ class TableProgress:
         parts = keyed.column(PARTITION).to_numpy()
         offs = keyed.column(OFFSET).to_numpy()
         for part in np.unique(parts).tolist():
+            if part < 0:  # a repair's deletes (engine.replicator.repairs): from no topic
+                continue
             idx = np.nonzero(parts == part)[0]
             last = int(idx[np.argmax(offs[idx])])
             row_pos = keyed.column(POS)[last].as_py()

@@ -35,7 +35,9 @@ STORE_NAME = "state.db"
 MAX_EVENTS = 1000
 
 #: What a control request may ask for.
-REQUEST_KINDS = ("pause", "resume", "stop", "replay", "resync", "resync-force", "epoch")
+REQUEST_KINDS = (
+    "pause", "resume", "stop", "replay", "resync", "resync-force", "epoch", "repair"
+)  # fmt: skip
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS replicator (

@@ -90,6 +90,7 @@ def _connector(name: str, entry: dict[str, Any]) -> Connector:
         slot=(config.get("slot.name") or "debezium") if postgres else None,
         trace=_first_line(top.get("trace")),
         kind=kind,
+        signal_table=config.get("signal.data.collection") or None,
     )
 
 

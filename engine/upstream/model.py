@@ -41,6 +41,8 @@ class Connector:
     trace: str | None = None
     #: ``postgres``, ``mysql`` (MySQL's and MariaDB's connectors) or ``other``.
     kind: str = "other"
+    #: Its signal table (``signal.data.collection``), if it has one.
+    signal_table: str | None = None
 
     def problems(self) -> list[str]:
         """Why no change of this connector reaches Kafka, if none does."""

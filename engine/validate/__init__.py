@@ -15,7 +15,10 @@ and with ``recheck`` a second look at the differing keys.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from engine.errors import ConfigError
 from engine.hudi import HudiView
@@ -27,9 +30,12 @@ from engine.validate.source import SourceDB, TableRef, connect, dialect_of, reda
 
 __all__ = [
     "ColumnDiff",
+    "Differences",
     "Recheck",
     "RowDiff",
     "TableReport",
+    "find_differences",
+    "settle",
     "parse_database_map",
     "redact_dsn",
     "validate_replicas",
@@ -194,15 +200,12 @@ def validate_replicas(
     return reports
 
 
-def _validate_one(
-    db: SourceDB,
-    path: Storage,
-    running: str | None,
-    recheck: bool,
-    wait: float,
-    database_map: dict[str, str],
-) -> TableReport:
-    from engine.validate.compare import compare_table, recheck_keys
+def _compare_one(
+    db: SourceDB, path: Storage, running: str | None, database_map: dict[str, str]
+) -> tuple[TableReport, Replica, tuple[Any, Any] | None]:
+    """One replica compared with its source table: the report, the replica, and the
+    comparison's plan and every difference found (None: the table was not compared)."""
+    from engine.validate.compare import compare_table
 
     replica = Replica.open(path)
     report = TableReport(table=replica.name, source_table="?", status="error")
@@ -211,14 +214,27 @@ def _validate_one(
     report.replicator = replica.holder() or running
     ref = _ref(db, replica, report, database_map)
     if ref is None:
-        return report
+        return report, replica, None
     report.source_table = str(ref)
     if not replica.source_table_recorded:
         report.notes.append(
             "the source table is taken from the topic name (commits before "
             "cdcctl.source_table was recorded)"
         )
-    result = compare_table(db, replica, ref, report)
+    return report, replica, compare_table(db, replica, ref, report)
+
+
+def _validate_one(
+    db: SourceDB,
+    path: Storage,
+    running: str | None,
+    recheck: bool,
+    wait: float,
+    database_map: dict[str, str],
+) -> TableReport:
+    from engine.validate.compare import recheck_keys
+
+    report, replica, result = _compare_one(db, path, running, database_map)
     if result is None or report.equal:
         return report
     plan, found = result
@@ -247,3 +263,126 @@ def _validate_one(
                 "in flight)"
             )
     return report
+
+
+@dataclass
+class Differences:
+    """Every key by which a replica differs from its source table (a report keeps only
+    examples), with what is needed to fix them (``cdcctl repair``)."""
+
+    report: TableReport
+    store: Storage
+    dialect: str
+    #: The source table (None: not compared).
+    ref: TableRef | None = None
+    #: The topic the replica's newest commit read (None: not recorded).
+    topic: str | None = None
+    #: The key columns.
+    key_columns: list[str] = field(default_factory=list)
+    #: Key text -> raw key values: in the source only; on both sides with other values
+    #: (as the source holds them); in the replica only (as the replica holds them).
+    missing: dict[str, list[Any]] = field(default_factory=dict)
+    differing: dict[str, list[Any]] = field(default_factory=dict)
+    extra: dict[str, list[Any]] = field(default_factory=dict)
+    #: The source's position when those keys were read (None: unknown).
+    position: int | None = None
+    #: Keys that differed at first and were in flight (equal, or moved on, when looked
+    #: at again once the replica had applied the source's position).
+    in_flight: int = 0
+    #: How the comparison was made (engine.validate.compare's plan).
+    plan: Any = None
+
+    @property
+    def keys(self) -> dict[str, list[Any]]:
+        """Every differing key: key text -> raw key values."""
+        return {**self.missing, **self.differing, **self.extra}
+
+
+def find_differences(
+    target: Storage,
+    source_dsn: str,
+    table: str,
+    *,
+    work_dir: str | Path | None = None,
+    database_map: dict[str, str] | None = None,
+    wait_seconds: float = 60.0,
+) -> Differences:
+    """Compare one replica with its source table and keep every differing key.
+
+    While a replicator writes the replica, the differing keys are looked at again once
+    it has applied the source's position (:func:`settle`, waiting at most
+    ``wait_seconds``): keys that were only in flight are left out.
+
+    Raises:
+        as :func:`validate_replicas`.
+    """
+    [path] = _select(target, [table])
+    running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
+    db = connect(source_dsn)
+    try:
+        report, replica, result = _compare_one(db, path, running, database_map or {})
+        out = Differences(report, path, db.dialect, topic=replica.topic)
+        if result is None:
+            return out
+        plan, found = result
+        out.ref, out.plan = plan.ref, plan
+        out.key_columns = [k.name for k in plan.keys]
+        out.position = plan.position
+        writing = report.replicator
+        keys = {**found.missing, **found.extra, **{k: v[0] for k, v in found.differing.items()}}
+        if writing and keys:
+            again = _settle(db, out, keys, wait_seconds, lambda: replica.holder() or running)
+            found, out.position = again.found, again.position
+            out.in_flight = len(keys) - len(found.missing) - len(found.extra) - len(found.differing)
+        out.missing = dict(found.missing)
+        out.differing = {k: raw for k, (raw, _) in found.differing.items()}
+        out.extra = dict(found.extra)
+    finally:
+        db.close()
+    return out
+
+
+def _settle(
+    db: SourceDB,
+    diff: Differences,
+    keys: dict[str, list[Any]],
+    wait_seconds: float,
+    holder: Callable[[], str | None],
+) -> Any:
+    from engine.validate.compare import settle_keys
+
+    return settle_keys(db, diff.store, diff.plan, keys, wait_seconds, holder)
+
+
+def settle(
+    diff: Differences,
+    source_dsn: str,
+    keys: dict[str, list[Any]],
+    wait_seconds: float = 60.0,
+    work_dir: str | Path | None = None,
+) -> Differences:
+    """Which of ``keys`` (of a replica compared by :func:`find_differences`) differ now:
+    the source's rows of those keys read in a new snapshot, the replica's once it has
+    applied that snapshot's position (waiting at most ``wait_seconds`` while a
+    replicator runs); a replica row from a newer change has moved on and does not
+    differ."""
+    running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
+    db = connect(source_dsn)
+    try:
+        again = _settle(db, diff, keys, wait_seconds, lambda: lock_holder_of(diff) or running)
+    finally:
+        db.close()
+    found = again.found
+    return replace(
+        diff,
+        missing=dict(found.missing),
+        differing={k: raw for k, (raw, _) in found.differing.items()},
+        extra=dict(found.extra),
+        position=again.position,
+        in_flight=len(keys) - len(found.missing) - len(found.extra) - len(found.differing),
+    )
+
+
+def lock_holder_of(diff: Differences) -> str | None:
+    """Who writes a compared replica now (its writer lock or lease), or None."""
+    return Replica.open(diff.store).holder()

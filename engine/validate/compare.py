@@ -73,6 +73,8 @@ class _Plan:
     segments: int = 1
     source_rows: int = 0
     int_key: bool = False
+    #: The source's position when its rows were read (None: not known).
+    position: int | None = None
 
 
 @dataclass
@@ -345,9 +347,11 @@ def _replica_rows(
     report: TableReport | None,
     newest: list[int | None],
     kept: list[pa.Table] | None = None,
+    positions: dict[str, int] | None = None,
 ) -> Iterable[tuple[str, list[Any], list[str | None], list[Any]]]:
     """Replica rows passing ``keep`` (a mask over a slice; None: all), as (key text, raw
-    key, canonical texts, raw row-only values); from the slices ``kept`` when given."""
+    key, canonical texts, raw row-only values); from the slices ``kept`` when given.
+    ``positions`` (when given) gets each row's stored ``_cdc_pos`` by key text."""
     names = [c.name for c in plan.columns] + [ROW_POS]
     key_idx = [plan.hashed.index(k) for k in plan.keys]
     key_names = [k.name for k in plan.keys]
@@ -369,9 +373,12 @@ def _replica_rows(
             texts = [t.to_pylist() for t in _texts(table, plan.hashed)]
             raws = [table.column(c.name).to_pylist() for c in plan.row_only]
             keyraw = [table.column(k.name).to_pylist() for k in plan.keys]
+            stored = table.column(ROW_POS).to_pylist() if positions is not None else []
             for i in range(table.num_rows):
                 hashed = [t[i] for t in texts]
                 key = _key_text([hashed[j] for j in key_idx], key_names)
+                if positions is not None:
+                    positions[key] = stored[i]
                 yield key, [k[i] for k in keyraw], hashed, [r[i] for r in raws]
     finally:
         con.close()
@@ -454,7 +461,7 @@ def compare_table(
     plan = make_plan(db, replica, ref, report)
     if plan is None:
         return None
-    snapshot = db.begin_snapshot()
+    snapshot = plan.position = db.begin_snapshot()
     report.source_position = db.position_text(snapshot)
     found = _Found()
     newest: list[int | None] = [None]
@@ -554,22 +561,7 @@ def recheck_keys(
                 _source_rows(db, plan, *_key_filter(db, plan, raws[i : i + 1000]))
                 for i in range(0, len(raws), 1000)
             )
-            names = set(keys)
-
-            def keep(con: duckdb.DuckDBPyConnection, t: pa.Table) -> pa.Array:
-                texts = _texts(t, plan.keys)
-                if len(texts) == 1:
-                    ktext = pc.fill_null(texts[0], "NULL")
-                else:
-                    parts = []
-                    for k, tx in zip(plan.keys, texts, strict=True):
-                        parts.append(
-                            pc.binary_join_element_wise(f"{k.name}=", pc.fill_null(tx, "NULL"), "")
-                        )
-                    ktext = pc.binary_join_element_wise(*parts, ", ")
-                return pc.is_in(ktext, value_set=pa.array(sorted(names), pa.string()))
-
-            rows = _replica_rows(replica, plan, keep, None, [None])
+            rows = _replica_rows(replica, plan, _keys_mask(plan, set(keys)), None, [None])
             _compare_rows(plan, src, rows, again)
         finally:
             db.end_snapshot()
@@ -587,6 +579,115 @@ def recheck_keys(
             RowDiff(k, again.differing[k][1]) for k in sorted(again.differing)[:MAX_EXAMPLES]
         ],
     )
+
+
+def _keys_mask(
+    plan: _Plan, names: set[str]
+) -> Callable[[duckdb.DuckDBPyConnection, pa.Table], pa.Array]:
+    """A replica slice's mask of the rows whose key text is among ``names``."""
+    value_set = pa.array(sorted(names), pa.string())
+
+    def keep(con: duckdb.DuckDBPyConnection, t: pa.Table) -> pa.Array:
+        texts = _texts(t, plan.keys)
+        if len(texts) == 1:
+            ktext = pc.fill_null(texts[0], "NULL")
+        else:
+            parts = []
+            for k, tx in zip(plan.keys, texts, strict=True):
+                parts.append(
+                    pc.binary_join_element_wise(f"{k.name}=", pc.fill_null(tx, "NULL"), "")
+                )
+            ktext = pc.binary_join_element_wise(*parts, ", ")
+        return pc.is_in(ktext, value_set=value_set)
+
+    return keep
+
+
+@dataclass
+class Settled:
+    """Keys looked at again precisely (:func:`settle_keys`)."""
+
+    #: Those that still differ.
+    found: _Found
+    #: The source's position they were read at (None: unknown).
+    position: int | None
+    #: Whether the replica had applied everything up to it when read.
+    reached: bool
+    #: Keys whose replica row came from a change newer than ``position``.
+    moved_on: int = 0
+
+
+def settle_keys(
+    db: SourceDB,
+    replica_path: Any,
+    plan: _Plan,
+    keys: dict[str, Any],
+    wait_seconds: float,
+    holder: Callable[[], str | None],
+) -> Settled:
+    """Which of ``keys`` (key text -> raw key values) really differ, while changes flow.
+
+    The source's rows of those keys are read in a new snapshot at position P; then the
+    replica's, once it has applied everything up to P (waiting at most ``wait_seconds``,
+    and only while a replicator runs). A replica row written by a change newer than P
+    has moved on past the source's snapshot and is not a difference, nor is a key the
+    replica lacks that the source, read again after, lacks too (deleted after P); the
+    others are compared as :func:`compare_table` compares.
+    """
+    position = db.begin_snapshot()
+    try:
+        raws = list(keys.values())
+        src = [
+            row
+            for i in range(0, len(raws), 1000)
+            for row in _source_rows(db, plan, *_key_filter(db, plan, raws[i : i + 1000]))
+        ]
+    finally:
+        db.end_snapshot()
+    started = time.monotonic()
+    reached = False
+    replica = Replica.open(replica_path)
+    while True:
+        pos, _ = strip_streamed(replica.tail_position)
+        if position is None or (pos is not None and pos >= position):
+            reached = position is not None
+            break
+        if holder() is None or time.monotonic() - started >= wait_seconds:
+            break
+        time.sleep(0.5)
+        replica = Replica.open(replica_path)
+    positions: dict[str, int] = {}
+    rows = list(_replica_rows(replica, plan, _keys_mask(plan, set(keys)), None, [None],
+                              positions=positions))  # fmt: skip
+    moved = set()
+    for k, stored in positions.items():
+        at, _ = strip_streamed(stored)
+        if position is not None and at is not None and at > position:
+            moved.add(k)
+    found = _Found()
+    _compare_rows(plan, src, [r for r in rows if r[0] not in moved], found)
+    for k in moved:
+        found.missing.pop(k, None)
+    gone = _gone_now(db, plan, found.missing)
+    for k in gone:  # deleted after P: the replica has applied that delete already
+        found.missing.pop(k)
+    return Settled(found, position, reached, len(moved) + len(gone))
+
+
+def _gone_now(db: SourceDB, plan: _Plan, keys: dict[str, Any]) -> list[str]:
+    """Those of ``keys`` the source holds no longer (read now, outside any snapshot)."""
+    if not keys:
+        return []
+    raws = list(keys.values())
+    present: set[str] = set()
+    db.begin_snapshot()
+    try:
+        for i in range(0, len(raws), 1000):
+            for key, *_ in _source_rows(db, plan, *_key_filter(db, plan, raws[i : i + 1000])):
+                present.add(key)
+    finally:
+        db.end_snapshot()
+    return [k for k in keys if k not in present]
 
 
 def _key_filter(db: SourceDB, plan: _Plan, raws: list[list[Any]]) -> tuple[str, list[Any]]:

@@ -48,6 +48,8 @@ class Replica:
     tail_position: int | None
     #: Columns the source no longer sends that the replica keeps (``cdcctl.schema.state``).
     kept_columns: tuple[str, ...] = ()
+    #: The topic its newest commit read (None: not recorded).
+    topic: str | None = None
 
     @classmethod
     def open(cls, path: Path | Storage) -> Replica:
@@ -93,8 +95,9 @@ class Replica:
         except (ValueError, TypeError, AttributeError):
             kept = ()
         return cls(
-            name, store, instant, table.record_key_fields, data, source, recorded, tail, kept
-        )
+            name, store, instant, table.record_key_fields, data, source, recorded, tail, kept,
+            extra.get(TOPIC_KEY) or None,
+        )  # fmt: skip
 
     def slices(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """The rows of every file slice as of :attr:`instant`, one slice at a time, with

@@ -136,6 +136,14 @@ class SourceDB:
     def stream(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple]:
         raise NotImplementedError
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement that returns no rows (committed at once)."""
+        raise NotImplementedError
+
+    def literal(self, value: Any) -> str:
+        """``value`` as an SQL literal of this dialect, escaped by the driver."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -253,6 +261,17 @@ class PostgresDB(SourceDB):
         except self._psycopg.Error as exc:
             raise self._fail(exc, "reading rows") from None
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        try:
+            self.conn.execute(sql, params)
+        except self._psycopg.Error as exc:
+            raise self._fail(exc, "a statement") from None
+
+    def literal(self, value: Any) -> str:
+        from psycopg import sql
+
+        return sql.Literal(value).as_string(self.conn)
+
     def close(self) -> None:
         self.conn.close()
 
@@ -362,6 +381,12 @@ class MySQLDB(SourceDB):
                     yield from rows
         except self._pymysql.Error as exc:
             raise self._fail(exc, "reading rows") from None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.query(sql, params)
+
+    def literal(self, value: Any) -> str:
+        return str(self.conn.escape(value))
 
     def close(self) -> None:
         self.conn.close()

@@ -1,0 +1,209 @@
+"""``cdcctl repair`` with the real connector, while changes flow: PostgreSQL -> Debezium
+3.6.1 (Kafka Connect standalone, a signal table) -> real Apache Kafka -> a running
+replicator (the CLI in a child process).
+
+The replica is damaged the way retention damages one: while the replicator is stopped,
+three inserts, three updates and three deletes are made in the source and then deleted
+from the topic before they are read (Kafka's DeleteRecords); the replicator accepts the
+gap (``replicator.accept_offset_gaps``), so the replica lacks the inserts, holds the old
+values of the updates and the deleted rows. ``repair --dry-run`` shows the plan and
+changes nothing; ``repair`` asks Debezium (its signal table found through Kafka
+Connect's REST API) for an incremental snapshot of exactly the six keys that differ and
+has the running replicator delete the three the source lacks, while another connection
+keeps inserting, updating and deleting other rows. The replica then equals the database
+(``cdcctl validate``), the topic holds incremental snapshot reads of the six keys only,
+and a key deleted by the repair and inserted again afterwards stays.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+import engine
+from tests.integration.replicas import run_cli, validate_tables, write_config
+from tests.peers.connect import ConnectStandalone, consume_all, payload
+from tests.peers.kafka import KafkaBroker
+from tests.peers.test_debezium_postgres import connector_props
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.peers]
+
+SCHEMA = """
+CREATE TABLE public.items (id integer PRIMARY KEY, name text NOT NULL, n integer);
+CREATE TABLE public.dbz_signal (id varchar(64) PRIMARY KEY, type varchar(32), data text);
+INSERT INTO public.items SELECT g, 'initial ' || g, g FROM generate_series(1, 60) g;
+"""
+
+
+def _records(broker: KafkaBroker, topic: str) -> list[dict]:
+    return [payload(v) or {} for _, v in consume_all(broker, [topic])[topic]]
+
+
+class Flow:
+    """Changes to rows the damage did not touch, made on their own connection until
+    stopped: an insert, an update and (every third step) a delete per step."""
+
+    def __init__(self, pg, dbname: str) -> None:
+        self.conn = pg.connect(dbname)
+        self.steps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            i = self.steps
+            self.conn.execute("INSERT INTO public.items VALUES (%s, 'flow', %s)", (1000 + i, i))
+            self.conn.execute("UPDATE public.items SET n = n + 1 WHERE id = %s", (30 + i % 10,))
+            if i % 3 == 2:
+                self.conn.execute("DELETE FROM public.items WHERE id = %s", (1000 + i - 1,))
+            self.steps += 1
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.conn.close()
+
+
+def test_repair_fixes_a_damaged_replica_while_changes_flow(
+    scratch_postgres, kafka_broker: KafkaBroker, tmp_path: Path, replicator
+) -> None:
+    dbname = f"rp_{uuid.uuid4().hex[:8]}"
+    with scratch_postgres.connect() as admin:
+        admin.execute(f'CREATE DATABASE "{dbname}"')
+    conn = scratch_postgres.connect(dbname)
+    conn.execute(SCHEMA)
+    tag = uuid.uuid4().hex[:6]
+    prefix = f"dbzrp{tag}"
+    props = connector_props(
+        scratch_postgres, dbname, prefix, f"rp_{tag}",
+        **{
+            "table.include.list": "public.items,public.dbz_signal",
+            "signal.data.collection": "public.dbz_signal",
+            "provide.transaction.metadata": "false",
+        },
+    )  # fmt: skip
+    topic = f"{prefix}.public.items"
+    connect = ConnectStandalone(tmp_path / "connect", kafka_broker, {"rp": props})
+    connect.start()
+    dsn = f"postgresql://postgres@127.0.0.1:{scratch_postgres.port}/{dbname}"
+    table = "public_items"
+    flow: Flow | None = None
+    try:
+        config = write_config(
+            tmp_path / "cdcctl.toml",
+            kafka_broker.bootstrap_servers,
+            f"^{re.escape(topic)}$",
+            tmp_path / "lake",
+            source={"connect_url": f"http://127.0.0.1:{connect.port}", "database_dsn": dsn},
+            max_batch_seconds=0.3,
+            accept_offset_gaps=[table],
+        )
+        work = tmp_path / "work"
+
+        def row() -> engine.TableRecord | None:
+            found = engine.read_status(work)
+            return None if found is None else found.table(table)
+
+        proc = replicator(config)
+        wait_until(lambda: (r := row()) is not None and r.counters.rows == 60, "the snapshot",
+                   180, child=proc)  # fmt: skip
+        assert run_cli("stop", "--config", str(config)).returncode == 0
+        assert proc.wait() == 0, proc.describe()
+
+        # The damage: nine changes lost to "retention" before the replicator read them.
+        conn.execute(
+            "INSERT INTO public.items SELECT g, 'lost ' || g, g FROM generate_series(61, 63) g"
+        )
+        conn.execute("UPDATE public.items SET name = 'lost update' WHERE id <= 3")
+        conn.execute("DELETE FROM public.items WHERE id BETWEEN 10 AND 12")
+        wait_until(
+            lambda: len(_records(kafka_broker, topic)) >= 60 + 9 + 3,
+            "the lost changes",
+            120,
+            interval=1,
+        )  # fmt: skip (3 deletes are followed by tombstones)
+        end = len(consume_all(kafka_broker, [topic])[topic])
+        admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
+        for future in admin.delete_records([TopicPartition(topic, 0, end)]).values():
+            future.result(60)
+
+        proc = replicator(config)
+
+        def caught_up(rows: int | None = None) -> bool:
+            r = row()
+            return (
+                r is not None
+                and r.lag_messages == 0
+                and r.state.value == "REPLICATING"
+                and (rows is None or r.counters.rows == rows)
+            )
+
+        wait_until(caught_up, "the gap accepted", 120, child=proc)
+        before = validate_tables(config, dsn)[table]
+        assert before["status"] == "different", before
+        assert (before["missing"], before["differing"], before["extra"]) == (3, 3, 3), before
+
+        # The plan, changing nothing: the signal table found through Kafka Connect.
+        dry = run_cli("repair", table, "--config", str(config), "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        plan = json.loads(dry.stdout)["plan"]
+        assert (plan["missing"], plan["differing"], plan["extra"]) == (3, 3, 3), plan
+        assert plan["filter"] == '"id" BETWEEN 1 AND 3 OR "id" BETWEEN 61 AND 63', plan
+        assert plan["signal_table"] == "public.dbz_signal", plan
+        assert plan["signal"]["type"] == "incremental", plan
+        assert conn.execute("SELECT count(*) FROM public.dbz_signal").fetchone()[0] == 0
+        assert not (work / "repair").exists()
+
+        flow = Flow(scratch_postgres, dbname)
+        flow.start()
+        done = run_cli("repair", table, "--config", str(config), "--json", "--wait", "150")
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads(done.stdout)
+        assert result["equal"] is True, result
+        plan = result["plan"]  # keys only in flight for the flow are left out
+        assert plan["filter"] == '"id" BETWEEN 1 AND 3 OR "id" BETWEEN 61 AND 63', plan
+        assert (result["fixed"], result["deleted"]) == (6, 3), result
+        assert result["snapshot_rows"] >= 6, result  # the six, and any key read twice
+        assert result["changes"] > 0, result  # the flow went on meanwhile
+        assert result["deletes"] == "repair: 3 row(s) deleted", result
+        signals = dict(conn.execute("SELECT id, type FROM public.dbz_signal").fetchall())
+        assert signals[result["signal_id"]] == "execute-snapshot", signals  # and the windows'
+
+        # A key the repair deleted, inserted again after it: stays.
+        conn.execute("INSERT INTO public.items VALUES (11, 'back again', 11)")
+        flow.stop()
+        flow = None
+        final = conn.execute("SELECT count(*) FROM public.items").fetchone()[0]
+        wait_until(lambda: caught_up(final), "the flow applied", 120, child=proc)
+        report = validate_tables(config, dsn)[table]
+        assert report["status"] == "equal" and report["source_rows"] == final, report
+
+        # Exactly the six keys were read again, as an incremental snapshot.
+        reads = [
+            r["after"]["id"]
+            for r in _records(kafka_broker, topic)
+            if r.get("op") == "r" and (r.get("source") or {}).get("snapshot") == "incremental"
+        ]
+        assert sorted(reads) == [1, 2, 3, 61, 62, 63], reads
+        status = engine.read_status(work)
+        assert status is not None
+        messages = [e.message for e in status.events if e.kind == "repair"]
+        assert len(messages) == 1 and messages[0].startswith("deleted 3 row(s)"), messages
+        assert run_cli("stop", "--config", str(config)).returncode == 0
+        assert proc.wait() == 0, proc.describe()
+    finally:
+        if flow is not None:
+            flow.stop()
+        connect.stop()
+        conn.close()
