@@ -33,12 +33,10 @@ from engine.replicator.progress import TableProgress
 from engine.replicator.reset import drop_replica
 from engine.replicator.tables import TableRuntime, Tables
 from engine.state import Request, StateRecorder, TableCounters, TableState
+from engine.state.control import LAG_EVERY_SECONDS
 from engine.upstream import SourceWatcher
 
 log = logging.getLogger("cdcctl.replicator")
-
-#: How often the lag of every table is measured (also while idle).
-LAG_EVERY_SECONDS = 3.0
 
 
 @dataclass(eq=False)

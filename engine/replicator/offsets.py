@@ -202,7 +202,7 @@ class Offsets:
         if not source.out_of_range:
             return
         lost, source.out_of_range = source.out_of_range, set()
-        self.gaps(
+        restarts = self.gaps(
             {
                 tp: self.tables[tp[0]].progress.committed.get(tp[1], 0)
                 for tp in lost
@@ -210,6 +210,10 @@ class Offsets:
             },
             new=lost,
         )
+        # An accepted gap reads on from the log's start: the consumer, stopped at the
+        # refused position (auto.offset.reset = error), is moved there.
+        if restarts:
+            source.seek(restarts)
 
     def _recreated_topics(self, topics: set[str]) -> dict[str, tuple[str, str]]:
         """Learn the topic ids of live tables (those with new partitions here, and those

@@ -30,6 +30,9 @@ from engine.state.slo import Segment, SloGoal, compliance
 from engine.state.store import Request, StateStore, store_path
 from engine.upstream.model import SourceView
 
+#: How often a running replicator measures every table's lag (also while idle).
+LAG_EVERY_SECONDS = 3.0
+
 
 def alive(work_dir: Path) -> bool:
     """Whether a replicator runs on this work folder (it holds the writer lock)."""
@@ -147,6 +150,22 @@ def _table(
         throughput=row["throughput"],
         source_problems=source.problems_for(row["topic"]) if source and row["topic"] else [],
     )
+
+
+def caught_up_since(work_dir: Path, table: str, since: float) -> bool:
+    """Whether the running replicator had applied everything its topics held for
+    ``table`` at a lag measurement made after ``since`` (a time): no message waiting."""
+    from datetime import datetime
+
+    from engine.state.recorder import FLUSH_SECONDS
+
+    status = read_status(work_dir)
+    row = status.table(table) if status is not None else None
+    if status is None or row is None or not status.replicator.updated_at:
+        return False
+    written = datetime.fromisoformat(status.replicator.updated_at).timestamp()
+    measured_after = written - LAG_EVERY_SECONDS - FLUSH_SECONDS
+    return alive(work_dir) and row.lag_messages == 0 and measured_after >= since
 
 
 def wait_stopped(work_dir: Path, timeout: float) -> bool:

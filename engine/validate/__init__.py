@@ -15,6 +15,7 @@ and with ``recheck`` a second look at the differing keys.
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -194,7 +195,9 @@ def validate_replicas(
     reports: list[TableReport] = []
     try:
         for path in paths:
-            reports.append(_validate_one(db, path, running, recheck, recheck_wait, database_map))
+            reports.append(
+                _validate_one(db, path, running, recheck, recheck_wait, database_map, work_dir)
+            )
     finally:
         db.close()
     return reports
@@ -231,6 +234,7 @@ def _validate_one(
     recheck: bool,
     wait: float,
     database_map: dict[str, str],
+    work_dir: str | Path | None = None,
 ) -> TableReport:
     from engine.validate.compare import recheck_keys
 
@@ -251,8 +255,9 @@ def _validate_one(
         )
     if recheck and (found.missing or found.extra or found.differing):
         report.recheck = recheck_keys(
-            db, path, plan, found, wait, lambda: replica.holder() or running
-        )
+            db, path, plan, found, wait, lambda: replica.holder() or running,
+            _caught_up(work_dir, replica.name),
+        )  # fmt: skip
         r = report.recheck
         columns_differ = report.source_only_columns or report.replica_only_columns
         if not (r.missing or r.extra or r.differing or columns_differ):
@@ -331,7 +336,8 @@ def find_differences(
         writing = report.replicator
         keys = {**found.missing, **found.extra, **{k: v[0] for k, v in found.differing.items()}}
         if writing and keys:
-            again = _settle(db, out, keys, wait_seconds, lambda: replica.holder() or running)
+            holder = lambda: replica.holder() or running  # noqa: E731
+            again = _settle(db, out, keys, wait_seconds, holder, work_dir)
             found, out.position = again.found, again.position
             out.in_flight = len(keys) - len(found.missing) - len(found.extra) - len(found.differing)
         out.missing = dict(found.missing)
@@ -348,10 +354,22 @@ def _settle(
     keys: dict[str, list[Any]],
     wait_seconds: float,
     holder: Callable[[], str | None],
+    work_dir: str | Path | None,
 ) -> Any:
     from engine.validate.compare import settle_keys
 
-    return settle_keys(db, diff.store, diff.plan, keys, wait_seconds, holder)
+    caught_up = _caught_up(work_dir, diff.report.table)
+    return settle_keys(db, diff.store, diff.plan, keys, wait_seconds, holder, caught_up)
+
+
+def _caught_up(work_dir: str | Path | None, table: str) -> Callable[[float], bool] | None:
+    """Whether the replicator on ``work_dir`` has applied all its topic held for
+    ``table`` at a lag measurement since a time (None: no work folder known)."""
+    if work_dir is None:
+        return None
+    from engine.state.control import caught_up_since
+
+    return functools.partial(caught_up_since, Path(work_dir), table)
 
 
 def settle(
@@ -369,7 +387,8 @@ def settle(
     running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
     db = connect(source_dsn)
     try:
-        again = _settle(db, diff, keys, wait_seconds, lambda: lock_holder_of(diff) or running)
+        holder = lambda: lock_holder_of(diff) or running  # noqa: E731
+        again = _settle(db, diff, keys, wait_seconds, holder, work_dir)
     finally:
         db.close()
     found = again.found

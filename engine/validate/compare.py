@@ -534,22 +534,13 @@ def recheck_keys(
     found: _Found,
     wait_seconds: float,
     holder: Callable[[], str | None],
+    caught_up: Callable[[float], bool] | None = None,
 ) -> Recheck:
     """Read the differing keys again on both sides once the replica has moved past the
     source's current position (or the wait ran out, or no replicator runs to move it)."""
     target = db.current_position()
     started = time.monotonic()
-    reached = False
-    replica = Replica.open(replica_path)
-    while True:
-        pos, _ = strip_streamed(replica.tail_position)
-        if target is not None and pos is not None and pos >= target:
-            reached = True
-            break
-        if holder() is None or time.monotonic() - started >= wait_seconds:
-            break
-        time.sleep(1.0)
-        replica = Replica.open(replica_path)
+    reached, replica = _reach(replica_path, target, wait_seconds, holder, caught_up, 1.0)
     keys: dict[str, Any] = {**found.missing, **found.extra}
     keys.update({k: v[0] for k, v in found.differing.items()})
     again = _Found()
@@ -579,6 +570,38 @@ def recheck_keys(
             RowDiff(k, again.differing[k][1]) for k in sorted(again.differing)[:MAX_EXAMPLES]
         ],
     )
+
+
+def _reach(
+    replica_path: Any,
+    target: int | None,
+    wait_seconds: float,
+    holder: Callable[[], str | None],
+    caught_up: Callable[[float], bool] | None,
+    every: float,
+) -> tuple[bool, Replica]:
+    """Wait until the replica has applied the source's position ``target`` (read now);
+    whether it had, and the replica as of then.
+
+    Reached when its newest commit records a position at or past ``target``, or (an idle
+    table: no event of it follows ``target``) when ``caught_up(now)`` says the running
+    replicator has applied everything its topic held at a lag measurement made since.
+    Not when the wait runs out or no replicator runs (``holder``).
+    """
+    asked = time.time()
+    started = time.monotonic()
+    replica = Replica.open(replica_path)
+    while target is not None:
+        pos, _ = strip_streamed(replica.tail_position)
+        if pos is not None and pos >= target:
+            return True, replica
+        if caught_up is not None and caught_up(asked):
+            return True, Replica.open(replica_path)
+        if holder() is None or time.monotonic() - started >= wait_seconds:
+            break
+        time.sleep(every)
+        replica = Replica.open(replica_path)
+    return False, replica
 
 
 def _keys_mask(
@@ -624,6 +647,7 @@ def settle_keys(
     keys: dict[str, Any],
     wait_seconds: float,
     holder: Callable[[], str | None],
+    caught_up: Callable[[float], bool] | None = None,
 ) -> Settled:
     """Which of ``keys`` (key text -> raw key values) really differ, while changes flow.
 
@@ -644,18 +668,7 @@ def settle_keys(
         ]
     finally:
         db.end_snapshot()
-    started = time.monotonic()
-    reached = False
-    replica = Replica.open(replica_path)
-    while True:
-        pos, _ = strip_streamed(replica.tail_position)
-        if position is None or (pos is not None and pos >= position):
-            reached = position is not None
-            break
-        if holder() is None or time.monotonic() - started >= wait_seconds:
-            break
-        time.sleep(0.5)
-        replica = Replica.open(replica_path)
+    reached, replica = _reach(replica_path, position, wait_seconds, holder, caught_up, 0.5)
     positions: dict[str, int] = {}
     rows = list(_replica_rows(replica, plan, _keys_mask(plan, set(keys)), None, [None],
                               positions=positions))  # fmt: skip
