@@ -13,9 +13,12 @@
 3. **Delete what the source no longer has**: the replica rows whose keys the source
    lacks are filed for the replicator (:mod:`engine.replicator.repairs`), to be deleted at
    the source position they were found absent at: a key inserted again after that stays.
-4. **Wait and prove**: the replica is validated again (with a recheck of keys in flight)
-   until it equals the source or the wait runs out; what was fixed, deleted, what flowed
-   meanwhile and the time taken are reported.
+4. **Wait and prove** (while a replicator runs): the keys it set out to fix are looked
+   at again (:func:`engine.validate.settle`: each look waits until the replica has
+   applied the source's position) until none differs or the wait runs out; what was
+   fixed, deleted, what flowed meanwhile and the time taken are reported. With no
+   replicator running, nothing moves: the deletes wait for the next start, and the
+   snapshot rows wait in the topic.
 
 ``whole=True`` snapshots the whole table again (no key filter): a replica rebuilt in
 place from the source, without its topic's history. ``dry_run=True`` stops after the
@@ -41,7 +44,7 @@ from engine.errors import RepairError, SourceDatabaseError
 from engine.hudi import HOODIE_RECORD_KEY
 from engine.repair.plan import KeyRanges, key_ranges, snapshot_signal
 from engine.replicator import repairs
-from engine.state.control import read_status, send_request
+from engine.state.control import alive, read_status, send_request
 from engine.validate import Differences, TableReport, find_differences, settle
 from engine.validate.replica import Replica
 from engine.validate.source import SourceDB, connect
@@ -332,7 +335,7 @@ def repair_table(
             say(f"asked for an incremental snapshot through {plan.signal_table}: {what}")
     finally:
         db.close()
-    if wait_seconds > 0:
+    if wait_seconds > 0 and alive(work):
         left = _wait_fixed(cfg, diff, source_dsn, started + wait_seconds, say)
         result.equal = not left.keys
         result.left = sorted(left.keys)[:10]

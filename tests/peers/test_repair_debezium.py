@@ -43,8 +43,14 @@ INSERT INTO public.items SELECT g, 'initial ' || g, g FROM generate_series(1, 60
 """
 
 
+def _all(broker: KafkaBroker, topic: str) -> list:
+    """Every record still in the topic: (key, value)."""
+    return consume_all(broker, [topic])[topic]
+
+
 def _records(broker: KafkaBroker, topic: str) -> list[dict]:
-    return [payload(v) or {} for _, v in consume_all(broker, [topic])[topic]]
+    """The payloads of the records still in the topic ({} for a tombstone)."""
+    return [payload(v) or {} for _, v in _all(broker, topic)]
 
 
 class Flow:
@@ -130,7 +136,7 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         # (each delete is followed by a tombstone)
         wait_until(lambda: len(_records(kafka_broker, topic)) >= 60 + 9 + 3, "the lost changes",
                    120, interval=1)  # fmt: skip
-        end = len(consume_all(kafka_broker, [topic])[topic])
+        end = len(_all(kafka_broker, topic))
         admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
         for future in admin.delete_records([TopicPartition(topic, 0, end)]).values():
             future.result(60)
@@ -199,6 +205,23 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         assert len(messages) == 1 and messages[0].startswith("deleted 3 row(s)"), messages
         assert run_cli("stop", "--config", str(config)).returncode == 0
         assert proc.wait() == 0, proc.describe()
+
+        # With no replicator running: a delete lost to retention again; the repair files
+        # the row's delete, and the next start applies it before reading on.
+        conn.execute("DELETE FROM public.items WHERE id = 50")
+        wait_until(lambda: _records(kafka_broker, topic)[-1] == {}, "the delete", 60, interval=1)
+        admin.delete_records([TopicPartition(topic, 0, len(_all(kafka_broker, topic)))])
+        offline = run_cli("repair", table, "--config", str(config), "--json")
+        assert offline.returncode == 0, offline.stdout + offline.stderr
+        result = json.loads(offline.stdout)
+        assert result["plan"]["extra"] == 1 and result["plan"]["signal"] is None, result
+        assert result["deletes"].startswith("waiting: no replicator runs"), result
+        assert result["equal"] is None, result
+        done = run_cli("start", "--config", str(config), "--until-caught-up")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "public_items: repair: deleted 1 row(s)" in done.stderr, done.stderr[-3000:]
+        assert not any((work / "repair" / table).iterdir())
+        assert validate_tables(config, dsn)[table]["status"] == "equal"
     finally:
         if flow is not None:
             flow.stop()
