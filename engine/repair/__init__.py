@@ -160,6 +160,13 @@ def plan_repair(
             that order by GTID).
     """
     report = diff.report
+    if cfg.source.format == "cdc-json":
+        raise RepairError(
+            f"{report.table} comes from generic CDC JSON: repair asks a Debezium connector "
+            "for the rows again and orders deletes by Debezium's source positions",
+            hint="rebuild the replica from its topic instead: `cdcctl resync "
+            f"{report.table}`",
+        )
     keys = [*diff.missing.values(), *diff.differing.values()]
     if whole:
         ranges = KeyRanges(None, 0, "the whole table (--whole)")

@@ -318,7 +318,8 @@ class Offsets:
                 rt,
                 f"{gap}. Rebuild the table from a new snapshot (`cdcctl resync {rt.name}` "
                 f"once the topic holds a fresh Debezium snapshot), or accept the gap: add "
-                f"{rt.name!r} to replicator.accept_offset_gaps (recorded in its next commit)",
+                f"{rt.name!r} to replicator.accept_offset_gaps (recorded in its next commit), "
+                f"then `cdcctl repair {rt.name}` fetches what the gap lost from the source",
             )
         return restarts
 
