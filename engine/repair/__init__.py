@@ -164,8 +164,7 @@ def plan_repair(
         raise RepairError(
             f"{report.table} comes from generic CDC JSON: repair asks a Debezium connector "
             "for the rows again and orders deletes by Debezium's source positions",
-            hint="rebuild the replica from its topic instead: `cdcctl resync "
-            f"{report.table}`",
+            hint=f"rebuild the replica from its topic instead: `cdcctl resync {report.table}`",
         )
     keys = [*diff.missing.values(), *diff.differing.values()]
     if whole:
