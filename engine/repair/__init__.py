@@ -36,13 +36,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.config import Config
 from engine.errors import RepairError, SourceDatabaseError
 from engine.hudi import HOODIE_RECORD_KEY
-from engine.repair.plan import KeyRanges, key_ranges, snapshot_signal
+from engine.repair.plan import KeyRanges, fitted_ranges, snapshot_signal
 from engine.replicator import repairs
 from engine.state.control import alive, read_status, send_request
 from engine.validate import Differences, TableReport, find_differences, settle
@@ -138,11 +138,25 @@ def _signal_table(cfg: Config, topic: str | None, given: str | None) -> str | No
         view = SourceView(checked_at=time.time(), connectors=connectors(url))
     except ConnectUnreachable as exc:
         raise RepairError(
-            f"Kafka Connect at {url} cannot be asked for the signal table: {exc}",
+            f"the signal table cannot be asked of Kafka Connect: {exc}",
             hint="start it, or name the signal table: --signal-table SCHEMA.TABLE",
         ) from None
     found = view.connector_for(topic)
     return found.signal_table if found is not None else None
+
+
+def _data_room(db: SourceDB, signal_table: str) -> int | None:
+    """The signal table's ``data`` column's length in characters (None: unbounded or
+    unknown)."""
+    parts = signal_table.split(".")
+    schema = parts[-2] if len(parts) > 1 else ("public" if db.dialect == "postgresql" else None)
+    rows = db.query(
+        "SELECT character_maximum_length FROM information_schema.columns WHERE "
+        + ("table_schema = %s AND " if schema else "table_schema = DATABASE() AND ")
+        + "table_name = %s AND column_name = 'data'",
+        [*([schema] if schema else []), parts[-1]],
+    )
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def plan_repair(
@@ -166,14 +180,38 @@ def plan_repair(
             "for the rows again and orders deletes by Debezium's source positions",
             hint=f"rebuild the replica from its topic instead: `cdcctl resync {report.table}`",
         )
+    if diff.epochs_accepted:
+        raise RepairError(
+            f"{report.table} accepted a new position epoch (`cdcctl resync --new-epoch`): "
+            "its stored positions are mapped and cannot be ordered with the source's",
+            hint=f"rebuild it instead: `cdcctl resync {report.table}`",
+        )
+    if diff.dialect == "mysql" and cfg.source.mysql_gtid_ordering:
+        raise RepairError(
+            f"{report.table} orders changes by GTID (source.mysql_gtid_ordering): the "
+            "source's binlog position does not compare with its stored positions",
+            hint=f"rebuild it instead: `cdcctl resync {report.table}`",
+        )
     keys = [*diff.missing.values(), *diff.differing.values()]
     if whole:
         ranges = KeyRanges(None, 0, "the whole table (--whole)")
-    elif keys:
-        ranges = key_ranges(diff.key_columns, keys, db.quote, db.literal)
     else:
         ranges = KeyRanges(None, 0)
     collection = _data_collection(diff)
+    given = signal_table
+    if keys or whole:
+        signal_table = _signal_table(cfg, diff.topic, given)
+        if signal_table is None:
+            raise RepairError(
+                f"no signal table is known for {report.table}'s connector",
+                hint="name it with --signal-table SCHEMA.TABLE (the connector's "
+                "signal.data.collection), or set source.connect_url so that cdcctl asks "
+                "Kafka Connect; the connector needs signal.data.collection set (Debezium: "
+                "'Sending signals to a Debezium connector')",
+            )
+        if keys and not whole:
+            room = _data_room(db, signal_table)
+            ranges = fitted_ranges(diff.key_columns, keys, db.name, db.literal, collection, room)
     plan = RepairPlan(
         table=report.table,
         source_table=report.source_table,
@@ -192,15 +230,7 @@ def plan_repair(
     if ranges.widened and (keys or whole):
         plan.notes.append(f"the whole table is snapshotted again: {ranges.widened}")
     if keys or whole:
-        plan.signal_table = _signal_table(cfg, diff.topic, signal_table)
-        if plan.signal_table is None:
-            raise RepairError(
-                f"no signal table is known for {report.table}'s connector",
-                hint="name it with --signal-table SCHEMA.TABLE (the connector's "
-                "signal.data.collection), or set source.connect_url so that cdcctl asks "
-                "Kafka Connect; the connector needs signal.data.collection set (Debezium: "
-                "'Sending signals to a Debezium connector')",
-            )
+        plan.signal_table = signal_table
         plan.signal = snapshot_signal(collection, ranges)
     if diff.extra:
         if diff.position is None:
@@ -211,49 +241,29 @@ def plan_repair(
                 hint="PostgreSQL: the user needs pg_current_wal_lsn(); MySQL/MariaDB: the "
                 "binary log must be on and the user needs REPLICATION CLIENT",
             )
-        if diff.dialect == "mysql" and cfg.source.mysql_gtid_ordering:
-            raise RepairError(
-                f"{report.table} orders changes by GTID (source.mysql_gtid_ordering): the "
-                f"{len(diff.extra)} row(s) the source lacks cannot be deleted at a binlog "
-                "position",
-                hint="delete them in the source and insert them again, or rebuild the "
-                f"replica: `cdcctl resync {report.table}`",
-            )
     return plan
 
 
 def _extra_rows(diff: Differences) -> pa.Table:
-    """The replica rows whose keys the source lacks, whole, with their record keys."""
+    """The replica rows whose keys the source lacks, whole, with their record keys
+    (matched by key text, the comparison's own rule)."""
+    from engine.validate.compare import keys_mask
+
     replica = Replica.open(diff.store)
-    names = diff.key_columns
-    wanted: list[pa.Array] | None = None
+    keep = keys_mask(diff.plan, set(diff.extra))
     parts: list[pa.Table] = []
-    for table in replica.slices():
-        if table.num_rows == 0:
-            continue
-        if wanted is None:
-            wanted = [
-                pa.array([k[i] for k in diff.extra.values()], table.schema.field(n).type)
-                for i, n in enumerate(names)
-            ]
-        mask = _key_mask(table, names, wanted)
-        if pc.any(mask).as_py():
-            parts.append(table.filter(mask))
+    con = duckdb.connect()
+    try:
+        for table in replica.slices():
+            if table.num_rows:
+                found = table.filter(keep(con, table))
+                if found.num_rows:
+                    parts.append(found)
+    finally:
+        con.close()
     if not parts:
         return pa.table({HOODIE_RECORD_KEY: pa.array([], pa.string())})
     return pa.concat_tables(parts, promote_options="permissive")
-
-
-def _key_mask(table: pa.Table, names: list[str], wanted: list[pa.Array]) -> pa.Array:
-    if len(names) == 1:
-        return pc.fill_null(pc.is_in(table.column(names[0]), value_set=wanted[0]), False)
-
-    def text(columns: list[Any]) -> pa.Array:
-        parts = [pc.fill_null(pc.cast(c, pa.string()), "\x00") for c in columns]
-        return pc.binary_join_element_wise(*parts, "\x1f")
-
-    keys = text([table.column(n) for n in names])
-    return pc.fill_null(pc.is_in(keys, value_set=text(list(wanted))), False)
 
 
 def _counters(cfg: Config, table: str, after: float | None = None) -> dict[str, int]:
@@ -299,10 +309,16 @@ def repair_table(
         UnknownTableError: no replica is named ``table``.
         SourceDatabaseError: the source cannot be reached, or refuses the signal.
     """
+    if any(c in table for c in "*?["):
+        raise RepairError(
+            f"repair takes one table's name, not a pattern: {table!r}",
+            hint="`cdcctl validate --table PATTERN` finds the tables that differ",
+        )
     started = time.monotonic()
     target = cfg.target_store()
     work = cfg.work_path()
     diff = find_differences(target, source_dsn, table, work_dir=work)
+    table = diff.report.table
     report = diff.report
     if report.status == "error":
         raise RepairError(
@@ -319,6 +335,12 @@ def repair_table(
         counted = _counters(cfg, table)
         if diff.extra:
             rows = _extra_rows(diff)
+            if rows.num_rows != len(diff.extra):
+                raise RepairError(
+                    f"{len(diff.extra)} row(s) of {table} the source lacks were found, but "
+                    f"{rows.num_rows} were read back from the replica (it changed meanwhile)",
+                    hint="run the repair again",
+                )
             assert diff.position is not None
             repairs.file_deletes(work, table, rows, diff.position, plan.position or "")
             say(f"{rows.num_rows} row(s) the source lacks filed for deletion at {plan.position}")

@@ -10,6 +10,7 @@ keys past :data:`MAX_KEYS` make the whole table the range.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,22 +57,28 @@ def integer_runs(keys: Sequence[int], limit: int = MAX_RANGES) -> list[tuple[int
     return [(a, b) for a, b in runs]
 
 
+def _integers(columns: Sequence[str], keys: Sequence[Sequence[Any]]) -> bool:
+    """Whether the keys are one integer column's (made into ranges)."""
+    return len(columns) == 1 and all(
+        isinstance(k[0], int) and not isinstance(k[0], bool) for k in keys
+    )
+
+
 def key_ranges(
     columns: Sequence[str],
     keys: Sequence[Sequence[Any]],
     quote: Callable[[str], str],
     literal: Callable[[Any], str],
+    limit: int = MAX_RANGES,
 ) -> KeyRanges:
     """The filter selecting the rows of ``keys`` (raw key values, one list per key, in
-    ``columns`` order), quoted and escaped by the source's dialect."""
+    ``columns`` order), quoted and escaped by the source's dialect; at most ``limit``
+    integer ranges."""
     if not keys:
         return KeyRanges(None, 0, "no key given")
     names = [quote(c) for c in columns]
-    ints = len(columns) == 1 and all(
-        isinstance(k[0], int) and not isinstance(k[0], bool) for k in keys
-    )
-    if ints:
-        runs = integer_runs([int(k[0]) for k in keys])
+    if _integers(columns, keys):
+        runs = integer_runs([int(k[0]) for k in keys], limit)
         parts = [
             f"{names[0]} = {literal(a)}"
             if a == b
@@ -87,6 +94,35 @@ def key_ranges(
         return KeyRanges(f"{names[0]} IN ({values})", len(distinct))
     rows = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in distinct)
     return KeyRanges(f"({', '.join(names)}) IN ({rows})", len(distinct))
+
+
+def fitted_ranges(
+    columns: Sequence[str],
+    keys: Sequence[Sequence[Any]],
+    quote: Callable[[str], str],
+    literal: Callable[[Any], str],
+    data_collection: str,
+    max_chars: int | None,
+) -> KeyRanges:
+    """:func:`key_ranges` whose signal (:func:`snapshot_signal`) fits a signal table's
+    ``data`` column of ``max_chars`` characters (None: unbounded; Debezium's documented
+    table has ``varchar(2048)``): integer runs are joined further until it does; a key
+    list that does not fit makes the whole table the range."""
+
+    def fits(r: KeyRanges) -> bool:
+        text = json.dumps(snapshot_signal(data_collection, r))
+        return max_chars is None or len(text) <= max_chars
+
+    limit = MAX_RANGES
+    while True:
+        ranges = key_ranges(columns, keys, quote, literal, limit)
+        if fits(ranges):
+            return ranges
+        if not _integers(columns, keys) or limit == 1:
+            break
+        limit = max(1, min(limit, ranges.pieces) // 2)
+    whole = KeyRanges(None, 0, f"the keys do not fit the signal table's {max_chars} characters")
+    return whole
 
 
 def snapshot_signal(data_collection: str, ranges: KeyRanges) -> dict[str, Any]:

@@ -130,8 +130,10 @@ class ControlPlane:
             self.repairs_seen = True
             for name in repairs.tables_with_pending(self.cfg.work_path()):
                 rt = next((t for t in self.tables if self.tables.store_name(t) == name), None)
-                if rt is not None:
-                    log.info("%s: %s", name, self._repair(rt))
+                if rt is None:
+                    log.warning("%s: repair deletes wait for a table not replicated now", name)
+                else:
+                    log.info("%s: %s", name, self._repair_safely(rt))
         if all(rt.state is TableState.PAUSED for rt in self.tables) and any(self.tables):
             recorder.replicator_state("paused")
         elif recorder.state == "paused":
@@ -161,7 +163,7 @@ class ControlPlane:
             if request.kind == "epoch":
                 return self._epoch(named[0])
             if request.kind == "repair":
-                return self._repair(named[0])
+                return self._repair_safely(named[0])
             return self._resync(named[0], force=request.kind == "resync-force")
         troubled = (TableState.FAILED, TableState.FAILING)
         if request.table is None:
@@ -268,6 +270,15 @@ class ControlPlane:
         log.info("%s: new position epoch accepted at %s", rt.name, instant)
         return f"new position epoch accepted at {instant}; reading {rt.topic} from its checkpoint"
 
+    def _repair_safely(self, rt: TableRuntime) -> str:
+        """:meth:`_repair`; an unexpected failure is its outcome (the replicator goes on,
+        the files stay)."""
+        try:
+            return self._repair(rt)
+        except (CdcError, OSError, ValueError, KeyError) as exc:
+            log.warning("%s: repair: %s", rt.name, exc)
+            return f"error: {exc}"
+
     def _repair(self, rt: TableRuntime) -> str:
         """Apply the deletes repairs filed for a table (:mod:`.repairs`), each as one
         instant of deletes at the source position it was found at; the outcome."""
@@ -277,13 +288,20 @@ class ControlPlane:
             return f"error: {exc.message}"
         if not todo:
             return "no repair deletes waiting"
-        if rt.state.stopped or rt.state is TableState.FAILING or rt.writer is None:
-            why = rt.error or "it has no replica yet"
-            return f"error: table {rt.name} is {rt.state.value}: {why}; the deletes wait"
+        if rt.state.stopped or rt.state is TableState.FAILING:
+            return f"error: table {rt.name} is {rt.state.value}: {rt.error}; the deletes wait"
+        if rt.writer is None:
+            return f"error: table {rt.name} has no replica yet; the deletes wait"
+        if rt.progress.epoch.accepted or self.cfg.source.mysql_gtid_ordering:
+            return (
+                f"error: table {rt.name}'s positions are mapped (an accepted epoch, GTID "
+                "ordering): the deletes cannot be ordered and wait; remove them with "
+                f"{repairs.folder(self.cfg.work_path(), rt.name)}"
+            )
         self.settle()  # the batch in flight commits first
         deleted = late = 0
         for item in todo:
-            batch = self.intake.mapped(rt, item.batch())
+            batch = item.batch()
             prepared = PreparedBatch(count=0, started=time.monotonic())
             keys = rt.writer.record_key_fields
             prepared.tables.append(TableShare(rt, batch, keys, {}, repair=True))

@@ -449,13 +449,9 @@ class Intake:
     def replayed(self, rt: TableRuntime, result: DecodeResult) -> pa.Table | None:
         """The change batch of dead letters decoded again (``result``), its positions
         mapped as the live stream's are."""
-        return None if result.batch is None else self.mapped(rt, result.batch)
-
-    def mapped(self, rt: TableRuntime, batch: pa.Table) -> pa.Table:
-        """A change batch from outside the stream (dead letters, a repair's deletes) with
-        its positions mapped as the live stream's are."""
-        if self.cfg.source.mysql_gtid_ordering:
+        batch = result.batch
+        if batch is not None and self.cfg.source.mysql_gtid_ordering:
             batch = gtid_positions(batch, rt.progress.gtid_lineages)
-        if epochs.screened(self.cfg):  # of an accepted epoch
+        if batch is not None and epochs.screened(self.cfg):  # letters of an accepted epoch
             batch, _ = epochs.mapped(batch, rt.progress.epoch, snapshot_ended=False)
         return batch

@@ -14,6 +14,10 @@ pending) as one instant of deletes **at that position**, through the fold like a
 - applying a file twice changes nothing (a delete at a position already applied is a
   replay), so a crash between the commit and the file's removal is harmless.
 
+Its position is ``(P, -1)``: below every real event at P (their sub-positions are LSNs
+or row numbers), so a change committed exactly at P is newer. Its source time is the
+row's own last one, so the delete moves no clock (epochs, tombstone retention, latency).
+
 The instant moves no checkpoint (the deletes come from no topic). The file is removed
 once its instant is committed.
 """
@@ -81,14 +85,17 @@ class PendingDeletes:
             KEY: self.rows.column(HOODIE_RECORD_KEY).cast(pa.string()),
             OP: pa.array([OP_DELETE] * n, pa.string()),
             POS: pa.array([pos] * n, pa.int64()),
-            POS_SUB: pa.array([self.position] * n, pa.int64()),
-            SOURCE_TS: pa.array([int(time.time() * 1000)] * n, pa.int64()),
+            # Below every real event's at the same position: a change there is newer.
+            POS_SUB: pa.array([-1] * n, pa.int64()),
+            # The row's own last source time: the delete is no news of the source's
+            # clock (epoch detection, tombstone retention and latency read it).
+            SOURCE_TS: self._source_ts(n),
             PARTITION: pa.array([NO_PARTITION] * n, pa.int32()),
             OFFSET: pa.array(range(-n, 0), pa.int64()),
             TX_ID: pa.nulls(n, pa.string()),
             GTID: pa.nulls(n, pa.string()),
         }
-        columns = [control[f.name] for f in CONTROL_SCHEMA]
+        columns = [control[f.name].cast(f.type) for f in CONTROL_SCHEMA]
         fields = list(CONTROL_SCHEMA)
         skip = {*HOODIE_META_COLUMNS, *REPLICA_CDC_COLUMNS}
         for f in self.rows.schema:
@@ -97,8 +104,14 @@ class PendingDeletes:
                 columns.append(self.rows.column(f.name))
         return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
+    def _source_ts(self, n: int) -> pa.Array:
+        if SOURCE_TS in self.rows.column_names:
+            return self.rows.column(SOURCE_TS).combine_chunks().cast(pa.int64())
+        return pa.nulls(n, pa.int64())
+
 
 def folder(work_dir: Path, table: str) -> Path:
+    """Where a table's repair files wait."""
     return work_dir / REPAIR_FOLDER / table
 
 

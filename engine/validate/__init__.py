@@ -282,6 +282,8 @@ class Differences:
     ref: TableRef | None = None
     #: The topic the replica's newest commit read (None: not recorded).
     topic: str | None = None
+    #: Position epochs the replica's table accepted (its positions are mapped).
+    epochs_accepted: int = 0
     #: The key columns.
     key_columns: list[str] = field(default_factory=list)
     #: Key text -> raw key values: in the source only; on both sides with other values
@@ -326,14 +328,18 @@ def find_differences(
     db = connect(source_dsn)
     try:
         report, replica, result = _compare_one(db, path, running, database_map or {})
-        out = Differences(report, path, db.dialect, topic=replica.topic)
+        out = Differences(
+            report, path, db.dialect, topic=replica.topic, epochs_accepted=replica.epochs_accepted
+        )
         if result is None:
             return out
         plan, found = result
         out.ref, out.plan = plan.ref, plan
         out.key_columns = [k.name for k in plan.keys]
         out.position = plan.position
-        writing = report.replicator
+        # Stored positions of an accepted epoch are mapped: they do not compare with the
+        # source's (repair refuses such a table).
+        writing = report.replicator and not replica.epochs_accepted
         keys = {**found.missing, **found.extra, **{k: v[0] for k, v in found.differing.items()}}
         if writing and keys:
             holder = lambda: replica.holder() or running  # noqa: E731
@@ -384,10 +390,13 @@ def settle(
     applied that snapshot's position (waiting at most ``wait_seconds`` while a
     replicator runs); a replica row from a newer change has moved on and does not
     differ."""
-    running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
+
+    def holder() -> str | None:
+        work = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
+        return lock_holder_of(diff) or work
+
     db = connect(source_dsn)
     try:
-        holder = lambda: lock_holder_of(diff) or running  # noqa: E731
         again = _settle(db, diff, keys, wait_seconds, holder, work_dir)
     finally:
         db.close()

@@ -552,7 +552,7 @@ def recheck_keys(
                 _source_rows(db, plan, *_key_filter(db, plan, raws[i : i + 1000]))
                 for i in range(0, len(raws), 1000)
             )
-            rows = _replica_rows(replica, plan, _keys_mask(plan, set(keys)), None, [None])
+            rows = _replica_rows(replica, plan, keys_mask(plan, set(keys)), None, [None])
             _compare_rows(plan, src, rows, again)
         finally:
             db.end_snapshot()
@@ -604,7 +604,7 @@ def _reach(
     return False, replica
 
 
-def _keys_mask(
+def keys_mask(
     plan: _Plan, names: set[str]
 ) -> Callable[[duckdb.DuckDBPyConnection, pa.Table], pa.Array]:
     """A replica slice's mask of the rows whose key text is among ``names``."""
@@ -655,8 +655,10 @@ def settle_keys(
     replica's, once it has applied everything up to P (waiting at most ``wait_seconds``,
     and only while a replicator runs). A replica row written by a change newer than P
     has moved on past the source's snapshot and is not a difference, nor is a key the
-    replica lacks that the source, read again after, lacks too (deleted after P); the
-    others are compared as :func:`compare_table` compares.
+    replica lacks that the source, read again after, lacks too (deleted after P), nor a
+    key the replica has that the source, read again after, has too (committed after P,
+    or invisible to the snapshot: never deleted at P); the others are compared as
+    :func:`compare_table` compares.
     """
     position = db.begin_snapshot()
     try:
@@ -670,7 +672,7 @@ def settle_keys(
         db.end_snapshot()
     reached, replica = _reach(replica_path, position, wait_seconds, holder, caught_up, 0.5)
     positions: dict[str, int] = {}
-    rows = list(_replica_rows(replica, plan, _keys_mask(plan, set(keys)), None, [None],
+    rows = list(_replica_rows(replica, plan, keys_mask(plan, set(keys)), None, [None],
                               positions=positions))  # fmt: skip
     moved = set()
     for k, stored in positions.items():
@@ -681,16 +683,20 @@ def settle_keys(
     _compare_rows(plan, src, [r for r in rows if r[0] not in moved], found)
     for k in moved:
         found.missing.pop(k, None)
-    gone = _gone_now(db, plan, found.missing)
+    present = _present_now(db, plan, {**found.missing, **found.extra})
+    gone = [k for k in found.missing if k not in present]
     for k in gone:  # deleted after P: the replica has applied that delete already
         found.missing.pop(k)
-    return Settled(found, position, reached, len(moved) + len(gone))
+    back = [k for k in found.extra if k in present]
+    for k in back:  # the source has it now (committed after P): the stream brings it
+        found.extra.pop(k)
+    return Settled(found, position, reached, len(moved) + len(gone) + len(back))
 
 
-def _gone_now(db: SourceDB, plan: _Plan, keys: dict[str, Any]) -> list[str]:
-    """Those of ``keys`` the source holds no longer (read now, outside any snapshot)."""
+def _present_now(db: SourceDB, plan: _Plan, keys: dict[str, Any]) -> set[str]:
+    """Those of ``keys`` the source holds now (read in a snapshot of their own)."""
     if not keys:
-        return []
+        return set()
     raws = list(keys.values())
     present: set[str] = set()
     db.begin_snapshot()
@@ -700,7 +706,7 @@ def _gone_now(db: SourceDB, plan: _Plan, keys: dict[str, Any]) -> list[str]:
                 present.add(key)
     finally:
         db.end_snapshot()
-    return [k for k in keys if k not in present]
+    return present
 
 
 def _key_filter(db: SourceDB, plan: _Plan, raws: list[list[Any]]) -> tuple[str, list[Any]]:

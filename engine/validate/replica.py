@@ -29,6 +29,7 @@ from engine.storage import LocalStorage, Storage
 from engine.storage.lease import lease_holder
 
 TOPIC_KEY = "cdcctl.source.topic"  # engine.replicator.progress writes it
+EPOCH_KEY = "cdcctl.epoch"  # engine.replicator.epochs writes it
 TAIL_KEY = "cdcctl.partition.tail"
 
 
@@ -50,6 +51,9 @@ class Replica:
     kept_columns: tuple[str, ...] = ()
     #: The topic its newest commit read (None: not recorded).
     topic: str | None = None
+    #: Position epochs its table accepted (``cdcctl.epoch``): its stored positions are
+    #: mapped, not the source's own.
+    epochs_accepted: int = 0
 
     @classmethod
     def open(cls, path: Path | Storage) -> Replica:
@@ -94,9 +98,13 @@ class Replica:
             kept = tuple(str(c) for c in state.get("kept") or [])
         except (ValueError, TypeError, AttributeError):
             kept = ()
+        try:
+            accepted = len(json.loads(extra.get(EPOCH_KEY) or "{}").get("accepted") or [])
+        except (ValueError, TypeError, AttributeError):
+            accepted = 0
         return cls(
             name, store, instant, table.record_key_fields, data, source, recorded, tail, kept,
-            extra.get(TOPIC_KEY) or None,
+            extra.get(TOPIC_KEY) or None, accepted,
         )  # fmt: skip
 
     def slices(self, columns: list[str] | None = None) -> Iterator[pa.Table]:

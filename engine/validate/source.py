@@ -141,7 +141,11 @@ class SourceDB:
         raise NotImplementedError
 
     def literal(self, value: Any) -> str:
-        """``value`` as an SQL literal of this dialect, escaped by the driver."""
+        """``value`` as an SQL literal of this dialect (in SQL run without parameters)."""
+        raise NotImplementedError
+
+    def name(self, identifier: str) -> str:
+        """An identifier quoted for SQL run without parameters (``%`` as it is)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -188,6 +192,9 @@ class PostgresDB(SourceDB):
     def quote(self, name: str) -> str:
         return quote_pg(name, bound=True)  # every query runs with parameters (maybe none)
 
+    def name(self, identifier: str) -> str:
+        return quote_pg(identifier)
+
     def text_expr(self, col: ColumnPlan) -> str:
         return cn.pg_text(self.quote(col.name), col.kind, col.source_type)
 
@@ -222,9 +229,12 @@ class PostgresDB(SourceDB):
         ]
 
     def begin_snapshot(self) -> int | None:
+        # The position is read before the snapshot is taken (at its first statement):
+        # every change the snapshot misses commits after it.
         try:
-            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             row = self.conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self.conn.execute("SELECT 1").fetchone()
         except self._psycopg.Error as exc:
             raise self._fail(exc, "starting a snapshot") from None
         return parse_lsn(row[0]) if row and row[0] else None
@@ -310,6 +320,9 @@ class MySQLDB(SourceDB):
     def quote(self, name: str) -> str:
         return quote_mysql(name, bound=True)  # every query runs with parameters (maybe none)
 
+    def name(self, identifier: str) -> str:
+        return quote_mysql(identifier)
+
     def text_expr(self, col: ColumnPlan) -> str:
         return cn.mysql_text(self.quote(col.name), col.kind, col.nullable)
 
@@ -386,6 +399,10 @@ class MySQLDB(SourceDB):
         self.query(sql, params)
 
     def literal(self, value: Any) -> str:
+        if isinstance(value, str):  # hex: the same under every sql_mode (backslashes)
+            return "_utf8mb4 X'" + value.encode().hex() + "'"
+        if isinstance(value, bytes | bytearray):
+            return "X'" + bytes(value).hex() + "'"
         return str(self.conn.escape(value))
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engine.repair.plan import (
     MAX_KEYS,
     KeyRanges,
+    fitted_ranges,
     integer_runs,
     key_ranges,
     snapshot_signal,
@@ -90,3 +91,20 @@ def test_the_signal_is_debeziums_incremental_snapshot_with_conditions() -> None:
     }
     whole = snapshot_signal("inventory.orders", KeyRanges(None, 0))
     assert whole == {"data-collections": ["inventory.orders"], "type": "incremental"}
+
+
+def test_the_signal_fits_the_signal_tables_data_column() -> None:
+    keys = [[i * 3] for i in range(500)]  # 500 runs of one key each
+    free = fitted_ranges(["id"], keys, _quote, _literal, "public.items", None)
+    assert free.pieces == 100  # MAX_RANGES
+    for room in (2048, 400):
+        fitted = fitted_ranges(["id"], keys, _quote, _literal, "public.items", room)
+        assert fitted.filter is not None and fitted.pieces <= (100 if room == 2048 else 20)
+        assert len(json.dumps(snapshot_signal("public.items", fitted))) <= room
+        runs = integer_runs([k[0] for k in keys], fitted.pieces)
+        assert all(any(a <= k[0] <= b for a, b in runs) for k in keys)
+    tiny = fitted_ranges(["id"], keys, _quote, _literal, "public.items", 120)
+    assert tiny.filter is None and "120" in (tiny.widened or "")  # not even one range fits
+    texts = [[f"key-{i}"] for i in range(200)]
+    whole = fitted_ranges(["code"], texts, _quote, _literal, "public.items", 2048)
+    assert whole.filter is None and "2048" in (whole.widened or "")
