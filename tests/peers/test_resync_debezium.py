@@ -20,7 +20,8 @@ differ and has the running replicator delete the three the source lacks, while a
 connection keeps inserting, updating and deleting other rows. The replica then equals
 the database, the topic holds incremental snapshot reads of the six keys only, and a key
 deleted by the repair and inserted again afterwards stays. With no replicator running, a
-repair files its deletes and the next start applies them.
+whole-table repair (``--whole``) files its deletes and has Debezium write every row into
+the topic again; the next start applies both.
 """
 
 from __future__ import annotations
@@ -95,16 +96,37 @@ def signals(scratch_postgres, kafka_broker: KafkaBroker, tmp_path_factory) -> It
         conn.close()
 
 
+def _watermarks(broker: KafkaBroker, topic: str) -> tuple[int, int]:
+    """The topic's log start and end offsets (partition 0)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "marks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+
+
 def _all(broker: KafkaBroker, topic: str) -> list:
     """Every record still in the topic: (key, value)."""
     if topic not in topic_names(broker):
         return []
-    return consume_all(broker, [topic])[topic]
+    low, high = _watermarks(broker, topic)
+    return consume_all(broker, [topic])[topic] if high > low else []
 
 
 def _records(broker: KafkaBroker, topic: str) -> list[dict]:
     """The payloads of the records still in the topic ({} for a tombstone)."""
     return [payload(v) or {} for _, v in _all(broker, topic)]
+
+
+def _incremental_reads(broker: KafkaBroker, topic: str) -> list[int]:
+    """The keys of the incremental-snapshot reads still in the topic, in order."""
+    return [
+        r["after"]["id"]
+        for r in _records(broker, topic)
+        if r.get("op") == "r" and (r.get("source") or {}).get("snapshot") == "incremental"
+    ]
 
 
 def _marks(broker: KafkaBroker, topic: str) -> list[Any]:
@@ -246,9 +268,10 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         # (each delete is followed by a tombstone)
         wait_until(lambda: len(_records(kafka_broker, topic)) >= 60 + 9 + 3, "the lost changes",
                    120, interval=1)  # fmt: skip
-        end = len(_all(kafka_broker, topic))
         admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
-        for future in admin.delete_records([TopicPartition(topic, 0, end)]).values():
+        for future in admin.delete_records(
+            [TopicPartition(topic, 0, _watermarks(kafka_broker, topic)[1])]
+        ).values():
             future.result(60)
         resumed = run_cli("resume", table, "--config", str(config))
         assert resumed.returncode == 0, resumed.stderr
@@ -303,11 +326,7 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         assert report["status"] == "equal" and report["source_rows"] == final, report
 
         # Exactly the six keys were read again, as an incremental snapshot.
-        reads = [
-            r["after"]["id"]
-            for r in _records(kafka_broker, topic)
-            if r.get("op") == "r" and (r.get("source") or {}).get("snapshot") == "incremental"
-        ]
+        reads = _incremental_reads(kafka_broker, topic)
         assert sorted(reads) == [1, 2, 3, 61, 62, 63], reads
         status = engine.read_status(work)
         assert status is not None
@@ -316,17 +335,26 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         assert run_cli("stop", "--config", str(config)).returncode == 0
         assert proc.wait() == 0, proc.describe()
 
-        # With no replicator running: a delete lost to retention again; the repair files
-        # the row's delete, and the next start applies it before reading on.
+        # With no replicator running: a delete lost to retention again. A whole-table
+        # repair files the row's delete and asks for every row again; the next start
+        # applies both.
         conn.execute("DELETE FROM public.stock WHERE id = 50")
         wait_until(lambda: _records(kafka_broker, topic)[-1] == {}, "the delete", 60, interval=1)
-        admin.delete_records([TopicPartition(topic, 0, len(_all(kafka_broker, topic)))])
-        offline = run_cli("repair", table, "--config", str(config), "--json")
+        for future in admin.delete_records(
+            [TopicPartition(topic, 0, _watermarks(kafka_broker, topic)[1])]
+        ).values():
+            future.result(60)
+        offline = run_cli("repair", table, "--config", str(config), "--whole", "--json")
         assert offline.returncode == 0, offline.stdout + offline.stderr
         result = json.loads(offline.stdout)
-        assert result["plan"]["extra"] == 1 and result["plan"]["signal"] is None, result
+        plan = result["plan"]
+        assert plan["extra"] == 1 and plan["filter"] is None, plan
+        assert plan["signal"] == {"data-collections": ["public.stock"], "type": "incremental"}
         assert result["deletes"].startswith("waiting: no replicator runs"), result
         assert result["equal"] is None, result
+        rows = conn.execute("SELECT count(*) FROM public.stock").fetchone()[0]
+        wait_until(lambda: len(_incremental_reads(kafka_broker, topic)) == rows,
+                   "the whole table read again", 90, interval=1)  # fmt: skip
         done = run_cli("start", "--config", str(config), "--until-caught-up")
         assert done.returncode == 0, done.stderr[-3000:]
         assert "public_stock: repair: deleted 1 row(s)" in done.stderr, done.stderr[-3000:]
