@@ -287,6 +287,10 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
 
         wait_until(caught_up, "the gap accepted", 120, child=proc)
 
+        # Refused, with what to do: a pattern (one table at a time).
+        pattern = run_cli("repair", "public_*", "--config", str(config), "--dry-run")
+        assert pattern.returncode == 1 and "not a pattern" in pattern.stderr, pattern.stderr
+
         # The plan, changing nothing: the signal table found through Kafka Connect.
         signalled = conn.execute("SELECT count(*) FROM public.dbz_signal").fetchone()[0]
         dry = run_cli("repair", table, "--config", str(config), "--dry-run", "--json")
