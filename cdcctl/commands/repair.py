@@ -87,7 +87,9 @@ def repair(
     ] = 300.0,
     json_out: Annotated[bool, typer.Option("--json", help="print the outcome as JSON")] = False,
 ) -> int | None:
-    """Repair a replica in place: snapshot again what differs, delete what the source lacks.
+    """Fix a replica in place from its source table.
+
+    The keys that differ are snapshotted again; rows the source lacks are deleted.
 
     Compares the replica with its source table (as validate does), asks Debezium through
     its signal table for an incremental snapshot of exactly the keys that are missing or

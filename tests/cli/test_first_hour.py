@@ -39,6 +39,7 @@ COMMANDS = (
     "query",
     "test-connection",
     "validate",
+    "repair",
 )
 #: The query of the README's quick start.
 QUICK_START_SQL = (
