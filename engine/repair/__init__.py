@@ -33,7 +33,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -44,7 +43,7 @@ from engine.errors import RepairError, SourceDatabaseError
 from engine.hudi import HOODIE_RECORD_KEY
 from engine.repair.plan import KeyRanges, fitted_ranges, snapshot_signal
 from engine.replicator import repairs
-from engine.state.control import alive, read_status, send_request
+from engine.state.control import alive, read_status, send_request, written_at
 from engine.validate import Differences, TableReport, find_differences, settle
 from engine.validate.replica import Replica
 from engine.validate.source import SourceDB, connect
@@ -193,15 +192,11 @@ def plan_repair(
             hint=f"rebuild it instead: `cdcctl resync {report.table}`",
         )
     keys = [*diff.missing.values(), *diff.differing.values()]
-    if whole:
-        ranges = KeyRanges(None, 0, "the whole table (--whole)")
-    else:
-        ranges = KeyRanges(None, 0)
     collection = _data_collection(diff)
-    given = signal_table
+    ranges, found_table, signal = KeyRanges(None, 0), None, None
     if keys or whole:
-        signal_table = _signal_table(cfg, diff.topic, given)
-        if signal_table is None:
+        found_table = _signal_table(cfg, diff.topic, signal_table)
+        if found_table is None:
             raise RepairError(
                 f"no signal table is known for {report.table}'s connector",
                 hint="name it with --signal-table SCHEMA.TABLE (the connector's "
@@ -209,10 +204,21 @@ def plan_repair(
                 "Kafka Connect; the connector needs signal.data.collection set (Debezium: "
                 "'Sending signals to a Debezium connector')",
             )
-        if keys and not whole:
-            room = _data_room(db, signal_table)
+        if whole:
+            ranges = KeyRanges(None, 0, "the whole table (--whole)")
+        else:
+            room = _data_room(db, found_table)
             ranges = fitted_ranges(diff.key_columns, keys, db.name, db.literal, collection, room)
-    plan = RepairPlan(
+        signal = snapshot_signal(collection, ranges)
+    if diff.extra and diff.position is None:
+        raise RepairError(
+            f"the source's position could not be read, so the {len(diff.extra)} "
+            f"row(s) {report.table} has and the source lacks cannot be ordered with "
+            "its changes",
+            hint="PostgreSQL: the user needs pg_current_wal_lsn(); MySQL/MariaDB: the "
+            "binary log must be on and the user needs REPLICATION CLIENT",
+        )
+    return RepairPlan(
         table=report.table,
         source_table=report.source_table,
         data_collection=collection,
@@ -221,33 +227,21 @@ def plan_repair(
         extra=len(diff.extra),
         filter=ranges.filter,
         ranges=ranges.pieces,
-        signal_table=None,
-        signal=None,
+        signal_table=found_table,
+        signal=signal,
         position=db.position_text(diff.position) if diff.extra else None,
         before=report,
         in_flight=diff.in_flight,
+        notes=[f"the whole table is snapshotted again: {ranges.widened}"]
+        if ranges.widened and signal is not None
+        else [],
     )
-    if ranges.widened and (keys or whole):
-        plan.notes.append(f"the whole table is snapshotted again: {ranges.widened}")
-    if keys or whole:
-        plan.signal_table = signal_table
-        plan.signal = snapshot_signal(collection, ranges)
-    if diff.extra:
-        if diff.position is None:
-            raise RepairError(
-                f"the source's position could not be read, so the {len(diff.extra)} "
-                f"row(s) {report.table} has and the source lacks cannot be ordered with "
-                "its changes",
-                hint="PostgreSQL: the user needs pg_current_wal_lsn(); MySQL/MariaDB: the "
-                "binary log must be on and the user needs REPLICATION CLIENT",
-            )
-    return plan
 
 
 def _extra_rows(diff: Differences) -> pa.Table:
     """The replica rows whose keys the source lacks, whole, with their record keys
     (matched by key text, the comparison's own rule)."""
-    from engine.validate.compare import keys_mask
+    from engine.validate.recheck import keys_mask
 
     replica = Replica.open(diff.store)
     keep = keys_mask(diff.plan, set(diff.extra))
@@ -272,10 +266,8 @@ def _counters(cfg: Config, table: str, after: float | None = None) -> dict[str, 
     status = read_status(cfg.work_path())
     deadline = time.monotonic() + 3.0
     while after is not None and status is not None and time.monotonic() < deadline:
-        updated = status.replicator.updated_at
-        if status.replicator.state in ("stopped", None) or (
-            updated and datetime.fromisoformat(updated).timestamp() > after
-        ):
+        written = written_at(status)
+        if status.replicator.state in ("stopped", None) or (written and written > after):
             break
         time.sleep(0.2)
         status = read_status(cfg.work_path())

@@ -129,7 +129,7 @@ class ControlPlane:
         if not merging and not self.repairs_seen:
             self.repairs_seen = True
             for name in repairs.tables_with_pending(self.cfg.work_path()):
-                rt = next((t for t in self.tables if self.tables.store_name(t) == name), None)
+                rt = next(iter(self._named(name)), None)
                 if rt is None:
                     log.warning("%s: repair deletes wait for a table not replicated now", name)
                 else:
@@ -156,7 +156,7 @@ class ControlPlane:
             except CdcError as exc:
                 return f"error: {exc.message}"
             return f"incomplete: {outcome.describe()}" if outcome.failed else outcome.describe()
-        named = [rt for rt in self.tables if self.tables.store_name(rt) == request.table]
+        named = self._named(request.table)
         if request.kind.startswith("resync") or request.kind in ("epoch", "repair"):
             if not named:
                 return f"error: no table named {request.table!r}"
@@ -178,6 +178,10 @@ class ControlPlane:
         changed = [rt.name for rt in targets if act(rt)]
         verb = "paused" if request.kind == "pause" else "resumed"
         return f"{verb} {', '.join(changed)}" if changed else f"already {verb}"
+
+    def _named(self, name: str | None) -> list[TableRuntime]:
+        """The table the state store names ``name`` (none, or one)."""
+        return [rt for rt in self.tables if self.tables.store_name(rt) == name]
 
     def _pause(self, rt: TableRuntime) -> bool:
         """Stop reading a table; its positions stay at its last commit. False if paused."""

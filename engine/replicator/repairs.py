@@ -25,7 +25,6 @@ once its instant is committed.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 import uuid
@@ -54,8 +53,6 @@ from engine.model import (
     TX_ID,
 )
 
-log = logging.getLogger("cdcctl.replicator")
-
 #: Where a work folder keeps the deletes waiting to be applied.
 REPAIR_FOLDER = "repair"
 _META = b"cdcctl.repair"
@@ -69,7 +66,6 @@ class PendingDeletes:
     """One repair's deletes, waiting in the work folder."""
 
     path: Path
-    table: str
     #: The source position (without the streamed bit) the rows were absent at.
     position: int
     #: How the source was read, for the event log: ``LSN 0/1A2B3C`` or ``binlog ...``.
@@ -152,7 +148,7 @@ def pending(work_dir: Path, table: str) -> list[PendingDeletes]:
                 f"the repair file {path} cannot be read: {exc}",
                 hint="run `cdcctl repair` again; remove the file if it is damaged",
             ) from None
-        out.append(PendingDeletes(path, table, int(meta["position"]), meta["position_text"], rows))
+        out.append(PendingDeletes(path, int(meta["position"]), meta["position_text"], rows))
     return out
 
 

@@ -152,18 +152,24 @@ def _table(
     )
 
 
+def written_at(status: StatusRecord) -> float | None:
+    """When the replicator last wrote the state store (a time; None: never)."""
+    from datetime import datetime
+
+    updated = status.replicator.updated_at
+    return datetime.fromisoformat(updated).timestamp() if updated else None
+
+
 def caught_up_since(work_dir: Path, table: str, since: float) -> bool:
     """Whether the running replicator had applied everything its topics held for
     ``table`` at a lag measurement made after ``since`` (a time): no message waiting."""
-    from datetime import datetime
-
     from engine.state.recorder import FLUSH_SECONDS
 
     status = read_status(work_dir)
     row = status.table(table) if status is not None else None
-    if status is None or row is None or not status.replicator.updated_at:
+    written = written_at(status) if status is not None else None
+    if row is None or written is None:
         return False
-    written = datetime.fromisoformat(status.replicator.updated_at).timestamp()
     measured_after = written - LAG_EVERY_SECONDS - FLUSH_SECONDS
     return alive(work_dir) and row.lag_messages == 0 and measured_after >= since
 

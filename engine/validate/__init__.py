@@ -23,9 +23,10 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.hudi import HudiView
+from engine.lock import LOCK_NAME
 from engine.naming import unknown_table
 from engine.storage import Storage, folder_store
-from engine.validate.replica import Replica, lock_holder
+from engine.validate.replica import Replica, holder_of, lock_holder
 from engine.validate.report import ColumnDiff, Recheck, RowDiff, TableReport
 from engine.validate.source import SourceDB, TableRef, connect, dialect_of, redact
 
@@ -190,7 +191,7 @@ def validate_replicas(
     store = target if isinstance(target, Storage) else folder_store(target)
     paths = _select(store, tables)
     _check_database_map(dialect, paths, database_map)
-    running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
+    running = _work_holder(work_dir)
     db = connect(source_dsn)
     reports: list[TableReport] = []
     try:
@@ -236,7 +237,7 @@ def _validate_one(
     database_map: dict[str, str],
     work_dir: str | Path | None = None,
 ) -> TableReport:
-    from engine.validate.compare import recheck_keys
+    from engine.validate.recheck import recheck_keys
 
     report, replica, result = _compare_one(db, path, running, database_map)
     if result is None or report.equal:
@@ -324,10 +325,9 @@ def find_differences(
         as :func:`validate_replicas`.
     """
     [path] = _select(target, [table])
-    running = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
     db = connect(source_dsn)
     try:
-        report, replica, result = _compare_one(db, path, running, database_map or {})
+        report, replica, result = _compare_one(db, path, _work_holder(work_dir), database_map or {})
         out = Differences(
             report, path, db.dialect, topic=replica.topic, epochs_accepted=replica.epochs_accepted
         )
@@ -336,46 +336,14 @@ def find_differences(
         plan, found = result
         out.ref, out.plan = plan.ref, plan
         out.key_columns = [k.name for k in plan.keys]
-        out.position = plan.position
+        out = _found(out, found, plan.position)
         # Stored positions of an accepted epoch are mapped: they do not compare with the
         # source's (repair refuses such a table).
-        writing = report.replicator and not replica.epochs_accepted
-        keys = {**found.missing, **found.extra, **{k: v[0] for k, v in found.differing.items()}}
-        if writing and keys:
-            holder = lambda: replica.holder() or running  # noqa: E731
-            again = _settle(db, out, keys, wait_seconds, holder, work_dir)
-            found, out.position = again.found, again.position
-            out.in_flight = len(keys) - len(found.missing) - len(found.extra) - len(found.differing)
-        out.missing = dict(found.missing)
-        out.differing = {k: raw for k, (raw, _) in found.differing.items()}
-        out.extra = dict(found.extra)
+        if report.replicator and not replica.epochs_accepted and out.keys:
+            out = _settle(db, out, out.keys, wait_seconds, work_dir)
     finally:
         db.close()
     return out
-
-
-def _settle(
-    db: SourceDB,
-    diff: Differences,
-    keys: dict[str, list[Any]],
-    wait_seconds: float,
-    holder: Callable[[], str | None],
-    work_dir: str | Path | None,
-) -> Any:
-    from engine.validate.compare import settle_keys
-
-    caught_up = _caught_up(work_dir, diff.report.table)
-    return settle_keys(db, diff.store, diff.plan, keys, wait_seconds, holder, caught_up)
-
-
-def _caught_up(work_dir: str | Path | None, table: str) -> Callable[[float], bool] | None:
-    """Whether the replicator on ``work_dir`` has applied all its topic held for
-    ``table`` at a lag measurement since a time (None: no work folder known)."""
-    if work_dir is None:
-        return None
-    from engine.state.control import caught_up_since
-
-    return functools.partial(caught_up_since, Path(work_dir), table)
 
 
 def settle(
@@ -390,27 +358,58 @@ def settle(
     applied that snapshot's position (waiting at most ``wait_seconds`` while a
     replicator runs); a replica row from a newer change has moved on and does not
     differ."""
-
-    def holder() -> str | None:
-        work = lock_holder(Path(work_dir) / "writer.lock") if work_dir is not None else None
-        return lock_holder_of(diff) or work
-
     db = connect(source_dsn)
     try:
-        again = _settle(db, diff, keys, wait_seconds, holder, work_dir)
+        return _settle(db, diff, keys, wait_seconds, work_dir)
     finally:
         db.close()
-    found = again.found
-    return replace(
+
+
+def _settle(
+    db: SourceDB,
+    diff: Differences,
+    keys: dict[str, list[Any]],
+    wait_seconds: float,
+    work_dir: str | Path | None,
+) -> Differences:
+    """:func:`settle` on an open connection."""
+    from engine.validate.recheck import settle_keys
+
+    def holder() -> str | None:
+        return holder_of(diff.store) or _work_holder(work_dir)
+
+    caught_up = _caught_up(work_dir, diff.report.table)
+    again = settle_keys(db, diff.store, diff.plan, keys, wait_seconds, holder, caught_up)
+    return _found(diff, again.found, again.position, asked=keys)
+
+
+def _found(
+    diff: Differences, found: Any, position: int | None, asked: dict[str, Any] | None = None
+) -> Differences:
+    """``diff`` with the keys a look ``found`` differing at ``position``; of the keys it
+    ``asked`` about, those not found were in flight."""
+    out = replace(
         diff,
         missing=dict(found.missing),
         differing={k: raw for k, (raw, _) in found.differing.items()},
         extra=dict(found.extra),
-        position=again.position,
-        in_flight=len(keys) - len(found.missing) - len(found.extra) - len(found.differing),
+        position=position,
     )
+    if asked is not None:
+        out.in_flight = len(asked) - len(out.keys)
+    return out
 
 
-def lock_holder_of(diff: Differences) -> str | None:
-    """Who writes a compared replica now (its writer lock or lease), or None."""
-    return Replica.open(diff.store).holder()
+def _work_holder(work_dir: str | Path | None) -> str | None:
+    """Who holds the work folder's writer lock (a running replicator), or None."""
+    return lock_holder(Path(work_dir) / LOCK_NAME) if work_dir is not None else None
+
+
+def _caught_up(work_dir: str | Path | None, table: str) -> Callable[[float], bool] | None:
+    """Whether the replicator on ``work_dir`` has applied all its topic held for
+    ``table`` at a lag measurement since a time (None: no work folder known)."""
+    if work_dir is None:
+        return None
+    from engine.state.control import caught_up_since
+
+    return functools.partial(caught_up_since, Path(work_dir), table)

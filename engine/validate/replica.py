@@ -138,10 +138,15 @@ class Replica:
 
     def holder(self) -> str | None:
         """Who holds the table's writer lock or lease (a running replicator), or None."""
-        local = self.store.local_path("")
-        if local is None:
-            return lease_holder(self.store, LEASE_FILE)
-        return lock_holder(table_lock_path(local))
+        return holder_of(self.store)
+
+
+def holder_of(store: Storage) -> str | None:
+    """Who holds the writer lock or lease of the table in ``store``, or None."""
+    local = store.local_path("")
+    if local is None:
+        return lease_holder(store, LEASE_FILE)
+    return lock_holder(table_lock_path(local))
 
 
 def source_from_topic(topic: str, fallback: str) -> dict[str, str]:
