@@ -9,7 +9,8 @@ and with ``recheck`` a second look at the differing keys.
 ``source`` (the database: connections, dialect SQL, snapshot, positions),
 ``replica`` (a replica as of one instant, read one file slice at a time),
 ``canonical`` (the canonical text of each kind of value, on both sides),
-``compare`` (segments, range hashes, rows by key, recheck), ``report`` (the records).
+``compare`` (segments, range hashes, rows by key), ``recheck`` (differing keys looked
+at again while a replicator moves the replica on), ``report`` (the records).
 """
 
 from __future__ import annotations
