@@ -25,6 +25,7 @@ from cdcctl.commands.dashboard import dashboard
 from cdcctl.commands.deadletters import deadletters
 from cdcctl.commands.delete import delete
 from cdcctl.commands.demo import demo
+from cdcctl.commands.explain import explain
 from cdcctl.commands.init import init
 from cdcctl.commands.query import query
 from cdcctl.commands.repair import repair
@@ -99,6 +100,7 @@ for command in (
     test_connection,
     validate,
     repair,
+    explain,
 ):
     app.command(cls=_PlainCommand)(_exits(command))
 

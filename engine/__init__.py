@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         UnknownTableError,
         WriterLockError,
     )
+    from engine.explain import Explanation, KeyStory, explain_keys, parse_since
     from engine.files import private_dir, private_file
     from engine.playground.demo import DemoReport, live_demo, run_demo
     from engine.query import connect, list_tables, query, read_table
@@ -165,6 +166,10 @@ _EXPORTS = {
     "SourceView": "engine.upstream",
     "slo_window_text": "engine.state",
     "TableReport": "engine.validate",
+    "Explanation": "engine.explain",
+    "KeyStory": "engine.explain",
+    "explain_keys": "engine.explain",
+    "parse_since": "engine.explain",
     "RepairPlan": "engine.repair",
     "RepairResult": "engine.repair",
     "repair_table": "engine.repair",

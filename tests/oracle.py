@@ -55,6 +55,7 @@ __all__ = [
     "decode_column",
     "fold",
     "fold_flattened",
+    "fold_verdicts",
     "inventory_types",
     "record_key",
 ]
@@ -373,6 +374,55 @@ def fold(
         topic: {key: row for key, (_, row) in table.rows.items() if row is not None}
         for topic, table in tables.items()
     }
+
+
+def fold_verdicts(
+    messages: Iterable[tuple[str, bytes | str | None, bytes | str | None]], key: str
+) -> list[tuple[str, str]]:
+    """What the fold of one topic's ``messages`` did with each event of ``key`` and with
+    each truncate, in order: ``(op, verdict)``, ``op`` ``x`` for a tombstone.
+
+    Verdicts: ``applied`` (``toast-filled`` when a column held the placeholder), ``replay``
+    (a position equal to the newest one the key had), ``late`` (older, or not newer than a
+    truncate that removed it), ``tombstone`` (a tombstone that deleted nothing); a
+    tombstone that deleted a live row is ``applied``.
+    """
+    table = _Table()
+    out: list[tuple[str, str]] = []
+    for _, raw_key, raw_value in messages:
+        _, payload = _load(raw_value)
+        if payload is None:
+            k = record_key(raw_key)
+            live = k in table.rows and table.rows[k][1] is not None
+            table.tombstone(k)
+            if k == key:
+                gone = live and table.rows[k][1] is None
+                out.append(("x", "applied" if gone else "tombstone"))
+            continue
+        op = payload["op"]
+        position = _position(payload.get("source") or {})
+        if op == "t":
+            before = table.truncated_at
+            table.truncate(position)
+            if before is not None and position is not None and position <= before:
+                out.append(("t", "replay" if position == before else "late"))
+            else:
+                out.append(("t", "applied"))
+            continue
+        k = record_key(raw_key)
+        floor = table.floor(k)
+        after = payload.get("after") or {}
+        row = None if op == "d" else dict(after)
+        table.apply(k, position, row)
+        if k != key:
+            continue
+        if floor is not None and position is not None and position <= floor:
+            out.append((op, "replay" if position == floor else "late"))
+        elif TOAST_PLACEHOLDER in after.values():
+            out.append((op, "toast-filled"))
+        else:
+            out.append((op, "applied"))
+    return out
 
 
 def fold_flattened(

@@ -22,8 +22,9 @@ commit protocol), ``writer``, ``commit`` (write stats, checkpoint), ``file_slice
 (naming, reading and writing one group's files), ``log_file`` (Merge-on-Read log
 blocks), ``schema`` (Arrow <-> the Avro schema commits carry, meta columns),
 ``bucket_index``, ``archive``, ``avro_models``, ``bloom``, ``parquet``, ``consistency``,
-``upgrade`` and ``tombstones`` (cdcctl's delete tombstones, kept with the table). The
-on-disk format follows the shared ``docs/hudi-format.md``.
+``upgrade``, ``history`` (one key's versions, for ``cdcctl explain``) and ``tombstones``
+(cdcctl's delete tombstones, kept with the table). The on-disk format follows the shared
+``docs/hudi-format.md``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from engine.hudi.file_slice import (
     SliceWrite,
     read_slice,
 )
+from engine.hudi.history import KeyHistory, KeyVersion, key_history
 from engine.hudi.key_index import only_keys
 from engine.hudi.layout import LEASE_FILE, drop_objects, has_meta_dir, has_own_dir, own_dir
 from engine.hudi.schema import (
@@ -60,6 +62,9 @@ __all__ = [
     "TOMBSTONE_INSTANT",
     "TOMBSTONE_SCHEMA",
     "FileSlice",
+    "KeyHistory",
+    "KeyVersion",
+    "key_history",
     "HudiView",
     "HudiWriter",
     "RowCounts",

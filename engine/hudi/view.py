@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
+import numpy as np
 import pyarrow as pa
 
 from engine.errors import HudiError
@@ -28,7 +29,7 @@ from engine.hudi import archive as ar
 from engine.hudi import avro_models as am
 from engine.hudi import options as o
 from engine.hudi import timeline as tl
-from engine.hudi.bucket_index import bucket_of_file_id
+from engine.hudi.bucket_index import RULE_LEGACY, bucket_ids, bucket_of_file_id
 from engine.hudi.file_slice import BASE_FILE_RE, FileSlice
 from engine.hudi.layout import HOODIE_DIR, PROPERTIES_FILE, parse_properties
 from engine.hudi.log_file import LogFileName, log_instant, log_instant_in
@@ -191,6 +192,16 @@ class HudiView:
         if not value:
             raise HudiError(f"{self.location}: the number of buckets is not recorded")
         return int(value)
+
+    def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
+        fields = self.properties.get(o.BUCKET_HASH_FIELD_KEY) or ",".join(self.record_key_fields)
+        rule = self.properties.get(o.BUCKET_HASH_RULE_KEY, RULE_LEGACY)
+        return bucket_ids(keys, self.num_buckets, fields.split(","), rule)
+
+    def bucket_of(self, key: str) -> int:
+        """The bucket of one record key."""
+        return int(self.bucket_ids(pa.array([key], pa.string()))[0])
 
     # ----------------------------------------------------------------- timeline
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 from engine.errors import HudiError
 from engine.hudi import consistency, tombstones, upgrade
 from engine.hudi import options as o
-from engine.hudi.bucket_index import RULE_LEGACY, bucket_file_id, bucket_ids
+from engine.hudi.bucket_index import bucket_file_id
 from engine.hudi.commit import WriteStat, format_checkpoint, parse_checkpoint
 from engine.hudi.file_slice import FileSlice, RowCounts, SliceResult, SliceWrite, base_file_name
 from engine.hudi.log_file import WRITE_STAGE, LogFileName
@@ -258,10 +258,7 @@ class HudiWriter:
 
     def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
-        props = self._table.properties
-        fields = props.get(o.BUCKET_HASH_FIELD_KEY) or ",".join(self.record_key_fields)
-        rule = props.get(o.BUCKET_HASH_RULE_KEY, RULE_LEGACY)
-        return bucket_ids(keys, self.num_buckets, fields.split(","), rule)
+        return self._table.bucket_ids(keys)
 
     # ----------------------------------------------------------------- writing
 

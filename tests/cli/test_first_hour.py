@@ -40,6 +40,7 @@ COMMANDS = (
     "test-connection",
     "validate",
     "repair",
+    "explain",
 )
 #: The query of the README's quick start.
 QUICK_START_SQL = (

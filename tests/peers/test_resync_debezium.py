@@ -329,6 +329,20 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         report = validate_tables(config, dsn)[table]
         assert report["status"] == "equal" and report["source_rows"] == final, report
 
+        # explain, from the connector's own events: key 11's delete by the repair and its
+        # insert after it; key 2 written by the incremental snapshot read.
+        told = run_cli("explain", table, "11", "2", "--config", str(config), "--json")
+        assert told.returncode == 0, told.stderr
+        k11, k2 = json.loads(told.stdout)["keys"]
+        commits = [t for t in k11["timeline"] if t["kind"] == "commit"]
+        assert [c["change"] for c in commits][-2:] == ["repair-delete", "insert"], commits
+        assert commits[-2]["position_text"].endswith(", repair"), commits
+        assert commits[-1]["position_text"].startswith("LSN 0/"), commits
+        wrote = [t for t in k11["timeline"] if t["kind"] == "event" and t["wrote"]]
+        assert wrote[-1]["op"] == "c" and wrote[-1]["offset"] == commits[-1]["offset"], wrote
+        last = [t for t in k2["timeline"] if t["kind"] == "commit"][-1]
+        assert last["op"] == "r" and last["offset"] is not None, k2["timeline"]
+
         # Exactly the six keys were read again, as an incremental snapshot.
         reads = _incremental_reads(kafka_broker, topic)
         assert sorted(reads) == [1, 2, 3, 61, 62, 63], reads
