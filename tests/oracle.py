@@ -411,13 +411,15 @@ def fold_verdicts(
             continue
         k = record_key(raw_key)
         floor = table.floor(k)
+        # Not newer than a truncate that removed the key: late (the fold counts it so).
+        truncated = k not in table.rows and table.truncated_at is not None
         after = payload.get("after") or {}
         row = None if op == "d" else dict(after)
         table.apply(k, position, row)
         if k != key:
             continue
         if floor is not None and position is not None and position <= floor:
-            out.append((op, "replay" if position == floor else "late"))
+            out.append((op, "replay" if position == floor and not truncated else "late"))
         elif TOAST_PLACEHOLDER in after.values():
             out.append((op, "toast-filled"))
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 
 from engine.column_types import parse_column_type
 from engine.config.base import INTERNAL, Section, file_fields, section_of
@@ -15,6 +15,7 @@ from engine.config.sections import (
     LOG_NAME,
     ErrorsConfig,
     HudiConfig,
+    LineageConfig,
     ReplicatorConfig,
     S3Config,
     SparkConfig,
@@ -130,6 +131,7 @@ class Config(Section):
     replicator: ReplicatorConfig = ReplicatorConfig()
     errors: ErrorsConfig = ErrorsConfig()
     spark: SparkConfig = SparkConfig()
+    lineage: LineageConfig = LineageConfig()
     tables: dict[str, TableConfig] = Field(
         default_factory=dict, description="per-table settings by replica table name"
     )
@@ -182,6 +184,16 @@ class Config(Section):
                 hint="set target.path to a folder for this (docs/guide/tables.md#object-storage)",
             )
         return (Path(self.base_dir) / self.target.path).resolve()
+
+    def lineage_file(self) -> Path | None:
+        """Absolute path of ``lineage.file`` (None: unset)."""
+        if self.lineage.file is None:
+            return None
+        return (Path(self.base_dir) / self.lineage.file).resolve()
+
+    def lineage_api_key(self) -> SecretStr | None:
+        """The bearer token of ``lineage.url`` (resolved, registered for redaction)."""
+        return secret_value("lineage.api_key", self.lineage.api_key)
 
     def target_s3(self) -> S3Settings:
         """The bucket, endpoint and credentials of an ``s3://`` target (secrets resolved

@@ -396,6 +396,58 @@ class ErrorsConfig(Section):
         return value
 
 
+class LineageConfig(Section):
+    """OpenLineage events: each table's run, its schema and its column lineage."""
+
+    url: str | None = Field(
+        default=None,
+        description="send OpenLineage run events to this HTTP endpoint (Marquez-compatible: "
+        "`POST <url>/<endpoint>`); unset, with `file` unset too: no lineage",
+    )
+    endpoint: str = Field(default="api/v1/lineage", description="the path under `url`")
+    api_key: str | None = Field(
+        default=None,
+        description=f"a bearer token for `url`, {REFERENCE_DOC}; a literal is refused",
+    )
+    file: str | None = Field(
+        default=None,
+        description="append the events to this file instead, one JSON document per line "
+        "(relative: to the config file)",
+    )
+    namespace: str = Field(
+        default="cdcctl",
+        min_length=1,
+        description="the jobs' namespace (each table's job is `<namespace>`/`cdcctl.<table>`)",
+    )
+    timeout_seconds: float = Field(
+        default=5.0, gt=0, description="longest wait for the endpoint per event"
+    )
+
+    _reference = field_validator("api_key")(reference_only)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = http_url(value)
+        if parts.password is not None or parts.username is not None:
+            raise ValueError("credentials must not be in the URL: use an api_key reference")
+        return value
+
+    @model_validator(mode="after")
+    def _one_sink(self) -> LineageConfig:
+        if self.url is not None and self.file is not None:
+            raise ValueError("url and file are two places for the same events: set one")
+        if self.api_key is not None and self.url is None:
+            raise ValueError("api_key is for url: set url too")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.url is not None or self.file is not None
+
+
 def is_local_master(master: str) -> bool:
     """Whether a Spark master runs in the driver's own JVM (``local``, ``local[N]``),
     rather than on a cluster's executors."""

@@ -256,6 +256,10 @@ class HudiWriter:
         own view of the timeline: no listing of ``.hoodie``)."""
         return self._table.file_groups(listed=False)
 
+    def created_by(self, instant: str) -> bool:
+        """Whether ``instant`` is the table's only completed write (it created the table)."""
+        return list(self._table.timeline().completed) == [instant]
+
     def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The bucket of each record key (Hudi's hashing, so Java writers agree)."""
         return self._table.bucket_ids(keys)

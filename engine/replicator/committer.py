@@ -19,12 +19,14 @@ import time
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import faults
 from engine.config import Config
 from engine.errors import HudiError, SchemaEvolutionError, WriterLockError
 from engine.hudi.options import COUNTS_KEY
+from engine.lineage import Lineage, TableLineage
 from engine.merge import MergeCounts, TaskResult
 from engine.model import SOURCE_TS
 from engine.replicator.batches import BatchReport, PendingBatch, PreparedBatch, TableShare
@@ -67,6 +69,24 @@ def applied_counts(
     )
 
 
+def table_lineage(rt: TableRuntime, schema: pa.Schema, location: str) -> TableLineage:
+    """What the lineage events say of a table after a commit."""
+    try:
+        source = json.loads(rt.progress.source_table or "{}")
+    except ValueError:
+        source = {}
+    return TableLineage(
+        rt.name,
+        rt.topic,
+        {k: str(v) for k, v in source.items() if isinstance(v, str)},
+        schema,
+        list(rt.writer.record_key_fields) if rt.writer is not None else [],
+        kept=[str(c) for c in rt.progress.schema_state.get("kept") or []],
+        renamed=dict(rt.progress.ddl.renamed),
+        location=location,
+    )
+
+
 class Committer:
     """Plans and commits the tables of each batch."""
 
@@ -79,6 +99,8 @@ class Committer:
         self.recovery = recovery
         self.staging = tables.staging
         self.recorder: StateRecorder | None = None
+        #: OpenLineage events (``[lineage]``), while a run runs.
+        self.lineage: Lineage | None = None
         #: Batches planned, and commits made (a turn that made one ends an incident).
         self.batches = 0
         self.commits = 0
@@ -258,6 +280,14 @@ class Committer:
                 self.recorder.event(rt.name, "schema", note)
         for note in plan.schema_notes:
             log.warning("%s: %s", rt.name, note)
+        if self.lineage is not None:
+            self.lineage.committed(
+                table_lineage(rt, plan.schema, writer.location),
+                instant=plan.instant,
+                created=writer.created_by(plan.instant),
+                schema_changed=plan.schema_changed,
+                notes=plan.schema_notes,
+            )
         h = self.cfg.hudi
         writer.maintain(
             c.commits, retention(self.cfg), h.keep_min_commits, h.keep_max_commits,

@@ -33,9 +33,10 @@ from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
 from engine.decode import decoder_for
 from engine.errors import StorageError, TableNameError
 from engine.files import private_dir
+from engine.lineage import Lineage
 from engine.lock import LOCK_NAME, Locks
 from engine.replicator.batches import BatchReport, PendingBatch, PreparedBatch, TableShare
-from engine.replicator.committer import Committer
+from engine.replicator.committer import Committer, table_lineage
 from engine.replicator.control_plane import ControlPlane
 from engine.replicator.ddl_router import SchemaChangeRouter
 from engine.replicator.deadletter import DeadLetters, ReplayOutcome
@@ -47,7 +48,7 @@ from engine.replicator.runner import SparkRunner
 from engine.replicator.tables import Tables
 from engine.signals import stop_on_signals
 from engine.source import Record, group_by_topic
-from engine.state import StateRecorder, TableStatus
+from engine.state import StateRecorder, TableState, TableStatus
 from engine.state.metrics import MetricsServer, serve_metrics
 from engine.state.slo import SloGoal
 from engine.upstream import SourceWatcher
@@ -163,16 +164,23 @@ class Replicator:
                     DEFAULT_CLEAN_RETAIN_HOURS,
                 )
             metrics = None
+            lineage = self.committer.lineage = Lineage.from_config(self.cfg)
+            ended_with: str | None = "stopped by an error"
             try:
                 metrics = self._serve_metrics(recorder)
                 self._run(until_caught_up, max_batches)
             except BaseException as exc:
-                recorder.replicator_state("failed", str(exc) or type(exc).__name__)
+                ended_with = str(exc) or type(exc).__name__
+                recorder.replicator_state("failed", ended_with)
                 raise
             else:  # a run that ended as no table could run failed (status says why)
-                ended_by = self._ended_by
+                ended_with = ended_by = self._ended_by
                 recorder.replicator_state(*(("failed", ended_by) if ended_by else ("stopped",)))
             finally:
+                if lineage is not None:
+                    self._lineage_failures()
+                    lineage.close(ended_with)
+                    self.committer.lineage = None
                 self.control.sync(force=True)
                 if self.control.watcher is not None:
                     self.control.watcher.close()
@@ -253,7 +261,20 @@ class Replicator:
             self.runner.launch(self.committer.plan(prepared), background=True)
         idle = not polled and self.runner.pending is None
         self.recovery.end_turn(self.committer.commits > commits, idle)
+        self._lineage_failures()
         return True
+
+    def _lineage_failures(self) -> None:
+        """A table that stopped (FAILED) ends its lineage run as failed."""
+        lineage = self.committer.lineage
+        if lineage is None:
+            return
+        for rt in self.tables:
+            if rt.state is TableState.FAILED and rt.writer is not None and lineage.live(rt.name):
+                schema = rt.writer.schema() or pa.schema([])
+                lineage.failed_table(
+                    table_lineage(rt, schema, rt.writer.location), rt.error or "failed"
+                )
 
     def _poll_until(self) -> Callable[[int], bool]:
         """When a poll ends (adaptive batching), besides ``max_batch_events`` read or
