@@ -36,7 +36,8 @@ def _cfg(tmp_path: Path, **lineage) -> object:
 
 def _table(name: str, **kw) -> TableLineage:
     source = {"connector": "mysql", "db": "shop", "table": name}
-    return TableLineage(name, f"srv.shop.{name}", source, SCHEMA, ["id"], location=f"/l/{name}", **kw)
+    topic = f"srv.shop.{name}"
+    return TableLineage(name, topic, source, SCHEMA, ["id"], location=f"/l/{name}", **kw)
 
 
 def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
