@@ -382,7 +382,8 @@ def fold_verdicts(
     """What the fold of one topic's ``messages`` did with each event of ``key`` and with
     each truncate, in order: ``(op, verdict)``, ``op`` ``x`` for a tombstone.
 
-    Verdicts: ``applied`` (``toast-filled`` when a column held the placeholder), ``replay``
+    Verdicts: ``applied`` (``toast-filled`` when a column held the placeholder and the key
+    had a row to take the value from), ``replay``
     (a position equal to the newest one the key had), ``late`` (older, or not newer than a
     truncate that removed it), ``tombstone`` (a tombstone that deleted nothing); a
     tombstone that deleted a live row is ``applied``.
@@ -415,12 +416,13 @@ def fold_verdicts(
         truncated = k not in table.rows and table.truncated_at is not None
         after = payload.get("after") or {}
         row = None if op == "d" else dict(after)
+        live = k in table.rows and table.rows[k][1] is not None  # a value to keep
         table.apply(k, position, row)
         if k != key:
             continue
         if floor is not None and position is not None and position <= floor:
             out.append((op, "replay" if position == floor and not truncated else "late"))
-        elif TOAST_PLACEHOLDER in after.values():
+        elif TOAST_PLACEHOLDER in after.values() and live:
             out.append((op, "toast-filled"))
         else:
             out.append((op, "applied"))

@@ -37,6 +37,7 @@ applies them. A truncate of the table is an event of every key.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import re
@@ -54,6 +55,7 @@ from engine.hudi.options import CHECKPOINT_KEY, SOURCE_TABLE_KEY
 from engine.merge.toast import toast_mask
 from engine.model import (
     BY_FIELD,
+    COPIES,
     KEY,
     NO_POS,
     OFFSET,
@@ -70,7 +72,8 @@ from engine.model import (
 )
 from engine.naming import table_store, unknown_table
 from engine.query import parse_as_of
-from engine.replicator.progress import TOPIC_KEY, TRUNCATE_KEY
+from engine.replicator.deadletter import DeadLetter
+from engine.replicator.progress import TAIL_KEY, TOPIC_KEY, TRUNCATE_KEY
 from engine.replicator.replay import dead_letter_folder
 from engine.validate.source import format_lsn
 
@@ -241,23 +244,29 @@ def record_key(given: str, key_fields: list[str]) -> str:
 # ----------------------------------------------------------------------------- commits
 
 
-def _consumers(view: HudiView, topic: str | None) -> list[tuple[str, dict[int, int]]]:
-    """Every completed instant with the next offset per partition its checkpoint records."""
-    out = []
-    for instant in view.completed_instants():
-        checkpoint = view.extra_metadata(instant).get(CHECKPOINT_KEY)
-        out.append((instant, parse_checkpoint(checkpoint, topic) if topic else {}))
-    return out
+class _Consumers:
+    """Which commit consumed a Kafka record: the first completed instant whose checkpoint
+    passes its offset (checkpoints only grow, so a bisect per partition finds it)."""
 
+    def __init__(self, view: HudiView, topic: str | None, extras: dict[str, dict]) -> None:
+        self.by_partition: dict[int, tuple[list[int], list[str]]] = {}
+        for instant in sorted(extras):
+            checkpoint = extras[instant].get(CHECKPOINT_KEY)
+            for part, nxt in (parse_checkpoint(checkpoint, topic) if topic else {}).items():
+                offsets, instants = self.by_partition.setdefault(part, ([], []))
+                if not offsets or nxt > offsets[-1]:
+                    offsets.append(nxt)
+                    instants.append(instant)
+        #: Older commits were archived: the oldest active one may not be the consumer.
+        self.archived = view.has_archive()
+        self.first = min(extras) if extras else None
 
-def _consumed_by(
-    consumers: list[tuple[str, dict[int, int]]], partition: int, offset: int
-) -> str | None:
-    """The first instant whose checkpoint passes (partition, offset)."""
-    for instant, offsets in consumers:
-        if offsets.get(partition, -1) > offset:
-            return instant
-    return None
+    def of(self, partition: int, offset: int) -> str | None:
+        found = self.by_partition.get(partition)
+        if found is None:
+            return None
+        at = bisect.bisect_right(found[0], offset)
+        return found[1][at] if at < len(found[0]) else None
 
 
 def _truncate_floor(extra: dict[str, str]) -> Position | None:
@@ -289,6 +298,8 @@ def _changes(history: KeyHistory, connector: str | None) -> list[Change]:
             kind = "baseline"
         elif v.row is not None:
             kind = "insert" if before is None or before.row is None else "update"
+            if before is None and not history.complete and v.row.get(OP) == "u":
+                kind = "update"
         elif v.tombstone is not None:
             pos = (v.tombstone[0], v.tombstone[1] or 0)
             kind = "repair-delete" if v.tombstone[1] == -1 else "delete"
@@ -365,12 +376,52 @@ def _newer(pos: Position, than: Position | None, equal_is_newer: bool) -> bool:
     return than is None or pos > than or (equal_is_newer and pos == than)
 
 
-def _judge(events: list[Event], flags: list[bool], state: _State) -> None:
+class _Before:
+    """What the replica knew of the key before a commit: its state (row or tombstone
+    position, the table's truncate floor) and each partition's tail."""
+
+    def __init__(self, history: KeyHistory, extras: dict[str, dict]) -> None:
+        self.history = history
+        self.extras = extras
+        self.instants = sorted(extras)
+
+    def state(self, instant: str | None) -> _State:
+        return _state_before(self.history, instant, self.extras)
+
+    def tail(self, instant: str | None, partition: int) -> tuple[str, Position] | None:
+        """The key and position of the partition's last keyed event before ``instant``."""
+        at = bisect.bisect_left(self.instants, instant) if instant else len(self.instants)
+        if at == 0:
+            return None
+        try:
+            tails = json.loads(self.extras[self.instants[at - 1]].get(TAIL_KEY) or "{}")
+            _, key, pos, sub = tails[str(partition)]
+        except (KeyError, ValueError, TypeError):
+            return None
+        return str(key), (int(pos), int(sub or 0))
+
+
+def _merge(state: _State, known: _State) -> None:
+    """Fold into ``state`` what the replica held that the events read did not show (a
+    repair's delete, a truncate, a replayed dead letter, events before the read)."""
+    if known.newest is not None and (state.newest is None or known.newest > state.newest):
+        state.newest, state.live = known.newest, known.live
+    if known.floor is not None and (state.floor is None or known.floor > state.floor):
+        state.floor = known.floor
+
+
+def _judge(
+    events: list[Event], flags: list[bool], state: _State, before: _Before | None = None
+) -> None:
     """Give each event (consumption order) its verdict, by the fold's rules."""
     previous: dict[int, Event] = {}  # the key's event before, per partition
+    instant: str | None = None
     for e, by_field in zip(events, flags, strict=True):
         if e.verdict in ("dead-letter", "pending"):
             continue
+        if before is not None and e.instant != instant:
+            instant = e.instant
+            _merge(state, before.state(instant))
         pos = e.position
         prev = previous.get(e.partition)
         if e.op == OP_TRUNCATE:
@@ -378,15 +429,22 @@ def _judge(events: list[Event], flags: list[bool], state: _State) -> None:
                 e.verdict = "replay" if pos == state.floor else "late"
             else:
                 e.verdict = "applied"
-                state.floor, state.live = pos, False
+                if pos is None or state.newest is None or state.newest < pos:
+                    state.live = False  # the row was older than the truncate
+                state.floor = pos
             continue
         previous[e.partition] = e
-        if pos is None and prev is not None:
-            pos = prev.position
+        inherited = prev.position if prev is not None else None
+        if prev is None and before is not None:  # the partition's tail, as the fold does
+            tail = before.tail(e.instant, e.partition)
+            inherited = tail[1] if tail is not None and tail[0] == before.history.key else None
+        if pos is None and inherited is not None:
+            pos = inherited
             if e.op == OP_TOMBSTONE:
-                e.position, e.position_text = pos, prev.position_text
+                e.position = pos
+                e.position_text = prev.position_text if prev is not None else ""
         if e.op == OP_TOMBSTONE:
-            after_upsert = prev is not None and prev.op in _UPSERTS and pos == state.newest
+            after_upsert = (prev is None or prev.op in _UPSERTS) and pos == state.newest
             if pos is None or after_upsert and state.live:
                 e.verdict, state.live = "applied", False
                 e.note = "the delete itself (the event before it left the row)"
@@ -399,6 +457,9 @@ def _judge(events: list[Event], flags: list[bool], state: _State) -> None:
             continue
         if pos is None or _newer(pos, state.newest, by_field):
             e.verdict = "toast-filled" if e.toast else "applied"
+            if e.toast and not state.live:
+                e.verdict = "applied"
+                e.note = f"no previous value for {', '.join(e.toast)}: left null"
             if pos is not None:
                 state.newest = pos
             state.live = e.op != OP_DELETE
@@ -410,7 +471,7 @@ def _events(
     read: TopicRead | None,
     key: str,
     connector: str | None,
-    consumers: list[tuple[str, dict[int, int]]],
+    consumers: _Consumers,
     placeholder: str,
 ) -> tuple[list[Event], list[bool]]:
     if read is None or read.rows is None:
@@ -426,7 +487,7 @@ def _events(
     for i in wanted:
         r = {name: rows.column(name)[i].as_py() for name in rows.column_names}
         pos = None if r[POS] is None else (int(r[POS]), int(r[POS_SUB] or 0))
-        instant = _consumed_by(consumers, r[PARTITION], r[OFFSET])
+        instant = consumers.of(r[PARTITION], r[OFFSET])
         toast = _toast_columns(r, rows, i, placeholder) if r[OP] in _UPSERTS else []
         events.append(
             Event(
@@ -450,14 +511,9 @@ def _events(
     return events, flags
 
 
-def _dead_letters(
-    cfg: Config,
-    table: str,
-    topic: str | None,
-    key: str,
-    consumers: list[tuple[str, dict[int, int]]],
-) -> list[Event]:
-    """The table's dead letters of ``key``, each at the commit that skipped it."""
+def _letters(cfg: Config, table: str, topic: str | None) -> list[tuple[str, DeadLetter]]:
+    """The table's dead letters with their record key, read once for every key asked
+    (the key alone, by the decoder's own rules: as the tombstone of that key)."""
     letters = dead_letter_folder(cfg).letters(table)
     if not letters:
         return []
@@ -466,96 +522,105 @@ def _dead_letters(
     for d in letters:
         if d.key is None or (topic and d.topic != topic):
             continue
-        # The key alone, read by the decoder's own rules: as the tombstone of that key.
         result = decode(RecordBatch(d.topic, [d.key], [None], [d.partition], [d.offset]))
-        if result.batch is None or result.batch.column(KEY).to_pylist() != [key]:
-            continue
-        out.append(
-            Event(
-                d.partition, d.offset, None, None, "", None, None, None, "dead-letter",
-                _consumed_by(consumers, d.partition, d.offset),
-                note=(f"replayed at {d.replayed_instant}: " if d.replayed_instant else "")
-                + d.error,
-            )
-        )  # fmt: skip
+        if result.batch is not None and result.batch.num_rows == 1:
+            out.append((str(result.batch.column(KEY)[0].as_py()), d))
     return out
 
 
-def _link(changes: list[Change], events: list[Event]) -> None:
-    """Each commit's event (the one whose position its row holds) and each applied
+def _dead_letters(
+    letters: list[tuple[str, DeadLetter]], key: str, consumers: _Consumers
+) -> list[Event]:
+    """The dead letters of ``key``, each at the commit that skipped it."""
+    return [
+        Event(
+            d.partition, d.offset, None, None, "", None, None, None, "dead-letter",
+            consumers.of(d.partition, d.offset),
+            note=(f"replayed at {d.replayed_instant}: " if d.replayed_instant else "") + d.error,
+        )
+        for k, d in letters
+        if k == key
+    ]  # fmt: skip
+
+
+def _link(changes: list[Change], events: list[Event], copies: bool = False) -> None:
+    """Each commit's event (the last one whose position its row holds) and each applied
     event's commit (``wrote``; ``superseded`` when a newer one of its batch won)."""
     by_instant = {c.instant: c for c in changes}
-    for e in events:
-        if e.verdict not in ("applied", "toast-filled") or e.instant is None:
+    applied = [e for e in events if e.verdict in ("applied", "toast-filled") and e.instant]
+    for e in reversed(applied):  # equal order values: the later offset won
+        c = by_instant.get(e.instant or "")
+        if c is None or e.position is None or c.position != e.position or c.partition is not None:
             continue
-        c = by_instant.get(e.instant)
-        if c is not None and e.position is not None and c.position == e.position:
-            wrote = e.op != OP_TOMBSTONE or c.change in ("delete",)
-            if wrote and c.partition is None:
-                e.wrote = True
-                c.partition, c.offset, c.tx_id = e.partition, e.offset, e.tx_id
-                continue
-        if e.op == OP_TRUNCATE:
+        if e.op != OP_TOMBSTONE or c.change == "delete":
+            e.wrote = True
+            c.partition, c.offset, c.tx_id = e.partition, e.offset, e.tx_id
+    first_upsert: dict[str, int] = {}
+    newest_truncate: dict[str, Position] = {}
+    for e in applied:
+        if e.op in _UPSERTS:
+            first_upsert.setdefault(e.instant or "", e.offset)
+        if e.op == OP_TRUNCATE and e.position is not None:
+            at = e.instant or ""
+            newest_truncate[at] = max(newest_truncate.get(at, e.position), e.position)
+    for e in applied:
+        if e.wrote or e.op == OP_TRUNCATE or copies:
             continue
-        if c is None and e.op in (OP_DELETE, OP_TOMBSTONE):
-            batch_row = any(
-                u.instant == e.instant and u.op in _UPSERTS and u.offset < e.offset for u in events
-            )
+        at = e.instant or ""
+        if at not in by_instant and e.op in (OP_DELETE, OP_TOMBSTONE):
             e.note = (
                 "deleted the row its own batch wrote: no commit shows that row"
-                if batch_row
+                if first_upsert.get(at, e.offset) < e.offset
                 else "no row to delete (its tombstone keeps the position)"
             )
             continue
         e.verdict = "superseded"
-        truncated = any(
-            t.op == OP_TRUNCATE and t.instant == e.instant and t.position > e.position
-            for t in events
-            if t.position is not None and e.position is not None
-        )
+        truncated = e.position is not None and newest_truncate.get(at, e.position) > e.position
         e.note = "removed by a truncate of its batch" if truncated else "a newer event won"
 
 
 def _story(
     cfg: Config,
     view: HudiView,
-    table: str,
     key: str,
-    topic: str | None,
     read: TopicRead | None,
     connector: str | None,
-    consumers: list[tuple[str, dict[int, int]]],
+    consumers: _Consumers,
     extras: dict[str, dict],
+    letters: list[tuple[str, DeadLetter]],
 ) -> KeyStory:
     history = key_history(view, key)
     changes = _changes(history, connector)
+    dead = _dead_letters(letters, key, consumers)
+    quarantined = {(d.partition, d.offset) for d in dead}
     events, flags = _events(read, key, connector, consumers, cfg.source.toast_placeholder)
+    # A dead letter that decodes today is still a dead letter: the fold never saw it.
+    kept = [i for i, e in enumerate(events) if (e.partition, e.offset) not in quarantined]
+    events, flags = [events[i] for i in kept], [flags[i] for i in kept]
+    order = sorted(range(len(events)), key=lambda i: _consumption(events[i]))
+    events, flags = [events[i] for i in order], [flags[i] for i in order]
+    _judge(events, flags, _State(), _Before(history, extras))
+    schema = view.arrow_schema()
+    _link(changes, events, copies=schema is not None and COPIES in schema.names)
+    events = sorted(events + dead, key=_consumption)
     notes: list[str] = []
-    first = next((e for e in events if e.op != OP_TRUNCATE), events[0] if events else None)
-    if first is not None and read is not None and read.from_start(first.partition):
-        state = _State()
-    else:
-        state = _state_before(history, first.instant if first else None, extras)
-        if (
-            first is not None
-            and first.instant is not None
-            and first.instant < (history.oldest_readable or "")
-        ):
-            notes.append(
-                "the first events read were consumed before the oldest readable commit: "
-                "their verdicts assume nothing older was seen"
-            )
-    _judge(events, flags, state)
-    _link(changes, events)
-    letters = _dead_letters(cfg, table, topic, key, consumers)
-    events = sorted(events + letters, key=lambda e: (e.partition, e.offset))
+    if consumers.archived and any(e.instant == consumers.first for e in events):
+        notes.append(
+            f"older commits are archived: events shown at {consumers.first} (the oldest "
+            "active commit) may have been consumed by one of them"
+        )
     if read is not None and read.capped:
         notes.append(
             f"the read stopped after {read.scanned} messages: older or newer events "
             "may be missing (narrow it with --since, or raise --max-messages)"
         )
-    row = _data(history.versions[-1].row) if history.versions else None
+    row = _data(history.current)
     return KeyStory(key, row, changes, events, history.file_group, history.oldest_readable, notes)
+
+
+def _consumption(e: Event) -> tuple[str, int, int]:
+    """The order the replicator consumed events in: by commit, then partition and offset."""
+    return (e.instant or "~", e.partition, e.offset)
 
 
 def explain_keys(
@@ -582,16 +647,22 @@ def explain_keys(
     topic = newest.get(TOPIC_KEY) or None
     source = _source_table(newest.get(SOURCE_TABLE_KEY))
     connector = source.get("connector")
+    for k in keys:
+        try:
+            k.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"key {k!r} is not UTF-8 text", "record keys are text: give the key as stored"
+            ) from None
     wanted = [record_key(k, view.record_key_fields) for k in keys]
     read = None
     if topic is not None and max_messages > 0:
         read = read_keys(
             cfg, topic, wanted, decoder_for(cfg), since_ms=since_ms, max_messages=max_messages
         )
-    consumers = _consumers(view, topic)
-    stories = [
-        _story(cfg, view, table, k, topic, read, connector, consumers, extras) for k in wanted
-    ]
+    consumers = _Consumers(view, topic, extras)
+    letters = _letters(cfg, table, topic)
+    stories = [_story(cfg, view, k, read, connector, consumers, extras, letters) for k in wanted]
     kafka: dict[str, Any] = {"read": read is not None}
     if read is not None:
         kafka.update(

@@ -48,11 +48,6 @@ class TopicRead:
     #: order, with :data:`KAFKA_TS`; None when there is none.
     rows: pa.Table | None = None
 
-    def from_start(self, partition: int) -> bool:
-        """Whether ``partition`` was read from offset 0 (nothing before it is unseen)."""
-        first = self.ranges.get(partition, (None, None))[0]
-        return first == 0
-
 
 def _stamp(m: Message) -> int:
     kind, ts = m.timestamp()
@@ -95,6 +90,9 @@ def read_keys(
     settings: dict[str, Any] = {
         **consumer_settings(cfg.source, CHUNK),
         "group.id": cfg.source.kafka.group_id + "-explain",
+        # A partition's end may be a transaction marker no record sits at: its end of
+        # partition says the read is done there.
+        "enable.partition.eof": True,
     }
     try:
         consumer = Consumer(settings)
@@ -132,6 +130,7 @@ def read_keys(
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard(m.partition() or 0)
                         continue
                     raise SourceError(f"cannot read {topic}[{m.partition()}]: {err.str()}")
                 part, offset = m.partition() or 0, m.offset() or 0

@@ -69,6 +69,10 @@ class KeyHistory:
     file_group: str | None
     oldest_readable: str | None
     versions: list[KeyVersion]
+    #: The key's row as the newest commit holds it (a later schema change included).
+    current: dict[str, Any] | None = None
+    #: Every commit of the table was read (none cleaned or archived before the first).
+    complete: bool = True
 
 
 def _stats_name(meta: dict[str, Any], prefix: str) -> str | None:
@@ -81,12 +85,13 @@ def _stats_name(meta: dict[str, Any], prefix: str) -> str | None:
     return None
 
 
-def _row_at(view: HudiView, instant: str, prefix: str, key: str) -> tuple[str | None, dict | None]:
+def _row_at(
+    view: HudiView, reader: Any, instant: str, prefix: str, key: str
+) -> tuple[str | None, dict | None]:
     """The group's file id and the key's row as of ``instant`` (hudi-rs, one slice)."""
     import hudi
 
     options = hudi.HudiReadOptions().with_as_of_timestamp(instant)
-    reader = view.reader()
     chosen = [fs for fs in reader.get_file_slices(options) if fs.file_id.startswith(prefix)]
     if not chosen:
         return None, None
@@ -103,16 +108,27 @@ def _row_at(view: HudiView, instant: str, prefix: str, key: str) -> tuple[str | 
     return chosen[0].file_id, rows.slice(rows.num_rows - 1).to_pylist()[0]
 
 
-def _tombstone(view: HudiView, file_id: str, instant: str, key: str) -> tuple | None:
-    """The key's tombstone in the group's sidecar of ``instant`` (None: none kept)."""
-    found = tombstones.read(tombstones.sidecar(view.store, file_id, instant))
-    if found is None or found.num_rows == 0:
-        return None
-    rows = found.filter(pc.equal(found.column(KEY), key)).to_pylist()
-    if not rows or rows[-1][POS] is None:
-        return None
-    last = rows[-1]
-    return (last[POS], last[POS_SUB], last[SOURCE_TS])
+def _tombstone(
+    view: HudiView, file_id: str, instant: str, key: str, latest: str | None
+) -> tuple | None:
+    """The key's tombstone made at ``instant``: in the group's sidecar of that instant, or
+    (a clean swept that one) in the group's latest sidecar, which keeps each tombstone
+    with the instant that made it. None: none kept (expired, or a truncate)."""
+    for state in dict.fromkeys([instant, latest]):
+        if state is None:
+            continue
+        found = tombstones.read(tombstones.sidecar(view.store, file_id, state))
+        if found is None or found.num_rows == 0:
+            continue
+        mine = pc.and_(
+            pc.equal(found.column(KEY), key),
+            pc.equal(found.column(tombstones.INSTANT), instant),
+        )
+        rows = found.filter(mine).to_pylist()
+        if rows and rows[-1][POS] is not None:
+            last = rows[-1]
+            return (last[POS], last[POS_SUB], last[SOURCE_TS])
+    return None
 
 
 def _same(a: dict | None, b: dict | None) -> bool:
@@ -124,9 +140,11 @@ def _same(a: dict | None, b: dict | None) -> bool:
 def key_history(view: HudiView, key: str) -> KeyHistory:
     """The versions of record key ``key`` in ``view`` (module docstring), oldest first."""
     prefix = f"{view.bucket_of(key):08d}"
+    reader = view.reader()  # one hudi-rs table for every instant read
     timeline = view.timeline()
     oldest = view.oldest_readable()
     instants = [i for i in sorted(timeline.completed) if oldest is None or i >= oldest]
+    latest = {fs.file_id: fs.state_instant for fs in view.file_groups().values()}
     versions: list[KeyVersion] = []
     file_group: str | None = None
     last: dict | None = None
@@ -135,13 +153,13 @@ def key_history(view: HudiView, key: str) -> KeyHistory:
         wrote = _stats_name(meta, prefix)
         if n > 0 and wrote is None:
             continue
-        group, row = _row_at(view, instant, prefix, key)
+        group, row = _row_at(view, reader, instant, prefix, key)
         file_group = group or file_group
         if _same(row, last):  # carried over (or, at the first instant, never there)
             continue
         tomb = None
         if row is None and group is not None and wrote is not None:
-            tomb = _tombstone(view, group, instant, key)
+            tomb = _tombstone(view, group, instant, key, latest.get(group))
         versions.append(
             KeyVersion(
                 instant,
@@ -154,4 +172,9 @@ def key_history(view: HudiView, key: str) -> KeyHistory:
             )
         )
         last = row
-    return KeyHistory(key, file_group, oldest, versions)
+    current = last
+    if last is not None and instants and versions[-1].instant != instants[-1]:
+        current = _row_at(view, reader, instants[-1], prefix, key)[1]
+    complete = bool(instants) and instants[0] == min(timeline.completed)
+    complete = complete and not view.has_archive()
+    return KeyHistory(key, file_group, oldest, versions, current, complete)

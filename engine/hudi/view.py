@@ -190,7 +190,11 @@ class HudiView:
             o.BUCKET_NUM_KEY
         )
         if not value:
-            raise HudiError(f"{self.location}: the number of buckets is not recorded")
+            raise HudiError(
+                f"{self.location}: the number of buckets is not recorded",
+                "a table cdcctl wrote records it in hoodie.properties and every commit; "
+                "this one was written by another writer or its properties were edited",
+            )
         return int(value)
 
     def bucket_ids(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
