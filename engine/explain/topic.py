@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +23,7 @@ from engine.config import Config
 from engine.decode import Decoder, RecordBatch
 from engine.errors import SourceError
 from engine.model import KEY, OFFSET, OP, OP_TRUNCATE, PARTITION
-from engine.source.kafka import TIMEOUT_S, consumer_settings, creation_error, kafka_reason
+from engine.source.kafka import TIMEOUT_S, kafka_reason, scan_consumer
 
 #: Records asked of the consumer at once.
 CHUNK = 10_000
@@ -87,20 +86,9 @@ def read_keys(
     Raises:
         SourceError: the broker does not answer, or the topic is not there.
     """
-    settings: dict[str, Any] = {
-        **consumer_settings(cfg.source, CHUNK),
-        "group.id": cfg.source.kafka.group_id + "-explain",
-        # A partition's end may be a transaction marker no record sits at: its end of
-        # partition says the read is done there.
-        "enable.partition.eof": True,
-    }
-    try:
-        consumer = Consumer(settings)
-    except KafkaException as exc:
-        raise creation_error(exc) from None
     found = TopicRead(topic)
     kept: list[pa.Table] = []
-    try:
+    with scan_consumer(cfg.source, "explain", CHUNK) as consumer:
         try:
             meta = consumer.list_topics(topic, timeout=TIMEOUT_S)
             described = meta.topics.get(topic)
@@ -146,11 +134,6 @@ def read_keys(
             found.scanned += len(records)
             kept += _decoded(decode, topic, records, keys)
         found.capped = bool(todo)
-    finally:
-        try:
-            consumer.close()
-        except (KafkaException, RuntimeError):
-            pass
     if kept:
         rows = pa.concat_tables(kept, promote_options="permissive")
         found.rows = rows.sort_by([(PARTITION, "ascending"), (OFFSET, "ascending")])

@@ -67,9 +67,8 @@ from engine.model import OFFSET, OP, OP_READ, PARTITION, POS, STREAMED_BIT
 from engine.replicator.progress import TOPIC_ID_KEY
 from engine.source.kafka import (
     TIMEOUT_S,
-    consumer_settings,
-    creation_error,
     kafka_reason,
+    scan_consumer,
     topic_ids,
 )
 from engine.storage import Storage
@@ -341,16 +340,7 @@ def check_topic(
     Raises:
         SourceError: the broker does not answer.
     """
-    settings = {
-        **consumer_settings(cfg.source, CHUNK),
-        "group.id": cfg.source.kafka.group_id + "-resync-check",
-        "enable.partition.eof": True,
-    }
-    try:
-        consumer = Consumer(settings)
-    except KafkaException as exc:
-        raise creation_error(exc) from None
-    try:
+    with scan_consumer(cfg.source, "resync-check", CHUNK) as consumer:
         found = TopicCheck(topic)
         try:
             meta = consumer.list_topics(topic, timeout=TIMEOUT_S)
@@ -394,11 +384,6 @@ def check_topic(
         others = [p for p, (low, high) in marks.items() if p not in found.checked and high > low]
         _scan(consumer, decode or _scan_decoder(cfg), found, others)
         return found
-    finally:
-        try:
-            consumer.close()
-        except (KafkaException, RuntimeError):
-            pass
 
 
 def _scan(consumer: Consumer, decode: Decoder, found: TopicCheck, others: list[int]) -> None:

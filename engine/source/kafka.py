@@ -19,7 +19,8 @@ import re
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import (
@@ -219,6 +220,34 @@ def consumer_settings(cfg: SourceConfig, batch_size: int) -> dict[str, object]:
 _CLIENT_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "client.")
 #: The id Kafka gives no topic (a broker that reports no topic ids).
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+@contextmanager
+def scan_consumer(cfg: SourceConfig, purpose: str, chunk: int) -> Iterator[Consumer]:
+    """A consumer of its own for one bounded read of a topic (its group
+    ``<group_id>-<purpose>`` never commits; each partition's end is reported as
+    ``_PARTITION_EOF``: an end may be a transaction marker no record sits at), closed
+    after.
+
+    Raises:
+        ConfigError: librdkafka refuses the settings.
+    """
+    settings = {
+        **consumer_settings(cfg, chunk),
+        "group.id": f"{cfg.kafka.group_id}-{purpose}",
+        "enable.partition.eof": True,
+    }
+    try:
+        consumer = Consumer(settings)
+    except KafkaException as exc:
+        raise creation_error(exc) from None
+    try:
+        yield consumer
+    finally:
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError):
+            pass
 
 
 def admin_settings(cfg: SourceConfig) -> dict[str, Any]:
