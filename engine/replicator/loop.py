@@ -119,7 +119,8 @@ class Replicator:
     @recorder.setter
     def recorder(self, recorder: StateRecorder | None) -> None:
         self._recorder = recorder
-        for part in (self.intake, self.router, self.recovery, self.committer, self.control):
+        parts = (self.intake, self.router, self.recovery, self.committer, self.control)
+        for part in (*parts, self.offsets):
             part.recorder = recorder
 
     # -- lifecycle -------------------------------------------------------------------

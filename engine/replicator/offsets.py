@@ -20,6 +20,7 @@ from engine.config import Config
 from engine.errors import SourceError
 from engine.replicator.tables import TableRuntime, Tables
 from engine.source import KafkaSource
+from engine.state import StateRecorder
 
 log = logging.getLogger("cdcctl.replicator")
 
@@ -49,6 +50,8 @@ class Offsets:
         self._goal: Positions | None = None
         self._goal_probe: Future[Positions] | None = None
         self._probe_pool: ThreadPoolExecutor | None = None
+        #: The state store's writer (an accepted gap is an event of the event log).
+        self.recorder: StateRecorder | None = None
 
     # -- the consumer --------------------------------------------------------------------
     def connect(self) -> KafkaSource:
@@ -306,6 +309,13 @@ class Offsets:
                 )
             if any(fnmatch.fnmatchcase(rt.name, p) for p in self.cfg.replicator.accept_offset_gaps):
                 log.warning("%s: accepting a gap: %s; going on from offset %d", rt.name, gap, start)
+                if self.recorder is not None:  # status and the dashboard show it, not only the log
+                    self.recorder.event(
+                        rt.name,
+                        "gap",
+                        f"accepted: {gap}; going on from offset {start} "
+                        f"(`cdcctl repair {rt.name}` fetches what it lost from the source)",
+                    )
                 rt.progress.accepted_gaps.append(f"{topic}[{part}] {off}->{start}")
                 rt.progress.committed[part] = start
                 if ids is not None:

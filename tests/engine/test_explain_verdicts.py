@@ -58,7 +58,7 @@ def streams(draw: st.DrawFn) -> list[tuple[str, int, int, bool]]:
     return [(k, key, p, toast) for (k, key, _, toast), p in zip(steps, positions, strict=True)]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_verdicts_follow_the_fold(steps) -> None:
     messages = _messages(steps)

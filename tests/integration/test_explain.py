@@ -137,6 +137,8 @@ def test_explain_matches_the_fold_for_every_event_kind(
     letters = [e for e in stories["6"].events if e.verdict == "dead-letter"]
     assert [(e.partition, e.offset) for e in letters] == [(0, first.index(bad))]
 
+    if table_type == "COPY_ON_WRITE":
+        return  # the CLI is the same over both: run once, on Merge-on-Read
     # The CLI: the same story as JSON; the table as text; an unknown table refused.
     config = tmp_path / "cdcctl.toml"
     config.write_text(

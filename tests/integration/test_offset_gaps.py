@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+import engine
 from engine.errors import SourceError
 from engine.hudi.table import HudiTable
 from engine.playground.broker import produce_messages
@@ -109,6 +110,11 @@ def test_recreated_topic_stops_the_table_unless_its_gap_is_accepted(
     table = HudiTable.open(target / "app_items")
     extra = table.commit_metadata(table.completed_instants()[-1])["extraMetadata"]
     assert json.loads(extra["cdcctl.accepted_gaps"]) == [f"{topic}[0] 200->0"]
+    # Not only a log line: an event of the event log (status, the dashboard).
+    found = engine.read_status(tmp_path / "work")
+    assert found is not None
+    gaps = [e.message for e in found.events if e.kind == "gap" and e.table == "app_items"]
+    assert len(gaps) == 1 and gaps[0].startswith("accepted: ") and "cdcctl repair" in gaps[0]
 
 
 def test_a_recreated_topic_longer_than_the_checkpoint_is_a_gap_too(

@@ -24,6 +24,7 @@ from engine.hudi import HudiView, instant_iso
 from engine.playground.broker import produce_messages
 from engine.playground.workload import InventoryWorkload
 from engine.query import _open
+from engine.replicator import Replicator
 from tests.integration.replicas import META, run_cli, write_config
 from tests.oracle import fold
 
@@ -54,8 +55,10 @@ HUDI = {
 
 
 @pytest.fixture(scope="module")
-def lakes(broker, tmp_path_factory):
-    """``(messages, {kind: (config, target)})`` after three replication runs."""
+def lakes(broker, spark, tmp_path_factory):
+    """``(messages, {kind: (config, target)})`` after three replication runs: the first
+    through ``cdcctl start`` (its warnings checked), the others in this process on the
+    session's Spark (a child's Spark start is most of a run)."""
     root = tmp_path_factory.mktemp("query")
     prefix = f"t_query_{uuid.uuid4().hex[:8]}"
     messages = list(InventoryWorkload(seed=21, prefix=prefix, schemas=True).events(9000))
@@ -73,9 +76,12 @@ def lakes(broker, tmp_path_factory):
             max_batch_events=250,
         )
         configs[kind] = (cfg, target)
-    for chunk in (messages[:3000], messages[3000:6000], messages[6000:]):
+    for n, chunk in enumerate((messages[:3000], messages[3000:6000], messages[6000:])):
         produce_messages(broker.bootstrap_servers, chunk)
         for cfg, _ in configs.values():
+            if n > 0:
+                Replicator(engine.load_config(cfg), spark=spark).run(until_caught_up=True)
+                continue
             run = run_cli("start", "--config", str(cfg), "--until-caught-up")
             assert run.returncode == 0, run.stderr
             # Count-based cleaning, kept for older configs, is warned about at each start.
