@@ -14,9 +14,10 @@ Encoding (see :mod:`engine.model`):
 
 Rows without a usable position (events without a ``source`` block, or without ``lsn`` and
 ``sequence``: older PostgreSQL connectors sent incremental-snapshot reads so; Debezium
-3.6.1's carry the watermark's LSN in ``sequence``) get nulls; malformed positions (a ``sequence`` that is not
-the documented array, a binlog file without numeric suffix, values that would not fit the
-encoding) are reported so the message is quarantined rather than mis-ordered.
+3.6.1's carry the watermark's LSN in ``sequence``) get nulls; malformed positions (a
+``sequence`` that is not the documented array, a binlog file without numeric suffix,
+values that would not fit the encoding) are reported so the message is quarantined rather
+than mis-ordered.
 """
 
 from __future__ import annotations
