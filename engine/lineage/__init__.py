@@ -7,7 +7,8 @@ JSON event per line), the replicator emits, per table — the job ``<namespace>`
 * ``START`` at the table's first commit of the run, with ``lifecycleStateChange =
   CREATE`` on the replica when that commit created it;
 * ``RUNNING`` with ``lifecycleStateChange = ALTER`` at a commit that changed its schema
-  (the notes of the change in the facet ``cdcctl_schemaChange``);
+  (the notes of the change in the facet ``cdcctl_schemaChange``), ``OVERWRITE`` at the
+  first commit of a replica rebuilt during the run (a live resync);
 * ``FAIL`` when the table stops (``FAILED``), with the error, and for every started table
   when the run ends with an error; ``COMPLETE`` for the others when the run ends.
 
@@ -370,7 +371,9 @@ class Lineage:
         else:
             run_id = started[0]
         self._runs[info.table] = (run_id, info)
-        if (schema_changed or notes) and not created:  # notes: e.g. a column dropped, kept
+        if started is not None and created:  # rebuilt during the run (a live resync)
+            self._put(build_event(self.cfg, info, run_id, "RUNNING", lifecycle="OVERWRITE"))
+        elif (schema_changed or notes) and not created:  # notes: e.g. a column dropped, kept
             self._put(build_event(self.cfg, info, run_id, "RUNNING", lifecycle="ALTER",
                                   notes=notes, instant=instant))  # fmt: skip
 

@@ -47,6 +47,7 @@ def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
     lineage.committed(_table("orders"), instant="2", created=False, schema_changed=False, notes=[])
     renamed = _table("orders", renamed={"remark": "note"})
     lineage.committed(renamed, instant="3", created=False, schema_changed=True, notes=["renamed"])
+    lineage.committed(renamed, instant="5", created=True, schema_changed=False, notes=[])
     lineage.committed(_table("items"), instant="4", created=False, schema_changed=False, notes=[])
     lineage.failed_table(_table("items"), "column 'id' changed from int32 to string")
     lineage.failed_table(_table("items"), "told once")
@@ -56,6 +57,7 @@ def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
     assert [(e["job"]["name"], e["eventType"]) for e in events] == [
         ("cdcctl.orders", "START"),
         ("cdcctl.orders", "RUNNING"),
+        ("cdcctl.orders", "RUNNING"),  # rebuilt (a live resync): OVERWRITE
         ("cdcctl.items", "START"),
         ("cdcctl.items", "FAIL"),
         ("cdcctl.orders", "COMPLETE"),
@@ -71,7 +73,9 @@ def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
     note = alter["outputs"][0]["facets"]["columnLineage"]["fields"]["note"]
     assert note["inputFields"][0]["field"] == "remark"
     assert "renamed at the source from remark" in note["transformationDescription"]
-    assert events[3]["run"]["facets"]["errorMessage"]["message"].startswith("column 'id'")
+    rebuilt = events[2]["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"]
+    assert rebuilt == "OVERWRITE"
+    assert events[4]["run"]["facets"]["errorMessage"]["message"].startswith("column 'id'")
     assert len({e["run"]["runId"] for e in events}) == 2
 
 
