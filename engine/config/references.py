@@ -129,6 +129,9 @@ def _references(data: dict[str, Any]) -> list[tuple[str, str]]:
         found.append((f"source.schema_registry.{REGISTRY_SECRET}", registry.get(REGISTRY_SECRET)))
     s3 = _target_s3(data)
     found.extend((f"target.s3.{key}", s3.get(key)) for key in TARGET_SECRETS)
+    lineage = data.get("lineage")
+    if isinstance(lineage, dict):
+        found.append(("lineage.api_key", lineage.get("api_key")))
     return [(k, v) for k, v in found if isinstance(v, str) and SECRET_REFERENCE.fullmatch(v)]
 
 
@@ -161,6 +164,11 @@ def absolute_secret_files(data: dict[str, Any]) -> dict[str, Any]:
         for key in TARGET_SECRETS:
             _absolute_file(s3, key, base)
         data = {**data, "target": {**data["target"], "s3": s3}}
+    lineage = data.get("lineage")
+    if isinstance(lineage, dict):
+        lineage = dict(lineage)
+        _absolute_file(lineage, "api_key", base)
+        data = {**data, "lineage": lineage}
     source = data.get("source")
     if not isinstance(source, dict):
         return data

@@ -35,7 +35,7 @@ import datetime as dt
 import logging
 import queue
 import threading
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,15 +44,19 @@ import pyarrow as pa
 
 from engine.config import Config
 from engine.model import REPLICA_CDC_COLUMNS, ROW_OP, ROW_POS, ROW_POS_SUB, ROW_SOURCE_TS
+from engine.redaction import redact
 from engine.validate.replica import source_from_topic
 
 log = logging.getLogger("cdcctl.lineage")
 
 #: ``producer`` of every event and facet (a URI, as the spec wants).
 PRODUCER = "https://github.com/cdcctl/cdcctl"
-#: The schema URL of cdcctl's own facets.
-FACET_SCHEMA = PRODUCER + "/blob/main/docs/guide/operating.md#lineage"
-_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql"}
+#: The JSON Schema of cdcctl's own facet (docs/lineage/), as ``_schemaURL`` wants it.
+FACET_SCHEMA = (
+    PRODUCER + "/blob/main/docs/lineage/CdcctlSchemaChangeDatasetFacet.json"
+    "#/$defs/CdcctlSchemaChangeDatasetFacet"
+)
+_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "mariadb": "mysql"}
 _MYSQL = ("mysql", "mariadb")
 #: Where each ``_cdc_*`` column of a replica comes from in the change event, by connector
 #: (``""``: not known).
@@ -110,11 +114,12 @@ def _dsn_namespace(dsn: str | None) -> tuple[str, str] | None:
 def source_dataset(cfg: Config, info: TableLineage) -> tuple[str, str]:
     """(namespace, name) of the source table, by OpenLineage's naming conventions."""
     src = info.source_table
-    if "table" not in src:  # the events did not say: Debezium's topic naming does
-        found_in_topic = source_from_topic(info.topic, info.table)
-        src = {**src, "schema": found_in_topic["schema"], "table": found_in_topic["table"]}
     connector = src.get("connector", "")
     mysql = connector in _MYSQL
+    if "table" not in src:  # the events did not say: Debezium's topic naming does
+        named = source_from_topic(info.topic, info.table)
+        wanted = ("db", "table") if mysql else ("schema", "table")
+        src = {**src, **{k: named[k] for k in wanted if named.get(k)}}
     parts = [src.get("db"), src.get("table")] if mysql else [
         src.get("db"), src.get("schema"), src.get("table")
     ]  # fmt: skip
@@ -133,7 +138,7 @@ def topic_dataset(cfg: Config, topic: str) -> tuple[str, str]:
 
 
 def replica_dataset(location: str) -> tuple[str, str]:
-    if location.startswith("s3://"):
+    if location[:5].lower() == "s3://":
         bucket, _, key = location[5:].partition("/")
         return f"s3://{bucket}", key
     return "file", location
@@ -180,15 +185,14 @@ def column_lineage(
                 "keeps the replica's previous value"
             )
             changed = True
-        source_field = old_name.get(f.name, f.name)
-        if source_field != f.name:
-            notes.append(f"renamed at the source from {source_field}")
+        if f.name in old_name:  # the source's column has the new name too
+            notes.append(f"renamed at the source from {old_name[f.name]}")
         if f.name in info.kept:
             notes.append("dropped at the source: kept with its last values")
             changed = True
         description = "; ".join(notes)
         subtype = "TRANSFORMATION" if changed else "IDENTITY"
-        inputs = [(src_ns, src_name, source_field, "DIRECT", subtype, description)]
+        inputs = [(src_ns, src_name, f.name, "DIRECT", subtype, description)]
         out[f.name] = (inputs, description, None if changed else "IDENTITY")
     return out
 
@@ -231,11 +235,13 @@ def build_event(
         schema_dataset,
         storage_dataset,
     )
+    from openlineage.client.generated.base import set_producer
 
+    set_producer(PRODUCER)  # every facet's _producer is cdcctl, not the client library
     src_ns, src_name = source_dataset(cfg, info)
     topic_ns, topic_name = topic_dataset(cfg, info.topic)
     out_ns, out_name = replica_dataset(info.location)
-    data = [f for f in info.schema if not f.name.startswith("_cdc_")]
+    data = [f for f in info.schema if not f.name.startswith("_cdc_") and f.name not in info.kept]
     source_schema = schema_dataset.SchemaDatasetFacet(
         fields=[schema_dataset.SchemaDatasetFacetFields(name=f.name) for f in data]
     )
@@ -289,7 +295,7 @@ def build_event(
     }
     if error is not None:
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-            message=error, programmingLanguage="python"
+            message=redact(error), programmingLanguage="python"
         )
     job_facets: dict[str, Any] = {
         "jobType": job_type_job.JobTypeJobFacet(
@@ -308,6 +314,13 @@ def build_event(
         ],
         outputs=[OutputDataset(namespace=out_ns, name=out_name, facets=out_facets)],
     )
+
+
+def _run_id() -> str:
+    """A new run id (openlineage-python's: a UUIDv7, ordered by time)."""
+    from openlineage.client.uuid import generate_new_uuid
+
+    return str(generate_new_uuid())
 
 
 def _custom(values: dict[str, Any]) -> Any:
@@ -361,11 +374,19 @@ class Lineage:
         notes: list[str],
     ) -> None:
         """A table committed: START at its first commit of the run, RUNNING on a
-        schema change."""
+        schema change or a rebuild. Never raises: lineage never stops replication."""
+        try:
+            self._committed(info, instant, created, schema_changed, notes)
+        except Exception:  # noqa: BLE001 - said, and replication goes on
+            log.warning("lineage: no event for %s's commit %s", info.table, instant, exc_info=True)
+
+    def _committed(
+        self, info: TableLineage, instant: str, created: bool, schema_changed: bool, notes: list
+    ) -> None:
         started = self._runs.get(info.table)
         self._failed.discard(info.table)  # resumed after a failure: a new run
         if started is None:
-            run_id = str(uuid.uuid4())
+            run_id = _run_id()
             self._put(build_event(self.cfg, info, run_id, "START",
                                   lifecycle="CREATE" if created else None))  # fmt: skip
         else:
@@ -381,31 +402,45 @@ class Lineage:
         """Whether the table's failure is still to be told."""
         return table not in self._failed
 
-    def failed_table(self, info: TableLineage, error: str) -> None:
-        """A table stopped (FAILED): its run fails (once; a table that failed before its
-        first commit of the run starts its run here)."""
-        if not self.live(info.table):
+    def failed_table(
+        self, table: str, error: str, describe: Callable[[], TableLineage | None]
+    ) -> None:
+        """A table stopped (FAILED): its run fails, once. A table that failed before its
+        first commit of the run starts its run here, described by ``describe()`` (None:
+        nothing known of it, no event). Never raises."""
+        if not self.live(table):
             return
-        self._failed.add(info.table)
-        started = self._runs.pop(info.table, None)
-        if started is None:
-            run_id = str(uuid.uuid4())
-            self._put(build_event(self.cfg, info, run_id, "START"))
-        else:
-            run_id, info = started
-        self._put(build_event(self.cfg, info, run_id, "FAIL", error=error))
+        self._failed.add(table)
+        try:
+            started = self._runs.pop(table, None)
+            if started is None:
+                info = describe()
+                if info is None:
+                    return
+                run_id = _run_id()
+                self._put(build_event(self.cfg, info, run_id, "START"))
+            else:
+                run_id, info = started
+            self._put(build_event(self.cfg, info, run_id, "FAIL", error=error))
+        except Exception:  # noqa: BLE001 - said, and replication goes on
+            log.warning("lineage: no event for %s's failure", table, exc_info=True)
 
     def close(self, error: str | None = None) -> None:
         """The run ended: COMPLETE (FAIL with ``error``) for each started table, then
-        wait a few timeouts at most for the queue to drain."""
-        for run_id, info in self._runs.values():
-            kind = "FAIL" if error else "COMPLETE"
-            self._put(build_event(self.cfg, info, run_id, kind, error=error))
+        wait for the queue to drain (three timeouts an event, 30 s at most). Never raises."""
+        try:
+            for run_id, info in self._runs.values():
+                kind = "FAIL" if error else "COMPLETE"
+                self._put(build_event(self.cfg, info, run_id, kind, error=error))
+        except Exception:  # noqa: BLE001 - said; the run's end goes on
+            log.warning("lineage: no event for the run's end", exc_info=True)
         self._runs.clear()
+        waiting = self._queue.qsize()
         self._queue.put(None)
-        self._thread.join(self.cfg.lineage.timeout_seconds * 3)
+        self._thread.join(min(30.0, self.cfg.lineage.timeout_seconds * 3 * max(1, waiting)))
         if self._thread.is_alive():
             log.warning("lineage: %d event(s) not sent when the run ended", self._queue.qsize())
+        log.info("lineage: %d event(s) sent, %d could not be sent", self.sent, self.failed)
 
     def _put(self, event: Any) -> None:
         self._queue.put(event)
@@ -432,12 +467,16 @@ def _client(cfg: Config) -> Any:
     lc = cfg.lineage
     if lc.url is not None:
         from openlineage.client.transport.http import HttpConfig, HttpTransport, TokenProvider
+        from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
 
         key = cfg.lineage_api_key()
         auth = TokenProvider({}) if key is None else _bearer(key.get_secret_value())
+        # The endpoint is joined under the URL's own path (urljoin would replace its last
+        # part without a trailing slash).
+        url = lc.url if lc.url.endswith("/") else lc.url + "/"
         http = HttpConfig(
-            url=lc.url, endpoint=lc.endpoint, timeout=lc.timeout_seconds, auth=auth,
-            retry={"total": 2, "backoff_factor": 0.2, "status_forcelist": [500, 502, 503, 504]},
+            url=url, endpoint=lc.endpoint.lstrip("/"), timeout=lc.timeout_seconds, auth=auth,
+            retry={**DEFAULT_RETRY_CONFIG, "total": 2, "read": 2, "connect": 2},
         )  # fmt: skip
         return OpenLineageClient(transport=HttpTransport(http))
     from openlineage.client.transport.file import FileConfig, FileTransport

@@ -21,6 +21,7 @@ which is how the property tests drive the real engine.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -33,7 +34,7 @@ from engine.config import DEFAULT_CLEAN_RETAIN_HOURS, Config
 from engine.decode import decoder_for
 from engine.errors import StorageError, TableNameError
 from engine.files import private_dir
-from engine.lineage import Lineage
+from engine.lineage import Lineage, TableLineage
 from engine.lock import LOCK_NAME, Locks
 from engine.replicator.batches import BatchReport, PendingBatch, PreparedBatch, TableShare
 from engine.replicator.committer import Committer, table_lineage
@@ -45,7 +46,7 @@ from engine.replicator.offsets import Offsets
 from engine.replicator.recovery import Recovery
 from engine.replicator.retry import lost_to_a_stop, storage_cause, transient_cause
 from engine.replicator.runner import SparkRunner
-from engine.replicator.tables import Tables
+from engine.replicator.tables import TableRuntime, Tables
 from engine.signals import stop_on_signals
 from engine.source import Record, group_by_topic
 from engine.state import StateRecorder, TableState, TableStatus
@@ -164,10 +165,10 @@ class Replicator:
                     commits,
                     DEFAULT_CLEAN_RETAIN_HOURS,
                 )
-            metrics = None
-            lineage = self.committer.lineage = Lineage.from_config(self.cfg)
+            metrics = lineage = None
             ended_with: str | None = "stopped by an error"
             try:
+                lineage = self.committer.lineage = Lineage.from_config(self.cfg)
                 metrics = self._serve_metrics(recorder)
                 self._run(until_caught_up, max_batches)
             except BaseException as exc:
@@ -271,10 +272,9 @@ class Replicator:
         if lineage is None:
             return
         for rt in self.tables:
-            if rt.state is TableState.FAILED and rt.writer is not None and lineage.live(rt.name):
-                schema = rt.writer.schema() or pa.schema([])
+            if rt.state is TableState.FAILED and lineage.live(rt.name):
                 lineage.failed_table(
-                    table_lineage(rt, schema, rt.writer.location), rt.error or "failed"
+                    rt.name, rt.error or "failed", functools.partial(_described, rt)
                 )
 
     def _poll_until(self) -> Callable[[int], bool]:
@@ -412,3 +412,11 @@ class Replicator:
     def status(self) -> list[TableStatus]:
         """A snapshot of every table's status and counters."""
         return [rt.status() for rt in self.tables]
+
+
+def _described(rt: TableRuntime) -> TableLineage | None:
+    """What lineage says of a table that failed before its first commit of the run (its
+    schema read from its newest commit; None without a writer)."""
+    if rt.writer is None:
+        return None
+    return table_lineage(rt, rt.writer.schema() or pa.schema([]), rt.writer.location)

@@ -40,6 +40,10 @@ def _table(name: str, **kw) -> TableLineage:
     return TableLineage(name, topic, source, SCHEMA, ["id"], location=f"/l/{name}", **kw)
 
 
+def _never() -> TableLineage:
+    raise AssertionError("a started table is described by its run")
+
+
 def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
     lineage = Lineage.from_config(_cfg(tmp_path, file="lineage/events.jsonl"))
     assert lineage is not None
@@ -49,8 +53,12 @@ def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
     lineage.committed(renamed, instant="3", created=False, schema_changed=True, notes=["renamed"])
     lineage.committed(renamed, instant="5", created=True, schema_changed=False, notes=[])
     lineage.committed(_table("items"), instant="4", created=False, schema_changed=False, notes=[])
-    lineage.failed_table(_table("items"), "column 'id' changed from int32 to string")
-    lineage.failed_table(_table("items"), "told once")
+    # Nothing said of the source table, a one-part topic (flattened events): still named.
+    bare = TableLineage("flat", "flat", {}, SCHEMA, ["id"], location="/l/flat")
+    lineage.committed(bare, instant="6", created=False, schema_changed=False, notes=[])
+    lineage.failed_table("items", "column 'id' changed from int32 to string", _never)
+    lineage.failed_table("items", "told once", _never)
+    lineage.failed_table("gone", "failed before any commit, nothing known", lambda: None)
     lineage.close()
     lines = (tmp_path / "lineage" / "events.jsonl").read_text().splitlines()
     events = [json.loads(line) for line in lines]
@@ -59,8 +67,10 @@ def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
         ("cdcctl.orders", "RUNNING"),
         ("cdcctl.orders", "RUNNING"),  # rebuilt (a live resync): OVERWRITE
         ("cdcctl.items", "START"),
+        ("cdcctl.flat", "START"),
         ("cdcctl.items", "FAIL"),
         ("cdcctl.orders", "COMPLETE"),
+        ("cdcctl.flat", "COMPLETE"),
     ]
     start, alter = events[0], events[1]
     assert start["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
@@ -71,12 +81,13 @@ def test_a_run_appends_its_events_to_the_file(tmp_path: Path) -> None:
     assert note["transformationType"] == "IDENTITY" and "TOAST" not in str(note)
     # The rename: the replica column from the source's old name.
     note = alter["outputs"][0]["facets"]["columnLineage"]["fields"]["note"]
-    assert note["inputFields"][0]["field"] == "remark"
+    assert note["inputFields"][0]["field"] == "note"  # the source's column is renamed too
     assert "renamed at the source from remark" in note["transformationDescription"]
     rebuilt = events[2]["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"]
     assert rebuilt == "OVERWRITE"
-    assert events[4]["run"]["facets"]["errorMessage"]["message"].startswith("column 'id'")
-    assert len({e["run"]["runId"] for e in events}) == 2
+    assert events[5]["run"]["facets"]["errorMessage"]["message"].startswith("column 'id'")
+    assert events[4]["inputs"][1]["name"] == "flat"
+    assert len({e["run"]["runId"] for e in events}) == 3
 
 
 def test_an_endpoint_that_does_not_answer_never_stops_the_run(tmp_path: Path, caplog) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import attr
+import jsonschema
 import pytest
 from openlineage.client.generated import (
     column_lineage_dataset,
@@ -29,6 +30,7 @@ from openlineage.client.generated import (
 )
 
 from engine.config import config_from_dict
+from engine.lineage import FACET_SCHEMA, PRODUCER
 from engine.playground.broker import produce_messages
 from engine.replicator import Replicator
 from tests import builders
@@ -82,6 +84,13 @@ FACETS = {
 }
 JOB_FACETS = {"tags": tags_job.TagsJobFacet}
 _FACET_KEYS = {"_producer", "_schemaURL", "_deleted"}
+#: cdcctl's own facet, as its published schema (docs/lineage/) defines it (its part past
+#: the spec's DatasetFacet, which ``_check`` covers for the others).
+OWN_FACET = json.loads(
+    (
+        Path(__file__).parents[2] / "docs" / "lineage" / "CdcctlSchemaChangeDatasetFacet.json"
+    ).read_text()
+)["$defs"]["CdcctlSchemaChangeDatasetFacet"]["allOf"][1]
 
 
 def _check(value: Any, typ: Any, where: str) -> None:
@@ -136,10 +145,12 @@ def check_event(event: dict) -> None:
     places += [(f"outputs[{i}]", d) for i, d in enumerate(event["outputs"])]
     for where, holder in places:
         for name, facet in (holder.get("facets") or {}).items():
-            assert facet["_producer"].startswith("https://"), (where, name)
+            assert facet["_producer"] == PRODUCER, (where, name)
             cls = (JOB_FACETS if where == "job" else {}).get(name) or FACETS.get(name)
-            if cls is None:  # cdcctl's own: a name of its own, its own schema URL
-                assert name.startswith("cdcctl_") and facet["_schemaURL"], (where, name)
+            if cls is None:  # cdcctl's own: a name of its own, its own published schema
+                assert name == "cdcctl_schemaChange", (where, name)
+                assert facet["_schemaURL"] == FACET_SCHEMA
+                jsonschema.validate(facet, OWN_FACET)
                 continue
             assert facet["_schemaURL"] == cls._get_schema(), (where, name)
             _check(facet, cls, f"{where}.facets.{name}")
