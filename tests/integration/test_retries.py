@@ -21,11 +21,13 @@ from pathlib import Path
 import pytest
 
 import engine
+from engine.config import config_from_dict
 from engine.hudi.table import HudiTable
 from engine.naming import table_name_for_topic
 from engine.playground.broker import EmbeddedBroker, produce_messages
 from engine.playground.gate import TcpGate
 from engine.playground.workload import InventoryWorkload
+from engine.source.kafka import CLOSE_WAIT_S, KafkaSource
 from tests.integration.replicas import assert_replicas_match, run_cli, write_config
 from tests.oracle import fold
 from tests.waiting import wait_until
@@ -245,3 +247,30 @@ def test_storage_and_spark_failures_are_retried_exactly_once(
         assert t["state"] == "STOPPED" and t["lag_messages"] == 0
     assert _counters(tables) == _ops(messages)
     assert_replicas_match(target, fold(messages))
+
+
+def test_closing_a_consumer_never_waits_for_a_broker_gone_away(
+    gated: tuple[EmbeddedBroker, TcpGate], topic_prefix: str, tmp_path: Path
+) -> None:
+    """librdkafka's close waits for group-offset commits in flight, which a broker gone
+    away never answers (over two minutes, measured): a retry after an outage waited for
+    it. The close is waited for at most CLOSE_WAIT_S now."""
+    broker, gate = gated
+    topic = f"{topic_prefix}.app.items"
+    broker.create_topics([topic])
+    produce_messages(gate.bootstrap_servers, [(topic, b"k", b"v")] * 10)
+    cfg = config_from_dict(
+        {
+            "source": {"bootstrap_servers": gate.bootstrap_servers, "topics": "x"},
+            "target": {"path": str(tmp_path / "lake")},
+        }
+    )
+    source = KafkaSource(cfg.source, 100)
+    source.assign({(topic, 0): 0})
+    read = []
+    wait_until(lambda: read.extend(source.poll(100, 0.5)) or len(read) == 10, "the records", 30)
+    source.commit_group_offsets({(topic, 0): 10})
+    gate.close()
+    started = time.monotonic()
+    source.close()
+    assert time.monotonic() - started < CLOSE_WAIT_S + 2
