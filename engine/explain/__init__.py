@@ -73,7 +73,7 @@ from engine.model import (
 from engine.naming import table_store, unknown_table
 from engine.query import parse_as_of
 from engine.replicator.deadletter import DeadLetter
-from engine.replicator.progress import TAIL_KEY, TOPIC_KEY, TRUNCATE_KEY
+from engine.replicator.progress import TOPIC_KEY, partition_tails, truncate_floor
 from engine.replicator.replay import dead_letter_folder
 from engine.validate.source import format_lsn
 
@@ -269,14 +269,6 @@ class _Consumers:
         return found[1][at] if at < len(found[0]) else None
 
 
-def _truncate_floor(extra: dict[str, str]) -> Position | None:
-    value = extra.get(TRUNCATE_KEY)
-    if not value:
-        return None
-    pos, _, sub = value.partition(":")
-    return int(pos), int(sub or 0)
-
-
 def _row_position(row: dict[str, Any] | None) -> Position | None:
     if row is None or row.get(POS) is None or row.get(POS) == NO_POS:
         return None
@@ -303,10 +295,8 @@ def _changes(history: KeyHistory, connector: str | None) -> list[Change]:
         elif v.tombstone is not None:
             pos = (v.tombstone[0], v.tombstone[1] or 0)
             kind = "repair-delete" if v.tombstone[1] == -1 else "delete"
-        elif _truncate_floor(v.extra) != (
-            None if before is None else _truncate_floor(before.extra)
-        ):
-            pos, kind = _truncate_floor(v.extra), "truncate"
+        elif truncate_floor(v.extra) != (None if before is None else truncate_floor(before.extra)):
+            pos, kind = truncate_floor(v.extra), "truncate"
         else:
             kind = "delete"
         source_ts = (
@@ -343,25 +333,7 @@ class _State:
     floor: Position | None = None
 
 
-def _state_before(history: KeyHistory, instant: str | None, extras: dict[str, dict]) -> _State:
-    """The key before ``instant`` (None: after the newest commit), from the replica."""
-    state = _State()
-    for v in history.versions:
-        if instant is not None and v.instant >= instant:
-            break
-        if v.row is not None:
-            state = _State(_row_position(v.row), True)
-        elif v.tombstone is not None:
-            state = _State((v.tombstone[0], v.tombstone[1] or 0), False)
-        else:
-            state = _State(state.newest, False)
-    prior = [i for i in extras if instant is None or i < instant]
-    if prior:
-        state.floor = _truncate_floor(extras[max(prior)])
-    return state
-
-
-def _toast_columns(row: dict[str, Any], rows: pa.Table, index: int, placeholder: str) -> list[str]:
+def _toast_columns(rows: pa.Table, index: int, placeholder: str) -> list[str]:
     out = []
     for name in rows.column_names:
         if name.startswith("_"):
@@ -385,17 +357,33 @@ class _Before:
         self.extras = extras
         self.instants = sorted(extras)
 
+    def _last_before(self, instant: str | None) -> dict[str, str] | None:
+        """The extra metadata of the newest commit before ``instant`` (None: after all)."""
+        at = bisect.bisect_left(self.instants, instant) if instant else len(self.instants)
+        return self.extras[self.instants[at - 1]] if at else None
+
     def state(self, instant: str | None) -> _State:
-        return _state_before(self.history, instant, self.extras)
+        """The key before ``instant`` (None: after the newest commit)."""
+        state = _State()
+        for v in self.history.versions:
+            if instant is not None and v.instant >= instant:
+                break
+            if v.row is not None:
+                state = _State(_row_position(v.row), True)
+            elif v.tombstone is not None:
+                state = _State((v.tombstone[0], v.tombstone[1] or 0), False)
+            else:
+                state = _State(state.newest, False)
+        extra = self._last_before(instant)
+        if extra is not None:
+            state.floor = truncate_floor(extra)
+        return state
 
     def tail(self, instant: str | None, partition: int) -> tuple[str, Position] | None:
         """The key and position of the partition's last keyed event before ``instant``."""
-        at = bisect.bisect_left(self.instants, instant) if instant else len(self.instants)
-        if at == 0:
-            return None
+        extra = self._last_before(instant)
         try:
-            tails = json.loads(self.extras[self.instants[at - 1]].get(TAIL_KEY) or "{}")
-            _, key, pos, sub = tails[str(partition)]
+            _, key, pos, sub = partition_tails(extra or {})[partition]
         except (KeyError, ValueError, TypeError):
             return None
         return str(key), (int(pos), int(sub or 0))
@@ -488,7 +476,7 @@ def _events(
         r = {name: rows.column(name)[i].as_py() for name in rows.column_names}
         pos = None if r[POS] is None else (int(r[POS]), int(r[POS_SUB] or 0))
         instant = consumers.of(r[PARTITION], r[OFFSET])
-        toast = _toast_columns(r, rows, i, placeholder) if r[OP] in _UPSERTS else []
+        toast = _toast_columns(rows, i, placeholder) if r[OP] in _UPSERTS else []
         events.append(
             Event(
                 r[PARTITION],

@@ -23,7 +23,8 @@ from engine.config import Config
 from engine.decode import Decoder, RecordBatch
 from engine.errors import SourceError
 from engine.model import KEY, OFFSET, OP, OP_TRUNCATE, PARTITION
-from engine.source.kafka import TIMEOUT_S, kafka_reason, scan_consumer
+from engine.source.kafka import TIMEOUT_S, kafka_reason
+from engine.source.scan import scan_consumer
 
 #: Records asked of the consumer at once.
 CHUNK = 10_000

@@ -33,6 +33,20 @@ GAPS_KEY = "cdcctl.accepted_gaps"
 TOPIC_ID_KEY = "cdcctl.source.topic_id"
 
 
+def truncate_floor(extra: dict[str, str]) -> tuple[int, int] | None:
+    """The table's last truncate a commit's extra metadata records (None: none)."""
+    value = extra.get(TRUNCATE_KEY)
+    if not value:
+        return None
+    pos, _, sub = value.partition(":")
+    return int(pos), int(sub)
+
+
+def partition_tails(extra: dict[str, str]) -> dict[int, list]:
+    """Each partition's last keyed event a commit records: ``[offset, key, pos, sub]``."""
+    return {int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()}
+
+
 @dataclass
 class TableProgress:
     """Where a table stands, as of its newest commit (then updated batch by batch)."""
@@ -65,14 +79,10 @@ class TableProgress:
     def load(cls, writer: HudiWriter, topic: str) -> TableProgress:
         """The progress recorded by the table's newest commit."""
         extra = writer.extra_metadata()
-        floor = None
-        if extra.get(TRUNCATE_KEY):
-            pos, _, sub = extra[TRUNCATE_KEY].partition(":")
-            floor = (int(pos), int(sub))
-        tail = {int(p): v for p, v in json.loads(extra.get(TAIL_KEY) or "{}").items()}
+        tail = partition_tails(extra)
         return cls(
             committed=writer.checkpoint(topic),
-            floor=floor,
+            floor=truncate_floor(extra),
             max_source_ts=int(extra[MAX_TS_KEY]) if extra.get(MAX_TS_KEY) else None,
             tail=tail,
             gtid_lineages=json.loads(extra.get(GTID_KEY) or "[]"),

@@ -68,9 +68,9 @@ from engine.replicator.progress import TOPIC_ID_KEY
 from engine.source.kafka import (
     TIMEOUT_S,
     kafka_reason,
-    scan_consumer,
     topic_ids,
 )
+from engine.source.scan import scan_consumer
 from engine.storage import Storage
 
 log = logging.getLogger("cdcctl.replicator")

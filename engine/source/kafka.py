@@ -20,8 +20,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import (
@@ -228,35 +227,8 @@ _CLIENT_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "client.")
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
-@contextmanager
-def scan_consumer(cfg: SourceConfig, purpose: str, chunk: int) -> Iterator[Consumer]:
-    """A consumer of its own for one bounded read of a topic (its group
-    ``<group_id>-<purpose>`` never commits; each partition's end is reported as
-    ``_PARTITION_EOF``: an end may be a transaction marker no record sits at), closed
-    after.
-
-    Raises:
-        ConfigError: librdkafka refuses the settings.
-    """
-    settings = {
-        **consumer_settings(cfg, chunk),
-        "group.id": f"{cfg.kafka.group_id}-{purpose}",
-        "enable.partition.eof": True,
-    }
-    try:
-        consumer = Consumer(settings)
-    except KafkaException as exc:
-        raise creation_error(exc) from None
-    try:
-        yield consumer
-    finally:
-        try:
-            consumer.close()
-        except (KafkaException, RuntimeError):
-            pass
-
-
-def _close_quietly(consumer: Consumer) -> None:
+def close_quietly(consumer: Consumer) -> None:
+    """Close a consumer, whatever librdkafka says of it."""
     try:
         consumer.close()
     except (KafkaException, RuntimeError):
@@ -716,7 +688,7 @@ class KafkaSource:
             if consumer is None:
                 continue
             closing = threading.Thread(
-                target=_close_quietly, args=(consumer,), name="kafka-close", daemon=True
+                target=close_quietly, args=(consumer,), name="kafka-close", daemon=True
             )
             closing.start()
             closing.join(CLOSE_WAIT_S)
