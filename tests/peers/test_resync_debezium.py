@@ -335,8 +335,15 @@ def test_repair_fixes_a_damaged_replica_while_changes_flow(
         assert told.returncode == 0, told.stderr
         k11, k2 = json.loads(told.stdout)["keys"]
         commits = [t for t in k11["timeline"] if t["kind"] == "commit"]
-        assert [c["change"] for c in commits][-2:] == ["repair-delete", "insert"], commits
-        assert commits[-2]["position_text"].endswith(", repair"), commits
+        # The delete's position comes from its tombstone; once a clean swept the sidecar
+        # of its instant and the insert after it dropped the tombstone, it is unknown (a
+        # plain delete without a position): seen in one CI run of four.
+        deleted, inserted = commits[-2], commits[-1]
+        assert inserted["change"] == "insert", commits
+        if deleted["change"] == "repair-delete":
+            assert deleted["position_text"].endswith(", repair"), commits
+        else:
+            assert deleted["change"] == "delete" and deleted["position"] is None, commits
         assert commits[-1]["position_text"].startswith("LSN 0/"), commits
         wrote = [t for t in k11["timeline"] if t["kind"] == "event" and t["wrote"]]
         assert wrote[-1]["op"] == "c" and wrote[-1]["offset"] == commits[-1]["offset"], wrote
